@@ -1,0 +1,59 @@
+#pragma once
+// Op and transfer durations (DESIGN.md §2 "Op times", §5). All times in microseconds.
+#include <vector>
+
+#include "engine/placement.h"
+#include "engine/result.h"
+
+namespace pipescope {
+
+/// Explicit per-stage durations that replace the share-scaled defaults for one virtual stage.
+struct StageCost {
+  double forward_us = 0;
+  double backward_us = 0; ///< full backward B = I + W
+  double weight_us = 0;   ///< W; the input-grad op takes backward_us - weight_us
+};
+
+/// Cost inputs. forward/backward/weight are for one pipeline rank's share of the model (L/P
+/// layers); an op of a virtual stage takes them scaled by the stage's share, so schedules with
+/// different V compare fairly on one model. A later layer (the model cost model) fills the same
+/// structure from a model, hardware and mesh.
+struct Costs {
+  double forward_us = 1;  ///< F
+  double backward_us = 2; ///< B = I + W
+  double weight_us = 1;   ///< W
+  /// Time of one overlapped F&B pair for a rank's share; 0 means F + B (no overlap gain).
+  double overlapped_us = 0;
+  /// Per virtual stage overrides (empty, or one entry per stage).
+  std::vector<StageCost> stage_overrides;
+
+  double p2p_latency_us = 0;
+  double p2p_bandwidth_gbps = 0; ///< GB/s; 0 means transfers take only the latency
+  double activation_bytes = 0;   ///< bytes sent per stage boundary per microbatch
+  /// Optional per virtual stage: time to send stage s's output to its next stage (and the
+  /// gradient back); replaces latency + bytes / bandwidth when not empty.
+  std::vector<double> boundary_transfer_us;
+
+  /// DP gradient all-reduce added after each rank's last op (0 = not modeled).
+  double gradient_sync_us = 0;
+
+  /// Whether every number is finite and non-negative and W <= B; the error names the field.
+  Status check(int stage_count) const;
+};
+
+/// Costs resolved for one placement: what the simulator reads per op.
+struct StageTimes {
+  std::vector<double> forward;       ///< per virtual stage
+  std::vector<double> input_grad;    ///< I = B - W
+  std::vector<double> weight_grad;   ///< W
+  std::vector<double> full_backward; ///< B
+  std::vector<double> send_forward;  ///< stage s -> next stage, 0 on the same rank
+  std::vector<double> send_backward; ///< stage s -> previous stage, 0 on the same rank
+  double overlap_factor = 1;         ///< overlapped pair time = factor * (F + B)
+  double gradient_sync = 0;
+};
+
+/// Scales the rank-share costs to each stage of the placement and prices every boundary.
+Result<StageTimes> resolveStageTimes(const Costs &costs, const Placement &placement);
+
+} // namespace pipescope

@@ -1,0 +1,46 @@
+#pragma once
+// One call from a schedule request and costs to everything the app shows: the schedule, its
+// lowered program, the simulation and the published closed forms beside it.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/costs.h"
+#include "engine/lowering.h"
+#include "engine/schedule.h"
+#include "engine/simulator.h"
+
+namespace pipescope {
+
+/// A published closed form for the schedule, evaluated at the plan's F, B, W, P, M, V. It is
+/// exact only under its assumptions (uniform op times, free transfers, `exact_when`).
+struct AnalyticMetrics {
+  double makespan_us = 0;
+  double bubble_fraction = 0;
+  double bubble_ratio = 0;
+  std::vector<int> peak_inflight; ///< per rank, in chunks (empty when none is published)
+  std::string bubble_formula;     ///< e.g. "(P-1)/(M+P-1)"
+  std::string memory_formula;     ///< e.g. "min(P-r, M) microbatches on rank r"
+  std::string source;             ///< the publication
+  std::string exact_when;         ///< the regime in which the simulation must match it
+};
+
+/// The closed form for this schedule, or nothing when none is published (custom schedules).
+std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const Costs &costs);
+
+struct Evaluation {
+  Schedule schedule;
+  LoweredProgram program;
+  StageTimes times;
+  SimulationResult simulation;
+  std::optional<AnalyticMetrics> analytic;
+};
+
+/// Checks op coverage, lowers, resolves costs and simulates a schedule.
+Result<Evaluation> evaluateSchedule(Schedule schedule, const Costs &costs,
+                                    const SimulationOptions &options = {});
+/// Generates the requested schedule, then evaluateSchedule.
+Result<Evaluation> evaluate(const ScheduleRequest &request, const Costs &costs,
+                            const SimulationOptions &options = {});
+
+} // namespace pipescope

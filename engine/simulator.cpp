@@ -1,0 +1,298 @@
+#include "engine/simulator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace pipescope {
+
+namespace {
+
+// Parts of a (stage, microbatch) whose completion same-rank consumers check.
+enum Part : std::uint8_t { kForwardDone = 1, kBackwardInputDone = 2 };
+
+struct RankState {
+  std::size_t pc = 0;
+  double clock = 0;         // when the rank's compute lane is free
+  double inputs_ready = 0;  // latest arrival among the recvs before the next compute
+  double last_end = 0;      // end of the last compute, when following sends leave
+  int inflight = 0;
+  double inflight_microbatches = 0;
+  double activation_bytes = 0;
+  bool blocked_on_self = false; // waits for an op later in its own list
+};
+
+std::string describeOp(const Op &op) { return formatOp(op); }
+
+} // namespace
+
+std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> &marked_steps) {
+  std::size_t longest = 0;
+  for (const auto &ops : schedule.ranks) longest = std::max(longest, ops.size());
+  int first = 0, last = static_cast<int>(longest) - 1;
+  constexpr int kWindow = 8;
+  int lo = static_cast<int>(longest), hi = -1;
+  for (int mark : marked_steps)
+    if (mark >= 0) { lo = std::min(lo, mark); hi = std::max(hi, mark); }
+  if (hi >= 0 && longest > 2 * kWindow + 1) {
+    first = std::max(0, lo - kWindow);
+    last = std::min(static_cast<int>(longest) - 1, hi + kWindow);
+  } else if (longest > 4 * kWindow) {
+    last = 4 * kWindow - 1;
+  }
+  std::string text = "        ";
+  // Cell width fits the longest action in the window.
+  std::size_t cell = 4;
+  for (const auto &ops : schedule.ranks)
+    for (int i = first; i <= last && i < static_cast<int>(ops.size()); ++i)
+      cell = std::max(cell, formatOp(ops[static_cast<std::size_t>(i)]).size() + 2);
+  auto pad = [&](std::string s) {
+    if (s.size() < cell) s.append(cell - s.size(), ' ');
+    return s;
+  };
+  if (first > 0) text += "... ";
+  for (int i = first; i <= last; ++i) text += pad("s" + std::to_string(i));
+  text += '\n';
+  for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
+    std::string row = "rank " + std::to_string(r);
+    row.append(row.size() < 8 ? 8 - row.size() : 1, ' ');
+    if (first > 0) row += "... ";
+    const auto &ops = schedule.ranks[r];
+    const int mark = r < marked_steps.size() ? marked_steps[r] : -1;
+    for (int i = first; i <= last; ++i) {
+      std::string action = i < static_cast<int>(ops.size()) ? formatOp(ops[static_cast<std::size_t>(i)]) : "";
+      if (i == mark) action = "[" + action + "]";
+      row += pad(action);
+    }
+    if (last + 1 < static_cast<int>(ops.size())) row += "...";
+    while (!row.empty() && row.back() == ' ') row.pop_back();
+    text += row + '\n';
+  }
+  return text;
+}
+
+Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
+                                  const StageTimes &times, const SimulationOptions &options) {
+  const Placement &placement = schedule.placement;
+  const int pp = placement.pp;
+  const auto microbatches = static_cast<std::size_t>(placement.microbatches);
+  SimulationResult result;
+  result.op_times.resize(schedule.ranks.size());
+  for (std::size_t r = 0; r < schedule.ranks.size(); ++r)
+    result.op_times[r].resize(schedule.ranks[r].size());
+  result.transfers.resize(program.messages.size());
+  result.ranks.resize(static_cast<std::size_t>(pp));
+  if (options.memory_timeline) result.memory.resize(static_cast<std::size_t>(pp));
+
+  // Completion flags per (stage, microbatch) for dependencies on the same rank; cross-rank
+  // dependencies arrive through recvs.
+  std::vector<std::uint8_t> done(static_cast<std::size_t>(placement.stageCount()) * microbatches, 0);
+  constexpr double kUnknown = -1;
+  std::vector<double> arrival(program.messages.size(), kUnknown);
+  std::vector<std::int32_t> waiter(program.messages.size(), -1);
+  std::vector<RankState> state(static_cast<std::size_t>(pp));
+  const bool track_bytes =
+      options.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
+  std::vector<int> runnable;
+  runnable.reserve(static_cast<std::size_t>(pp));
+  for (int r = pp - 1; r >= 0; --r) runnable.push_back(r);
+
+  auto key = [microbatches](int stage, int microbatch) {
+    return static_cast<std::size_t>(stage) * microbatches + static_cast<std::size_t>(microbatch);
+  };
+  // Per stage: the neighbour on the same rank whose completion gates it (-1: none, or the
+  // input arrives by a recv instead).
+  const auto stage_count = static_cast<std::size_t>(placement.stageCount());
+  std::vector<std::int32_t> local_previous(stage_count, -1), local_next(stage_count, -1);
+  for (int s = 0; s < placement.stageCount(); ++s) {
+    const int prev = placement.previousStage(s), next = placement.nextStage(s);
+    if (prev >= 0 && placement.rankOf(prev) == placement.rankOf(s)) local_previous[static_cast<std::size_t>(s)] = prev;
+    if (next >= 0 && placement.rankOf(next) == placement.rankOf(s)) local_next[static_cast<std::size_t>(s)] = next;
+  }
+  // Whether the same-rank inputs of a forward / backward part are complete.
+  auto forward_inputs_done = [&](int stage, int microbatch) {
+    const int prev = local_previous[static_cast<std::size_t>(stage)];
+    return prev < 0 || (done[key(prev, microbatch)] & kForwardDone);
+  };
+  auto backward_inputs_done = [&](int stage, int microbatch) {
+    if (!(done[key(stage, microbatch)] & kForwardDone)) return false;
+    const int next = local_next[static_cast<std::size_t>(stage)];
+    return next < 0 || (done[key(next, microbatch)] & kBackwardInputDone);
+  };
+
+  while (!runnable.empty()) {
+    const int rank = runnable.back();
+    runnable.pop_back();
+    auto &st = state[static_cast<std::size_t>(rank)];
+    const auto &code = program.ranks[static_cast<std::size_t>(rank)];
+    const auto &ops = schedule.ranks[static_cast<std::size_t>(rank)];
+    auto &op_times = result.op_times[static_cast<std::size_t>(rank)];
+    auto &stats = result.ranks[static_cast<std::size_t>(rank)];
+    auto *memory = options.memory_timeline ? &result.memory[static_cast<std::size_t>(rank)] : nullptr;
+    while (st.pc < code.size()) {
+      const Instruction &instruction = code[st.pc];
+      if (instruction.kind == InstructionKind::Recv) {
+        const double at = arrival[static_cast<std::size_t>(instruction.index)];
+        if (at == kUnknown) {
+          waiter[static_cast<std::size_t>(instruction.index)] = rank;
+          break;
+        }
+        st.inputs_ready = std::max(st.inputs_ready, at);
+        ++st.pc;
+        continue;
+      }
+      if (instruction.kind == InstructionKind::Send) {
+        const auto id = static_cast<std::size_t>(instruction.index);
+        const Message &message = program.messages[id];
+        const double link = message.gradient
+                                ? times.send_backward[static_cast<std::size_t>(message.stage)]
+                                : times.send_forward[static_cast<std::size_t>(message.stage)];
+        result.transfers[id] = {st.last_end, st.last_end + link};
+        arrival[id] = st.last_end + link;
+        if (waiter[id] >= 0) {
+          runnable.push_back(waiter[id]);
+          waiter[id] = -1;
+        }
+        ++st.pc;
+        continue;
+      }
+      // Compute.
+      const Op &op = ops[static_cast<std::size_t>(instruction.index)];
+      bool inputs_done = true;
+      switch (op.kind) {
+      case OpKind::Forward: inputs_done = forward_inputs_done(op.stage, op.microbatch); break;
+      case OpKind::InputGrad:
+      case OpKind::FullBackward:
+        inputs_done = backward_inputs_done(op.stage, op.microbatch);
+        break;
+      case OpKind::WeightGrad:
+        inputs_done = (done[key(op.stage, op.microbatch)] & kBackwardInputDone) != 0;
+        break;
+      case OpKind::OverlappedPair:
+        inputs_done = forward_inputs_done(op.stage, op.microbatch) &&
+                      backward_inputs_done(op.backward_stage, op.backward_microbatch);
+        break;
+      }
+      if (!inputs_done) {
+        st.blocked_on_self = true;
+        break;
+      }
+      const double duration = opDuration(op, times);
+      const double start = std::max(st.clock, st.inputs_ready);
+      const double end = start + duration;
+      op_times[static_cast<std::size_t>(instruction.index)] = {start, end};
+      st.clock = end;
+      st.last_end = end;
+      st.inputs_ready = 0;
+      stats.busy_us += duration;
+
+      // Activation memory: held from the start of F until the end of the backward that frees
+      // it (B, or W when the backward is split).
+      const auto share = [&](int stage) { return placement.stage_share[static_cast<std::size_t>(stage)]; };
+      const auto bytes = [&](int stage) {
+        return track_bytes ? options.stage_activation_bytes[static_cast<std::size_t>(stage)] : 0.0;
+      };
+      const bool acquires = op.kind == OpKind::Forward || op.kind == OpKind::OverlappedPair;
+      if (acquires) {
+        ++st.inflight;
+        st.inflight_microbatches += share(op.stage);
+        st.activation_bytes += bytes(op.stage);
+        stats.peak_inflight = std::max(stats.peak_inflight, st.inflight);
+        stats.peak_inflight_microbatches =
+            std::max(stats.peak_inflight_microbatches, st.inflight_microbatches);
+        stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, st.activation_bytes);
+        if (memory)
+          memory->push_back({start, st.inflight, st.inflight_microbatches, st.activation_bytes});
+      }
+      int released_stage = -1;
+      switch (op.kind) {
+      case OpKind::Forward:
+        done[key(op.stage, op.microbatch)] |= kForwardDone;
+        break;
+      case OpKind::InputGrad:
+        done[key(op.stage, op.microbatch)] |= kBackwardInputDone;
+        break;
+      case OpKind::FullBackward:
+        done[key(op.stage, op.microbatch)] |= kBackwardInputDone;
+        released_stage = op.stage;
+        break;
+      case OpKind::WeightGrad: released_stage = op.stage; break;
+      case OpKind::OverlappedPair:
+        done[key(op.stage, op.microbatch)] |= kForwardDone;
+        done[key(op.backward_stage, op.backward_microbatch)] |= kBackwardInputDone;
+        released_stage = op.backward_stage;
+        break;
+      }
+      if (released_stage >= 0) {
+        --st.inflight;
+        st.inflight_microbatches -= share(released_stage);
+        st.activation_bytes -= bytes(released_stage);
+        if (memory)
+          memory->push_back({end, st.inflight, st.inflight_microbatches, st.activation_bytes});
+      }
+      ++st.pc;
+    }
+  }
+
+  // Anything left unfinished is a deadlock: report every blocked rank and what it waits for.
+  std::vector<int> marked(static_cast<std::size_t>(pp), -1);
+  std::string reasons, first_reason;
+  int blocked_ranks = 0;
+  for (int r = 0; r < pp; ++r) {
+    const auto &st = state[static_cast<std::size_t>(r)];
+    const auto &code = program.ranks[static_cast<std::size_t>(r)];
+    if (st.pc >= code.size()) continue;
+    // The blocked instruction belongs to the next compute at or after pc.
+    std::size_t compute_pc = st.pc;
+    while (compute_pc < code.size() && code[compute_pc].kind != InstructionKind::Compute) ++compute_pc;
+    if (compute_pc >= code.size()) continue;
+    const int step = code[compute_pc].index;
+    const Op &op = schedule.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(step)];
+    marked[static_cast<std::size_t>(r)] = step;
+    std::string waits;
+    const Instruction &blocked = code[st.pc];
+    if (blocked.kind == InstructionKind::Recv) {
+      const Message &m = program.messages[static_cast<std::size_t>(blocked.index)];
+      waits = std::string(m.gradient ? "the gradient of " : "the activation of ") +
+              formatOp(m.gradient ? fullBackwardOp(m.stage, m.microbatch)
+                                  : forwardOp(m.stage, m.microbatch)) +
+              " from rank " + std::to_string(m.from_rank) + ", which rank " +
+              std::to_string(m.from_rank) + " has not sent";
+      if (m.gradient) {
+        // Name the op as the schedule calls it (I or B).
+        waits = "the gradient from stage " + std::to_string(m.stage) + ", microbatch " +
+                std::to_string(m.microbatch) + " (rank " + std::to_string(m.from_rank) +
+                "), which has not been computed";
+      }
+    } else {
+      waits = "an input produced later in rank " + std::to_string(r) + "'s own list";
+    }
+    const std::string reason = "rank " + std::to_string(r) + " at step " + std::to_string(step) +
+                               " (" + describeOp(op) + ") waits for " + waits;
+    if (blocked_ranks++ == 0) first_reason = reason;
+    reasons += "\n  " + reason;
+  }
+  if (blocked_ranks > 0)
+    return makeError("the schedule deadlocks: " + first_reason +
+                     (blocked_ranks > 1 ? " (and " + std::to_string(blocked_ranks - 1) + " more blocked ranks)" : "") +
+                     "; reorder the ops so each input is produced before it is needed" +
+                     "\nblocked ranks:" + reasons + "\n" + formatScheduleGrid(schedule, marked));
+
+  // Step metrics (DESIGN.md §3). The step starts at 0: the first op starts at time 0.
+  double makespan = 0, busy_total = 0;
+  for (int r = 0; r < pp; ++r) {
+    auto &stats = result.ranks[static_cast<std::size_t>(r)];
+    const auto &op_times = result.op_times[static_cast<std::size_t>(r)];
+    stats.end_us = (op_times.empty() ? 0.0 : op_times.back().end_us) + times.gradient_sync;
+    makespan = std::max(makespan, stats.end_us);
+    busy_total += stats.busy_us;
+  }
+  for (auto &stats : result.ranks) stats.idle_us = makespan - stats.busy_us;
+  result.makespan_us = makespan;
+  const double capacity = static_cast<double>(pp) * makespan;
+  result.bubble_fraction = capacity > 0 ? 1.0 - busy_total / capacity : 0.0;
+  result.bubble_ratio = busy_total > 0 ? (capacity - busy_total) / busy_total : 0.0;
+  return result;
+}
+
+} // namespace pipescope

@@ -1,0 +1,83 @@
+#pragma once
+// Event-driven simulation of a lowered program (DESIGN.md §2–3): exact for the given op times.
+#include <vector>
+
+#include "engine/costs.h"
+#include "engine/lowering.h"
+#include "engine/result.h"
+#include "engine/schedule.h"
+
+namespace pipescope {
+
+struct OpTiming {
+  double start_us = 0;
+  double end_us = 0;
+};
+
+/// A transfer as simulated: leaves when its producer ends, arrives after the link time.
+struct TransferTiming {
+  double start_us = 0;
+  double end_us = 0;
+};
+
+/// One step of a rank's activation memory: from time_us on, this many activation sets are held.
+struct MemoryPoint {
+  double time_us = 0;
+  int inflight_chunks = 0;
+  double inflight_microbatches = 0;
+  double activation_bytes = 0; ///< when stage activation bytes were given
+};
+
+struct RankStats {
+  double busy_us = 0;
+  double idle_us = 0;
+  double end_us = 0;              ///< last op end (plus gradient sync)
+  int peak_inflight = 0;          ///< activation sets (chunks) held at once
+  double peak_inflight_microbatches = 0; ///< the same weighted by stage share
+  double peak_activation_bytes = 0;      ///< when stage activation bytes were given
+};
+
+struct SimulationOptions {
+  bool memory_timeline = false; ///< record every change of each rank's in-flight count
+  /// Bytes of activations one microbatch leaves on each virtual stage between its forward and
+  /// the backward that frees them (empty: bytes are not tracked).
+  std::vector<double> stage_activation_bytes;
+};
+
+struct SimulationResult {
+  /// op_times[r][i] is the timing of schedule.ranks[r][i].
+  std::vector<std::vector<OpTiming>> op_times;
+  /// transfers[id] is the timing of program.messages[id].
+  std::vector<TransferTiming> transfers;
+  std::vector<RankStats> ranks;
+  std::vector<std::vector<MemoryPoint>> memory; ///< per rank, when requested
+  double makespan_us = 0;
+  double bubble_fraction = 0; ///< 1 - Σ busy / (P·T)
+  double bubble_ratio = 0;    ///< (P·T - Σ busy) / Σ busy
+};
+
+/// Duration of one op under resolved stage times.
+inline double opDuration(const Op &op, const StageTimes &times) {
+  const auto s = static_cast<std::size_t>(op.stage);
+  switch (op.kind) {
+  case OpKind::Forward: return times.forward[s];
+  case OpKind::InputGrad: return times.input_grad[s];
+  case OpKind::WeightGrad: return times.weight_grad[s];
+  case OpKind::FullBackward: return times.full_backward[s];
+  case OpKind::OverlappedPair:
+    return times.overlap_factor *
+           (times.forward[s] + times.full_backward[static_cast<std::size_t>(op.backward_stage)]);
+  }
+  return 0;
+}
+
+/// Runs the program. A program that cannot complete is refused with the blocked ranks, the op
+/// each waits at and what it waits for, and the rank × step grid with those steps marked.
+Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
+                                  const StageTimes &times, const SimulationOptions &options = {});
+
+/// The rank × step grid of a schedule (PyTorch's _format_pipeline_order), with the given step of
+/// each rank marked by brackets (-1: none). Long rows are cut to a window around the marks.
+std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> &marked_steps);
+
+} // namespace pipescope

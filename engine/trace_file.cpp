@@ -1,0 +1,262 @@
+#include "engine/trace_file.h"
+
+#include "engine/json_fields.h"
+
+namespace pipescope {
+
+using nlohmann::json;
+
+Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
+  Trace trace;
+  trace.source = "simulated";
+  trace.plan = plan;
+  const auto &schedule = evaluation.schedule;
+  const auto &simulation = evaluation.simulation;
+  trace.ops.reserve(schedule.opCount());
+  for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
+    for (std::size_t i = 0; i < schedule.ranks[r].size(); ++i) {
+      const Op &op = schedule.ranks[r][i];
+      const OpTiming &t = simulation.op_times[r][i];
+      TraceOp record{static_cast<int>(r), 0, static_cast<int>(i), op.kind, op.stage, op.microbatch,
+                     t.start_us, t.end_us, 0, false};
+      if (op.kind == OpKind::OverlappedPair) {
+        record.kind = OpKind::Forward;
+        record.overlapped = true;
+        trace.ops.push_back(record);
+        record.kind = OpKind::FullBackward;
+        record.stage = op.backward_stage;
+        record.microbatch = op.backward_microbatch;
+      }
+      trace.ops.push_back(record);
+    }
+  }
+  const double bytes = plan.costs.activation_bytes;
+  trace.transfers.reserve(evaluation.program.messages.size());
+  for (std::size_t id = 0; id < evaluation.program.messages.size(); ++id) {
+    const Message &m = evaluation.program.messages[id];
+    const TransferTiming &t = simulation.transfers[id];
+    trace.transfers.push_back({m.from_rank, m.to_rank, m.stage, m.microbatch, m.gradient,
+                               t.start_us, t.end_us, bytes});
+  }
+  trace.makespan_us = simulation.makespan_us;
+  trace.bubble_fraction = simulation.bubble_fraction;
+  trace.bubble_ratio = simulation.bubble_ratio;
+  for (const auto &rank : simulation.ranks)
+    trace.ranks.push_back({rank.busy_us, rank.idle_us, rank.peak_inflight, rank.peak_inflight_microbatches});
+  trace.memory = simulation.memory;
+  return trace;
+}
+
+json traceToJson(const Trace &trace) {
+  json out;
+  out["format"] = kTraceFormat;
+  out["version"] = kTraceVersion;
+  out["source"] = trace.source;
+  out["plan"] = planToJson(trace.plan);
+  json ops = json::array();
+  for (const auto &op : trace.ops) {
+    json record = {{"rank", op.rank},         {"step", op.step},
+                   {"index", op.index},       {"kind", std::string(opKindLetter(op.kind))},
+                   {"stage", op.stage},       {"microbatch", op.microbatch},
+                   {"start_us", op.start_us}, {"end_us", op.end_us},
+                   {"lane", op.lane}};
+    if (op.overlapped) record["overlapped"] = true;
+    ops.push_back(std::move(record));
+  }
+  out["ops"] = std::move(ops);
+  json transfers = json::array();
+  for (const auto &t : trace.transfers)
+    transfers.push_back({{"from_rank", t.from_rank},
+                         {"to_rank", t.to_rank},
+                         {"stage", t.stage},
+                         {"microbatch", t.microbatch},
+                         {"kind", t.gradient ? "gradient" : "activation"},
+                         {"start_us", t.start_us},
+                         {"end_us", t.end_us},
+                         {"bytes", t.bytes}});
+  out["comms"] = std::move(transfers);
+  json ranks = json::array();
+  for (const auto &r : trace.ranks)
+    ranks.push_back({{"busy", r.busy_us},
+                     {"idle", r.idle_us},
+                     {"peak_inflight", r.peak_inflight},
+                     {"peak_inflight_microbatches", r.peak_inflight_microbatches}});
+  out["metrics"] = {{"makespan", trace.makespan_us},
+                    {"bubble_fraction", trace.bubble_fraction},
+                    {"bubble_ratio", trace.bubble_ratio},
+                    {"ranks", std::move(ranks)}};
+  if (trace.source == "measured") {
+    out["devices"] = trace.devices;
+    out["clock_error_us"] = trace.clock_error_us;
+  }
+  return out;
+}
+
+namespace {
+
+Result<OpKind> kindFromLetter(const std::string &letter, const std::string &pointer) {
+  if (letter == "F") return OpKind::Forward;
+  if (letter == "I") return OpKind::InputGrad;
+  if (letter == "W") return OpKind::WeightGrad;
+  if (letter == "B") return OpKind::FullBackward;
+  return makeError(pointer + ": expected one of F, I, W, B, got \"" + letter + "\"");
+}
+
+} // namespace
+
+Result<Trace> traceFromJson(const json &document) {
+  if (auto status = checkFormatAndVersion(document, kTraceFormat, kTraceVersion); !status)
+    return status.error();
+  Trace trace;
+  JsonFields root(document, "");
+  root.text("source", trace.source, true);
+  const auto *plan = root.object("plan", true);
+  const auto *ops = root.array("ops", true);
+  const auto *comms = root.array("comms");
+  const auto *metrics = root.object("metrics");
+  root.number("clock_error_us", trace.clock_error_us, 0, 1e12);
+  if (!root.ok()) return root.error();
+  if (trace.source != "simulated" && trace.source != "measured")
+    return makeError("/source: expected \"simulated\" or \"measured\", got \"" + trace.source + "\"");
+  auto parsed_plan = planFromJson(*plan);
+  if (!parsed_plan) return makeError("/plan" + (parsed_plan.error().message.starts_with("/") ? "" : std::string(": ")) + parsed_plan.error().message);
+  trace.plan = std::move(*parsed_plan);
+  if (ops->size() > kMaxScheduleOps * 2 * 64)
+    return makeError("/ops: too many records");
+  trace.ops.reserve(ops->size());
+  constexpr double kHuge = 1e15;
+  for (std::size_t i = 0; i < ops->size(); ++i) {
+    const std::string at = "/ops/" + std::to_string(i);
+    JsonFields f((*ops)[i], at);
+    TraceOp op;
+    std::string kind;
+    f.integer("rank", op.rank, 0, kMaxWorldSize, true)
+        .integer("step", op.step, 0, 1 << 30)
+        .integer("index", op.index, 0, 1 << 30)
+        .text("kind", kind, true)
+        .integer("stage", op.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
+        .integer("microbatch", op.microbatch, 0, kMaxMicrobatches, true)
+        .number("start_us", op.start_us, -kHuge, kHuge, true)
+        .number("end_us", op.end_us, -kHuge, kHuge, true)
+        .integer("lane", op.lane, 0, 1 << 16)
+        .boolean("overlapped", op.overlapped);
+    if (!f.ok()) return f.error();
+    auto k = kindFromLetter(kind, at + "/kind");
+    if (!k) return k.error();
+    op.kind = *k;
+    if (op.end_us < op.start_us)
+      return makeError(at + "/end_us: ends before it starts (" + json(op.end_us).dump() + " < " +
+                       json(op.start_us).dump() + ")");
+    trace.ops.push_back(op);
+  }
+  if (comms) {
+    for (std::size_t i = 0; i < comms->size(); ++i) {
+      const std::string at = "/comms/" + std::to_string(i);
+      JsonFields f((*comms)[i], at);
+      TraceTransfer t;
+      std::string kind;
+      f.integer("from_rank", t.from_rank, 0, kMaxWorldSize, true)
+          .integer("to_rank", t.to_rank, 0, kMaxWorldSize, true)
+          .integer("stage", t.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
+          .integer("microbatch", t.microbatch, 0, kMaxMicrobatches, true)
+          .text("kind", kind, true)
+          .number("start_us", t.start_us, -kHuge, kHuge, true)
+          .number("end_us", t.end_us, -kHuge, kHuge, true)
+          .number("bytes", t.bytes, 0, kHuge);
+      if (!f.ok()) return f.error();
+      if (kind != "activation" && kind != "gradient")
+        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" + kind + "\"");
+      t.gradient = kind == "gradient";
+      trace.transfers.push_back(t);
+    }
+  }
+  if (metrics) {
+    JsonFields f(*metrics, "/metrics");
+    f.number("makespan", trace.makespan_us, 0, kHuge)
+        .number("bubble_fraction", trace.bubble_fraction, -1, 1)
+        .number("bubble_ratio", trace.bubble_ratio, -1, kHuge);
+    const auto *ranks = f.array("ranks");
+    if (!f.ok()) return f.error();
+    if (ranks) {
+      for (std::size_t i = 0; i < ranks->size(); ++i) {
+        JsonFields rf((*ranks)[i], "/metrics/ranks/" + std::to_string(i));
+        TraceRank r;
+        rf.number("busy", r.busy_us, 0, kHuge)
+            .number("idle", r.idle_us, -kHuge, kHuge)
+            .integer("peak_inflight", r.peak_inflight, 0, 1 << 30)
+            .number("peak_inflight_microbatches", r.peak_inflight_microbatches, 0, kHuge);
+        if (!rf.ok()) return rf.error();
+        trace.ranks.push_back(r);
+      }
+    }
+  }
+  if (const auto it = document.find("devices"); it != document.end() && it->is_array())
+    for (const auto &d : *it)
+      if (d.is_string()) trace.devices.push_back(d.get<std::string>());
+  return trace;
+}
+
+Result<Trace> loadTrace(const std::string &path) {
+  auto text = readTextFile(path);
+  if (!text) return text.error();
+  auto parsed = parseJsonLimited(*text);
+  if (!parsed) return makeError(path + ": " + parsed.error().message);
+  auto trace = traceFromJson(*parsed);
+  if (!trace) return makeError(path + ": " + trace.error().message);
+  return trace;
+}
+
+Status saveTrace(const std::string &path, const Trace &trace) {
+  return writeTextFileAtomically(path, traceToJson(trace).dump(1) + "\n");
+}
+
+json chromeTrace(const Trace &trace) {
+  json events = json::array();
+  int max_rank = -1;
+  for (const auto &op : trace.ops) max_rank = std::max(max_rank, op.rank);
+  for (int r = 0; r <= max_rank; ++r) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+                      {"args", {{"name", "p2p"}}}});
+  }
+  for (const auto &op : trace.ops) {
+    const std::string name = std::string(opKindLetter(op.kind)) + std::to_string(op.microbatch) +
+                             " (stage " + std::to_string(op.stage) + ")";
+    json args = {{"stage", op.stage}, {"microbatch", op.microbatch},
+                 {"kind", std::string(opKindName(op.kind))}, {"step", op.step}};
+    if (op.overlapped) args["overlapped"] = true;
+    events.push_back({{"name", name},
+                      {"cat", std::string(opKindName(op.kind))},
+                      {"ph", "X"},
+                      {"pid", op.rank},
+                      {"tid", op.lane},
+                      {"ts", op.start_us},
+                      {"dur", op.end_us - op.start_us},
+                      {"args", std::move(args)}});
+  }
+  // Each transfer: a slice on the sender's p2p lane and a flow arrow to the receiver.
+  for (std::size_t i = 0; i < trace.transfers.size(); ++i) {
+    const auto &t = trace.transfers[i];
+    const std::string name = std::string(t.gradient ? "grad " : "act ") + std::to_string(t.stage) +
+                             ":" + std::to_string(t.microbatch) + " → rank " + std::to_string(t.to_rank);
+    events.push_back({{"name", name}, {"cat", "p2p"}, {"ph", "X"}, {"pid", t.from_rank}, {"tid", 1},
+                      {"ts", t.start_us}, {"dur", std::max(0.0, t.end_us - t.start_us)},
+                      {"args", {{"bytes", t.bytes}, {"to_rank", t.to_rank}}}});
+    events.push_back({{"name", "p2p"}, {"cat", "p2p"}, {"ph", "s"}, {"id", i}, {"pid", t.from_rank},
+                      {"tid", 1}, {"ts", t.start_us}});
+    events.push_back({{"name", "p2p"}, {"cat", "p2p"}, {"ph", "f"}, {"bp", "e"}, {"id", i},
+                      {"pid", t.to_rank}, {"tid", 0}, {"ts", t.end_us}});
+  }
+  for (std::size_t r = 0; r < trace.memory.size(); ++r)
+    for (const auto &point : trace.memory[r])
+      events.push_back({{"name", "in-flight activations"}, {"ph", "C"}, {"pid", static_cast<int>(r)},
+                        {"ts", point.time_us},
+                        {"args", {{"chunks", point.inflight_chunks},
+                                  {"microbatches", point.inflight_microbatches}}}});
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
+}
+
+} // namespace pipescope

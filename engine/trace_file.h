@@ -1,0 +1,72 @@
+#pragma once
+// Traces (DESIGN.md §6): per-op and per-transfer records of one step, simulated or measured,
+// with the plan they came from and their metrics; and the Chrome trace-event export.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/evaluation.h"
+#include "engine/plan_file.h"
+
+namespace pipescope {
+
+/// One compute record. An overlapped F&B pair is recorded as its two parts with the same start
+/// and end, each marked `overlapped`.
+struct TraceOp {
+  int rank = 0;
+  int step = 0;      ///< training step (0 for a simulation)
+  int index = 0;     ///< position in the rank's op list
+  OpKind kind = OpKind::Forward;
+  int stage = 0;
+  int microbatch = 0;
+  double start_us = 0;
+  double end_us = 0;
+  int lane = 0;      ///< 0 = compute
+  bool overlapped = false;
+};
+
+struct TraceTransfer {
+  int from_rank = 0;
+  int to_rank = 0;
+  int stage = 0;     ///< producing stage
+  int microbatch = 0;
+  bool gradient = false;
+  double start_us = 0;
+  double end_us = 0;
+  double bytes = 0;
+};
+
+struct TraceRank {
+  double busy_us = 0, idle_us = 0;
+  int peak_inflight = 0;
+  double peak_inflight_microbatches = 0;
+};
+
+struct Trace {
+  std::string source = "simulated"; ///< "simulated" or "measured"
+  Plan plan;
+  std::vector<TraceOp> ops;
+  std::vector<TraceTransfer> transfers;
+  double makespan_us = 0, bubble_fraction = 0, bubble_ratio = 0;
+  std::vector<TraceRank> ranks;
+  std::vector<std::string> devices; ///< measured traces: one description per rank
+  double clock_error_us = 0;        ///< measured traces: clock alignment error bound
+  /// Per rank in-flight activation counter (from the simulator's memory timeline), if any.
+  std::vector<std::vector<MemoryPoint>> memory;
+};
+
+/// The simulated trace of an evaluated plan.
+Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation);
+
+nlohmann::json traceToJson(const Trace &trace);
+Result<Trace> traceFromJson(const nlohmann::json &json);
+Result<Trace> loadTrace(const std::string &path);
+Status saveTrace(const std::string &path, const Trace &trace);
+
+/// Chrome trace-event JSON: pid = rank, tid = lane, complete ("X") events, flow arrows from each
+/// send to its recv, counter tracks for in-flight activations. Perfetto and chrome://tracing
+/// open it.
+nlohmann::json chromeTrace(const Trace &trace);
+
+} // namespace pipescope

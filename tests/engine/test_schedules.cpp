@@ -1,0 +1,383 @@
+// Schedules, lowering and simulation: every family over a grid of P, M, V, the closed forms,
+// the known peak in-flight counts, the text forms, and refusals of impossible requests.
+#include <QtTest>
+
+#include <set>
+
+#include "engine/evaluation.h"
+#include "engine/pytorch_csv.h"
+#include "tests/engine/schedule_checks.h"
+
+using namespace pipescope;
+
+namespace {
+
+struct GridPoint {
+  int pp, microbatches, chunks, group;
+};
+
+std::vector<GridPoint> gridFor(const ScheduleFamily &family) {
+  std::vector<GridPoint> points;
+  for (int pp : {1, 2, 3, 4, 5, 6, 8})
+    for (int m : {1, 2, 3, 4, 5, 6, 8, 12, 16, 20}) {
+      const std::vector<int> chunk_list =
+          family.uses_chunks ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1};
+      for (int v : chunk_list) {
+        points.push_back({pp, m, v, 0});
+        if (family.uses_microbatch_group && m > pp) points.push_back({pp, m, v, m});
+      }
+    }
+  return points;
+}
+
+QString describe(const ScheduleRequest &r) {
+  return QString::fromStdString(r.name + " P=" + std::to_string(r.pp) + " M=" +
+                                std::to_string(r.microbatches) + " V=" + std::to_string(r.chunks) +
+                                " G=" + std::to_string(r.microbatch_group));
+}
+
+Evaluation evaluateOrFail(const ScheduleRequest &request, const Costs &costs = {}) {
+  auto e = evaluate(request, costs);
+  if (!e) qFatal("%s: %s", qPrintable(describe(request)), e.error().message.c_str());
+  return std::move(*e);
+}
+
+Schedule customFromText(const std::string &csv) {
+  auto lists = parsePytorchCsv(csv);
+  if (!lists) qFatal("bad test CSV: %s", lists.error().message.c_str());
+  auto schedule = makeCustomSchedule(std::move(*lists));
+  if (!schedule) qFatal("bad test schedule: %s", schedule.error().message.c_str());
+  return std::move(*schedule);
+}
+
+} // namespace
+
+class TestSchedules : public QObject {
+  Q_OBJECT
+
+private slots:
+  void everyFamilyOverGrid_data() {
+    QTest::addColumn<QString>("name");
+    for (const auto &family : scheduleFamilies())
+      QTest::newRow(family.name.c_str()) << QString::fromStdString(family.name);
+  }
+
+  // Every required op once on its owning rank, no deadlock, every dependency respected, one op
+  // at a time per rank, the same result twice; with free and with priced transfers.
+  void everyFamilyOverGrid() {
+    QFETCH(QString, name);
+    const auto *family = findScheduleFamily(name.toStdString());
+    QVERIFY(family);
+    int accepted = 0;
+    Costs priced;
+    priced.p2p_latency_us = 0.37;
+    for (const auto &point : gridFor(*family)) {
+      ScheduleRequest request{family->name, point.pp, point.microbatches, point.chunks, point.group};
+      if (!checkScheduleRequest(request)) continue;
+      ++accepted;
+      for (const Costs &costs : {Costs{}, priced}) {
+        auto first = evaluate(request, costs);
+        QVERIFY2(first, qPrintable(describe(request) + ": " +
+                                   QString::fromStdString(first ? "" : first.error().message)));
+        const std::string violation = testing::findDependencyViolation(*first);
+        QVERIFY2(violation.empty(), qPrintable(describe(request) + ": " + QString::fromStdString(violation)));
+        for (const auto &list : first->schedule.ranks)
+          for (const auto &op : list) {
+            const bool split = op.kind == OpKind::InputGrad || op.kind == OpKind::WeightGrad;
+            if (split) QVERIFY2(family->splits_backward, qPrintable(describe(request)));
+          }
+        auto second = evaluate(request, costs);
+        QVERIFY(second);
+        QCOMPARE(second->simulation.makespan_us, first->simulation.makespan_us);
+        for (std::size_t r = 0; r < first->simulation.op_times.size(); ++r)
+          for (std::size_t i = 0; i < first->simulation.op_times[r].size(); ++i)
+            QCOMPARE(second->simulation.op_times[r][i].start_us, first->simulation.op_times[r][i].start_us);
+        QVERIFY(first->simulation.bubble_fraction >= -1e-12 && first->simulation.bubble_fraction < 1);
+      }
+    }
+    QVERIFY2(accepted >= 10, qPrintable(name + " accepted only " + QString::number(accepted) +
+                                        " grid points"));
+  }
+
+  void closedFormsAreExact_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<double>("forward");
+    QTest::addColumn<double>("backward");
+    for (const char *name : {"gpipe", "1f1b", "naive"}) {
+      QTest::newRow((std::string(name) + " F=1 B=2").c_str()) << name << 1.0 << 2.0;
+      QTest::newRow((std::string(name) + " F=1.5 B=2.25").c_str()) << name << 1.5 << 2.25;
+    }
+  }
+
+  // With uniform op times and free transfers the simulation equals the published closed form.
+  void closedFormsAreExact() {
+    QFETCH(QString, name);
+    QFETCH(double, forward);
+    QFETCH(double, backward);
+    Costs costs;
+    costs.forward_us = forward;
+    costs.backward_us = backward;
+    costs.weight_us = backward / 2;
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int m = 1; m <= 16; ++m) {
+        const auto e = evaluateOrFail({name.toStdString(), pp, m, 1, 0}, costs);
+        QVERIFY(e.analytic);
+        QCOMPARE(e.simulation.makespan_us, e.analytic->makespan_us);
+        QVERIFY(std::abs(e.simulation.bubble_fraction - e.analytic->bubble_fraction) < 1e-12);
+        QVERIFY(std::abs(e.simulation.bubble_ratio - e.analytic->bubble_ratio) < 1e-12);
+      }
+  }
+
+  void gpipeAndOneFOneBTextbookFormulas() {
+    for (int pp : {2, 4, 8})
+      for (int m : {1, 4, 8, 32}) {
+        const double fraction = double(pp - 1) / (m + pp - 1), ratio = double(pp - 1) / m;
+        for (const char *name : {"gpipe", "1f1b"}) {
+          const auto e = evaluateOrFail({name, pp, m, 1, 0});
+          QVERIFY(std::abs(e.simulation.bubble_fraction - fraction) < 1e-12);
+          QVERIFY(std::abs(e.simulation.bubble_ratio - ratio) < 1e-12);
+        }
+      }
+  }
+
+  void interleavedMatchesMegatronFormula() {
+    for (int pp : {2, 4, 8})
+      for (int v : {2, 3, 4})
+        for (int m : {pp, 2 * pp, 4 * pp}) {
+          const auto e = evaluateOrFail({"interleaved-1f1b", pp, m, v, 0});
+          const double fraction = double(pp - 1) / (v * m + pp - 1);
+          const double ratio = double(pp - 1) / (v * m);
+          QVERIFY2(std::abs(e.simulation.bubble_fraction - fraction) < 1e-12,
+                   qPrintable(QString("P=%1 M=%2 V=%3: %4 vs %5").arg(pp).arg(m).arg(v)
+                                  .arg(e.simulation.bubble_fraction).arg(fraction)));
+          QVERIFY(std::abs(e.simulation.bubble_ratio - ratio) < 1e-12);
+          QVERIFY(e.analytic);
+          for (int r = 0; r < pp; ++r)
+            QCOMPARE(e.simulation.ranks[r].peak_inflight, e.analytic->peak_inflight[r]);
+        }
+  }
+
+  void breadthFirstGroupHoldsMoreActivations() {
+    const auto depth = evaluateOrFail({"interleaved-1f1b", 4, 16, 2, 4});
+    const auto breadth = evaluateOrFail({"interleaved-1f1b", 4, 16, 2, 16});
+    QVERIFY(breadth.simulation.ranks[0].peak_inflight > depth.simulation.ranks[0].peak_inflight);
+    QVERIFY(breadth.schedule.ranks[0][1] == forwardOp(0, 1));
+    QVERIFY(breadth.schedule.ranks[0][15] == forwardOp(0, 15));
+    QVERIFY(breadth.schedule.ranks[0][16] == forwardOp(4, 0));
+  }
+
+  void knownPeakInflightCounts() {
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int m = 1; m <= 12; ++m) {
+        const auto gpipe = evaluateOrFail({"gpipe", pp, m, 1, 0});
+        const auto one = evaluateOrFail({"1f1b", pp, m, 1, 0});
+        for (int r = 0; r < pp; ++r) {
+          QCOMPARE(gpipe.simulation.ranks[r].peak_inflight, m);
+          QCOMPARE(one.simulation.ranks[r].peak_inflight, std::min(pp - r, m));
+          QCOMPARE(one.simulation.ranks[r].peak_inflight_microbatches, double(std::min(pp - r, m)));
+        }
+        if (!checkScheduleRequest({"zb-h1", pp, m, 1, 0})) continue;
+        const auto zb = evaluateOrFail({"zb-h1", pp, m, 1, 0});
+        int zb_peak = 0, one_peak = 0;
+        for (int r = 0; r < pp; ++r) {
+          zb_peak = std::max(zb_peak, zb.simulation.ranks[r].peak_inflight);
+          one_peak = std::max(one_peak, one.simulation.ranks[r].peak_inflight);
+        }
+        QVERIFY2(zb_peak <= one_peak, qPrintable(QString("zb-h1 P=%1 M=%2 holds %3 > %4").arg(pp).arg(m).arg(zb_peak).arg(one_peak)));
+      }
+  }
+
+  void dualPipeHoldsTwoStagesPerRank() {
+    for (int pp : {2, 4, 8}) {
+      const ScheduleRequest request{"dualpipe", pp, 4 * pp, 1, 0};
+      if (!checkScheduleRequest(request)) QSKIP("dualpipe generator refuses the request");
+      const auto e = evaluateOrFail(request);
+      for (int r = 0; r < pp; ++r) {
+        std::set<int> model_stages;
+        for (int s = 0; s < e.schedule.placement.stageCount(); ++s)
+          if (e.schedule.placement.rankOf(s) == r) model_stages.insert(e.schedule.placement.model_stage[s]);
+        QCOMPARE(int(model_stages.size()), 2);
+        QVERIFY(model_stages.count(r) && model_stages.count(pp - 1 - r));
+      }
+    }
+  }
+
+  void opTextRoundTrips_data() {
+    QTest::addColumn<QString>("text");
+    for (const char *text : {"2F0", "1I3", "0W2", "3B1", "(0F7;7B3)OVERLAP_F_B", "120F4095"})
+      QTest::newRow(text) << text;
+  }
+  void opTextRoundTrips() {
+    QFETCH(QString, text);
+    const auto op = parseOp(text.toStdString());
+    QVERIFY(op);
+    QCOMPARE(QString::fromStdString(formatOp(*op)), text);
+  }
+
+  void badOpTextIsRefused() {
+    for (const char *text : {"", "F0", "2X0", "2F", "-1F0", "2F0x", "(0F7;7F3)OVERLAP_F_B", "(0F7)OVERLAP_F_B", "2F99999999999"})
+      QVERIFY2(!parseOp(text), text);
+  }
+
+  void pytorchCsvRoundTripsEverySchedule() {
+    for (const auto &family : scheduleFamilies()) {
+      ScheduleRequest request{family.name, 4, 8, family.uses_chunks ? 2 : 1, 0};
+      if (!checkScheduleRequest(request)) continue;
+      const auto original = generateSchedule(request);
+      QVERIFY(original);
+      const std::string csv = scheduleToPytorchCsv(*original);
+      const auto lists = parsePytorchCsv(csv);
+      QVERIFY2(lists, family.name.c_str());
+      QVERIFY(*lists == original->ranks);
+      auto custom = makeCustomSchedule(*lists);
+      QVERIFY(custom);
+      QCOMPARE(int(custom->placement.kind), int(original->placement.kind));
+      QCOMPARE(custom->placement.stage_rank, original->placement.stage_rank);
+      const auto simulated = evaluateSchedule(std::move(*custom), Costs{});
+      QVERIFY(simulated);
+      QCOMPARE(simulated->simulation.makespan_us, evaluateOrFail(request).simulation.makespan_us);
+    }
+  }
+
+  void csvSkipsIdleCellsAndCommunication() {
+    const auto lists = parsePytorchCsv("0F0,,0SEND_F0,0B0\n,1RECV_F0,1F0,1B0,1SEND_B0\n");
+    QVERIFY(lists);
+    QCOMPARE(int(lists->size()), 2);
+    QVERIFY((*lists)[0] == (std::vector<Op>{forwardOp(0, 0), fullBackwardOp(0, 0)}));
+    QVERIFY((*lists)[1] == (std::vector<Op>{forwardOp(1, 0), fullBackwardOp(1, 0)}));
+    const auto bad = parsePytorchCsv("0F0,0Q1\n");
+    QVERIFY(!bad);
+    QVERIFY(bad.error().message.find("row 1") != std::string::npos);
+    QVERIFY(bad.error().message.find("column 2") != std::string::npos);
+  }
+
+  void impossibleRequestsAreRefusedWithWhatWouldWork_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<int>("microbatches");
+    QTest::addColumn<int>("chunks");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("unknown") << "zb-h9" << 4 << 8 << 1 << "choose one of";
+    QTest::newRow("P=0") << "1f1b" << 0 << 8 << 1 << "P (pipeline ranks) must be between 1";
+    QTest::newRow("M=0") << "gpipe" << 4 << 0 << 1 << "M (microbatches) must be between 1";
+    QTest::newRow("V=2 on 1f1b") << "1f1b" << 4 << 8 << 2 << "use interleaved-1f1b";
+    QTest::newRow("V=1 interleaved") << "interleaved-1f1b" << 4 << 8 << 1 << "needs V >= 2";
+    QTest::newRow("M<P interleaved") << "interleaved-1f1b" << 8 << 4 << 2 << "raise M to at least 8";
+    QTest::newRow("absurd P") << "1f1b" << 1000000 << 8 << 1 << "must be between 1 and 16384";
+    QTest::newRow("absurd M") << "gpipe" << 4 << 2000000000 << 1 << "must be between 1 and";
+    QTest::newRow("too many ops") << "interleaved-1f1b" << 4096 << 4096 << 8 << "ops; pipescope simulates at most";
+    QTest::newRow("custom") << "custom" << 4 << 8 << 1 << "loaded from a file";
+  }
+  void impossibleRequestsAreRefusedWithWhatWouldWork() {
+    QFETCH(QString, name);
+    QFETCH(int, pp);
+    QFETCH(int, microbatches);
+    QFETCH(int, chunks);
+    QFETCH(QString, expected);
+    const auto result = generateSchedule({name.toStdString(), pp, microbatches, chunks, 0});
+    QVERIFY(!result);
+    QVERIFY2(result.error().message.find(expected.toStdString()) != std::string::npos,
+             result.error().message.c_str());
+  }
+
+  void microbatchGroupOutsideRangeIsRefused() {
+    const auto low = generateSchedule({"interleaved-1f1b", 4, 8, 2, 2});
+    QVERIFY(!low);
+    QVERIFY(low.error().message.find("P <= G <= M") != std::string::npos);
+    QVERIFY(!generateSchedule({"interleaved-1f1b", 4, 8, 2, 9}));
+    const auto remainder = generateSchedule({"interleaved-1f1b", 4, 10, 2, 0});
+    QVERIFY(!remainder);
+    QVERIFY2(remainder.error().message.find("use M = 8 or 12, or G = M") != std::string::npos,
+             remainder.error().message.c_str());
+  }
+
+  void customScheduleProblemsNameRankAndOp_data() {
+    QTest::addColumn<QString>("csv");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("missing backward") << "0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n" << "rank 0 is missing 0B1";
+    QTest::newRow("duplicated") << "0F0,0F0,0B0\n1F0,1B0\n" << "rank 0, step 1 (0F0): duplicated";
+    QTest::newRow("misplaced") << "0F0,0B0,1F1\n1F0,1B0,0F1,0B1,1B1\n" << "stage 1 lives on rank 1";
+    QTest::newRow("B and I/W") << "0F0,0B0,0I0,0W0\n1F0,1B0\n" << "has both B and I/W";
+    QTest::newRow("W without I") << "0F0,0W0\n1F0,1B0\n" << "rank 0 is missing 0I0";
+  }
+  void customScheduleProblemsNameRankAndOp() {
+    QFETCH(QString, csv);
+    QFETCH(QString, expected);
+    const auto schedule = customFromText(csv.toStdString());
+    const auto status = checkOpCoverage(schedule);
+    QVERIFY(!status);
+    QVERIFY2(status.error().message.find(expected.toStdString()) != std::string::npos,
+             status.error().message.c_str());
+  }
+
+  // A schedule whose ranks wait on each other is refused with the blocked ranks, what they wait
+  // for, and the grid with the failing steps marked — never a hang.
+  void deadlockIsReportedWithTheGrid() {
+    // Rank 0 wants the gradient of microbatch 0 before sending the activation of microbatch 1,
+    // while rank 1 runs microbatch 1's forward first.
+    const auto schedule = customFromText("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
+    const auto e = evaluateSchedule(schedule, Costs{});
+    QVERIFY(!e);
+    const std::string &message = e.error().message;
+    QVERIFY2(message.find("the schedule deadlocks") == 0, message.c_str());
+    QVERIFY2(message.find("rank 0 at step 1 (0B0) waits for the gradient from stage 1, microbatch 0") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("rank 1 at step 0 (1F1) waits for the activation of 0F1") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("[0B0]") != std::string::npos && message.find("[1F1]") != std::string::npos, message.c_str());
+  }
+
+  void selfDeadlockOnOneRank() {
+    const auto schedule = customFromText("0B0,0F0\n");
+    const auto e = evaluateSchedule(schedule, Costs{});
+    QVERIFY(!e);
+    QVERIFY2(e.error().message.find("later in rank 0's own list") != std::string::npos, e.error().message.c_str());
+  }
+
+  void transfersDelayCrossRankDependencies() {
+    Costs costs;
+    costs.p2p_latency_us = 1;
+    costs.p2p_bandwidth_gbps = 100;
+    costs.activation_bytes = 50e3; // 0.5 us at 100 GB/s
+    const auto e = evaluateOrFail({"gpipe", 2, 1, 1, 0}, costs);
+    // F0 on rank 0 [0,1], transfer 1.5, F0 on rank 1 [2.5,3.5], B0 rank 1 [3.5,5.5],
+    // gradient 1.5, B0 on rank 0 [7, 9].
+    QCOMPARE(e.simulation.op_times[1][0].start_us, 2.5);
+    QCOMPARE(e.simulation.op_times[0][1].start_us, 7.0);
+    QCOMPARE(e.simulation.makespan_us, 9.0);
+  }
+
+  void gradientSyncExtendsTheStep() {
+    Costs costs;
+    costs.gradient_sync_us = 5;
+    const auto base = evaluateOrFail({"1f1b", 4, 8, 1, 0});
+    const auto synced = evaluateOrFail({"1f1b", 4, 8, 1, 0}, costs);
+    QCOMPARE(synced.simulation.makespan_us, base.simulation.makespan_us + 5);
+  }
+
+  void badCostsAreRefused() {
+    Costs costs;
+    costs.weight_us = 3; // more than B = 2
+    const auto e = evaluate({"zb-h1", 4, 8, 1, 0}, costs);
+    QVERIFY(!e);
+    costs.weight_us = 1;
+    costs.forward_us = std::nan("");
+    const auto n = evaluate({"1f1b", 4, 8, 1, 0}, costs);
+    QVERIFY(!n);
+    QVERIFY(n.error().message.find("forward") == 0);
+  }
+
+  void memoryTimelineMatchesPeaks() {
+    SimulationOptions options;
+    options.memory_timeline = true;
+    const auto e = evaluate({"1f1b", 4, 8, 1, 0}, Costs{}, options);
+    QVERIFY(e);
+    for (int r = 0; r < 4; ++r) {
+      int peak = 0;
+      for (const auto &point : e->simulation.memory[r]) peak = std::max(peak, point.inflight_chunks);
+      QCOMPARE(peak, e->simulation.ranks[r].peak_inflight);
+      QCOMPARE(e->simulation.memory[r].back().inflight_chunks, 0);
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestSchedules)
+#include "test_schedules.moc"
