@@ -71,15 +71,64 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     return m;
   }
   if (name == "zb-h1") {
-    // Qi et al. 2024, §3.1: W passes fill the cool-down, leaving (P-1)(F+I-W) per rank.
-    auto m = fromMakespan(M * (F + B) + (P - 1) * (F + I - W), M * (F + B), P);
-    m.bubble_formula = "bubble per rank = (P-1)(F+I-W); bubble_fraction = (P-1)(F+I-W) / "
-                       "(M(F+I+W) + (P-1)(F+I-W))";
-    m.peak_inflight.resize(static_cast<std::size_t>(P));
-    for (int r = 0; r < P; ++r) m.peak_inflight[static_cast<std::size_t>(r)] = std::min(P, M);
+    // Qi et al. 2024, §3.1: W passes fill the cool-down. The simulation's exact makespan is
+    // M(F+I+W) + (P-1)(F+I-min(F,I,W)), the paper's (P-1)(F+I-W) bubble when W <= min(F, I).
+    auto m = fromMakespan(M * (F + B) + (P - 1) * (F + I - std::min({F, I, W})), M * (F + B), P);
+    m.bubble_formula = "bubble per rank = (P-1)(F+I-W) (for W <= min(F, I)); bubble_fraction = "
+                       "(P-1)(F+I-W) / (M(F+I+W) + (P-1)(F+I-W))";
+    m.peak_inflight.assign(static_cast<std::size_t>(P), std::min(P, M));
     m.memory_formula = "min(P, M) microbatches on every rank (1F1B's peak)";
     m.source = "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)";
     m.exact_when = uniform + ", M >= P";
+    return m;
+  }
+  if (name == "zb-h2") {
+    // Qi et al. 2024, §3.1: 2P-1 warm-up forwards let W fill every gap inside a rank's span;
+    // the step still carries the (P-1)F start offset of the last rank.
+    const double tail = (P - 1) * std::max({F, I - F, F + I - 2 * W});
+    auto m = fromMakespan(M * (F + B) + tail, M * (F + B), P);
+    m.bubble_formula = "bubble per rank = (P-1)·max(F, I-F, F+I-2W): zero inside each rank's span "
+                       "when F = I = W (the paper's (P-1)(F+I-2W) when positive), plus the (P-1)F "
+                       "start offset";
+    m.peak_inflight.assign(static_cast<std::size_t>(P), std::min(M, 2 * P - 1));
+    m.memory_formula = "min(M, 2P-1) microbatches on every rank (about twice 1F1B)";
+    m.source = "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)";
+    m.exact_when = uniform + ", M >= 2P-1";
+    return m;
+  }
+  if (name == "zb-v") {
+    // Qi et al. 2024 (controllable memory): with F = I = W = t per rank share, the only idle
+    // time is the start offset, T = 3Mt + max((P-1)t/2, (2P-1-M)t).
+    const double t = F;
+    auto m = fromMakespan(3 * M * t + std::max((P - 1) * t / 2, (2 * P - 1 - M) * t), M * (F + B), P);
+    m.bubble_formula = "bubble per rank = max((P-1)F/2, (2P-1-M)F) for F = I = W: zero inside each "
+                       "rank's span once M >= 2P-1";
+    m.peak_inflight.resize(static_cast<std::size_t>(P));
+    for (int r = 0; r < P; ++r)
+      m.peak_inflight[static_cast<std::size_t>(r)] = std::min({2 * P, 2 * M, M + r + 1});
+    m.memory_formula = "min(2P, 2M, M+r+1) half-size chunks on rank r: at most P microbatches, "
+                       "1F1B's peak";
+    m.source = "Qi et al., Pipeline Parallelism with Controllable Memory (NeurIPS 2024)";
+    m.exact_when = "F = I = W (B = 2F), free transfers";
+    return m;
+  }
+  if (name == "dualpipe" || name == "dualpipev") {
+    // DeepSeek-V3 report, Table 2: bubble (P/2-1)(F&B + B - 3W) for DualPipe; the DualPipe
+    // repo's README gives (PP/2-1)(F&B + B - 3W) for DualPipeV with PP = 2P half-size stages.
+    const double pair = costs.overlapped_us > 0 ? costs.overlapped_us : F + B;
+    const bool v = name == "dualpipev";
+    const double bubble = v ? (P - 1) * (pair + B - 3 * W) / 2 : (P / 2 - 1) * (pair + B - 3 * W);
+    auto m = fromMakespan(M * (F + B) + bubble, M * (F + B), P);
+    m.bubble_formula = v ? "bubble per rank = (P-1)(F&B + B - 3W)/2 (the README's (PP/2-1)(F&B+B-3W) "
+                           "with PP = 2P half-size stages)"
+                         : "bubble per rank = (P/2-1)(F&B + B - 3W)";
+    m.peak_inflight.assign(static_cast<std::size_t>(P), v ? 2 * P + 1 : P + 1);
+    m.memory_formula = v ? "2P+1 half-size chunks (P + 1/2 microbatches) on every rank; one copy "
+                           "of the parameters"
+                         : "P+1 microbatches on every rank; two stages' parameters per rank";
+    m.source = v ? "deepseek-ai/DualPipe README (DualPipeV)"
+                 : "DeepSeek-AI, DeepSeek-V3 Technical Report (2024), Table 2";
+    m.exact_when = "F = I = W (B = 2F), F&B = F + B, free transfers";
     return m;
   }
   return std::nullopt;

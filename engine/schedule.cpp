@@ -54,15 +54,18 @@ const std::vector<FamilyEntry> &familyEntries() {
        generators::checkInterleaved, generators::interleaved},
       {{"zb-h1", "ZB-H1",
         "1F1B with the backward split into input-grad (I) and weight-grad (W); W passes are "
-        "deferred to fill the cool-down bubbles. Bubble (P-1)(F+I-W), peak memory of 1F1B.",
+        "deferred to fill the cool-down bubbles. Bubble (P-1)(F+I-W) when W <= min(F, I), peak "
+        "memory of 1F1B.",
         "any P >= 1, M >= 1; V = 1",
         "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)", PlacementKind::Loop, false,
         false, true},
        generators::checkZeroBubbleH1, generators::zeroBubbleH1},
       {{"zb-h2", "ZB-H2",
         "Zero-bubble schedule with extra warm-up forwards so W passes fill the warm-up bubble as "
-        "well; near-zero bubble when F = I = W, about twice 1F1B's activations.",
-        "any P >= 1, M >= 1; V = 1",
+        "well: zero bubble inside each rank's span when F = I = W (the step still spans the (P-1)F "
+        "start offset), about twice 1F1B's activations.",
+        "any P >= 1, M >= 1; V = 1 (the full ZB-H2 needs M >= 2P-1; with fewer it moves towards "
+        "ZB-H1, which it equals for M <= P)",
         "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)", PlacementKind::Loop, false,
         false, true},
        generators::checkZeroBubbleH2, generators::zeroBubbleH2},

@@ -128,6 +128,47 @@ private slots:
       }
   }
 
+  // The zero-bubble and DualPipe closed forms hold exactly in the regime each states.
+  void publishedClosedFormsHoldInTheirRegime_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("minimumMicrobatches"); // as a multiple: 1 = P, 2 = 2P-1
+    QTest::newRow("zb-h1") << "zb-h1" << 1;
+    QTest::newRow("zb-h2") << "zb-h2" << 2;
+    QTest::newRow("zb-v") << "zb-v" << 0;
+    QTest::newRow("dualpipe") << "dualpipe" << 0;
+    QTest::newRow("dualpipev") << "dualpipev" << 0;
+  }
+  void publishedClosedFormsHoldInTheirRegime() {
+    QFETCH(QString, name);
+    QFETCH(int, minimumMicrobatches);
+    int checked = 0;
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int m = 1; m <= 24; ++m) {
+        if (minimumMicrobatches == 1 && m < pp) continue;
+        if (minimumMicrobatches == 2 && m < 2 * pp - 1) continue;
+        const ScheduleRequest request{name.toStdString(), pp, m, 1, 0};
+        if (!checkScheduleRequest(request)) continue;
+        const auto e = evaluateOrFail(request); // F = I = W = 1, F&B = F + B
+        QVERIFY(e.analytic);
+        QVERIFY2(std::abs(e.simulation.makespan_us - e.analytic->makespan_us) < 1e-9,
+                 qPrintable(describe(request) + QString(": simulated %1, closed form %2")
+                                                    .arg(e.simulation.makespan_us).arg(e.analytic->makespan_us)));
+        for (int r = 0; r < pp; ++r)
+          QCOMPARE(e.simulation.ranks[r].peak_inflight, e.analytic->peak_inflight[r]);
+        ++checked;
+      }
+    QVERIFY(checked >= 20);
+  }
+
+  void zeroBubbleBeatsOneFOneB() {
+    for (int pp : {2, 4, 8})
+      for (int m : {pp, 2 * pp, 4 * pp}) {
+        const double one = evaluateOrFail({"1f1b", pp, m, 1, 0}).simulation.bubble_fraction;
+        for (const char *name : {"zb-h1", "zb-h2", "zb-v"})
+          QVERIFY(evaluateOrFail({name, pp, m, 1, 0}).simulation.bubble_fraction < one);
+      }
+  }
+
   void gpipeAndOneFOneBTextbookFormulas() {
     for (int pp : {2, 4, 8})
       for (int m : {1, 4, 8, 32}) {

@@ -1,0 +1,680 @@
+// Op times, transfers and memory from a model, hardware and a DP × TP × PP mesh (DESIGN.md §5).
+//
+// Sources of the formulas:
+// - Matmul FLOPs from the actual shapes, 2·m·n·k per GEMM. For a standard GPT layer this is the
+//   forward 24·b·s·h² + 4·b·s²·h of Narayanan et al. 2021 ("Efficient Large-Scale Language Model
+//   Training on GPU Clusters Using Megatron-LM", eq. 3); grouped-query attention shrinks the K and
+//   V projections and a SwiGLU MLP has three h×f matrices instead of two.
+// - The backward splits into an input-grad pass (every GEMM once more, plus twice the attention
+//   score/context matmuls) and a weight-grad pass (every weight GEMM once more), as the zero-bubble
+//   paper (Qi et al., ICLR 2024) splits B and W: B = 2 × F.
+// - TP (Megatron, Shoeybi et al. 2019): two all-reduces of b·s·h elements in each layer's forward
+//   and two in its input-grad; with sequence parallelism each becomes an all-gather plus a
+//   reduce-scatter, the same volume (Korthikanti et al. 2022, §4.2.2). Ring all-reduce over n
+//   ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency (Thakur et al. 2005; Patarasuk & Yuan).
+// - Activation memory per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+//   Large Transformer Models", §4 and Table 2): s·b·h·(34 + 5·a·s/h) bytes for 16-bit activations
+//   = 10·sbh not split by TP without sequence parallelism (two layer-norm inputs, the QKV and MLP
+//   inputs, two dropout masks) + 24·sbh split by TP + 5·a·s²·b attention scores split by TP. The
+//   24 is computed from the shapes (Q, K, V, the projection input and the MLP intermediates), so
+//   GQA and SwiGLU change it; for a standard layer it is exactly 24.
+// - Memory of parameters, gradients and optimizer state: mixed-precision Adam as in the ZeRO paper
+//   (Rajbhandari et al. 2020): 16-bit weights and gradients, K bytes per parameter of optimizer
+//   state (default 12), ZeRO-1 divides the optimizer state by dp.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <queue>
+#include <string>
+#include <utility>
+
+#include "engine/model/model_setup.h"
+
+namespace pipescope {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+constexpr int kMaxLayers = 100000;
+
+enum class Link { None, Intra, Inter, Mixed };
+
+Link merge(Link a, Link b) {
+  if (a == Link::None) return b;
+  if (b == Link::None) return a;
+  return a == b ? a : Link::Mixed;
+}
+
+std::string linkName(Link link) {
+  switch (link) {
+  case Link::None: return "none";
+  case Link::Intra: return "intra-node";
+  case Link::Inter: return "inter-node";
+  case Link::Mixed: return "mixed";
+  }
+  return "none";
+}
+
+std::string number(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%g", value);
+  return buffer;
+}
+
+/// Parameters of one part of the model: the part sharded over TP and the part every TP rank
+/// holds whole (norms, row-parallel biases, position embeddings).
+struct Params {
+  double sharded = 0;
+  double replicated = 0;
+  double perTpRank(int tp) const { return sharded / tp + replicated; }
+  double whole() const { return sharded + replicated; }
+};
+
+double normParams(const ModelSpec &m) {
+  return m.norm == "layernorm" ? 2.0 * m.hidden : static_cast<double>(m.hidden);
+}
+
+double kvHidden(const ModelSpec &m) { return static_cast<double>(m.hidden) / m.heads * m.kv_heads; }
+
+/// Weight-matrix parameters of one layer: Q, K, V, output projection and the MLP.
+double layerMatrixParams(const ModelSpec &m) {
+  const double h = m.hidden, f = m.ffn_hidden, hkv = kvHidden(m);
+  return h * (h + 2 * hkv) + h * h + (m.gated_mlp ? 3.0 : 2.0) * h * f;
+}
+
+Params layerParams(const ModelSpec &m) {
+  Params p;
+  p.sharded = layerMatrixParams(m);
+  if (m.linear_biases) {
+    // Column-parallel biases (QKV, the first MLP matrices) are split; row-parallel ones are not.
+    p.sharded +=
+        static_cast<double>(m.hidden) + 2 * kvHidden(m) + (m.gated_mlp ? 2.0 : 1.0) * m.ffn_hidden;
+    p.replicated += 2.0 * m.hidden;
+  }
+  p.replicated += 2 * normParams(m);
+  return p;
+}
+
+Params embeddingParams(const ModelSpec &m) {
+  Params p;
+  p.sharded = static_cast<double>(m.vocab) * m.hidden; // vocab-parallel
+  p.replicated = static_cast<double>(m.position_embeddings) * m.hidden;
+  return p;
+}
+
+/// The last stage: final norm and the output head. A tied head is the embedding itself on a
+/// single stage; on several stages the last one holds a copy (as Megatron-LM does).
+Params headParams(const ModelSpec &m, bool single_stage) {
+  Params p;
+  p.replicated = normParams(m);
+  if (!m.tied_embeddings || !single_stage) p.sharded = static_cast<double>(m.vocab) * m.hidden;
+  return p;
+}
+
+Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &placement) {
+  const ModelSpec &m = setup.model;
+  const HardwareSpec &hw = setup.hardware;
+  const std::string model = "model '" + m.name + "': ";
+  const struct {
+    long long value;
+    const char *field;
+  } positives[] = {{m.layers, "layers"},
+                   {m.hidden, "hidden"},
+                   {m.ffn_hidden, "ffn_hidden"},
+                   {m.heads, "heads"},
+                   {m.kv_heads, "kv_heads"},
+                   {m.vocab, "vocab"},
+                   {m.sequence_length, "sequence_length"},
+                   {m.microbatch_size, "microbatch_size"}};
+  for (const auto &p : positives)
+    if (p.value < 1)
+      return makeError(model + p.field + " must be at least 1, got " + std::to_string(p.value));
+  if (m.layers > kMaxLayers)
+    return makeError(model + "layers must be at most " + std::to_string(kMaxLayers));
+  if (m.position_embeddings < 0)
+    return makeError(model + "position_embeddings must be 0 (rotary) or a row count");
+  if (m.hidden % m.heads != 0)
+    return makeError(model + "hidden (" + std::to_string(m.hidden) +
+                     ") must be divisible by heads (" + std::to_string(m.heads) + ")");
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    return makeError(model + "kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" +
+                     std::to_string(m.heads) + ")");
+  if (dtypeBytes(m.dtype) == 0)
+    return makeError(model + "dtype '" + m.dtype + "' is not known; use bf16, fp16 or fp32");
+  if (m.norm != "rmsnorm" && m.norm != "layernorm")
+    return makeError(model + "norm '" + m.norm + "' is not known; use rmsnorm or layernorm");
+
+  const std::string hardware = "hardware '" + hw.name + "': ";
+  const struct {
+    double value;
+    const char *field;
+    bool allow_zero;
+  } numbers[] = {{hw.peak_tflops, "peak_tflops", false},
+                 {hw.efficiency, "efficiency", false},
+                 {hw.memory_gib, "memory_gib", false},
+                 {hw.intra_node_gbps, "intra_node_gbps", false},
+                 {hw.intra_node_latency_us, "intra_node_latency_us", true},
+                 {hw.inter_node_gbps, "inter_node_gbps", false},
+                 {hw.inter_node_latency_us, "inter_node_latency_us", true},
+                 {setup.training.optimizer_bytes_per_param, "optimizer_bytes_per_param", true}};
+  for (const auto &n : numbers)
+    if (!std::isfinite(n.value) || n.value < 0 || (!n.allow_zero && n.value == 0))
+      return makeError(
+          (std::string(n.field) == "optimizer_bytes_per_param" ? std::string("training: ")
+                                                               : hardware) +
+          n.field + " must be a finite " + (n.allow_zero ? "non-negative" : "positive") +
+          " number, got " + number(n.value));
+  if (hw.efficiency > 1)
+    return makeError(hardware + "efficiency is a fraction of peak, at most 1, got " +
+                     number(hw.efficiency));
+
+  if (auto status = mesh.check(); !status) return status;
+  if (mesh.pp != placement.pp)
+    return makeError("the mesh has pp = " + std::to_string(mesh.pp) + " but the schedule has P = " +
+                     std::to_string(placement.pp) + " pipeline ranks; set them equal");
+  if (mesh.tp > mesh.gpus_per_node)
+    return makeError("tp = " + std::to_string(mesh.tp) + " spans more than one node (" +
+                     std::to_string(mesh.gpus_per_node) +
+                     " GPUs per node); tensor parallelism needs the intra-node link, use tp <= " +
+                     std::to_string(mesh.gpus_per_node));
+  if (m.heads % mesh.tp != 0)
+    return makeError(model + "heads (" + std::to_string(m.heads) + ") are not divisible by tp = " +
+                     std::to_string(mesh.tp) + "; use a tp that divides the head count");
+  if (m.kv_heads % mesh.tp != 0)
+    return makeError(model + "kv_heads (" + std::to_string(m.kv_heads) +
+                     ") are not divisible by tp = " + std::to_string(mesh.tp) +
+                     "; use a tp that divides the KV head count");
+  if (m.ffn_hidden % mesh.tp != 0)
+    return makeError(model + "ffn_hidden (" + std::to_string(m.ffn_hidden) +
+                     ") is not divisible by tp = " + std::to_string(mesh.tp));
+  const int model_stages = placement.modelStageCount();
+  if (m.layers < model_stages)
+    return makeError(
+        model + std::to_string(m.layers) + " layers cannot fill " + std::to_string(model_stages) +
+        " model stages (pp × chunks); every stage needs at least one layer — lower pp or V");
+  if (placement.stageCount() < 1 ||
+      static_cast<int>(placement.model_stage.size()) != placement.stageCount() ||
+      static_cast<int>(placement.stage_rank.size()) != placement.stageCount())
+    return makeError("the placement is empty or inconsistent");
+  return Ok{};
+}
+
+/// Everything derived for one placement; shared by deriveModelCosts and reportModel.
+struct Analysis {
+  int model_stages = 0;
+  std::vector<int> model_layers; ///< per model stage
+  // Per virtual stage.
+  std::vector<StageCost> stage_costs;
+  std::vector<double> stage_activation;     ///< bytes per microbatch
+  std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
+  std::vector<int> stage_microbatches;      ///< microbatches passing the stage per step
+  std::vector<double> boundary_us;          ///< stage -> next stage
+  std::vector<Link> boundary_link;
+  // Per pipeline rank.
+  std::vector<double> rank_params; ///< per TP rank
+  std::vector<int> rank_layers;
+  std::vector<double> rank_tp_allreduce_us;
+  std::vector<Link> rank_tp_link, rank_dp_link;
+  std::vector<double> rank_sync_us, rank_sync_exposed_us;
+  // Per layer.
+  double layer_forward_us = 0, layer_backward_us = 0, layer_weight_us = 0;
+  double layer_activation_full = 0; ///< one layer's activations without recomputation
+  double pp_bytes_per_rank = 0;     ///< per boundary per microbatch per direction, one TP rank
+  double tp_message_bytes = 0;      ///< b·s·h elements
+  double forward_flops_per_microbatch = 0; ///< whole model, no recomputation
+  double slowest_link_latency_us = 0, slowest_link_gbps = 0;
+};
+
+/// Whether the TP group of (d, p) sits in one node, over every d.
+Link tpLinkOf(const Mesh &mesh, int p) {
+  if (mesh.tp <= 1) return Link::None;
+  Link link = Link::None;
+  for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d) {
+    const int node = mesh.nodeOf(mesh.rankOf({d, p, 0}));
+    bool inside = true;
+    for (int t = 1; t < mesh.tp && inside; ++t)
+      inside = mesh.nodeOf(mesh.rankOf({d, p, t})) == node;
+    link = merge(link, inside ? Link::Intra : Link::Inter);
+  }
+  return link;
+}
+
+Link dpLinkOf(const Mesh &mesh, int p) {
+  if (mesh.dp <= 1) return Link::None;
+  Link link = Link::None;
+  for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+    const int node = mesh.nodeOf(mesh.rankOf({0, p, t}));
+    bool inside = true;
+    for (int d = 1; d < mesh.dp && inside; ++d)
+      inside = mesh.nodeOf(mesh.rankOf({d, p, t})) == node;
+    link = merge(link, inside ? Link::Intra : Link::Inter);
+  }
+  return link;
+}
+
+/// The link between pipeline ranks a and b, over every (d, t).
+Link pairLinkOf(const Mesh &mesh, int a, int b) {
+  Link link = Link::None;
+  for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d)
+    for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t)
+      link =
+          merge(link, mesh.sameNode(mesh.rankOf({d, a, t}), mesh.rankOf({d, b, t})) ? Link::Intra
+                                                                                    : Link::Inter);
+  return link;
+}
+
+/// Bandwidth (GB/s) and latency (µs) of a link; mixed groups run at the slower link's pace.
+std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
+  if (link == Link::Intra) return {hw.intra_node_gbps, hw.intra_node_latency_us};
+  return {hw.inter_node_gbps, hw.inter_node_latency_us};
+}
+
+/// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency.
+double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) / n * bytes / (gbps * 1e3) + 2.0 * (n - 1) * latency_us;
+}
+
+/// Layers per model stage: even (remainder on the first stages, so the head's stage never gets an
+/// extra layer), or balanced to minimize the slowest stage given the embedding and head costs.
+std::vector<int> splitLayers(int layers, int stages, bool balance,
+                             const std::vector<double> &extra_us,
+                             const std::vector<double> &layer_us) {
+  std::vector<int> split(static_cast<std::size_t>(stages), layers / stages);
+  if (!balance) {
+    for (int k = 0; k < layers % stages; ++k) ++split[static_cast<std::size_t>(k)];
+    return split;
+  }
+  // Greedy earliest finish: each further layer goes to the stage that would be done soonest with
+  // it. For identical layers this is optimal for the slowest stage (every stage keeps >= 1 layer).
+  using Entry = std::pair<double, int>; // time after adding one more layer, stage
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  for (int k = 0; k < stages; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    split[i] = 1;
+    queue.push({extra_us[i] + 2 * layer_us[i], k});
+  }
+  for (int assigned = stages; assigned < layers; ++assigned) {
+    const auto [time, k] = queue.top();
+    queue.pop();
+    const auto i = static_cast<std::size_t>(k);
+    ++split[i];
+    queue.push({extra_us[i] + (split[i] + 1) * layer_us[i], k});
+  }
+  return split;
+}
+
+Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placement &placement,
+                         const std::vector<int> *given_layers) {
+  if (auto status = checkSetup(setup, mesh, placement); !status) return status.error();
+  const ModelSpec &m = setup.model;
+  const HardwareSpec &hw = setup.hardware;
+  const TrainingSetup &training = setup.training;
+  const int t = mesh.tp;
+  const int P = placement.pp;
+  const bool sp = training.sequence_parallel && t > 1;
+  const double dt = dtypeBytes(m.dtype);
+  const double h = m.hidden, s = m.sequence_length, b = m.microbatch_size, V = m.vocab;
+  const double a = m.heads;
+  const double sbh = s * b * h;
+  const double rate = hw.peak_tflops * 1e6 * hw.efficiency; // FLOPs per microsecond
+
+  Analysis an;
+  an.model_stages = placement.modelStageCount();
+  const int S = placement.stageCount();
+  const auto Sn = static_cast<std::size_t>(S);
+
+  // FLOPs per layer and microbatch.
+  const double linear_flops = 2 * s * b * layerMatrixParams(m);
+  const double attention_flops = 4 * b * s * s * h; // scores Q·Kᵀ and context A·V
+  const double head_flops = 2 * s * b * h * V;
+  an.forward_flops_per_microbatch = m.layers * (linear_flops + attention_flops) + head_flops;
+
+  // Per pipeline rank links and TP all-reduce time.
+  an.tp_message_bytes = sbh * dt;
+  an.rank_tp_link.resize(static_cast<std::size_t>(P));
+  an.rank_dp_link.resize(static_cast<std::size_t>(P));
+  an.rank_tp_allreduce_us.resize(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    an.rank_tp_link[i] = tpLinkOf(mesh, p);
+    an.rank_dp_link[i] = dpLinkOf(mesh, p);
+    const auto [gbps, latency] = linkSpeed(hw, an.rank_tp_link[i]);
+    an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
+  }
+
+  // Work per layer on one TP rank (compute at peak × efficiency, TP collectives on the link).
+  const double layer_f_compute = (linear_flops + attention_flops) / t / rate;
+  const double layer_w = linear_flops / t / rate;
+  const double layer_i_compute = (linear_flops + 2 * attention_flops) / t / rate;
+  const double recompute_compute = training.recompute == Recompute::Full ? layer_f_compute
+                                   : training.recompute == Recompute::Selective
+                                       ? attention_flops / t / rate
+                                       : 0.0;
+  const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
+  const double head_compute = head_flops / t / rate;
+  // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
+  // an all-reduce in F (with SP a reduce-scatter in F and an all-gather in I). Output head:
+  // its input gradient is all-reduced in I (with SP an all-gather in F and a reduce-scatter in I).
+  const double embed_f = sp ? 0.5 : 1.0, embed_i = sp ? 0.5 : 0.0;
+  const double head_f = sp ? 0.5 : 0.0, head_i = sp ? 0.5 : 1.0;
+
+  // Activations per layer and microbatch on one TP rank (Korthikanti et al. 2022).
+  const double scale = dt / 2; // the paper's counts are for 16-bit activations
+  const double unsplit = 10 * sbh;
+  const double split =
+      sbh * (2 + 4 * kvHidden(m) / h + 2) + s * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  const double scores = 5 * a * s * s * b;
+  const auto layerActivation = [&](Recompute recompute) {
+    switch (recompute) {
+    case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
+    case Recompute::Selective: return scale * (sp ? (unsplit + split) / t : unsplit + split / t);
+    case Recompute::None: break;
+    }
+    return scale * (sp ? (unsplit + split + scores) / t : unsplit + (split + scores) / t);
+  };
+  const double layer_activation = layerActivation(training.recompute);
+  an.layer_activation_full = layerActivation(Recompute::None);
+  // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
+  // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
+  const double embed_activation = sbh / (sp ? t : 1);
+  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s * b * V / t;
+
+  // Layer split over the model stages.
+  std::vector<int> model_rank(static_cast<std::size_t>(an.model_stages), 0);
+  for (int v = S - 1; v >= 0; --v)
+    model_rank[static_cast<std::size_t>(placement.model_stage[static_cast<std::size_t>(v)])] =
+        placement.rankOf(v);
+  if (given_layers && static_cast<int>(given_layers->size()) == an.model_stages) {
+    an.model_layers = *given_layers;
+  } else {
+    std::vector<double> extra(static_cast<std::size_t>(an.model_stages), 0.0);
+    std::vector<double> per_layer(static_cast<std::size_t>(an.model_stages), 0.0);
+    for (int k = 0; k < an.model_stages; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(model_rank[i])];
+      per_layer[i] = layer_f_compute + layer_i_compute + layer_w + recompute_compute +
+                     (4 + recompute_collectives) * ar;
+      if (k == 0) extra[i] += (embed_f + embed_i) * ar;
+      if (k == an.model_stages - 1) extra[i] += 3 * head_compute + (head_f + head_i) * ar;
+    }
+    an.model_layers =
+        splitLayers(m.layers, an.model_stages, training.balance_layers, extra, per_layer);
+  }
+
+  // Per virtual stage times, activations and collectives.
+  an.stage_costs.resize(Sn);
+  an.stage_activation.resize(Sn);
+  an.stage_tp_collectives.resize(Sn);
+  // Microbatches through each stage per step: all of them, or for bidirectional placements the
+  // first M/2 through direction 0 (stages 0..P-1) and the rest through direction 1.
+  an.stage_microbatches.assign(Sn, placement.microbatches);
+  if (placement.kind == PlacementKind::Bidirectional)
+    for (int v = 0; v < S; ++v)
+      an.stage_microbatches[static_cast<std::size_t>(v)] =
+          v < P ? placement.microbatches / 2 : placement.microbatches - placement.microbatches / 2;
+  for (int v = 0; v < S; ++v) {
+    const auto i = static_cast<std::size_t>(v);
+    const int k = placement.model_stage[i];
+    const double n = an.model_layers[static_cast<std::size_t>(k)];
+    const bool first = k == 0, last = k == an.model_stages - 1;
+    const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double f_collectives = 2 * n + (first ? embed_f : 0) + (last ? head_f : 0);
+    const double i_collectives =
+        (2 + recompute_collectives) * n + (first ? embed_i : 0) + (last ? head_i : 0);
+    StageCost cost;
+    cost.forward_us = n * layer_f_compute + (last ? head_compute : 0) + f_collectives * ar;
+    cost.weight_us = n * layer_w + (last ? head_compute : 0);
+    const double input_grad =
+        n * (layer_i_compute + recompute_compute) + (last ? head_compute : 0) + i_collectives * ar;
+    cost.backward_us = input_grad + cost.weight_us;
+    an.stage_costs[i] = cost;
+    an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
+    an.stage_activation[i] =
+        n * layer_activation + (first ? embed_activation : 0) + (last ? head_activation : 0);
+  }
+  // Per layer times on a middle rank, for the rank-share figures Costs displays.
+  const double middle_ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(P / 2)];
+  an.layer_forward_us = layer_f_compute + 2 * middle_ar;
+  an.layer_weight_us = layer_w;
+  an.layer_backward_us =
+      layer_i_compute + recompute_compute + (2 + recompute_collectives) * middle_ar + layer_w;
+
+  // PP: b·s·h elements per boundary per microbatch per direction; under sequence parallelism
+  // each TP rank sends its 1/t sequence shard, otherwise every TP rank sends the whole tensor.
+  an.pp_bytes_per_rank = sbh * dt / (sp ? t : 1);
+  an.boundary_us.assign(Sn, 0.0);
+  an.boundary_link.assign(Sn, Link::None);
+  std::map<std::pair<int, int>, Link> pair_links;
+  double slowest_boundary_us = -1;
+  for (int v = 0; v < S; ++v) {
+    const int next = placement.nextStage(v);
+    if (next < 0 || placement.rankOf(next) == placement.rankOf(v)) continue;
+    const int from = placement.rankOf(v), to = placement.rankOf(next);
+    const std::pair<int, int> key{std::min(from, to), std::max(from, to)};
+    auto it = pair_links.find(key);
+    if (it == pair_links.end())
+      it = pair_links.emplace(key, pairLinkOf(mesh, key.first, key.second)).first;
+    const auto [gbps, latency] = linkSpeed(hw, it->second);
+    an.boundary_link[static_cast<std::size_t>(v)] = it->second;
+    const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3);
+    an.boundary_us[static_cast<std::size_t>(v)] = time;
+    if (time > slowest_boundary_us) {
+      slowest_boundary_us = time;
+      an.slowest_link_gbps = gbps;
+      an.slowest_link_latency_us = latency;
+    }
+  }
+
+  // Per pipeline rank: parameters (unique model stages held), gradient sync.
+  an.rank_params.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_layers.assign(static_cast<std::size_t>(P), 0);
+  an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
+  std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
+  const Params layer = layerParams(m), embedding = embeddingParams(m),
+               head = headParams(m, an.model_stages == 1);
+  {
+    std::vector<std::vector<int>> held(static_cast<std::size_t>(P));
+    for (int v = 0; v < S; ++v) {
+      const auto p = static_cast<std::size_t>(placement.rankOf(v));
+      held[p].push_back(placement.model_stage[static_cast<std::size_t>(v)]);
+      rank_last_backward[p] += an.stage_costs[static_cast<std::size_t>(v)].backward_us;
+    }
+    for (int p = 0; p < P; ++p) {
+      const auto i = static_cast<std::size_t>(p);
+      auto &stages = held[i];
+      std::sort(stages.begin(), stages.end());
+      stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+      for (int k : stages) {
+        const int n = an.model_layers[static_cast<std::size_t>(k)];
+        an.rank_layers[i] += n;
+        an.rank_params[i] += n * layer.perTpRank(t);
+        if (k == 0) an.rank_params[i] += embedding.perTpRank(t);
+        if (k == an.model_stages - 1) an.rank_params[i] += head.perTpRank(t);
+      }
+      // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
+      // plus an all-gather of the updated weights: the same volume).
+      const auto [gbps, latency] = linkSpeed(hw, an.rank_dp_link[i]);
+      const double sync = ringAllReduceUs(an.rank_params[i] * dt, mesh.dp, gbps, latency);
+      an.rank_sync_us[i] = sync;
+      // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
+      // produces them, so the backward of the rank's last microbatch hides the sync, except the
+      // last layer's bucket, which can only start when the backward is done.
+      an.rank_sync_exposed_us[i] =
+          training.overlap_gradient_sync
+              ? std::max(sync - rank_last_backward[i], sync / std::max(1, an.rank_layers[i]))
+              : sync;
+    }
+  }
+  return an;
+}
+
+} // namespace
+
+int dtypeBytes(std::string_view dtype) {
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp32") return 4;
+  return 0;
+}
+
+double parameterCount(const ModelSpec &model) {
+  return model.layers * layerParams(model).whole() + embeddingParams(model).whole() +
+         headParams(model, true).whole();
+}
+
+Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
+                                         const Placement &placement) {
+  auto analysis = analyze(setup, mesh, placement, nullptr);
+  if (!analysis) return analysis.error();
+  const Analysis &an = *analysis;
+  ModelDerivation derivation;
+  Costs &costs = derivation.costs;
+  const double share_layers = static_cast<double>(setup.model.layers) / placement.pp;
+  costs.forward_us = share_layers * an.layer_forward_us;
+  costs.backward_us = share_layers * an.layer_backward_us;
+  costs.weight_us = share_layers * an.layer_weight_us;
+  costs.overlapped_us = 0;
+  costs.stage_overrides = an.stage_costs;
+  costs.activation_bytes = an.pp_bytes_per_rank;
+  costs.p2p_bandwidth_gbps = an.slowest_link_gbps;
+  costs.p2p_latency_us = an.slowest_link_latency_us;
+  costs.boundary_transfer_us = an.boundary_us;
+  costs.gradient_sync_us =
+      *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end());
+  derivation.stage_layers.resize(static_cast<std::size_t>(placement.stageCount()));
+  for (int v = 0; v < placement.stageCount(); ++v)
+    derivation.stage_layers[static_cast<std::size_t>(v)] = an.model_layers[static_cast<std::size_t>(
+        placement.model_stage[static_cast<std::size_t>(v)])];
+  derivation.stage_activation_bytes = an.stage_activation;
+  if (auto status = costs.check(placement.stageCount()); !status)
+    return makeError("the derived costs are not valid (" + status.error().message +
+                     "); check the model and hardware numbers");
+  return derivation;
+}
+
+ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedule &schedule,
+                        const ModelDerivation &derivation, const SimulationResult &simulation) {
+  ModelReport report;
+  const Placement &placement = schedule.placement;
+  report.parameters = parameterCount(setup.model);
+  // The layer split the derivation chose (per model stage), so the report matches it.
+  std::vector<int> model_layers;
+  if (static_cast<int>(derivation.stage_layers.size()) == placement.stageCount()) {
+    model_layers.assign(static_cast<std::size_t>(placement.modelStageCount()), 0);
+    for (int v = 0; v < placement.stageCount(); ++v) {
+      const auto k = static_cast<std::size_t>(placement.model_stage[static_cast<std::size_t>(v)]);
+      if (k < model_layers.size())
+        model_layers[k] = derivation.stage_layers[static_cast<std::size_t>(v)];
+    }
+  }
+  const auto analysis =
+      analyze(setup, mesh, placement, model_layers.empty() ? nullptr : &model_layers);
+  if (!analysis) return report;
+  const Analysis &an = *analysis;
+  const ModelSpec &m = setup.model;
+  const TrainingSetup &training = setup.training;
+  const int P = placement.pp, t = mesh.tp, dp = mesh.dp;
+  const double dt = dtypeBytes(m.dtype);
+  const bool tracked =
+      derivation.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
+
+  // Memory per pipeline rank (the same on every TP rank and DP replica of it).
+  report.memory.resize(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    RankMemory &mem = report.memory[i];
+    const double params = an.rank_params[i];
+    mem.params = params * dt;
+    mem.grads = params * dt;
+    mem.optimizer = params * training.optimizer_bytes_per_param / (training.zero1 ? dp : 1);
+    double activations = 0;
+    if (i < simulation.ranks.size()) {
+      const RankStats &stats = simulation.ranks[i];
+      activations = stats.peak_activation_bytes;
+      if (activations == 0 && stats.peak_inflight > 0) {
+        // The simulation did not track bytes: bound it by the rank's largest stage.
+        double largest = 0;
+        for (int v = 0; v < placement.stageCount(); ++v)
+          if (placement.rankOf(v) == p)
+            largest = std::max(
+                largest, tracked ? derivation.stage_activation_bytes[static_cast<std::size_t>(v)]
+                                 : an.stage_activation[static_cast<std::size_t>(v)]);
+        activations = largest * stats.peak_inflight;
+      }
+    }
+    // Full recomputation rebuilds one layer's activations during its backward: a transient on
+    // top of the stored layer inputs.
+    if (training.recompute == Recompute::Full && an.rank_layers[i] > 0)
+      activations += an.layer_activation_full;
+    mem.activations_peak = activations;
+    mem.total = mem.params + mem.grads + mem.optimizer + mem.activations_peak;
+    mem.capacity = setup.hardware.memory_gib * kGiB;
+    mem.fits = mem.total <= mem.capacity;
+  }
+
+  // Step, throughput and MFU.
+  report.step_time_s = simulation.makespan_us * 1e-6;
+  const double microbatches = placement.microbatches;
+  const double tokens = dp * microbatches * m.microbatch_size * m.sequence_length;
+  report.model_flops_per_step = dp * microbatches * 3 * an.forward_flops_per_microbatch;
+  if (report.step_time_s > 0) {
+    report.tokens_per_s = tokens / report.step_time_s;
+    report.mfu = report.model_flops_per_step /
+                 (report.step_time_s * mesh.worldSize() * setup.hardware.peak_tflops * 1e12);
+  }
+
+  // TP: every rank of a group sends 2(t-1)/t of each all-reduced message.
+  Link tp_link = Link::None;
+  double tp_worst_us = 0;
+  std::vector<double> rank_tp_us(static_cast<std::size_t>(P), 0.0);
+  for (int v = 0; v < placement.stageCount(); ++v) {
+    const auto i = static_cast<std::size_t>(v);
+    const auto p = static_cast<std::size_t>(placement.rankOf(v));
+    const double collectives = an.stage_tp_collectives[i] * an.stage_microbatches[i];
+    report.tp.bytes += collectives * 2.0 * (t - 1) * an.tp_message_bytes;
+    rank_tp_us[p] += collectives * an.rank_tp_allreduce_us[p];
+  }
+  for (int p = 0; p < P; ++p) {
+    tp_link = merge(tp_link, an.rank_tp_link[static_cast<std::size_t>(p)]);
+    tp_worst_us = std::max(tp_worst_us, rank_tp_us[static_cast<std::size_t>(p)]);
+  }
+  report.tp.time_s = tp_worst_us * 1e-6;
+  report.tp.exposed_time_s = report.tp.time_s;
+  report.tp.link = linkName(t > 1 ? tp_link : Link::None);
+
+  // PP: each crossing boundary carries a forward activation and a backward gradient per
+  // microbatch from each of the t TP ranks.
+  Link pp_link = Link::None;
+  std::vector<double> rank_pp_us(static_cast<std::size_t>(P), 0.0);
+  for (int v = 0; v < placement.stageCount(); ++v) {
+    const auto i = static_cast<std::size_t>(v);
+    if (an.boundary_link[i] == Link::None) continue;
+    const int next = placement.nextStage(v);
+    const double count = an.stage_microbatches[i];
+    report.pp.bytes += count * 2 * t * an.pp_bytes_per_rank;
+    rank_pp_us[static_cast<std::size_t>(placement.rankOf(v))] += count * an.boundary_us[i];
+    rank_pp_us[static_cast<std::size_t>(placement.rankOf(next))] += count * an.boundary_us[i];
+    pp_link = merge(pp_link, an.boundary_link[i]);
+  }
+  report.pp.time_s = *std::max_element(rank_pp_us.begin(), rank_pp_us.end()) * 1e-6;
+  report.pp.exposed_time_s = 0;
+  report.pp.link = linkName(pp_link);
+
+  // DP: one all-reduce of each rank's gradients per step.
+  Link dp_link = Link::None;
+  for (int p = 0; p < P; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    if (dp > 1) report.dp.bytes += t * 2.0 * (dp - 1) / dp * an.rank_params[i] * dt;
+    dp_link = merge(dp_link, an.rank_dp_link[i]);
+  }
+  report.dp.time_s = *std::max_element(an.rank_sync_us.begin(), an.rank_sync_us.end()) * 1e-6;
+  report.dp.exposed_time_s =
+      *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end()) * 1e-6;
+  report.dp.link = linkName(dp_link);
+  return report;
+}
+
+} // namespace pipescope

@@ -1,0 +1,331 @@
+// JSON forms of the model, hardware and training setup, and the presets shipped under
+// resources/presets (compiled in) or given as a file path.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "engine/json_fields.h"
+#include "engine/model/model_setup.h"
+#include "resources/embedded_resources.h"
+
+namespace pipescope {
+
+namespace {
+
+constexpr std::string_view kModelFormat = "pipescope.model";
+constexpr std::string_view kHardwareFormat = "pipescope.hardware";
+constexpr int kVersion = 1;
+constexpr int kMaxDepth = 64;
+constexpr std::uintmax_t kMaxFileBytes = 16u << 20;
+
+/// Deepest nesting of arrays and objects in JSON text (strings skipped), so deeply nested input is
+/// refused before nlohmann/json's recursive copy or dump could exhaust the stack.
+int nestingDepth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '[' || c == '{')
+      deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}')
+      --depth;
+  }
+  return deepest;
+}
+
+Result<nlohmann::json> parseText(std::string_view text, const std::string &where) {
+  if (nestingDepth(text) > kMaxDepth)
+    return makeError(where + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error &error) {
+    return makeError(where + ": not valid JSON (" + error.what() + ")");
+  }
+}
+
+Result<std::string> readFile(const std::string &path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return makeError("cannot read '" + path + "': " + ec.message());
+  if (size > kMaxFileBytes)
+    return makeError("'" + path + "' is " + std::to_string(size) +
+                     " bytes; a preset file is at most " + std::to_string(kMaxFileBytes));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError("cannot open '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string joined(const std::vector<std::string> &names) {
+  std::string out;
+  for (const auto &n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "(none)" : out;
+}
+
+std::vector<std::string> presetNames(std::string_view folder) {
+  std::vector<std::string> names;
+  for (const auto &resource : embeddedResources()) {
+    if (resource.name.substr(0, folder.size()) != folder) continue;
+    std::string_view rest = resource.name.substr(folder.size());
+    if (rest.size() <= 5 || rest.substr(rest.size() - 5) != ".json" ||
+        rest.find('/') != std::string_view::npos)
+      continue;
+    names.emplace_back(rest.substr(0, rest.size() - 5));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Refuses keys a reader does not know, so a typo ("hiden") is not silently ignored.
+Status checkKeys(const nlohmann::json &json, const std::string &pointer,
+                 std::initializer_list<const char *> known) {
+  if (!json.is_object()) return Ok{};
+  for (const auto &item : json.items()) {
+    bool found = false;
+    for (const char *k : known) found = found || item.key() == k;
+    if (!found) {
+      std::string list;
+      for (const char *k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return makeError(pointer + "/" + item.key() + ": unknown field; expected one of " + list);
+    }
+  }
+  return Ok{};
+}
+
+/// "format" and "version" are optional inside a plan but must be right when present.
+Status checkOptionalFormat(const nlohmann::json &json, const std::string &pointer,
+                           std::string_view format) {
+  if (!json.is_object()) return Ok{};
+  if (const auto f = json.find("format"); f != json.end() && (!f->is_string() || *f != format))
+    return makeError(pointer + "/format: expected \"" + std::string(format) + "\", got " +
+                     f->dump());
+  if (const auto v = json.find("version");
+      v != json.end() && (!v->is_number_integer() || *v != kVersion))
+    return makeError(pointer + "/version: expected " + std::to_string(kVersion) + ", got " +
+                     v->dump());
+  return Ok{};
+}
+
+template <typename Spec>
+Result<Spec> loadSpec(const std::string &name_or_path, std::string_view folder,
+                      std::string_view format, const char *kind,
+                      const std::vector<std::string> &names,
+                      Result<Spec> (*fromJson)(const nlohmann::json &, const std::string &)) {
+  std::string text, where;
+  if (const auto embedded = findEmbeddedResource(std::string(folder) + name_or_path + ".json")) {
+    text = std::string(*embedded);
+    where = std::string(kind) + " preset '" + name_or_path + "'";
+  } else {
+    std::error_code ec;
+    if (name_or_path.empty() || !std::filesystem::is_regular_file(name_or_path, ec))
+      return makeError("no " + std::string(kind) + " preset or file named '" + name_or_path +
+                       "'; presets: " + joined(names) + " (or give the path of a \"" +
+                       std::string(format) + "\" JSON file)");
+    auto read = readFile(name_or_path);
+    if (!read) return read.error();
+    text = std::move(*read);
+    where = "'" + name_or_path + "'";
+  }
+  auto json = parseText(text, where);
+  if (!json) return json.error();
+  if (auto status = checkFormatAndVersion(*json, format, kVersion); !status)
+    return makeError(where + ": " + status.error().message);
+  auto spec = fromJson(*json, "");
+  if (!spec) return makeError(where + ": " + spec.error().message);
+  if (spec->name.empty()) spec->name = std::filesystem::path(name_or_path).stem().string();
+  return spec;
+}
+
+} // namespace
+
+std::string_view recomputeName(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None: return "none";
+  case Recompute::Selective: return "selective";
+  case Recompute::Full: return "full";
+  }
+  return "none";
+}
+
+Result<Recompute> parseRecompute(std::string_view text) {
+  if (text == "none") return Recompute::None;
+  if (text == "selective") return Recompute::Selective;
+  if (text == "full") return Recompute::Full;
+  return makeError("recomputation '" + std::string(text) +
+                   "' is not known; use none, selective or full");
+}
+
+std::vector<std::string> modelPresetNames() { return presetNames("presets/models/"); }
+std::vector<std::string> hardwarePresetNames() { return presetNames("presets/hardware/"); }
+
+Result<ModelSpec> loadModelSpec(const std::string &name_or_path) {
+  return loadSpec<ModelSpec>(name_or_path, "presets/models/", kModelFormat, "model",
+                             modelPresetNames(), &modelSpecFromJson);
+}
+
+Result<HardwareSpec> loadHardwareSpec(const std::string &name_or_path) {
+  return loadSpec<HardwareSpec>(name_or_path, "presets/hardware/", kHardwareFormat, "hardware",
+                                hardwarePresetNames(), &hardwareSpecFromJson);
+}
+
+nlohmann::json toJson(const ModelSpec &m) {
+  return {{"format", kModelFormat},
+          {"version", kVersion},
+          {"name", m.name},
+          {"source", m.source},
+          {"notes", m.notes},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"ffn_hidden", m.ffn_hidden},
+          {"heads", m.heads},
+          {"kv_heads", m.kv_heads},
+          {"vocab", m.vocab},
+          {"sequence_length", m.sequence_length},
+          {"microbatch_size", m.microbatch_size},
+          {"dtype", m.dtype},
+          {"tied_embeddings", m.tied_embeddings},
+          {"gated_mlp", m.gated_mlp},
+          {"position_embeddings", m.position_embeddings},
+          {"linear_biases", m.linear_biases},
+          {"norm", m.norm}};
+}
+
+nlohmann::json toJson(const HardwareSpec &hw) {
+  return {{"format", kHardwareFormat},
+          {"version", kVersion},
+          {"name", hw.name},
+          {"source", hw.source},
+          {"notes", hw.notes},
+          {"peak_tflops", hw.peak_tflops},
+          {"efficiency", hw.efficiency},
+          {"memory_gib", hw.memory_gib},
+          {"intra_node_gbps", hw.intra_node_gbps},
+          {"intra_node_latency_us", hw.intra_node_latency_us},
+          {"inter_node_gbps", hw.inter_node_gbps},
+          {"inter_node_latency_us", hw.inter_node_latency_us},
+          {"gpus_per_node", hw.gpus_per_node}};
+}
+
+nlohmann::json toJson(const TrainingSetup &training) {
+  return {{"recompute", recomputeName(training.recompute)},
+          {"zero1", training.zero1},
+          {"sequence_parallel", training.sequence_parallel},
+          {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
+          {"balance_layers", training.balance_layers},
+          {"overlap_gradient_sync", training.overlap_gradient_sync}};
+}
+
+Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
+  JsonFields fields(json, pointer);
+  if (!fields.ok()) return fields.error();
+  if (auto s = checkOptionalFormat(json, pointer, kModelFormat); !s) return s.error();
+  if (auto s = checkKeys(json, pointer,
+                         {"format", "version", "name", "source", "notes", "layers", "hidden",
+                          "ffn_hidden", "heads", "kv_heads", "vocab", "sequence_length",
+                          "microbatch_size", "dtype", "tied_embeddings", "gated_mlp",
+                          "position_embeddings", "linear_biases", "norm"});
+      !s)
+    return s.error();
+  ModelSpec m;
+  m.kv_heads = -1;
+  fields.text("name", m.name)
+      .text("source", m.source)
+      .text("notes", m.notes)
+      .integer("layers", m.layers, 1, 100000, true)
+      .integer("hidden", m.hidden, 1, 1 << 20, true)
+      .integer("ffn_hidden", m.ffn_hidden, 1, 1 << 22, true)
+      .integer("heads", m.heads, 1, 1 << 16, true)
+      .integer("kv_heads", m.kv_heads, 1, 1 << 16)
+      .integer("vocab", m.vocab, 1, 1 << 24, true)
+      .integer("sequence_length", m.sequence_length, 1, 1 << 24, true)
+      .integer("microbatch_size", m.microbatch_size, 1, 1 << 20)
+      .text("dtype", m.dtype)
+      .boolean("tied_embeddings", m.tied_embeddings)
+      .boolean("gated_mlp", m.gated_mlp)
+      .integer("position_embeddings", m.position_embeddings, 0, 1 << 24)
+      .boolean("linear_biases", m.linear_biases)
+      .text("norm", m.norm);
+  if (!fields.ok()) return fields.error();
+  if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
+  if (m.hidden % m.heads != 0)
+    return makeError(pointer + "/heads: " + std::to_string(m.heads) + " does not divide hidden (" +
+                     std::to_string(m.hidden) + ")");
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    return makeError(pointer + "/kv_heads: " + std::to_string(m.kv_heads) + " must divide heads (" +
+                     std::to_string(m.heads) + ")");
+  if (dtypeBytes(m.dtype) == 0)
+    return makeError(pointer + "/dtype: expected \"bf16\", \"fp16\" or \"fp32\", got \"" + m.dtype +
+                     "\"");
+  if (m.norm != "rmsnorm" && m.norm != "layernorm")
+    return makeError(pointer + "/norm: expected \"rmsnorm\" or \"layernorm\", got \"" + m.norm +
+                     "\"");
+  return m;
+}
+
+Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
+  JsonFields fields(json, pointer);
+  if (!fields.ok()) return fields.error();
+  if (auto s = checkOptionalFormat(json, pointer, kHardwareFormat); !s) return s.error();
+  if (auto s = checkKeys(json, pointer,
+                         {"format", "version", "name", "source", "notes", "peak_tflops",
+                          "efficiency", "memory_gib", "intra_node_gbps", "intra_node_latency_us",
+                          "inter_node_gbps", "inter_node_latency_us", "gpus_per_node"});
+      !s)
+    return s.error();
+  HardwareSpec hw;
+  constexpr double kTiny = 1e-9, kHuge = 1e9;
+  fields.text("name", hw.name)
+      .text("source", hw.source)
+      .text("notes", hw.notes)
+      .number("peak_tflops", hw.peak_tflops, kTiny, kHuge, true)
+      .number("efficiency", hw.efficiency, kTiny, 1)
+      .number("memory_gib", hw.memory_gib, kTiny, kHuge, true)
+      .number("intra_node_gbps", hw.intra_node_gbps, kTiny, kHuge, true)
+      .number("intra_node_latency_us", hw.intra_node_latency_us, 0, kHuge)
+      .number("inter_node_gbps", hw.inter_node_gbps, kTiny, kHuge, true)
+      .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kHuge)
+      .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true);
+  if (!fields.ok()) return fields.error();
+  return hw;
+}
+
+Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
+                                            const std::string &pointer) {
+  JsonFields fields(json, pointer);
+  if (!fields.ok()) return fields.error();
+  if (auto s = checkKeys(json, pointer,
+                         {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
+                          "balance_layers", "overlap_gradient_sync"});
+      !s)
+    return s.error();
+  TrainingSetup training;
+  std::string recompute = std::string(recomputeName(training.recompute));
+  fields.text("recompute", recompute)
+      .boolean("zero1", training.zero1)
+      .boolean("sequence_parallel", training.sequence_parallel)
+      .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
+      .boolean("balance_layers", training.balance_layers)
+      .boolean("overlap_gradient_sync", training.overlap_gradient_sync);
+  if (!fields.ok()) return fields.error();
+  auto parsed = parseRecompute(recompute);
+  if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
+  training.recompute = *parsed;
+  return training;
+}
+
+} // namespace pipescope

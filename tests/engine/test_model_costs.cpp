@@ -1,0 +1,763 @@
+// Costs and memory from a model, hardware and a DP × TP × PP mesh (issue #3, DESIGN.md §5).
+// Qt is used only for the test harness; everything under test is plain C++.
+#include <QtTest>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "engine/lowering.h"
+#include "engine/model/model_setup.h"
+#include "engine/schedule.h"
+#include "engine/simulator.h"
+
+using namespace pipescope;
+
+namespace {
+
+struct Run {
+  Schedule schedule;
+  ModelDerivation derivation;
+  SimulationResult simulation;
+  ModelReport report;
+};
+
+/// Derives costs, simulates the schedule with activation bytes tracked and reports; the error
+/// says which step failed.
+Result<Run> simulateModel(const ModelSetup &setup, const Mesh &mesh,
+                          const ScheduleRequest &request) {
+  auto schedule = generateSchedule(request);
+  if (!schedule) return makeError("schedule: " + schedule.error().message);
+  auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+  if (!derivation) return makeError("derive: " + derivation.error().message);
+  if (auto status = checkOpCoverage(*schedule); !status) return status.error();
+  const LoweredProgram program = lowerSchedule(*schedule);
+  auto times = resolveStageTimes(derivation->costs, schedule->placement);
+  if (!times) return makeError("costs: " + times.error().message);
+  SimulationOptions options;
+  options.stage_activation_bytes = derivation->stage_activation_bytes;
+  auto simulation = simulate(*schedule, program, *times, options);
+  if (!simulation) return makeError("simulate: " + simulation.error().message);
+  Run run{*schedule, *derivation, *simulation, {}};
+  run.report = reportModel(setup, mesh, run.schedule, run.derivation, run.simulation);
+  return run;
+}
+
+ModelSetup presetSetup(const std::string &model, const std::string &hardware) {
+  ModelSetup setup;
+  auto m = loadModelSpec(model);
+  auto hw = loadHardwareSpec(hardware);
+  if (m) setup.model = *m;
+  if (hw) setup.hardware = *hw;
+  return setup;
+}
+
+Mesh makeMesh(int dp, int tp, int pp, const char *order = "tp-pp-dp", int gpus_per_node = 8) {
+  Mesh mesh;
+  mesh.dp = dp;
+  mesh.tp = tp;
+  mesh.pp = pp;
+  mesh.gpus_per_node = gpus_per_node;
+  mesh.order = *Mesh::parseOrder(order);
+  return mesh;
+}
+
+ScheduleRequest request(const char *name, int pp, int microbatches, int chunks = 1) {
+  ScheduleRequest r;
+  r.name = name;
+  r.pp = pp;
+  r.microbatches = microbatches;
+  r.chunks = chunks;
+  return r;
+}
+
+bool near(double actual, double expected, double relative) {
+  return std::abs(actual - expected) <= relative * std::abs(expected);
+}
+
+std::string show(double actual, double expected) {
+  char buffer[128];
+  std::snprintf(buffer, sizeof buffer, "got %.6g, expected %.6g", actual, expected);
+  return buffer;
+}
+
+#define REQUIRE_OK(result)                                                                         \
+  QVERIFY2((result).ok(), (result).ok() ? "" : (result).error().message.c_str())
+
+} // namespace
+
+class TestModelCosts : public QObject {
+  Q_OBJECT
+
+private slots:
+  void presetsLoad_data();
+  void presetsLoad();
+  void requiredPresetsShip();
+  void parameterCounts_data();
+  void parameterCounts();
+  void seedArticle175B();
+  void parameterBytesSumToModel_data();
+  void parameterBytesSumToModel();
+  void zero1DividesOptimizerOnly();
+  void rankOrderMovesTpTraffic();
+  void fullRecomputeLowersMemoryRaisesBackward();
+  void activationFormula_data();
+  void activationFormula();
+  void flopsFromShapes();
+  void tpAllReduceIsRing();
+  void pipelineTransfers();
+  void gradientSyncOverlap();
+  void throughputAndMfu();
+  void modelThatCannotFitIsFlagged();
+  void someRanksFitOthersDoNot();
+  void impossibleMeshRefused_data();
+  void impossibleMeshRefused();
+  void unknownPresetListsPresets();
+  void layerSplit();
+  void bidirectionalHoldsTwoStages();
+  void jsonRoundTrip();
+  void jsonErrorsNameTheField();
+  void userFileLoads();
+};
+
+void TestModelCosts::presetsLoad_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<bool>("model");
+  for (const auto &name : modelPresetNames())
+    QTest::newRow(name.c_str()) << QString::fromStdString(name) << true;
+  for (const auto &name : hardwarePresetNames())
+    QTest::newRow(name.c_str()) << QString::fromStdString(name) << false;
+}
+
+void TestModelCosts::presetsLoad() {
+  QFETCH(QString, name);
+  QFETCH(bool, model);
+  const std::string preset = name.toStdString();
+  if (model) {
+    auto spec = loadModelSpec(preset);
+    REQUIRE_OK(spec);
+    QCOMPARE(spec->name, preset);
+    QVERIFY2(!spec->source.empty(), "every preset names its source");
+    QVERIFY(parameterCount(*spec) > 1e6);
+    // Round trip through JSON.
+    auto again = modelSpecFromJson(toJson(*spec), "/model");
+    REQUIRE_OK(again);
+    QCOMPARE(toJson(*again), toJson(*spec));
+  } else {
+    auto spec = loadHardwareSpec(preset);
+    REQUIRE_OK(spec);
+    QCOMPARE(spec->name, preset);
+    QVERIFY2(!spec->source.empty(), "every preset names its source");
+    QVERIFY(spec->peak_tflops > 100 && spec->efficiency > 0 && spec->efficiency <= 1);
+    auto again = hardwareSpecFromJson(toJson(*spec), "/hardware");
+    REQUIRE_OK(again);
+    QCOMPARE(toJson(*again), toJson(*spec));
+  }
+}
+
+void TestModelCosts::requiredPresetsShip() {
+  const auto models = modelPresetNames();
+  const auto hardware = hardwarePresetNames();
+  for (const char *name : {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b"})
+    QVERIFY2(std::find(models.begin(), models.end(), name) != models.end(), name);
+  for (const char *name : {"h100-sxm", "h200", "a100-80gb"})
+    QVERIFY2(std::find(hardware.begin(), hardware.end(), name) != hardware.end(), name);
+}
+
+void TestModelCosts::parameterCounts_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<double>("expected");
+  QTest::addColumn<double>("tolerance");
+  QTest::newRow("gpt3-175b") << "gpt3-175b" << 175e9 << 0.01;
+  QTest::newRow("llama3-8b") << "llama3-8b" << 8.0e9 << 0.01;
+  QTest::newRow("llama3-70b") << "llama3-70b" << 70.6e9 << 0.01;
+  QTest::newRow("llama3-405b") << "llama3-405b" << 405e9 << 0.01;
+}
+
+void TestModelCosts::parameterCounts() {
+  QFETCH(QString, name);
+  QFETCH(double, expected);
+  QFETCH(double, tolerance);
+  auto spec = loadModelSpec(name.toStdString());
+  REQUIRE_OK(spec);
+  const double count = parameterCount(*spec);
+  QVERIFY2(near(count, expected, tolerance), show(count, expected).c_str());
+}
+
+// 3D Parallelism seed article, "Example: 175B Model on 1024 GPUs": DP=32, PP=8, TP=4, 2 bytes per
+// parameter of weights and 8 of optimizer state: 10.9 GB and 43.8 GB per GPU.
+void TestModelCosts::seedArticle175B() {
+  ModelSetup setup = presetSetup("gpt3-175b", "a100-80gb");
+  setup.training.optimizer_bytes_per_param = 8; // the article's assumption (Adam m and v in fp32)
+  setup.training.recompute = Recompute::Selective;
+  setup.training.sequence_parallel = true;
+  const Mesh mesh = makeMesh(32, 4, 8);
+  auto run = simulateModel(setup, mesh, request("1f1b", 8, 32));
+  REQUIRE_OK(run);
+  const auto &memory = run->report.memory;
+  QCOMPARE(static_cast<int>(memory.size()), 8);
+  // Middle stages hold 12 of the 96 layers and nothing else.
+  for (int p = 1; p < 7; ++p) {
+    QVERIFY2(near(memory[p].params, 10.9e9, 0.01), show(memory[p].params, 10.9e9).c_str());
+    QVERIFY2(near(memory[p].optimizer, 43.8e9, 0.01), show(memory[p].optimizer, 43.8e9).c_str());
+  }
+  // Averaged over the pipeline (embedding and head included) it is the article's 175B × 2 / 32.
+  double params = 0, optimizer = 0;
+  for (const auto &m : memory) {
+    params += m.params;
+    optimizer += m.optimizer;
+  }
+  QVERIFY2(near(params / 8, 175e9 * 2 / 32, 0.01), show(params / 8, 175e9 * 2 / 32).c_str());
+  QVERIFY2(near(optimizer / 8, 175e9 * 8 / 32, 0.01), show(optimizer / 8, 175e9 * 8 / 32).c_str());
+
+  // ZeRO-1 over the 32 DP replicas: 43.8 GB / 32 = 1.37 GB.
+  setup.training.zero1 = true;
+  auto sharded = simulateModel(setup, mesh, request("1f1b", 8, 32));
+  REQUIRE_OK(sharded);
+  for (int p = 1; p < 7; ++p)
+    QVERIFY2(near(sharded->report.memory[p].optimizer, 43.8e9 / 32, 0.01),
+             show(sharded->report.memory[p].optimizer, 43.8e9 / 32).c_str());
+}
+
+void TestModelCosts::parameterBytesSumToModel_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("schedule");
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("chunks");
+  QTest::addColumn<double>("copies"); // copies of the model the replica holds
+  QTest::newRow("llama3-70b tp1 pp4") << "llama3-70b"
+                                      << "1f1b" << 1 << 4 << 1 << 1.0;
+  QTest::newRow("llama3-70b tp8 pp4") << "llama3-70b"
+                                      << "1f1b" << 8 << 4 << 1 << 1.0;
+  QTest::newRow("llama3-8b interleaved") << "llama3-8b"
+                                         << "interleaved-1f1b" << 2 << 4 << 2 << 1.0;
+  QTest::newRow("llama3-8b zb-v") << "llama3-8b"
+                                  << "zb-v" << 1 << 4 << 2 << 1.0;
+  QTest::newRow("llama3-8b 1 stage") << "llama3-8b"
+                                     << "1f1b" << 1 << 1 << 1 << 1.0;
+  QTest::newRow("llama3-8b dualpipe (two copies)") << "llama3-8b"
+                                                   << "dualpipe" << 1 << 4 << 2 << 2.0;
+}
+
+void TestModelCosts::parameterBytesSumToModel() {
+  QFETCH(QString, model);
+  QFETCH(QString, schedule);
+  QFETCH(int, tp);
+  QFETCH(int, pp);
+  QFETCH(int, chunks);
+  QFETCH(double, copies);
+  const ModelSetup setup = presetSetup(model.toStdString(), "h200");
+  auto run = simulateModel(setup, makeMesh(1, tp, pp),
+                           request(schedule.toStdString().c_str(), pp, 8, chunks));
+  REQUIRE_OK(run);
+  double bytes = 0;
+  for (const auto &m : run->report.memory) bytes += m.params * tp; // every TP rank of the stage
+  // Every TP rank holds the RMSNorm weights whole (2 per layer and the final one): t - 1 extra
+  // copies of them; everything else is split.
+  const auto &m = setup.model;
+  const double replicated = (2.0 * m.layers + 1) * m.hidden;
+  const double expected = copies * (parameterCount(m) + (tp - 1) * replicated) * 2; // bf16
+  QVERIFY2(near(bytes, expected, 1e-12), show(bytes, expected).c_str());
+  // Layers per model stage add up to the model's (for dualpipe the first P virtual stages are
+  // the P model stages).
+  const auto &layers = run->derivation.stage_layers;
+  const int model_stages = run->schedule.placement.modelStageCount();
+  QCOMPARE(std::accumulate(layers.begin(), layers.begin() + model_stages, 0), setup.model.layers);
+}
+
+void TestModelCosts::zero1DividesOptimizerOnly() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.training.recompute = Recompute::Selective;
+  const Mesh mesh = makeMesh(8, 2, 4);
+  auto plain = simulateModel(setup, mesh, request("1f1b", 4, 16));
+  setup.training.zero1 = true;
+  auto sharded = simulateModel(setup, mesh, request("1f1b", 4, 16));
+  REQUIRE_OK(plain);
+  REQUIRE_OK(sharded);
+  for (std::size_t p = 0; p < plain->report.memory.size(); ++p) {
+    const auto &a = plain->report.memory[p];
+    const auto &b = sharded->report.memory[p];
+    QVERIFY2(near(b.optimizer, a.optimizer / 8, 1e-12), show(b.optimizer, a.optimizer / 8).c_str());
+    QCOMPARE(b.params, a.params);
+    QCOMPARE(b.grads, a.grads);
+    QCOMPARE(b.activations_peak, a.activations_peak);
+    QVERIFY(b.total < a.total);
+  }
+  QCOMPARE(sharded->report.step_time_s, plain->report.step_time_s);
+  QCOMPARE(sharded->report.dp.bytes, plain->report.dp.bytes);
+}
+
+// tp = 4, pp = 4 on 8-GPU nodes: tp-pp-dp keeps each TP group in a node; pp-tp-dp strides TP
+// groups by pp = 4, so each spans two nodes and its all-reduces cross InfiniBand.
+void TestModelCosts::rankOrderMovesTpTraffic() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.training.recompute = Recompute::Selective;
+  const Mesh inner = makeMesh(1, 4, 4, "tp-pp-dp");
+  const Mesh outer = makeMesh(1, 4, 4, "pp-tp-dp");
+  QVERIFY(inner.groupInsideNode(MeshDim::TP, 0));
+  QVERIFY(!outer.groupInsideNode(MeshDim::TP, 0));
+  auto a = simulateModel(setup, inner, request("1f1b", 4, 16));
+  auto b = simulateModel(setup, outer, request("1f1b", 4, 16));
+  REQUIRE_OK(a);
+  REQUIRE_OK(b);
+  QCOMPARE(a->report.tp.link, std::string("intra-node"));
+  QCOMPARE(b->report.tp.link, std::string("inter-node"));
+  QCOMPARE(a->report.tp.bytes, b->report.tp.bytes); // same traffic, another link
+  QVERIFY(b->report.tp.time_s > 2 * a->report.tp.time_s);
+  QVERIFY2(b->report.step_time_s > a->report.step_time_s,
+           show(b->report.step_time_s, a->report.step_time_s).c_str());
+  QVERIFY(b->report.mfu < a->report.mfu);
+  // Pipeline traffic moves the other way: tp-pp-dp crosses nodes between ranks 1 and 2.
+  QCOMPARE(a->report.pp.link, std::string("mixed"));
+  QCOMPARE(b->report.pp.link, std::string("intra-node"));
+  QCOMPARE(a->report.dp.link, std::string("none"));
+}
+
+void TestModelCosts::fullRecomputeLowersMemoryRaisesBackward() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  const Mesh mesh = makeMesh(1, 2, 4);
+  setup.training.recompute = Recompute::None;
+  auto none = simulateModel(setup, mesh, request("1f1b", 4, 8));
+  setup.training.recompute = Recompute::Selective;
+  auto selective = simulateModel(setup, mesh, request("1f1b", 4, 8));
+  setup.training.recompute = Recompute::Full;
+  auto full = simulateModel(setup, mesh, request("1f1b", 4, 8));
+  REQUIRE_OK(none);
+  REQUIRE_OK(selective);
+  REQUIRE_OK(full);
+  for (int s = 0; s < 4; ++s) {
+    const auto &n = none->derivation.costs.stage_overrides[s];
+    const auto &sel = selective->derivation.costs.stage_overrides[s];
+    const auto &f = full->derivation.costs.stage_overrides[s];
+    QCOMPARE(f.forward_us, n.forward_us);
+    QCOMPARE(f.weight_us, n.weight_us);
+    QVERIFY(sel.backward_us > n.backward_us);
+    QVERIFY(f.backward_us > sel.backward_us);
+    // Full recomputation adds a forward's worth of the layers' work (compute and TP all-reduces)
+    // to B; the middle stages have nothing but layers.
+    if (s == 1 || s == 2)
+      QVERIFY2(near(f.backward_us - n.backward_us, f.forward_us, 1e-9),
+               show(f.backward_us - n.backward_us, f.forward_us).c_str());
+    QVERIFY(none->derivation.stage_activation_bytes[s] >
+            selective->derivation.stage_activation_bytes[s]);
+    QVERIFY(selective->derivation.stage_activation_bytes[s] >
+            full->derivation.stage_activation_bytes[s]);
+  }
+  for (int p = 0; p < 4; ++p) {
+    QVERIFY(full->report.memory[p].activations_peak < selective->report.memory[p].activations_peak);
+    QVERIFY(selective->report.memory[p].activations_peak < none->report.memory[p].activations_peak);
+  }
+  QVERIFY(full->report.step_time_s > none->report.step_time_s);
+}
+
+// Korthikanti et al. 2022, Table 2, for a standard layer (GPT-3: MHA, 4h GeLU MLP), per layer.
+void TestModelCosts::activationFormula_data() {
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<bool>("sp");
+  QTest::addColumn<int>("recompute");
+  QTest::addColumn<double>("per_sbh");  // coefficient of s·b·h
+  QTest::addColumn<double>("per_as2b"); // coefficient of a·s²·b
+  QTest::newRow("no parallelism") << 1 << false << 0 << 34.0 << 5.0;
+  QTest::newRow("tp 4") << 4 << false << 0 << 10.0 + 24.0 / 4 << 5.0 / 4;
+  QTest::newRow("tp 4 + sp") << 4 << true << 0 << 34.0 / 4 << 5.0 / 4;
+  QTest::newRow("tp 4 + selective") << 4 << false << 1 << 10.0 + 24.0 / 4 << 0.0;
+  QTest::newRow("tp 4 + sp + selective") << 4 << true << 1 << 34.0 / 4 << 0.0;
+  QTest::newRow("tp 4 + full") << 4 << false << 2 << 2.0 << 0.0;
+  QTest::newRow("tp 4 + sp + full") << 4 << true << 2 << 2.0 / 4 << 0.0;
+}
+
+void TestModelCosts::activationFormula() {
+  QFETCH(int, tp);
+  QFETCH(bool, sp);
+  QFETCH(int, recompute);
+  QFETCH(double, per_sbh);
+  QFETCH(double, per_as2b);
+  ModelSetup setup = presetSetup("gpt3-175b", "a100-80gb");
+  setup.training.sequence_parallel = sp;
+  setup.training.recompute = static_cast<Recompute>(recompute);
+  auto schedule = generateSchedule(request("1f1b", 8, 8));
+  REQUIRE_OK(schedule);
+  auto derivation = deriveModelCosts(setup, makeMesh(1, tp, 8), schedule->placement);
+  REQUIRE_OK(derivation);
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  const double expected = 12 * (s * b * h * per_sbh + a * s * s * b * per_as2b); // 12 layers
+  const double got = derivation->stage_activation_bytes[3];                      // middle stage
+  QVERIFY2(near(got, expected, 1e-12), show(got, expected).c_str());
+}
+
+// F = (24·b·s·h² + 4·b·s²·h) per layer for a standard layer, B = 2F, W = the matmul part.
+void TestModelCosts::flopsFromShapes() {
+  ModelSetup setup = presetSetup("gpt3-175b", "a100-80gb");
+  auto schedule = generateSchedule(request("1f1b", 8, 8));
+  REQUIRE_OK(schedule);
+  auto derivation = deriveModelCosts(setup, makeMesh(1, 1, 8), schedule->placement);
+  REQUIRE_OK(derivation);
+  const double s = 2048, b = 1, h = 12288;
+  const double rate = setup.hardware.peak_tflops * 1e6 * setup.hardware.efficiency;
+  const double forward = 12 * (24 * b * s * h * h + 4 * b * s * s * h) / rate;
+  const double weight = 12 * (24 * b * s * h * h) / rate;
+  const auto &mid = derivation->costs.stage_overrides[4];
+  QVERIFY2(near(mid.forward_us, forward, 1e-12), show(mid.forward_us, forward).c_str());
+  QVERIFY2(near(mid.backward_us, 2 * forward, 1e-12), show(mid.backward_us, 2 * forward).c_str());
+  QVERIFY2(near(mid.weight_us, weight, 1e-12), show(mid.weight_us, weight).c_str());
+  // The last stage adds the output head (2·b·s·h·V per pass), the first the embedding (no FLOPs).
+  const auto &last = derivation->costs.stage_overrides[7];
+  const double head = 2 * b * s * h * 50257 / rate;
+  QVERIFY2(near(last.forward_us - mid.forward_us, head, 1e-9),
+           show(last.forward_us - mid.forward_us, head).c_str());
+  QVERIFY2(near(last.weight_us - mid.weight_us, head, 1e-9),
+           show(last.weight_us - mid.weight_us, head).c_str());
+  QCOMPARE(derivation->costs.stage_overrides[0].forward_us, mid.forward_us);
+  // Rank share for display: L/P layers.
+  QVERIFY2(near(derivation->costs.forward_us, forward, 1e-12),
+           show(derivation->costs.forward_us, forward).c_str());
+}
+
+// Two all-reduces of b·s·h elements per layer in F: 2(t-1)/t · bytes / bandwidth + 2(t-1) ·
+// latency.
+void TestModelCosts::tpAllReduceIsRing() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  auto schedule = generateSchedule(request("1f1b", 4, 8));
+  REQUIRE_OK(schedule);
+  const Mesh mesh = makeMesh(1, 8, 4);
+  auto fast = deriveModelCosts(setup, mesh, schedule->placement);
+  setup.hardware.intra_node_gbps /= 2;
+  setup.hardware.intra_node_latency_us += 1;
+  auto slow = deriveModelCosts(setup, mesh, schedule->placement);
+  REQUIRE_OK(fast);
+  REQUIRE_OK(slow);
+  const double t = 8, layers = 8, bytes = 8192.0 * 4096 * 2;
+  const double bw = setup.hardware.intra_node_gbps * 1e3; // bytes per µs, after halving
+  const double per_allreduce =
+      2 * (t - 1) / t * (bytes / bw - bytes / (2 * bw)) + 2 * (t - 1) * 1.0;
+  const double got =
+      slow->costs.stage_overrides[1].forward_us - fast->costs.stage_overrides[1].forward_us;
+  QVERIFY2(near(got, layers * 2 * per_allreduce, 1e-9),
+           show(got, layers * 2 * per_allreduce).c_str());
+  // The input-grad carries the backward's two all-reduces; W has none.
+  QCOMPARE(slow->costs.stage_overrides[1].weight_us, fast->costs.stage_overrides[1].weight_us);
+  const double got_b =
+      slow->costs.stage_overrides[1].backward_us - fast->costs.stage_overrides[1].backward_us;
+  QVERIFY2(near(got_b, layers * 2 * per_allreduce, 1e-9),
+           show(got_b, layers * 2 * per_allreduce).c_str());
+}
+
+void TestModelCosts::pipelineTransfers() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  auto schedule = generateSchedule(request("1f1b", 4, 8));
+  REQUIRE_OK(schedule);
+  // tp = 4, pp = 4, tp-pp-dp: pipeline ranks 0,1 in node 0 and 2,3 in node 1.
+  auto derivation = deriveModelCosts(setup, makeMesh(1, 4, 4), schedule->placement);
+  REQUIRE_OK(derivation);
+  const double bytes = 8192.0 * 4096 * 2; // b·s·h bf16
+  QCOMPARE(derivation->costs.activation_bytes, bytes);
+  const auto &hw = setup.hardware;
+  const auto &boundary = derivation->costs.boundary_transfer_us;
+  QCOMPARE(static_cast<int>(boundary.size()), 4);
+  QVERIFY(near(boundary[0], hw.intra_node_latency_us + bytes / (hw.intra_node_gbps * 1e3), 1e-12));
+  QVERIFY(near(boundary[1], hw.inter_node_latency_us + bytes / (hw.inter_node_gbps * 1e3), 1e-12));
+  QVERIFY(near(boundary[2], hw.intra_node_latency_us + bytes / (hw.intra_node_gbps * 1e3), 1e-12));
+  // Sequence parallelism: each TP rank sends its 1/t of the sequence.
+  setup.training.sequence_parallel = true;
+  auto sp = deriveModelCosts(setup, makeMesh(1, 4, 4), schedule->placement);
+  REQUIRE_OK(sp);
+  QCOMPARE(sp->costs.activation_bytes, bytes / 4);
+}
+
+void TestModelCosts::gradientSyncOverlap() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.training.recompute = Recompute::Selective;
+  auto schedule = generateSchedule(request("1f1b", 2, 8));
+  REQUIRE_OK(schedule);
+  const Mesh single = makeMesh(1, 4, 2);
+  const Mesh replicas = makeMesh(8, 4, 2);
+  auto none = deriveModelCosts(setup, single, schedule->placement);
+  auto plain = deriveModelCosts(setup, replicas, schedule->placement);
+  setup.training.overlap_gradient_sync = true;
+  auto overlapped = deriveModelCosts(setup, replicas, schedule->placement);
+  REQUIRE_OK(none);
+  REQUIRE_OK(plain);
+  REQUIRE_OK(overlapped);
+  QCOMPARE(none->costs.gradient_sync_us, 0.0);
+  QVERIFY(plain->costs.gradient_sync_us > 0);
+  QVERIFY(overlapped->costs.gradient_sync_us > 0);
+  QVERIFY(overlapped->costs.gradient_sync_us < plain->costs.gradient_sync_us);
+  // DP groups stride 8 ranks: every group crosses nodes. Rank 0 holds 16 layers + embedding of
+  // 1/4 (tp) in bf16; ring all-reduce over 8.
+  const double params = 16 * (4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3 * 4096.0 * 14336) / 4 +
+                        16 * 2 * 4096.0 + 128256.0 * 4096 / 4;
+  const double bytes = params * 2;
+  const auto &hw = setup.hardware;
+  const double expected =
+      2.0 * 7 / 8 * bytes / (hw.inter_node_gbps * 1e3) + 2.0 * 7 * hw.inter_node_latency_us;
+  auto run = simulateModel(setup, replicas, request("1f1b", 2, 8));
+  REQUIRE_OK(run);
+  QVERIFY(run->report.dp.time_s * 1e6 >= expected * (1 - 1e-9));
+  QCOMPARE(run->report.dp.link, std::string("inter-node"));
+  QVERIFY(run->report.dp.exposed_time_s < run->report.dp.time_s);
+}
+
+void TestModelCosts::throughputAndMfu() {
+  ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+  setup.training.recompute = Recompute::Selective;
+  setup.training.sequence_parallel = true;
+  const Mesh mesh = makeMesh(2, 8, 8);
+  auto run = simulateModel(setup, mesh, request("1f1b", 8, 32));
+  REQUIRE_OK(run);
+  const auto &r = run->report;
+  QVERIFY(r.step_time_s > 0);
+  QVERIFY2(near(r.step_time_s, run->simulation.makespan_us * 1e-6, 1e-12),
+           "step time is the makespan");
+  const double tokens = 2.0 * 32 * 1 * 8192;
+  QVERIFY(near(r.tokens_per_s, tokens / r.step_time_s, 1e-12));
+  QVERIFY2(r.mfu > 0.1 && r.mfu < setup.hardware.efficiency, std::to_string(r.mfu).c_str());
+  // Model FLOPs: 3 × forward = 6·N·tokens (N without the embedding table) plus attention.
+  const auto &m = setup.model;
+  const double n_matmul = parameterCount(m) - static_cast<double>(m.vocab) * m.hidden -
+                          (2.0 * m.layers + 1) * m.hidden; // minus the embedding table and norms
+  const double attention = 3 * 4.0 * m.sequence_length * m.sequence_length * m.hidden * m.layers;
+  const double expected = 2 * 32 * (6 * n_matmul * m.sequence_length + attention);
+  QVERIFY2(near(r.model_flops_per_step, expected, 1e-9),
+           show(r.model_flops_per_step, expected).c_str());
+  QVERIFY(r.tp.bytes > 0 && r.pp.bytes > 0 && r.dp.bytes > 0);
+  QCOMPARE(r.tp.link, std::string("intra-node"));
+}
+
+void TestModelCosts::modelThatCannotFitIsFlagged() {
+  ModelSetup setup = presetSetup("llama3-405b", "h100-sxm");
+  auto run = simulateModel(setup, makeMesh(1, 1, 1), request("1f1b", 1, 2));
+  REQUIRE_OK(run);
+  QCOMPARE(static_cast<int>(run->report.memory.size()), 1);
+  const auto &m = run->report.memory[0];
+  QVERIFY(!m.fits);
+  QVERIFY(m.total > m.capacity);
+  QVERIFY(near(m.capacity, 79.6 * 1073741824.0, 1e-12));
+  QVERIFY(near(m.params, parameterCount(setup.model) * 2, 1e-12));
+  QVERIFY(near(m.total, m.params + m.grads + m.optimizer + m.activations_peak, 1e-12));
+}
+
+// 1F1B holds P - r microbatches on rank r: with llama3-70b on 8 × 8 without recomputation the
+// first rank runs out of memory and the last one does not.
+void TestModelCosts::someRanksFitOthersDoNot() {
+  ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+  auto run = simulateModel(setup, makeMesh(1, 8, 8), request("1f1b", 8, 32));
+  REQUIRE_OK(run);
+  const auto &memory = run->report.memory;
+  QVERIFY(!memory.front().fits);
+  QVERIFY(memory.back().fits);
+  QVERIFY(memory.front().activations_peak > 4 * memory.back().activations_peak);
+  // The peak is what the simulation saw.
+  for (int p = 0; p < 8; ++p)
+    QCOMPARE(memory[p].activations_peak, run->simulation.ranks[p].peak_activation_bytes);
+}
+
+void TestModelCosts::impossibleMeshRefused_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("mesh_pp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("chunks");
+  QTest::addColumn<int>("gpus_per_node");
+  QTest::addColumn<QString>("message");
+  QTest::newRow("layers fewer than stages")
+      << "llama3-8b" << 1 << 8 << 8 << 8 << 8 << "32 layers cannot fill 64 model stages";
+  QTest::newRow("tp beyond a node")
+      << "llama3-8b" << 16 << 2 << 2 << 1 << 8 << "spans more than one node";
+  QTest::newRow("heads not divisible")
+      << "llama3-8b" << 3 << 2 << 2 << 1 << 8 << "heads (32) are not divisible by tp = 3";
+  QTest::newRow("kv heads not divisible")
+      << "llama3-8b" << 16 << 2 << 2 << 1 << 16 << "kv_heads (8) are not divisible by tp = 16";
+  QTest::newRow("mesh pp differs")
+      << "llama3-8b" << 1 << 4 << 2 << 1 << 8 << "the mesh has pp = 4 but the schedule has P = 2";
+}
+
+void TestModelCosts::impossibleMeshRefused() {
+  QFETCH(QString, model);
+  QFETCH(int, tp);
+  QFETCH(int, mesh_pp);
+  QFETCH(int, pp);
+  QFETCH(int, chunks);
+  QFETCH(int, gpus_per_node);
+  QFETCH(QString, message);
+  const ModelSetup setup = presetSetup(model.toStdString(), "h100-sxm");
+  const Placement placement = Placement::make(PlacementKind::Loop, pp, chunks, 8);
+  auto derivation =
+      deriveModelCosts(setup, makeMesh(1, tp, mesh_pp, "tp-pp-dp", gpus_per_node), placement);
+  QVERIFY(!derivation.ok());
+  QVERIFY2(derivation.error().message.find(message.toStdString()) != std::string::npos,
+           derivation.error().message.c_str());
+}
+
+void TestModelCosts::unknownPresetListsPresets() {
+  auto model = loadModelSpec("llama9-1t");
+  QVERIFY(!model.ok());
+  QVERIFY2(model.error().message.find("llama3-70b") != std::string::npos,
+           model.error().message.c_str());
+  QVERIFY(model.error().message.find("llama9-1t") != std::string::npos);
+  auto hardware = loadHardwareSpec("b300");
+  QVERIFY(!hardware.ok());
+  QVERIFY2(hardware.error().message.find("h100-sxm") != std::string::npos,
+           hardware.error().message.c_str());
+}
+
+void TestModelCosts::layerSplit() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.model.layers = 30;
+  const Placement placement = Placement::make(PlacementKind::Loop, 4, 1, 8);
+  const Mesh mesh = makeMesh(1, 1, 4);
+  auto even = deriveModelCosts(setup, mesh, placement);
+  REQUIRE_OK(even);
+  QCOMPARE(even->stage_layers, (std::vector<int>{8, 8, 7, 7}));
+  setup.training.balance_layers = true;
+  auto balanced = deriveModelCosts(setup, mesh, placement);
+  REQUIRE_OK(balanced);
+  const auto &layers = balanced->stage_layers;
+  QCOMPARE(std::accumulate(layers.begin(), layers.end(), 0), 30);
+  // The head (2·s·h·V per pass, about two layers' work for Llama 3 8B) takes layers off the last
+  // stage.
+  QVERIFY(layers.back() < layers[1]);
+  const auto slowest = [](const Costs &costs) {
+    double worst = 0;
+    for (const auto &c : costs.stage_overrides)
+      worst = std::max(worst, c.forward_us + c.backward_us);
+    return worst;
+  };
+  QVERIFY(slowest(balanced->costs) < slowest(even->costs));
+  // No other split with every stage >= 1 layer does better (exhaustive over 4 stages).
+  const auto &o = even->costs.stage_overrides;
+  const double per_layer = (o[1].forward_us + o[1].backward_us) / 8;
+  const double head = (o[3].forward_us + o[3].backward_us) - 7 * per_layer;
+  const double embed = (o[0].forward_us + o[0].backward_us) - 8 * per_layer;
+  double best = 1e300;
+  for (int a = 1; a <= 27; ++a)
+    for (int b = 1; a + b <= 28; ++b)
+      for (int c = 1; a + b + c <= 29; ++c) {
+        const int d = 30 - a - b - c;
+        best = std::min(best, std::max({embed + a * per_layer, b * per_layer, c * per_layer,
+                                        head + d * per_layer}));
+      }
+  QVERIFY2(near(slowest(balanced->costs), best, 1e-9),
+           show(slowest(balanced->costs), best).c_str());
+}
+
+void TestModelCosts::bidirectionalHoldsTwoStages() {
+  const ModelSetup setup = presetSetup("llama3-8b", "h200");
+  auto run = simulateModel(setup, makeMesh(1, 1, 4), request("dualpipe", 4, 8));
+  REQUIRE_OK(run);
+  // Rank 0 holds model stages 0 and 3 (embedding and head), rank 1 stages 1 and 2.
+  const auto &memory = run->report.memory;
+  QVERIFY(memory[0].params > memory[1].params);
+  QCOMPARE(memory[0].params, memory[3].params);
+  QCOMPARE(memory[1].params, memory[2].params);
+  QCOMPARE(run->derivation.stage_layers, (std::vector<int>{8, 8, 8, 8, 8, 8, 8, 8}));
+  QVERIFY(run->report.tokens_per_s > 0);
+}
+
+void TestModelCosts::jsonRoundTrip() {
+  TrainingSetup training;
+  training.recompute = Recompute::Selective;
+  training.zero1 = true;
+  training.sequence_parallel = true;
+  training.optimizer_bytes_per_param = 8;
+  training.balance_layers = true;
+  training.overlap_gradient_sync = true;
+  auto again = trainingSetupFromJson(toJson(training), "/training");
+  REQUIRE_OK(again);
+  QCOMPARE(toJson(*again), toJson(training));
+  QCOMPARE(std::string(recomputeName(Recompute::Full)), std::string("full"));
+  QVERIFY(parseRecompute("selective").ok());
+  QVERIFY(!parseRecompute("some").ok());
+  // Defaults when absent.
+  auto empty = trainingSetupFromJson(nlohmann::json::object(), "/training");
+  REQUIRE_OK(empty);
+  QCOMPARE(empty->optimizer_bytes_per_param, 12.0);
+  QVERIFY(empty->recompute == Recompute::None);
+}
+
+void TestModelCosts::jsonErrorsNameTheField() {
+  auto spec = loadModelSpec("llama3-8b");
+  REQUIRE_OK(spec);
+  nlohmann::json json = toJson(*spec);
+  json["hiden"] = 4096;
+  auto typo = modelSpecFromJson(json, "/model");
+  QVERIFY(!typo.ok());
+  QVERIFY2(typo.error().message.find("/model/hiden") != std::string::npos,
+           typo.error().message.c_str());
+
+  json = toJson(*spec);
+  json["layers"] = "many";
+  auto type = modelSpecFromJson(json, "/model");
+  QVERIFY(!type.ok());
+  QVERIFY2(type.error().message.find("/model/layers") != std::string::npos,
+           type.error().message.c_str());
+
+  json = toJson(*spec);
+  json["heads"] = 33;
+  auto heads = modelSpecFromJson(json, "/model");
+  QVERIFY(!heads.ok());
+  QVERIFY2(heads.error().message.find("/model/heads") != std::string::npos,
+           heads.error().message.c_str());
+
+  nlohmann::json hw = toJson(*loadHardwareSpec("h100-sxm"));
+  hw["efficiency"] = 1.5;
+  auto eff = hardwareSpecFromJson(hw, "/hardware");
+  QVERIFY(!eff.ok());
+  QVERIFY2(eff.error().message.find("/hardware/efficiency") != std::string::npos,
+           eff.error().message.c_str());
+
+  auto recompute = trainingSetupFromJson({{"recompute", "most"}}, "/training");
+  QVERIFY(!recompute.ok());
+  QVERIFY2(recompute.error().message.find("/training/recompute") != std::string::npos,
+           recompute.error().message.c_str());
+}
+
+void TestModelCosts::userFileLoads() {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pipescope-test-model-" +
+                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::filesystem::create_directories(dir);
+  auto spec = loadModelSpec("llama3-8b");
+  REQUIRE_OK(spec);
+  spec->name = "my-model";
+  spec->layers = 40;
+  const auto model_path = (dir / "my-model.json").string();
+  std::ofstream(model_path) << toJson(*spec).dump(2);
+  auto loaded = loadModelSpec(model_path);
+  REQUIRE_OK(loaded);
+  QCOMPARE(loaded->layers, 40);
+  QCOMPARE(loaded->name, std::string("my-model"));
+
+  // A hardware file is not a model file.
+  const auto hw_path = (dir / "gpu.json").string();
+  std::ofstream(hw_path) << toJson(*loadHardwareSpec("a100-80gb")).dump(2);
+  REQUIRE_OK(loadHardwareSpec(hw_path));
+  auto wrong = loadModelSpec(hw_path);
+  QVERIFY(!wrong.ok());
+  QVERIFY2(wrong.error().message.find("pipescope.hardware") != std::string::npos,
+           wrong.error().message.c_str());
+
+  // Missing format, broken JSON, and deep nesting are refused with a message.
+  const auto bad_path = (dir / "bad.json").string();
+  std::ofstream(bad_path) << R"({"layers": 2})";
+  auto no_format = loadModelSpec(bad_path);
+  QVERIFY(!no_format.ok());
+  QVERIFY2(no_format.error().message.find("/format") != std::string::npos,
+           no_format.error().message.c_str());
+  std::ofstream(bad_path) << R"({"format": "pipescope.model", )";
+  QVERIFY(!loadModelSpec(bad_path).ok());
+  std::ofstream(bad_path) << std::string(100000, '[') << std::string(100000, ']');
+  auto deep = loadModelSpec(bad_path);
+  QVERIFY(!deep.ok());
+  QVERIFY2(deep.error().message.find("nested") != std::string::npos, deep.error().message.c_str());
+  std::filesystem::remove_all(dir);
+}
+
+QTEST_APPLESS_MAIN(TestModelCosts)
+#include "test_model_costs.moc"
