@@ -1,0 +1,39 @@
+// Fuzz target for every reader of outside input: plan JSON, trace JSON, custom schedule JSON
+// and PyTorch's schedule CSV. Whatever the bytes, the readers must return a value or an error —
+// never crash, hang or run away with memory. Built with libFuzzer by tests/fuzz/run-fuzzer.sh,
+// and replayed over the seed corpus by the CTest suite (replay_main.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "engine/evaluation.h"
+#include "engine/plan_file.h"
+#include "engine/pytorch_csv.h"
+#include "engine/trace_file.h"
+
+namespace {
+
+// Simulating what was read exercises lowering and the deadlock detector on hostile schedules;
+// the size bound keeps one input cheap.
+void simulateIfSmall(const pipescope::Schedule &schedule) {
+  if (schedule.opCount() > 20000) return;
+  (void)pipescope::evaluateSchedule(schedule, pipescope::Costs{});
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char *>(data), size);
+  if (auto json = pipescope::parseJsonLimited(text)) {
+    if (auto plan = pipescope::planFromJson(*json)) {
+      auto schedule = pipescope::planSchedule(*plan);
+      if (schedule) simulateIfSmall(*schedule);
+    }
+    (void)pipescope::traceFromJson(*json);
+  }
+  if (auto lists = pipescope::parsePytorchCsv(text)) {
+    if (auto schedule = pipescope::makeCustomSchedule(std::move(*lists)))
+      simulateIfSmall(*schedule);
+  }
+  return 0;
+}
