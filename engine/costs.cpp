@@ -20,10 +20,14 @@ Status Costs::check(int stage_count) const {
   const struct {
     double value;
     const char *field;
-  } fields[] = {{forward_us, "forward"},         {backward_us, "backward"},
-                {weight_us, "weight"},           {overlapped_us, "overlapped"},
-                {p2p_latency_us, "p2p_latency"}, {p2p_bandwidth_gbps, "p2p_bandwidth"},
-                {activation_bytes, "activation_bytes"}, {gradient_sync_us, "gradient_sync"}};
+  } fields[] = {{forward_us, "forward"},
+                {backward_us, "backward"},
+                {weight_us, "weight"},
+                {overlapped_us, "overlapped"},
+                {p2p_latency_us, "p2p_latency"},
+                {p2p_bandwidth_gbps, "p2p_bandwidth"},
+                {activation_bytes, "activation_bytes"},
+                {gradient_sync_us, "gradient_sync"}};
   for (const auto &f : fields)
     if (auto s = checkTime(f.value, f.field); !s) return s;
   if (weight_us > backward_us)
@@ -46,7 +50,8 @@ Status Costs::check(int stage_count) const {
     return makeError("boundary_transfer has " + std::to_string(boundary_transfer_us.size()) +
                      " entries; give one per virtual stage (" + std::to_string(stage_count) + ")");
   for (std::size_t s = 0; s < boundary_transfer_us.size(); ++s)
-    if (auto st = checkTime(boundary_transfer_us[s], "boundary_transfer[" + std::to_string(s) + "]");
+    if (auto st =
+            checkTime(boundary_transfer_us[s], "boundary_transfer[" + std::to_string(s) + "]");
         !st)
       return st;
   return Ok{};
@@ -79,11 +84,13 @@ Result<StageTimes> resolveStageTimes(const Costs &costs, const Placement &placem
   }
   // latency + bytes / bandwidth; GB/s = 1e3 bytes per microsecond.
   const double link_time =
-      costs.p2p_latency_us +
-      (costs.p2p_bandwidth_gbps > 0 ? costs.activation_bytes / (costs.p2p_bandwidth_gbps * 1e3) : 0);
+      costs.p2p_latency_us + (costs.p2p_bandwidth_gbps > 0
+                                  ? costs.activation_bytes / (costs.p2p_bandwidth_gbps * 1e3)
+                                  : 0);
   for (int s = 0; s < stages; ++s) {
     const auto i = static_cast<std::size_t>(s);
-    const double boundary = costs.boundary_transfer_us.empty() ? link_time : costs.boundary_transfer_us[i];
+    const double boundary =
+        costs.boundary_transfer_us.empty() ? link_time : costs.boundary_transfer_us[i];
     const int next = placement.nextStage(s);
     if (next >= 0 && placement.rankOf(next) != placement.rankOf(s)) {
       times.send_forward[i] = boundary;

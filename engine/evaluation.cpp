@@ -46,8 +46,8 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     m.peak_inflight.resize(static_cast<std::size_t>(P));
     for (int r = 0; r < P; ++r)
       m.peak_inflight[static_cast<std::size_t>(r)] = name == "gpipe" ? M : std::min(P - r, M);
-    m.memory_formula = name == "gpipe" ? "M microbatches on every rank"
-                                       : "min(P-r, M) microbatches on rank r";
+    m.memory_formula =
+        name == "gpipe" ? "M microbatches on every rank" : "min(P-r, M) microbatches on rank r";
     m.source = name == "gpipe" ? "Huang et al., GPipe (NeurIPS 2019)"
                                : "Narayanan et al., PipeDream-Flush (ICML 2021); Megatron-LM";
     m.exact_when = uniform;
@@ -100,7 +100,8 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     // Qi et al. 2024 (controllable memory): with F = I = W = t per rank share, the only idle
     // time is the start offset, T = 3Mt + max((P-1)t/2, (2P-1-M)t).
     const double t = F;
-    auto m = fromMakespan(3 * M * t + std::max((P - 1) * t / 2, (2 * P - 1 - M) * t), M * (F + B), P);
+    auto m =
+        fromMakespan(3 * M * t + std::max((P - 1) * t / 2, (2 * P - 1 - M) * t), M * (F + B), P);
     m.bubble_formula = "bubble per rank = max((P-1)F/2, (2P-1-M)F) for F = I = W: zero inside each "
                        "rank's span once M >= 2P-1";
     m.peak_inflight.resize(static_cast<std::size_t>(P));
@@ -119,9 +120,10 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     const bool v = name == "dualpipev";
     const double bubble = v ? (P - 1) * (pair + B - 3 * W) / 2 : (P / 2 - 1) * (pair + B - 3 * W);
     auto m = fromMakespan(M * (F + B) + bubble, M * (F + B), P);
-    m.bubble_formula = v ? "bubble per rank = (P-1)(F&B + B - 3W)/2 (the README's (PP/2-1)(F&B+B-3W) "
-                           "with PP = 2P half-size stages)"
-                         : "bubble per rank = (P/2-1)(F&B + B - 3W)";
+    m.bubble_formula =
+        v ? "bubble per rank = (P-1)(F&B + B - 3W)/2 (the README's (PP/2-1)(F&B+B-3W) "
+            "with PP = 2P half-size stages)"
+          : "bubble per rank = (P/2-1)(F&B + B - 3W)";
     m.peak_inflight.assign(static_cast<std::size_t>(P), v ? 2 * P + 1 : P + 1);
     m.memory_formula = v ? "2P+1 half-size chunks (P + 1/2 microbatches) on every rank; one copy "
                            "of the parameters"

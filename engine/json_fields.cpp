@@ -39,7 +39,8 @@ const nlohmann::json *JsonFields::find(const char *key, bool required, const cha
   return &*it;
 }
 
-JsonFields &JsonFields::number(const char *key, double &out, double min, double max, bool required) {
+JsonFields &JsonFields::number(const char *key, double &out, double min, double max,
+                               bool required) {
   const auto *value = find(key, required, "a number");
   if (!value) return *this;
   if (!value->is_number()) {
@@ -59,8 +60,9 @@ JsonFields &JsonFields::number(const char *key, double &out, double min, double 
 JsonFields &JsonFields::integer(const char *key, int &out, int min, int max, bool required) {
   const auto *value = find(key, required, "an integer");
   if (!value) return *this;
-  const bool integral = value->is_number_integer() ||
-                        (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
+  const bool integral =
+      value->is_number_integer() ||
+      (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
   if (!integral) {
     fail(key, "expected an integer, got " + jsonTypeName(*value) +
                   (value->is_number() ? " (" + value->dump() + ")" : ""));
@@ -68,8 +70,8 @@ JsonFields &JsonFields::integer(const char *key, int &out, int min, int max, boo
   }
   const double v = value->get<double>();
   if (v < min || v > max) {
-    fail(key, "expected an integer between " + std::to_string(min) + " and " +
-                  std::to_string(max) + ", got " + value->dump());
+    fail(key, "expected an integer between " + std::to_string(min) + " and " + std::to_string(max) +
+                  ", got " + value->dump());
     return *this;
   }
   out = static_cast<int>(v);

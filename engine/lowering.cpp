@@ -6,7 +6,8 @@ namespace pipescope {
 
 std::size_t LoweredProgram::instructionCount() const {
   std::size_t count = 0;
-  for (const auto &program : ranks) count += program.size();
+  for (const auto &program : ranks)
+    count += program.size();
   return count;
 }
 
@@ -24,8 +25,10 @@ struct StageLinks {
     for (int s = 0; s < placement.stageCount(); ++s) {
       const auto i = static_cast<std::size_t>(s);
       const int next = placement.nextStage(s), prev = placement.previousStage(s);
-      if (next >= 0 && placement.rankOf(next) != placement.rankOf(s)) forward_to[i] = placement.rankOf(next);
-      if (prev >= 0 && placement.rankOf(prev) != placement.rankOf(s)) backward_to[i] = placement.rankOf(prev);
+      if (next >= 0 && placement.rankOf(next) != placement.rankOf(s))
+        forward_to[i] = placement.rankOf(next);
+      if (prev >= 0 && placement.rankOf(prev) != placement.rankOf(s))
+        backward_to[i] = placement.rankOf(prev);
     }
   }
 };
@@ -54,10 +57,12 @@ public:
       recv(message_id_[key(next, microbatch) * 2 + 1]);
   }
   void sendActivation(int stage, int microbatch) {
-    if (links_.forward_to[static_cast<std::size_t>(stage)] >= 0) send(message_id_[key(stage, microbatch) * 2]);
+    if (links_.forward_to[static_cast<std::size_t>(stage)] >= 0)
+      send(message_id_[key(stage, microbatch) * 2]);
   }
   void sendGradient(int stage, int microbatch) {
-    if (links_.backward_to[static_cast<std::size_t>(stage)] >= 0) send(message_id_[key(stage, microbatch) * 2 + 1]);
+    if (links_.backward_to[static_cast<std::size_t>(stage)] >= 0)
+      send(message_id_[key(stage, microbatch) * 2 + 1]);
   }
   void compute(std::size_t index) {
     out_.push_back({static_cast<std::int32_t>(index), -1, InstructionKind::Compute});
@@ -89,7 +94,8 @@ LoweredProgram lowerSchedule(const Schedule &schedule) {
   const StageLinks links(placement);
   const auto microbatches = static_cast<std::size_t>(placement.microbatches);
   // Compact message id of each produced output, indexed by (stage·M + microbatch)·2 + gradient.
-  std::vector<std::int32_t> message_id(static_cast<std::size_t>(placement.stageCount()) * microbatches * 2, -1);
+  std::vector<std::int32_t> message_id(
+      static_cast<std::size_t>(placement.stageCount()) * microbatches * 2, -1);
 
   LoweredProgram program;
   program.ranks.resize(schedule.ranks.size());
@@ -104,8 +110,9 @@ LoweredProgram lowerSchedule(const Schedule &schedule) {
       if (op.kind == OpKind::Forward || pair) {
         const std::int32_t to = links.forward_to[static_cast<std::size_t>(op.stage)];
         if (to >= 0) {
-          message_id[(static_cast<std::size_t>(op.stage) * microbatches + static_cast<std::size_t>(op.microbatch)) * 2] =
-              static_cast<std::int32_t>(program.messages.size());
+          message_id[(static_cast<std::size_t>(op.stage) * microbatches +
+                      static_cast<std::size_t>(op.microbatch)) *
+                     2] = static_cast<std::int32_t>(program.messages.size());
           program.messages.push_back({rank, to, op.stage, op.microbatch, false});
         }
       }
@@ -114,8 +121,10 @@ LoweredProgram lowerSchedule(const Schedule &schedule) {
         const int microbatch = pair ? op.backward_microbatch : op.microbatch;
         const std::int32_t to = links.backward_to[static_cast<std::size_t>(stage)];
         if (to >= 0) {
-          message_id[(static_cast<std::size_t>(stage) * microbatches + static_cast<std::size_t>(microbatch)) * 2 + 1] =
-              static_cast<std::int32_t>(program.messages.size());
+          message_id[(static_cast<std::size_t>(stage) * microbatches +
+                      static_cast<std::size_t>(microbatch)) *
+                         2 +
+                     1] = static_cast<std::int32_t>(program.messages.size());
           program.messages.push_back({rank, to, stage, microbatch, true});
         }
       }

@@ -22,9 +22,9 @@ struct Instruction {
 struct Message {
   std::int32_t from_rank = 0;
   std::int32_t to_rank = 0;
-  std::int32_t stage = 0;      ///< the producing stage
+  std::int32_t stage = 0; ///< the producing stage
   std::int32_t microbatch = 0;
-  bool gradient = false;       ///< false: activation to the next stage; true: gradient back
+  bool gradient = false; ///< false: activation to the next stage; true: gradient back
 };
 
 /// Per-rank programs. Sends follow the compute that produces them at once and are

@@ -89,14 +89,21 @@ Result<std::array<MeshDim, 3>> Mesh::parseOrder(std::string_view text) {
     const auto dash = rest.find('-');
     const std::string_view part = rest.substr(0, dash);
     MeshDim dim{};
-    if (part == "dp") dim = MeshDim::DP;
-    else if (part == "tp") dim = MeshDim::TP;
-    else if (part == "pp") dim = MeshDim::PP;
-    else break;
+    if (part == "dp")
+      dim = MeshDim::DP;
+    else if (part == "tp")
+      dim = MeshDim::TP;
+    else if (part == "pp")
+      dim = MeshDim::PP;
+    else
+      break;
     if (index >= 3 || seen[static_cast<int>(dim)]) break;
     seen[static_cast<int>(dim)] = true;
     order[index++] = dim;
-    if (dash == std::string_view::npos) { rest = {}; break; }
+    if (dash == std::string_view::npos) {
+      rest = {};
+      break;
+    }
     rest = rest.substr(dash + 1);
   }
   if (index != 3 || !rest.empty())
@@ -116,8 +123,10 @@ Status Mesh::check() const {
       return makeError(std::string(s.name) + " must be at least 1, got " + std::to_string(s.value));
   const auto world = static_cast<std::int64_t>(dp) * tp * pp;
   if (world > kMaxWorldSize)
-    return makeError("the mesh has " + std::to_string(world) + " GPUs (dp × tp × pp); pipescope "
-                     "models at most " + std::to_string(kMaxWorldSize));
+    return makeError("the mesh has " + std::to_string(world) +
+                     " GPUs (dp × tp × pp); pipescope "
+                     "models at most " +
+                     std::to_string(kMaxWorldSize));
   return Ok{};
 }
 

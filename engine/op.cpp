@@ -60,7 +60,8 @@ std::optional<Op> parseSimpleAction(std::string_view text) {
 }
 
 std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+    text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
     text.remove_suffix(1);
   return text;
@@ -82,8 +83,7 @@ std::optional<Op> parseOp(std::string_view text) {
     if (!forward || !backward || forward->kind != OpKind::Forward ||
         backward->kind != OpKind::FullBackward)
       return std::nullopt;
-    return overlappedOp(forward->stage, forward->microbatch, backward->stage,
-                        backward->microbatch);
+    return overlappedOp(forward->stage, forward->microbatch, backward->stage, backward->microbatch);
   }
   return parseSimpleAction(text);
 }

@@ -32,7 +32,9 @@ struct Op {
   friend bool operator==(const Op &, const Op &) = default;
 };
 
-inline Op forwardOp(int stage, int microbatch) { return {stage, microbatch, -1, -1, OpKind::Forward}; }
+inline Op forwardOp(int stage, int microbatch) {
+  return {stage, microbatch, -1, -1, OpKind::Forward};
+}
 inline Op inputGradOp(int stage, int microbatch) {
   return {stage, microbatch, -1, -1, OpKind::InputGrad};
 }

@@ -47,8 +47,8 @@ Placement Placement::make(PlacementKind kind, int pp, int chunks, int microbatch
   placement.next_stage.resize(static_cast<std::size_t>(stage_count));
   placement.previous_stage.resize(static_cast<std::size_t>(stage_count));
   for (int s = 0; s < stage_count; ++s) {
-    const bool route_end = s + 1 == stage_count ||
-                           (kind == PlacementKind::Bidirectional && s == pp - 1);
+    const bool route_end =
+        s + 1 == stage_count || (kind == PlacementKind::Bidirectional && s == pp - 1);
     const bool route_start = s == 0 || (kind == PlacementKind::Bidirectional && s == pp);
     placement.next_stage[static_cast<std::size_t>(s)] = route_end ? -1 : s + 1;
     placement.previous_stage[static_cast<std::size_t>(s)] = route_start ? -1 : s - 1;

@@ -19,12 +19,12 @@ std::string_view placementName(PlacementKind kind);
 /// 0..M/2-1 take direction 0 and M/2..M-1 direction 1.
 struct Placement {
   PlacementKind kind = PlacementKind::Loop;
-  int pp = 1;          ///< P, pipeline ranks
-  int chunks = 1;      ///< V, model chunks per rank
+  int pp = 1;     ///< P, pipeline ranks
+  int chunks = 1; ///< V, model chunks per rank
   int microbatches = 1;
 
-  std::vector<int> stage_rank;    ///< rank of each virtual stage
-  std::vector<int> model_stage;   ///< which slice of the model each virtual stage computes
+  std::vector<int> stage_rank;     ///< rank of each virtual stage
+  std::vector<int> model_stage;    ///< which slice of the model each virtual stage computes
   std::vector<double> stage_share; ///< its work as a fraction of one rank's share (L/P layers)
   std::vector<int> next_stage;     ///< next stage on the route, -1 at the end
   std::vector<int> previous_stage; ///< previous stage on the route, -1 at the start

@@ -20,16 +20,21 @@ int nestingDepth(std::string_view text, int limit) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') --depth;
+    } else if (c == ']' || c == '}')
+      --depth;
   }
   return deepest;
 }
@@ -137,17 +142,19 @@ json costsToJson(const Costs &costs) {
   if (!costs.stage_overrides.empty()) {
     json stages = json::array();
     for (const auto &s : costs.stage_overrides)
-      stages.push_back({{"forward", s.forward_us}, {"backward", s.backward_us}, {"weight", s.weight_us}});
+      stages.push_back(
+          {{"forward", s.forward_us}, {"backward", s.backward_us}, {"weight", s.weight_us}});
     out["stage_overrides"] = std::move(stages);
   }
   if (!costs.boundary_transfer_us.empty()) out["boundary_transfer"] = costs.boundary_transfer_us;
   return out;
 }
 
-std::string instructionText(const Schedule &schedule, const LoweredProgram &program,
-                            int rank, const Instruction &instruction) {
+std::string instructionText(const Schedule &schedule, const LoweredProgram &program, int rank,
+                            const Instruction &instruction) {
   if (instruction.kind == InstructionKind::Compute)
-    return formatOp(schedule.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(instruction.index)]);
+    return formatOp(schedule.ranks[static_cast<std::size_t>(rank)]
+                                  [static_cast<std::size_t>(instruction.index)]);
   const Message &m = program.messages[static_cast<std::size_t>(instruction.index)];
   const char *direction = m.gradient ? "B" : "F";
   if (instruction.kind == InstructionKind::Send)
@@ -174,11 +181,12 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
   json out;
   out["format"] = kPlanFormat;
   out["version"] = kPlanVersion;
-  out["schedule"] = {{"name", plan.custom ? std::string("custom") : plan.request.name},
-                     {"pp", plan.custom ? plan.custom->pp() : plan.request.pp},
-                     {"microbatches", plan.custom ? plan.custom->microbatches() : plan.request.microbatches},
-                     {"virtual_stages", plan.custom ? plan.custom->chunks() : plan.request.chunks},
-                     {"microbatch_group", plan.request.microbatch_group}};
+  out["schedule"] = {
+      {"name", plan.custom ? std::string("custom") : plan.request.name},
+      {"pp", plan.custom ? plan.custom->pp() : plan.request.pp},
+      {"microbatches", plan.custom ? plan.custom->microbatches() : plan.request.microbatches},
+      {"virtual_stages", plan.custom ? plan.custom->chunks() : plan.request.chunks},
+      {"microbatch_group", plan.request.microbatch_group}};
   out["mesh"] = {{"dp", plan.mesh.dp},
                  {"tp", plan.mesh.tp},
                  {"pp", plan.mesh.pp},
@@ -198,7 +206,8 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
     json ranks = json::array();
     for (const auto &ops : plan.custom->ranks) {
       json list = json::array();
-      for (const auto &op : ops) list.push_back(formatOp(op));
+      for (const auto &op : ops)
+        list.push_back(formatOp(op));
       ranks.push_back(std::move(list));
     }
     out["custom"] = {{"placement", std::string(placementName(plan.custom->placement.kind))},
@@ -261,12 +270,15 @@ Result<Costs> costsFromJson(const json &object) {
   if (!fields.ok()) return fields.error();
   if (costs.weight_us > costs.backward_us)
     return makeError("/costs/weight: W (" + json(costs.weight_us).dump() +
-                     ") must not exceed backward B = I + W (" + json(costs.backward_us).dump() + ")");
+                     ") must not exceed backward B = I + W (" + json(costs.backward_us).dump() +
+                     ")");
   return costs;
 }
 
-Result<std::vector<std::vector<Op>>> opListsFromJson(const json &ranks, const std::string &pointer) {
-  if (!ranks.is_array()) return makeError(pointer + ": expected an array of per-rank lists, got " + jsonTypeName(ranks));
+Result<std::vector<std::vector<Op>>> opListsFromJson(const json &ranks,
+                                                     const std::string &pointer) {
+  if (!ranks.is_array())
+    return makeError(pointer + ": expected an array of per-rank lists, got " + jsonTypeName(ranks));
   if (ranks.empty()) return makeError(pointer + ": expected at least one rank");
   if (ranks.size() > static_cast<std::size_t>(kMaxPipelineRanks))
     return makeError(pointer + ": more than " + std::to_string(kMaxPipelineRanks) + " ranks");
@@ -275,7 +287,8 @@ Result<std::vector<std::vector<Op>>> opListsFromJson(const json &ranks, const st
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const auto &list = ranks[r];
     const std::string at = pointer + "/" + std::to_string(r);
-    if (!list.is_array()) return makeError(at + ": expected an array of actions, got " + jsonTypeName(list));
+    if (!list.is_array())
+      return makeError(at + ": expected an array of actions, got " + jsonTypeName(list));
     total += list.size();
     if (total > kMaxScheduleOps)
       return makeError(pointer + ": more than " + std::to_string(kMaxScheduleOps) + " ops");
@@ -284,14 +297,18 @@ Result<std::vector<std::vector<Op>>> opListsFromJson(const json &ranks, const st
       const auto &cell = list[i];
       if (cell.is_null()) continue; // idle step
       if (!cell.is_string())
-        return makeError(at + "/" + std::to_string(i) + ": expected an action string such as \"2F0\", got " + jsonTypeName(cell));
+        return makeError(at + "/" + std::to_string(i) +
+                         ": expected an action string such as \"2F0\", got " + jsonTypeName(cell));
       const auto text = cell.get<std::string>();
       if (text.empty()) continue;
       auto op = parseOp(text);
-      if (!op || op->stage >= kMaxPipelineRanks * kMaxChunks || op->microbatch >= kMaxMicrobatches ||
-          op->backward_stage >= kMaxPipelineRanks * kMaxChunks || op->backward_microbatch >= kMaxMicrobatches)
-        return makeError(at + "/" + std::to_string(i) + ": '" + text +
-                         "' is not an action; expected e.g. 2F0, 1I3, 0W2, 3B1 or (0F7;7B3)OVERLAP_F_B");
+      if (!op || op->stage >= kMaxPipelineRanks * kMaxChunks ||
+          op->microbatch >= kMaxMicrobatches ||
+          op->backward_stage >= kMaxPipelineRanks * kMaxChunks ||
+          op->backward_microbatch >= kMaxMicrobatches)
+        return makeError(
+            at + "/" + std::to_string(i) + ": '" + text +
+            "' is not an action; expected e.g. 2F0, 1I3, 0W2, 3B1 or (0F7;7B3)OVERLAP_F_B");
       out[r].push_back(*op);
     }
   }
@@ -326,10 +343,11 @@ Result<LoweredProgram> programFromJson(const json &value, const Schedule &schedu
     const auto &expected = program.ranks[r];
     for (std::size_t i = 0; i < std::max(list.size(), expected.size()); ++i) {
       const std::string want =
-          i < expected.size() ? instructionText(schedule, program, static_cast<int>(r), expected[i]) : "(end)";
+          i < expected.size() ? instructionText(schedule, program, static_cast<int>(r), expected[i])
+                              : "(end)";
       const std::string got = i < list.size() && list[i].is_string() ? list[i].get<std::string>()
-                              : i < list.size()                     ? list[i].dump()
-                                                                    : "(end)";
+                              : i < list.size()                      ? list[i].dump()
+                                                                     : "(end)";
       if (want != got)
         return makeError(at + "/" + std::to_string(i) + ": expected '" + want + "', got '" + got +
                          "'; the program must be the lowering of the plan's schedule (remove "
@@ -376,7 +394,8 @@ Result<Plan> planFromJson(const json &json_plan) {
     auto parsed = Mesh::parseOrder(order);
     if (!parsed) return makeError("/mesh/rank_order: " + parsed.error().message);
     plan.mesh.order = *parsed;
-    if (auto status = plan.mesh.check(); !status) return makeError("/mesh: " + status.error().message);
+    if (auto status = plan.mesh.check(); !status)
+      return makeError("/mesh: " + status.error().message);
   }
   if (costs) {
     auto parsed = costsFromJson(*costs);
@@ -402,7 +421,8 @@ Result<Plan> planFromJson(const json &json_plan) {
     plan.model = std::move(setup);
   }
   if (plan.request.name == "custom" && !custom)
-    return makeError("/custom: missing; schedule \"custom\" needs {\"ranks\": [[\"0F0\", ...], ...]}");
+    return makeError(
+        "/custom: missing; schedule \"custom\" needs {\"ranks\": [[\"0F0\", ...], ...]}");
   if (custom) {
     auto parsed = customFromJson(*custom, "/custom");
     if (!parsed) return parsed.error();
@@ -422,7 +442,8 @@ Result<Plan> planFromJson(const json &json_plan) {
   if (const auto it = json_plan.find("program"); it != json_plan.end() && !it->is_null()) {
     auto scheduled = planSchedule(plan);
     if (!scheduled) return scheduled.error();
-    if (auto status = checkOpCoverage(*scheduled); !status) return makeError("/custom: " + status.error().message);
+    if (auto status = checkOpCoverage(*scheduled); !status)
+      return makeError("/custom: " + status.error().message);
     auto program = programFromJson(*it, *scheduled);
     if (!program) return program.error();
     plan.program = std::move(*program);

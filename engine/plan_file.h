@@ -26,11 +26,11 @@ inline constexpr std::size_t kMaxJsonBytes = std::size_t{512} << 20;
 
 /// Everything needed to reproduce one simulation, or to run it on the backend.
 struct Plan {
-  ScheduleRequest request;               ///< name "custom" when `custom` holds the op lists
-  Mesh mesh;                             ///< mesh.pp == request.pp
-  Costs costs;                           ///< explicit costs (ignored where `model` derives them)
-  std::optional<ModelSetup> model;       ///< model + hardware + training, or none
-  std::optional<Schedule> custom;        ///< explicit per-rank op lists (custom schedules)
+  ScheduleRequest request;         ///< name "custom" when `custom` holds the op lists
+  Mesh mesh;                       ///< mesh.pp == request.pp
+  Costs costs;                     ///< explicit costs (ignored where `model` derives them)
+  std::optional<ModelSetup> model; ///< model + hardware + training, or none
+  std::optional<Schedule> custom;  ///< explicit per-rank op lists (custom schedules)
   /// The lowered programs as read from the file, if it had them (checked against lowering).
   std::optional<LoweredProgram> program;
 };

@@ -24,7 +24,8 @@ bool isCommunicationAction(std::string_view cell) {
   static constexpr std::array<std::string_view, 7> kinds = {
       "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
   std::size_t i = 0;
-  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i;
+  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9')
+    ++i;
   if (i == 0) return false;
   const std::string_view rest = cell.substr(i);
   for (auto kind : kinds)
@@ -33,7 +34,8 @@ bool isCommunicationAction(std::string_view cell) {
 }
 
 std::string_view trimCell(std::string_view cell) {
-  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '"')) cell.remove_prefix(1);
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '"'))
+    cell.remove_prefix(1);
   while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"' || cell.back() == '\r'))
     cell.remove_suffix(1);
   return cell;
@@ -65,11 +67,11 @@ Result<std::vector<std::vector<Op>>> parsePytorchCsv(std::string_view text) {
                            "), column " + std::to_string(column) + ": '" + std::string(cell) +
                            "' is not an action; expected e.g. 2F0, 1I3, 0W2, 3B1 or "
                            "(0F7;7B3)OVERLAP_F_B");
-        if (op->stage >= kMaxPipelineRanks * kMaxChunks ||
-            op->microbatch >= kMaxMicrobatches || op->backward_stage >= kMaxPipelineRanks * kMaxChunks ||
+        if (op->stage >= kMaxPipelineRanks * kMaxChunks || op->microbatch >= kMaxMicrobatches ||
+            op->backward_stage >= kMaxPipelineRanks * kMaxChunks ||
             op->backward_microbatch >= kMaxMicrobatches)
-          return makeError("CSV row " + std::to_string(row) + ", column " +
-                           std::to_string(column) + ": '" + std::string(cell) +
+          return makeError("CSV row " + std::to_string(row) + ", column " + std::to_string(column) +
+                           ": '" + std::string(cell) +
                            "' has a stage or microbatch beyond pipescope's limits");
         ops.push_back(*op);
       }

@@ -15,8 +15,8 @@ struct Error {
 /// Either a T or an Error. Minimal stand-in for C++23's std::expected.
 template <typename T> class Result {
 public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : state_(std::move(value)) {}     // NOLINT(google-explicit-constructor)
+  Result(Error error) : state_(std::move(error)) {} // NOLINT(google-explicit-constructor)
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -39,6 +39,8 @@ private:
 struct Ok {};
 using Status = Result<Ok>;
 
-inline Error makeError(std::string message) { return Error{std::move(message)}; }
+inline Error makeError(std::string message) {
+  return Error{std::move(message)};
+}
 
 } // namespace pipescope

@@ -9,7 +9,8 @@ namespace pipescope {
 
 std::size_t Schedule::opCount() const {
   std::size_t count = 0;
-  for (const auto &ops : ranks) count += ops.size();
+  for (const auto &ops : ranks)
+    count += ops.size();
   return count;
 }
 
@@ -28,20 +29,22 @@ const std::vector<FamilyEntry> &familyEntries() {
         "one starts; P-1 of every P ranks are idle at any moment.",
         "any P >= 1, M >= 1; V = 1", "textbook baseline (seed article 000)", PlacementKind::Loop,
         false, false, false},
-       generators::checkNaive, generators::naive},
+       generators::checkNaive,
+       generators::naive},
       {{"gpipe", "GPipe",
         "All forwards, then all backwards (AFAB). Bubble (P-1)/(M+P-1) of the step, but every rank "
         "holds the activations of all M microbatches.",
         "any P >= 1, M >= 1; V = 1", "Huang et al., GPipe (NeurIPS 2019)", PlacementKind::Loop,
         false, false, false},
-       generators::checkGpipe, generators::gpipe},
+       generators::checkGpipe,
+       generators::gpipe},
       {{"1f1b", "1F1B",
         "Warm-up forwards, then one forward / one backward, then cool-down backwards. Same bubble "
         "as GPipe, but rank r holds at most min(P-r, M) microbatches.",
-        "any P >= 1, M >= 1; V = 1",
-        "Narayanan et al., PipeDream-Flush (ICML 2021); Megatron-LM", PlacementKind::Loop, false,
-        false, false},
-       generators::checkOneFOneB, generators::oneFOneB},
+        "any P >= 1, M >= 1; V = 1", "Narayanan et al., PipeDream-Flush (ICML 2021); Megatron-LM",
+        PlacementKind::Loop, false, false, false},
+       generators::checkOneFOneB,
+       generators::oneFOneB},
       {{"interleaved-1f1b", "Interleaved 1F1B",
         "Each rank holds V model chunks (stage s on rank s mod P); 1F1B over chunks in groups of "
         "G microbatches. The bubble shrinks by V at the cost of V times the P2P traffic. G = P is "
@@ -51,15 +54,16 @@ const std::vector<FamilyEntry> &familyEntries() {
         "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using "
         "Megatron-LM (SC 2021); Lamy-Poirier, Breadth-First Pipeline Parallelism (2023)",
         PlacementKind::Loop, true, true, false},
-       generators::checkInterleaved, generators::interleaved},
+       generators::checkInterleaved,
+       generators::interleaved},
       {{"zb-h1", "ZB-H1",
         "1F1B with the backward split into input-grad (I) and weight-grad (W); W passes are "
         "deferred to fill the cool-down bubbles. Bubble (P-1)(F+I-W) when W <= min(F, I), peak "
         "memory of 1F1B.",
-        "any P >= 1, M >= 1; V = 1",
-        "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)", PlacementKind::Loop, false,
-        false, true},
-       generators::checkZeroBubbleH1, generators::zeroBubbleH1},
+        "any P >= 1, M >= 1; V = 1", "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)",
+        PlacementKind::Loop, false, false, true},
+       generators::checkZeroBubbleH1,
+       generators::zeroBubbleH1},
       {{"zb-h2", "ZB-H2",
         "Zero-bubble schedule with extra warm-up forwards so W passes fill the warm-up bubble as "
         "well: zero bubble inside each rank's span when F = I = W (the step still spans the (P-1)F "
@@ -68,7 +72,8 @@ const std::vector<FamilyEntry> &familyEntries() {
         "ZB-H1, which it equals for M <= P)",
         "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)", PlacementKind::Loop, false,
         false, true},
-       generators::checkZeroBubbleH2, generators::zeroBubbleH2},
+       generators::checkZeroBubbleH2,
+       generators::zeroBubbleH2},
       {{"zb-v", "ZB-V",
         "V-shape placement (rank 0 holds the first and the last stage) with split backward; "
         "1F1B-level memory and a near-zero bubble.",
@@ -76,21 +81,24 @@ const std::vector<FamilyEntry> &familyEntries() {
         "Qi et al., Pipeline Parallelism with Controllable Memory (NeurIPS 2024); PyTorch "
         "ScheduleZBVZeroBubble",
         PlacementKind::VShape, false, false, true},
-       generators::checkZeroBubbleV, generators::zeroBubbleV},
+       generators::checkZeroBubbleV,
+       generators::zeroBubbleV},
       {{"dualpipe", "DualPipe",
         "Two pipelines in opposite directions over the same ranks; forward of one direction "
         "overlapped with backward of the other. Every rank holds two stages' parameters.",
         "P even >= 2, M even >= 2P; V = 2 (the two directions)",
         "DeepSeek-AI, DeepSeek-V3 Technical Report (2024); deepseek-ai/DualPipe",
         PlacementKind::Bidirectional, false, false, true},
-       generators::checkDualPipe, generators::dualPipe},
+       generators::checkDualPipe,
+       generators::dualPipe},
       {{"dualpipev", "DualPipeV",
         "DualPipe cut in half and folded onto a V-shape: one copy of the parameters, overlapped "
         "F&B pairs in the steady state.",
         "P >= 1, M >= 2P; V = 2 (fixed by the V-shape)",
         "deepseek-ai/DualPipe (DualPipeV, 2025); Sea AI Lab's cut-in-half note",
         PlacementKind::VShape, false, false, true},
-       generators::checkDualPipeV, generators::dualPipeV},
+       generators::checkDualPipeV,
+       generators::dualPipeV},
   };
   return entries;
 }
@@ -115,7 +123,8 @@ std::string familyNames() {
 const std::vector<ScheduleFamily> &scheduleFamilies() {
   static const std::vector<ScheduleFamily> families = [] {
     std::vector<ScheduleFamily> list;
-    for (const auto &entry : familyEntries()) list.push_back(entry.family);
+    for (const auto &entry : familyEntries())
+      list.push_back(entry.family);
     return list;
   }();
   return families;
@@ -148,10 +157,10 @@ Status checkScheduleRequest(const ScheduleRequest &request) {
   const auto ops = static_cast<std::uint64_t>(request.pp) * static_cast<std::uint64_t>(chunks) *
                    static_cast<std::uint64_t>(request.microbatches) * ops_per_stage_microbatch;
   if (ops > kMaxScheduleOps)
-    return makeError("P=" + std::to_string(request.pp) + ", M=" +
-                     std::to_string(request.microbatches) + ", V=" + std::to_string(chunks) +
-                     " would make " + std::to_string(ops) + " ops; pipescope simulates at most " +
-                     std::to_string(kMaxScheduleOps) + " (lower M or P)");
+    return makeError(
+        "P=" + std::to_string(request.pp) + ", M=" + std::to_string(request.microbatches) +
+        ", V=" + std::to_string(chunks) + " would make " + std::to_string(ops) +
+        " ops; pipescope simulates at most " + std::to_string(kMaxScheduleOps) + " (lower M or P)");
   return entry->check(request);
 }
 
@@ -160,11 +169,9 @@ Result<Schedule> generateSchedule(const ScheduleRequest &request) {
   const auto *entry = findEntry(request.name);
   Schedule schedule;
   schedule.name = request.name;
-  schedule.placement = Placement::make(entry->family.placement, request.pp,
-                                       entry->family.placement == PlacementKind::Loop
-                                           ? request.chunks
-                                           : 2,
-                                       request.microbatches);
+  schedule.placement = Placement::make(
+      entry->family.placement, request.pp,
+      entry->family.placement == PlacementKind::Loop ? request.chunks : 2, request.microbatches);
   schedule.microbatch_group =
       entry->family.uses_microbatch_group
           ? (request.microbatch_group > 0 ? request.microbatch_group : request.pp)
@@ -263,7 +270,8 @@ Status checkOpCoverage(const Schedule &schedule) {
                          std::to_string(stage) + ", microbatch " + std::to_string(m) +
                          "; use either one full backward or one I plus one W");
       if (c.full_backward == 0) {
-        if (c.input_grad == 0) return missing(c.weight_grad ? "I" : "B", c.weight_grad ? "input-grad" : "backward");
+        if (c.input_grad == 0)
+          return missing(c.weight_grad ? "I" : "B", c.weight_grad ? "input-grad" : "backward");
         if (c.weight_grad == 0) return missing("W", "weight-grad");
       }
     }
@@ -293,8 +301,12 @@ Result<Placement> inferPlacement(const std::vector<std::vector<Op>> &ranks) {
   bool loop = true;
   for (int r = 0; r < pp && loop; ++r)
     for (const auto &op : ranks[static_cast<std::size_t>(r)])
-      if (op.stage % pp != r) { loop = false; break; }
-  if (loop || chunks != 2) return Placement::make(PlacementKind::Loop, pp, chunks, max_microbatch + 1);
+      if (op.stage % pp != r) {
+        loop = false;
+        break;
+      }
+  if (loop || chunks != 2)
+    return Placement::make(PlacementKind::Loop, pp, chunks, max_microbatch + 1);
   // Distinguish V-shape from bidirectional by whether microbatch 0 reaches stage P.
   bool microbatch0_on_both = false, microbatch0_on_first = false;
   for (const auto &ops : ranks)
@@ -316,7 +328,8 @@ Result<Schedule> makeCustomSchedule(std::vector<std::vector<Op>> ranks,
     return makeError("a custom schedule may have at most " + std::to_string(kMaxPipelineRanks) +
                      " ranks");
   std::size_t ops = 0;
-  for (const auto &list : ranks) ops += list.size();
+  for (const auto &list : ranks)
+    ops += list.size();
   if (ops > kMaxScheduleOps)
     return makeError("a custom schedule may have at most " + std::to_string(kMaxScheduleOps) +
                      " ops");
@@ -326,7 +339,8 @@ Result<Schedule> makeCustomSchedule(std::vector<std::vector<Op>> ranks,
   if (placement_name != nullptr && *placement_name != std::string(placementName(placement.kind))) {
     const int pp = placement.pp;
     if (*placement_name == "loop")
-      placement = Placement::make(PlacementKind::Loop, pp, placement.chunks, placement.microbatches);
+      placement =
+          Placement::make(PlacementKind::Loop, pp, placement.chunks, placement.microbatches);
     else if (*placement_name == "v-shape" || *placement_name == "bidirectional") {
       if (placement.stageCount() != 2 * pp)
         return makeError("placement '" + *placement_name + "' needs stage ids 0.." +

@@ -36,14 +36,14 @@ struct Schedule {
 /// Everything the app and CLI show about a schedule family.
 struct ScheduleFamily {
   std::string name;
-  std::string title;         ///< e.g. "Interleaved 1F1B"
-  std::string summary;       ///< one or two sentences: what it does
-  std::string constraints;   ///< which P, M, V it accepts
-  std::string reference;     ///< the published source
+  std::string title;       ///< e.g. "Interleaved 1F1B"
+  std::string summary;     ///< one or two sentences: what it does
+  std::string constraints; ///< which P, M, V it accepts
+  std::string reference;   ///< the published source
   PlacementKind placement = PlacementKind::Loop;
-  bool uses_chunks = false;  ///< V is a free parameter
+  bool uses_chunks = false; ///< V is a free parameter
   bool uses_microbatch_group = false;
-  bool splits_backward = false;  ///< emits I and W instead of B
+  bool splits_backward = false; ///< emits I and W instead of B
 };
 
 /// The built-in families in display order (custom schedules are loaded, not generated).

@@ -13,27 +13,33 @@ enum Part : std::uint8_t { kForwardDone = 1, kBackwardInputDone = 2 };
 
 struct RankState {
   std::size_t pc = 0;
-  double clock = 0;         // when the rank's compute lane is free
-  double inputs_ready = 0;  // latest arrival among the recvs before the next compute
-  double last_end = 0;      // end of the last compute, when following sends leave
+  double clock = 0;        // when the rank's compute lane is free
+  double inputs_ready = 0; // latest arrival among the recvs before the next compute
+  double last_end = 0;     // end of the last compute, when following sends leave
   int inflight = 0;
   double inflight_microbatches = 0;
   double activation_bytes = 0;
   bool blocked_on_self = false; // waits for an op later in its own list
 };
 
-std::string describeOp(const Op &op) { return formatOp(op); }
+std::string describeOp(const Op &op) {
+  return formatOp(op);
+}
 
 } // namespace
 
 std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> &marked_steps) {
   std::size_t longest = 0;
-  for (const auto &ops : schedule.ranks) longest = std::max(longest, ops.size());
+  for (const auto &ops : schedule.ranks)
+    longest = std::max(longest, ops.size());
   int first = 0, last = static_cast<int>(longest) - 1;
   constexpr int kWindow = 8;
   int lo = static_cast<int>(longest), hi = -1;
   for (int mark : marked_steps)
-    if (mark >= 0) { lo = std::min(lo, mark); hi = std::max(hi, mark); }
+    if (mark >= 0) {
+      lo = std::min(lo, mark);
+      hi = std::max(hi, mark);
+    }
   if (hi >= 0 && longest > 2 * kWindow + 1) {
     first = std::max(0, lo - kWindow);
     last = std::min(static_cast<int>(longest) - 1, hi + kWindow);
@@ -51,7 +57,8 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
     return s;
   };
   if (first > 0) text += "... ";
-  for (int i = first; i <= last; ++i) text += pad("s" + std::to_string(i));
+  for (int i = first; i <= last; ++i)
+    text += pad("s" + std::to_string(i));
   text += '\n';
   for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
     std::string row = "rank " + std::to_string(r);
@@ -60,12 +67,14 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
     const auto &ops = schedule.ranks[r];
     const int mark = r < marked_steps.size() ? marked_steps[r] : -1;
     for (int i = first; i <= last; ++i) {
-      std::string action = i < static_cast<int>(ops.size()) ? formatOp(ops[static_cast<std::size_t>(i)]) : "";
+      std::string action =
+          i < static_cast<int>(ops.size()) ? formatOp(ops[static_cast<std::size_t>(i)]) : "";
       if (i == mark) action = "[" + action + "]";
       row += pad(action);
     }
     if (last + 1 < static_cast<int>(ops.size())) row += "...";
-    while (!row.empty() && row.back() == ' ') row.pop_back();
+    while (!row.empty() && row.back() == ' ')
+      row.pop_back();
     text += row + '\n';
   }
   return text;
@@ -86,7 +95,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
 
   // Completion flags per (stage, microbatch) for dependencies on the same rank; cross-rank
   // dependencies arrive through recvs.
-  std::vector<std::uint8_t> done(static_cast<std::size_t>(placement.stageCount()) * microbatches, 0);
+  std::vector<std::uint8_t> done(static_cast<std::size_t>(placement.stageCount()) * microbatches,
+                                 0);
   constexpr double kUnknown = -1;
   std::vector<double> arrival(program.messages.size(), kUnknown);
   std::vector<std::int32_t> waiter(program.messages.size(), -1);
@@ -95,7 +105,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
       options.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
   std::vector<int> runnable;
   runnable.reserve(static_cast<std::size_t>(pp));
-  for (int r = pp - 1; r >= 0; --r) runnable.push_back(r);
+  for (int r = pp - 1; r >= 0; --r)
+    runnable.push_back(r);
 
   auto key = [microbatches](int stage, int microbatch) {
     return static_cast<std::size_t>(stage) * microbatches + static_cast<std::size_t>(microbatch);
@@ -106,8 +117,10 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   std::vector<std::int32_t> local_previous(stage_count, -1), local_next(stage_count, -1);
   for (int s = 0; s < placement.stageCount(); ++s) {
     const int prev = placement.previousStage(s), next = placement.nextStage(s);
-    if (prev >= 0 && placement.rankOf(prev) == placement.rankOf(s)) local_previous[static_cast<std::size_t>(s)] = prev;
-    if (next >= 0 && placement.rankOf(next) == placement.rankOf(s)) local_next[static_cast<std::size_t>(s)] = next;
+    if (prev >= 0 && placement.rankOf(prev) == placement.rankOf(s))
+      local_previous[static_cast<std::size_t>(s)] = prev;
+    if (next >= 0 && placement.rankOf(next) == placement.rankOf(s))
+      local_next[static_cast<std::size_t>(s)] = next;
   }
   // Whether the same-rank inputs of a forward / backward part are complete.
   auto forward_inputs_done = [&](int stage, int microbatch) {
@@ -128,7 +141,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
     const auto &ops = schedule.ranks[static_cast<std::size_t>(rank)];
     auto &op_times = result.op_times[static_cast<std::size_t>(rank)];
     auto &stats = result.ranks[static_cast<std::size_t>(rank)];
-    auto *memory = options.memory_timeline ? &result.memory[static_cast<std::size_t>(rank)] : nullptr;
+    auto *memory =
+        options.memory_timeline ? &result.memory[static_cast<std::size_t>(rank)] : nullptr;
     while (st.pc < code.size()) {
       const Instruction &instruction = code[st.pc];
       if (instruction.kind == InstructionKind::Recv) {
@@ -162,9 +176,7 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
       switch (op.kind) {
       case OpKind::Forward: inputs_done = forward_inputs_done(op.stage, op.microbatch); break;
       case OpKind::InputGrad:
-      case OpKind::FullBackward:
-        inputs_done = backward_inputs_done(op.stage, op.microbatch);
-        break;
+      case OpKind::FullBackward: inputs_done = backward_inputs_done(op.stage, op.microbatch); break;
       case OpKind::WeightGrad:
         inputs_done = (done[key(op.stage, op.microbatch)] & kBackwardInputDone) != 0;
         break;
@@ -188,7 +200,9 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
 
       // Activation memory: held from the start of F until the end of the backward that frees
       // it (B, or W when the backward is split).
-      const auto share = [&](int stage) { return placement.stage_share[static_cast<std::size_t>(stage)]; };
+      const auto share = [&](int stage) {
+        return placement.stage_share[static_cast<std::size_t>(stage)];
+      };
       const auto bytes = [&](int stage) {
         return track_bytes ? options.stage_activation_bytes[static_cast<std::size_t>(stage)] : 0.0;
       };
@@ -206,12 +220,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
       }
       int released_stage = -1;
       switch (op.kind) {
-      case OpKind::Forward:
-        done[key(op.stage, op.microbatch)] |= kForwardDone;
-        break;
-      case OpKind::InputGrad:
-        done[key(op.stage, op.microbatch)] |= kBackwardInputDone;
-        break;
+      case OpKind::Forward: done[key(op.stage, op.microbatch)] |= kForwardDone; break;
+      case OpKind::InputGrad: done[key(op.stage, op.microbatch)] |= kBackwardInputDone; break;
       case OpKind::FullBackward:
         done[key(op.stage, op.microbatch)] |= kBackwardInputDone;
         released_stage = op.stage;
@@ -244,7 +254,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
     if (st.pc >= code.size()) continue;
     // The blocked instruction belongs to the next compute at or after pc.
     std::size_t compute_pc = st.pc;
-    while (compute_pc < code.size() && code[compute_pc].kind != InstructionKind::Compute) ++compute_pc;
+    while (compute_pc < code.size() && code[compute_pc].kind != InstructionKind::Compute)
+      ++compute_pc;
     if (compute_pc >= code.size()) continue;
     const int step = code[compute_pc].index;
     const Op &op = schedule.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(step)];
@@ -274,7 +285,9 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   }
   if (blocked_ranks > 0)
     return makeError("the schedule deadlocks: " + first_reason +
-                     (blocked_ranks > 1 ? " (and " + std::to_string(blocked_ranks - 1) + " more blocked ranks)" : "") +
+                     (blocked_ranks > 1
+                          ? " (and " + std::to_string(blocked_ranks - 1) + " more blocked ranks)"
+                          : "") +
                      "; reorder the ops so each input is produced before it is needed" +
                      "\nblocked ranks:" + reasons + "\n" + formatScheduleGrid(schedule, marked));
 
@@ -287,7 +300,8 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
     makespan = std::max(makespan, stats.end_us);
     busy_total += stats.busy_us;
   }
-  for (auto &stats : result.ranks) stats.idle_us = makespan - stats.busy_us;
+  for (auto &stats : result.ranks)
+    stats.idle_us = makespan - stats.busy_us;
   result.makespan_us = makespan;
   const double capacity = static_cast<double>(pp) * makespan;
   result.bubble_fraction = capacity > 0 ? 1.0 - busy_total / capacity : 0.0;

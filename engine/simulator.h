@@ -31,8 +31,8 @@ struct MemoryPoint {
 struct RankStats {
   double busy_us = 0;
   double idle_us = 0;
-  double end_us = 0;              ///< last op end (plus gradient sync)
-  int peak_inflight = 0;          ///< activation sets (chunks) held at once
+  double end_us = 0;                     ///< last op end (plus gradient sync)
+  int peak_inflight = 0;                 ///< activation sets (chunks) held at once
   double peak_inflight_microbatches = 0; ///< the same weighted by stage share
   double peak_activation_bytes = 0;      ///< when stage activation bytes were given
 };

@@ -17,8 +17,16 @@ Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
     for (std::size_t i = 0; i < schedule.ranks[r].size(); ++i) {
       const Op &op = schedule.ranks[r][i];
       const OpTiming &t = simulation.op_times[r][i];
-      TraceOp record{static_cast<int>(r), 0, static_cast<int>(i), op.kind, op.stage, op.microbatch,
-                     t.start_us, t.end_us, 0, false};
+      TraceOp record{static_cast<int>(r),
+                     0,
+                     static_cast<int>(i),
+                     op.kind,
+                     op.stage,
+                     op.microbatch,
+                     t.start_us,
+                     t.end_us,
+                     0,
+                     false};
       if (op.kind == OpKind::OverlappedPair) {
         record.kind = OpKind::Forward;
         record.overlapped = true;
@@ -35,14 +43,15 @@ Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
   for (std::size_t id = 0; id < evaluation.program.messages.size(); ++id) {
     const Message &m = evaluation.program.messages[id];
     const TransferTiming &t = simulation.transfers[id];
-    trace.transfers.push_back({m.from_rank, m.to_rank, m.stage, m.microbatch, m.gradient,
-                               t.start_us, t.end_us, bytes});
+    trace.transfers.push_back(
+        {m.from_rank, m.to_rank, m.stage, m.microbatch, m.gradient, t.start_us, t.end_us, bytes});
   }
   trace.makespan_us = simulation.makespan_us;
   trace.bubble_fraction = simulation.bubble_fraction;
   trace.bubble_ratio = simulation.bubble_ratio;
   for (const auto &rank : simulation.ranks)
-    trace.ranks.push_back({rank.busy_us, rank.idle_us, rank.peak_inflight, rank.peak_inflight_microbatches});
+    trace.ranks.push_back(
+        {rank.busy_us, rank.idle_us, rank.peak_inflight, rank.peak_inflight_microbatches});
   trace.memory = simulation.memory;
   return trace;
 }
@@ -117,12 +126,15 @@ Result<Trace> traceFromJson(const json &document) {
   root.number("clock_error_us", trace.clock_error_us, 0, 1e12);
   if (!root.ok()) return root.error();
   if (trace.source != "simulated" && trace.source != "measured")
-    return makeError("/source: expected \"simulated\" or \"measured\", got \"" + trace.source + "\"");
+    return makeError("/source: expected \"simulated\" or \"measured\", got \"" + trace.source +
+                     "\"");
   auto parsed_plan = planFromJson(*plan);
-  if (!parsed_plan) return makeError("/plan" + (parsed_plan.error().message.starts_with("/") ? "" : std::string(": ")) + parsed_plan.error().message);
+  if (!parsed_plan)
+    return makeError("/plan" +
+                     (parsed_plan.error().message.starts_with("/") ? "" : std::string(": ")) +
+                     parsed_plan.error().message);
   trace.plan = std::move(*parsed_plan);
-  if (ops->size() > kMaxScheduleOps * 2 * 64)
-    return makeError("/ops: too many records");
+  if (ops->size() > kMaxScheduleOps * 2 * 64) return makeError("/ops: too many records");
   trace.ops.reserve(ops->size());
   constexpr double kHuge = 1e15;
   for (std::size_t i = 0; i < ops->size(); ++i) {
@@ -165,7 +177,8 @@ Result<Trace> traceFromJson(const json &document) {
           .number("bytes", t.bytes, 0, kHuge);
       if (!f.ok()) return f.error();
       if (kind != "activation" && kind != "gradient")
-        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" + kind + "\"");
+        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" + kind +
+                         "\"");
       t.gradient = kind == "gradient";
       trace.transfers.push_back(t);
     }
@@ -213,20 +226,31 @@ Status saveTrace(const std::string &path, const Trace &trace) {
 json chromeTrace(const Trace &trace) {
   json events = json::array();
   int max_rank = -1;
-  for (const auto &op : trace.ops) max_rank = std::max(max_rank, op.rank);
+  for (const auto &op : trace.ops)
+    max_rank = std::max(max_rank, op.rank);
   for (int r = 0; r <= max_rank; ++r) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r},
                       {"args", {{"name", "rank " + std::to_string(r)}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 1},
                       {"args", {{"name", "p2p"}}}});
   }
   for (const auto &op : trace.ops) {
     const std::string name = std::string(opKindLetter(op.kind)) + std::to_string(op.microbatch) +
                              " (stage " + std::to_string(op.stage) + ")";
-    json args = {{"stage", op.stage}, {"microbatch", op.microbatch},
-                 {"kind", std::string(opKindName(op.kind))}, {"step", op.step}};
+    json args = {{"stage", op.stage},
+                 {"microbatch", op.microbatch},
+                 {"kind", std::string(opKindName(op.kind))},
+                 {"step", op.step}};
     if (op.overlapped) args["overlapped"] = true;
     events.push_back({{"name", name},
                       {"cat", std::string(opKindName(op.kind))},
@@ -241,21 +265,41 @@ json chromeTrace(const Trace &trace) {
   for (std::size_t i = 0; i < trace.transfers.size(); ++i) {
     const auto &t = trace.transfers[i];
     const std::string name = std::string(t.gradient ? "grad " : "act ") + std::to_string(t.stage) +
-                             ":" + std::to_string(t.microbatch) + " → rank " + std::to_string(t.to_rank);
-    events.push_back({{"name", name}, {"cat", "p2p"}, {"ph", "X"}, {"pid", t.from_rank}, {"tid", 1},
-                      {"ts", t.start_us}, {"dur", std::max(0.0, t.end_us - t.start_us)},
+                             ":" + std::to_string(t.microbatch) + " → rank " +
+                             std::to_string(t.to_rank);
+    events.push_back({{"name", name},
+                      {"cat", "p2p"},
+                      {"ph", "X"},
+                      {"pid", t.from_rank},
+                      {"tid", 1},
+                      {"ts", t.start_us},
+                      {"dur", std::max(0.0, t.end_us - t.start_us)},
                       {"args", {{"bytes", t.bytes}, {"to_rank", t.to_rank}}}});
-    events.push_back({{"name", "p2p"}, {"cat", "p2p"}, {"ph", "s"}, {"id", i}, {"pid", t.from_rank},
-                      {"tid", 1}, {"ts", t.start_us}});
-    events.push_back({{"name", "p2p"}, {"cat", "p2p"}, {"ph", "f"}, {"bp", "e"}, {"id", i},
-                      {"pid", t.to_rank}, {"tid", 0}, {"ts", t.end_us}});
+    events.push_back({{"name", "p2p"},
+                      {"cat", "p2p"},
+                      {"ph", "s"},
+                      {"id", i},
+                      {"pid", t.from_rank},
+                      {"tid", 1},
+                      {"ts", t.start_us}});
+    events.push_back({{"name", "p2p"},
+                      {"cat", "p2p"},
+                      {"ph", "f"},
+                      {"bp", "e"},
+                      {"id", i},
+                      {"pid", t.to_rank},
+                      {"tid", 0},
+                      {"ts", t.end_us}});
   }
   for (std::size_t r = 0; r < trace.memory.size(); ++r)
     for (const auto &point : trace.memory[r])
-      events.push_back({{"name", "in-flight activations"}, {"ph", "C"}, {"pid", static_cast<int>(r)},
-                        {"ts", point.time_us},
-                        {"args", {{"chunks", point.inflight_chunks},
-                                  {"microbatches", point.inflight_microbatches}}}});
+      events.push_back(
+          {{"name", "in-flight activations"},
+           {"ph", "C"},
+           {"pid", static_cast<int>(r)},
+           {"ts", point.time_us},
+           {"args",
+            {{"chunks", point.inflight_chunks}, {"microbatches", point.inflight_microbatches}}}});
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
 }
 

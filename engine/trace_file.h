@@ -15,21 +15,21 @@ namespace pipescope {
 /// and end, each marked `overlapped`.
 struct TraceOp {
   int rank = 0;
-  int step = 0;      ///< training step (0 for a simulation)
-  int index = 0;     ///< position in the rank's op list
+  int step = 0;  ///< training step (0 for a simulation)
+  int index = 0; ///< position in the rank's op list
   OpKind kind = OpKind::Forward;
   int stage = 0;
   int microbatch = 0;
   double start_us = 0;
   double end_us = 0;
-  int lane = 0;      ///< 0 = compute
+  int lane = 0; ///< 0 = compute
   bool overlapped = false;
 };
 
 struct TraceTransfer {
   int from_rank = 0;
   int to_rank = 0;
-  int stage = 0;     ///< producing stage
+  int stage = 0; ///< producing stage
   int microbatch = 0;
   bool gradient = false;
   double start_us = 0;

@@ -46,7 +46,8 @@ std::optional<std::string> Arguments::text(const std::string &name) const {
 
 namespace {
 
-Result<double> parseNumber(const std::string &name, const std::string &text, double min, double max) {
+Result<double> parseNumber(const std::string &name, const std::string &text, double min,
+                           double max) {
   double value = 0;
   const auto *end = text.data() + text.size();
   auto [ptr, error] = std::from_chars(text.data(), end, value);
@@ -80,7 +81,8 @@ Result<std::optional<int>> Arguments::integer(const std::string &name, int min, 
   return std::optional<int>{*parsed};
 }
 
-Result<std::optional<double>> Arguments::number(const std::string &name, double min, double max) const {
+Result<std::optional<double>> Arguments::number(const std::string &name, double min,
+                                                double max) const {
   const auto value = text(name);
   if (!value) return std::optional<double>{};
   auto parsed = parseNumber(name, *value, min, max);
@@ -89,7 +91,7 @@ Result<std::optional<double>> Arguments::number(const std::string &name, double 
 }
 
 Result<std::optional<std::vector<int>>> Arguments::integerList(const std::string &name, int min,
-                                                              int max) const {
+                                                               int max) const {
   const auto value = text(name);
   if (!value) return std::optional<std::vector<int>>{};
   std::vector<int> list;

@@ -23,7 +23,8 @@ public:
   Result<std::optional<int>> integer(const std::string &name, int min, int max) const;
   Result<std::optional<double>> number(const std::string &name, double min, double max) const;
   /// A comma-separated list of integers, e.g. "4,8,16".
-  Result<std::optional<std::vector<int>>> integerList(const std::string &name, int min, int max) const;
+  Result<std::optional<std::vector<int>>> integerList(const std::string &name, int min,
+                                                      int max) const;
   const std::vector<std::string> &positional() const { return positional_; }
 
 private:

@@ -130,7 +130,8 @@ Result<Plan> planFromArguments(const Arguments &a) {
     if (!v) return v.error();
     if (*v) *o.target = **v;
   }
-  if (plan.costs.p2p_bandwidth_gbps > 0 && plan.costs.activation_bytes == 0 && a.has("p2p-bandwidth"))
+  if (plan.costs.p2p_bandwidth_gbps > 0 && plan.costs.activation_bytes == 0 &&
+      a.has("p2p-bandwidth"))
     return makeError("--p2p-bandwidth needs --activation-bytes (the bytes sent per boundary per "
                      "microbatch)");
   if (auto order = a.text("rank-order")) {
@@ -177,8 +178,7 @@ Result<Plan> planFromArguments(const Arguments &a) {
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
-      if (a.has(name))
-        return makeError(std::string("--") + name + " needs --model and --hardware");
+      if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
   }
   if (auto status = plan.mesh.check(); !status) return status.error();
   if (!plan.custom)
@@ -195,13 +195,11 @@ json rankJson(const RankStats &stats) {
 
 json analyticJson(const std::optional<AnalyticMetrics> &analytic) {
   if (!analytic) return nullptr;
-  json out = {{"makespan", analytic->makespan_us},
-              {"bubble_fraction", analytic->bubble_fraction},
-              {"bubble_ratio", analytic->bubble_ratio},
-              {"bubble_formula", analytic->bubble_formula},
-              {"memory_formula", analytic->memory_formula},
-              {"source", analytic->source},
-              {"exact_when", analytic->exact_when}};
+  json out = {
+      {"makespan", analytic->makespan_us},          {"bubble_fraction", analytic->bubble_fraction},
+      {"bubble_ratio", analytic->bubble_ratio},     {"bubble_formula", analytic->bubble_formula},
+      {"memory_formula", analytic->memory_formula}, {"source", analytic->source},
+      {"exact_when", analytic->exact_when}};
   if (!analytic->peak_inflight.empty()) out["peak_inflight"] = analytic->peak_inflight;
   return out;
 }
@@ -217,13 +215,34 @@ int runSimulate(const std::vector<std::string> &args) {
     std::cout << kSimulateHelp;
     return 0;
   }
-  auto parsed = Arguments::parse(
-      args,
-      {"schedule", "pp", "microbatches", "virtual-stages", "microbatch-group", "forward", "backward",
-       "weight", "overlapped", "p2p-latency", "p2p-bandwidth", "activation-bytes", "plan",
-       "save-plan", "csv", "chrome-trace", "trace", "custom", "model", "hardware", "dp", "tp",
-       "gpus-per-node", "rank-order", "recompute"},
-      {"json", "ops", "zero1", "seq-parallel", "balance", "overlap-dp"}, "simulate");
+  auto parsed = Arguments::parse(args,
+                                 {"schedule",
+                                  "pp",
+                                  "microbatches",
+                                  "virtual-stages",
+                                  "microbatch-group",
+                                  "forward",
+                                  "backward",
+                                  "weight",
+                                  "overlapped",
+                                  "p2p-latency",
+                                  "p2p-bandwidth",
+                                  "activation-bytes",
+                                  "plan",
+                                  "save-plan",
+                                  "csv",
+                                  "chrome-trace",
+                                  "trace",
+                                  "custom",
+                                  "model",
+                                  "hardware",
+                                  "dp",
+                                  "tp",
+                                  "gpus-per-node",
+                                  "rank-order",
+                                  "recompute"},
+                                 {"json", "ops", "zero1", "seq-parallel", "balance", "overlap-dp"},
+                                 "simulate");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())
@@ -273,9 +292,12 @@ int runSimulate(const std::vector<std::string> &args) {
       json rank = rankJson(sim.ranks[r]);
       if (report) {
         const auto &m = report->memory[r];
-        rank["memory"] = {{"params", m.params},     {"grads", m.grads},
-                          {"optimizer", m.optimizer}, {"activations_peak", m.activations_peak},
-                          {"total", m.total},       {"capacity", m.capacity},
+        rank["memory"] = {{"params", m.params},
+                          {"grads", m.grads},
+                          {"optimizer", m.optimizer},
+                          {"activations_peak", m.activations_peak},
+                          {"total", m.total},
+                          {"capacity", m.capacity},
                           {"fits", m.fits}};
       }
       ranks.push_back(std::move(rank));
@@ -295,12 +317,9 @@ int runSimulate(const std::vector<std::string> &args) {
         for (std::size_t i = 0; i < e.schedule.ranks[r].size(); ++i) {
           const Op &op = e.schedule.ranks[r][i];
           const OpTiming &t = sim.op_times[r][i];
-          json record = {{"rank", r},
-                         {"kind", std::string(opKindLetter(op.kind))},
-                         {"stage", op.stage},
-                         {"microbatch", op.microbatch},
-                         {"start", t.start_us},
-                         {"end", t.end_us}};
+          json record = {{"rank", r},           {"kind", std::string(opKindLetter(op.kind))},
+                         {"stage", op.stage},   {"microbatch", op.microbatch},
+                         {"start", t.start_us}, {"end", t.end_us}};
           if (op.kind == OpKind::OverlappedPair) {
             record["backward_stage"] = op.backward_stage;
             record["backward_microbatch"] = op.backward_microbatch;
@@ -319,9 +338,12 @@ int runSimulate(const std::vector<std::string> &args) {
             << placementName(e.schedule.placement.kind) << " placement, " << e.schedule.opCount()
             << " ops)\n";
   if (!plan->model)
-    std::cout << "costs: F=" << number(plan->costs.forward_us) << " B=" << number(plan->costs.backward_us)
-              << " W=" << number(plan->costs.weight_us) << " us per rank share"
-              << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0 ? ", priced transfers" : ", free transfers")
+    std::cout << "costs: F=" << number(plan->costs.forward_us)
+              << " B=" << number(plan->costs.backward_us) << " W=" << number(plan->costs.weight_us)
+              << " us per rank share"
+              << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0
+                      ? ", priced transfers"
+                      : ", free transfers")
               << "\n";
   std::cout << "makespan         " << number(sim.makespan_us) << " us\n";
   std::cout << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";
@@ -419,9 +441,9 @@ int runTable(const std::vector<std::string> &args) {
   if (format != "text" && format != "csv" && format != "json")
     return fail("--format must be text, csv or json, got '" + format + "'");
   Costs costs;
-  for (auto [name, target] : {std::pair{"forward", &costs.forward_us},
-                              std::pair{"backward", &costs.backward_us},
-                              std::pair{"weight", &costs.weight_us}}) {
+  for (auto [name, target] :
+       {std::pair{"forward", &costs.forward_us}, std::pair{"backward", &costs.backward_us},
+        std::pair{"weight", &costs.weight_us}}) {
     auto value = a.number(name, 0, 1e12);
     if (!value) return fail(value.error().message);
     if (*value) *target = **value;
@@ -484,9 +506,12 @@ int runTable(const std::vector<std::string> &args) {
     text << '\n';
     tables.push_back({{"schedule", name}, {"metric", metric}, {"cells", std::move(rows)}});
   }
-  if (format == "json") std::cout << tables.dump(2) << '\n';
-  else if (format == "csv") std::cout << csv.str();
-  else std::cout << text.str();
+  if (format == "json")
+    std::cout << tables.dump(2) << '\n';
+  else if (format == "csv")
+    std::cout << csv.str();
+  else
+    std::cout << text.str();
   return 0;
 }
 
@@ -495,10 +520,11 @@ int runTable(const std::vector<std::string> &args) {
 
 int runValidate(const std::vector<std::string> &args) {
   if (wantsHelp(args) || args.size() != 1) {
-    std::cout << "usage: pipescope validate FILE\n\nChecks a plan (pipescope.plan JSON) or a custom "
-                 "schedule (pipescope.schedule JSON or PyTorch's schedule CSV): every op once on "
-                 "its owning rank, and the lowered program runs to completion. Prints a summary, "
-                 "or the precise problem.\n";
+    std::cout
+        << "usage: pipescope validate FILE\n\nChecks a plan (pipescope.plan JSON) or a custom "
+           "schedule (pipescope.schedule JSON or PyTorch's schedule CSV): every op once on "
+           "its owning rank, and the lowered program runs to completion. Prints a summary, "
+           "or the precise problem.\n";
     return wantsHelp(args) ? 0 : 2;
   }
   const std::string &path = args[0];
@@ -532,8 +558,8 @@ int runValidate(const std::vector<std::string> &args) {
   std::cout << path << ": valid " << (is_plan ? "plan" : "custom schedule") << " ("
             << e.schedule.name << ", P=" << e.schedule.pp() << " M=" << e.schedule.microbatches()
             << " V=" << e.schedule.chunks() << ", " << placementName(e.schedule.placement.kind)
-            << " placement, " << e.schedule.opCount() << " ops, "
-            << e.program.messages.size() << " transfers)\n"
+            << " placement, " << e.schedule.opCount() << " ops, " << e.program.messages.size()
+            << " transfers)\n"
             << "makespan " << number(e.simulation.makespan_us) << " us, bubble_fraction "
             << percent(e.simulation.bubble_fraction) << ", bubble_ratio "
             << percent(e.simulation.bubble_ratio) << '\n';
@@ -560,7 +586,8 @@ int runBench(const std::vector<std::string> &args) {
   struct Size {
     int pp, microbatches, chunks;
   };
-  const Size ladder[] = {{4, 8, 4}, {8, 32, 4}, {16, 64, 4}, {32, 256, 4}, {64, 512, 4}, {64, 1024, 4}};
+  const Size ladder[] = {{4, 8, 4},    {8, 32, 4},   {16, 64, 4},
+                         {32, 256, 4}, {64, 512, 4}, {64, 1024, 4}};
   json rows = json::array();
   std::printf("%-18s %5s %6s %3s %10s %12s %12s %14s\n", "schedule", "P", "M", "V", "ops",
               "generate ms", "total ms", "ops/s");
@@ -568,7 +595,8 @@ int runBench(const std::vector<std::string> &args) {
     const auto *family = findScheduleFamily(name);
     if (!family) return fail("unknown schedule '" + name + "'; see 'pipescope schedules'");
     for (const auto &size : ladder) {
-      ScheduleRequest request{name, size.pp, size.microbatches, family->uses_chunks ? size.chunks : 1, 0};
+      ScheduleRequest request{name, size.pp, size.microbatches,
+                              family->uses_chunks ? size.chunks : 1, 0};
       if (!checkScheduleRequest(request)) continue;
       double best_total = 1e30, best_generate = 1e30;
       std::size_t ops = 0;
@@ -581,15 +609,22 @@ int runBench(const std::vector<std::string> &args) {
         auto evaluation = evaluateSchedule(std::move(*schedule), Costs{});
         const auto t2 = std::chrono::steady_clock::now();
         if (!evaluation) return fail(evaluation.error().message);
-        best_generate = std::min(best_generate, std::chrono::duration<double, std::milli>(t1 - t0).count());
-        best_total = std::min(best_total, std::chrono::duration<double, std::milli>(t2 - t0).count());
+        best_generate =
+            std::min(best_generate, std::chrono::duration<double, std::milli>(t1 - t0).count());
+        best_total =
+            std::min(best_total, std::chrono::duration<double, std::milli>(t2 - t0).count());
       }
       const double ops_per_s = static_cast<double>(ops) / (best_total / 1e3);
       std::printf("%-18s %5d %6d %3d %10zu %12.3f %12.3f %14.3g\n", name.c_str(), request.pp,
                   request.microbatches, request.chunks, ops, best_generate, best_total, ops_per_s);
-      rows.push_back({{"schedule", name}, {"pp", request.pp}, {"microbatches", request.microbatches},
-                      {"virtual_stages", request.chunks}, {"ops", ops}, {"generate_ms", best_generate},
-                      {"total_ms", best_total}, {"ops_per_s", ops_per_s}});
+      rows.push_back({{"schedule", name},
+                      {"pp", request.pp},
+                      {"microbatches", request.microbatches},
+                      {"virtual_stages", request.chunks},
+                      {"ops", ops},
+                      {"generate_ms", best_generate},
+                      {"total_ms", best_total},
+                      {"ops_per_s", ops_per_s}});
     }
   }
   if (parsed->has("json")) std::cout << rows.dump(2) << '\n';
@@ -603,8 +638,8 @@ int runSchedules(const std::vector<std::string> &args) {
   if (!args.empty() && !wantsHelp(args)) return fail("'schedules' takes no arguments");
   for (const auto &family : scheduleFamilies()) {
     std::cout << family.name << " — " << family.title << "\n  " << family.summary
-              << "\n  accepts: " << family.constraints << "\n  placement: "
-              << placementName(family.placement)
+              << "\n  accepts: " << family.constraints
+              << "\n  placement: " << placementName(family.placement)
               << (family.splits_backward ? ", backward split into I and W" : "")
               << "\n  source: " << family.reference << "\n\n";
   }
@@ -633,7 +668,8 @@ int runPresets(const std::vector<std::string> &args) {
                 << " GiB; " << hardware->source << ")";
     std::cout << '\n';
   }
-  std::cout << "--model and --hardware also take a JSON file of your own (see resources/presets).\n";
+  std::cout
+      << "--model and --hardware also take a JSON file of your own (see resources/presets).\n";
   return 0;
 }
 

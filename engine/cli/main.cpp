@@ -7,7 +7,8 @@
 
 namespace {
 
-constexpr const char *kUsage = R"(pipescope: simulate, compare and check pipeline-parallel training schedules
+constexpr const char *kUsage =
+    R"(pipescope: simulate, compare and check pipeline-parallel training schedules
 
 usage: pipescope <command> [options]
 
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
   if (command == "bench") return runBench(args);
   if (command == "presets") return runPresets(args);
   if (command == "schedules") return runSchedules(args);
-  return fail("unknown command '" + command +
-              "'; use simulate, table, validate, bench, schedules or presets (see pipescope --help)");
+  return fail(
+      "unknown command '" + command +
+      "'; use simulate, table, validate, bench, schedules or presets (see pipescope --help)");
 }

@@ -7,17 +7,23 @@ namespace {
 
 Status requireSingleChunk(const ScheduleRequest &request) {
   if (request.chunks != 1)
-    return makeError(request.name + " runs one chunk per rank (V = 1), got V = " +
-                     std::to_string(request.chunks) +
+    return makeError(request.name +
+                     " runs one chunk per rank (V = 1), got V = " + std::to_string(request.chunks) +
                      "; use interleaved-1f1b for V >= 2, or set V = 1");
   return Ok{};
 }
 
 } // namespace
 
-Status checkNaive(const ScheduleRequest &request) { return requireSingleChunk(request); }
-Status checkGpipe(const ScheduleRequest &request) { return requireSingleChunk(request); }
-Status checkOneFOneB(const ScheduleRequest &request) { return requireSingleChunk(request); }
+Status checkNaive(const ScheduleRequest &request) {
+  return requireSingleChunk(request);
+}
+Status checkGpipe(const ScheduleRequest &request) {
+  return requireSingleChunk(request);
+}
+Status checkOneFOneB(const ScheduleRequest &request) {
+  return requireSingleChunk(request);
+}
 
 // Naive: each rank alternates F(m), B(m); since F(r, m+1) on rank 0 waits behind B(0, m), which
 // waits for the whole round trip of microbatch m, only one microbatch is in the pipe at a time.
@@ -41,8 +47,10 @@ RankOps gpipe(const ScheduleRequest &request, const Placement &placement) {
   for (int r = 0; r < placement.pp; ++r) {
     auto &ops = ranks[static_cast<std::size_t>(r)];
     ops.reserve(2 * static_cast<std::size_t>(request.microbatches));
-    for (int m = 0; m < request.microbatches; ++m) ops.push_back(forwardOp(r, m));
-    for (int m = 0; m < request.microbatches; ++m) ops.push_back(fullBackwardOp(r, m));
+    for (int m = 0; m < request.microbatches; ++m)
+      ops.push_back(forwardOp(r, m));
+    for (int m = 0; m < request.microbatches; ++m)
+      ops.push_back(fullBackwardOp(r, m));
   }
   return ranks;
 }
@@ -60,12 +68,14 @@ RankOps oneFOneB(const ScheduleRequest &request, const Placement &placement) {
     auto &ops = ranks[static_cast<std::size_t>(r)];
     ops.reserve(2 * static_cast<std::size_t>(microbatches));
     const int warmup = std::min(pp - 1 - r, microbatches);
-    for (int m = 0; m < warmup; ++m) ops.push_back(forwardOp(r, m));
+    for (int m = 0; m < warmup; ++m)
+      ops.push_back(forwardOp(r, m));
     for (int i = 0; i < microbatches - warmup; ++i) {
       ops.push_back(forwardOp(r, warmup + i));
       ops.push_back(fullBackwardOp(r, i));
     }
-    for (int m = microbatches - warmup; m < microbatches; ++m) ops.push_back(fullBackwardOp(r, m));
+    for (int m = microbatches - warmup; m < microbatches; ++m)
+      ops.push_back(fullBackwardOp(r, m));
   }
   return ranks;
 }

@@ -120,7 +120,8 @@ void emitRank(int n, int h, int c, int stage0, int offset0, int stage1, int offs
   const bool last = h == n - 1;
 
   // 1: nF0
-  for (int i = 0; i < 2 * a; ++i) emit.forward(0);
+  for (int i = 0; i < 2 * a; ++i)
+    emit.forward(0);
   // 2: nF0F1
   for (int i = 0; i < b; ++i) {
     emit.forward(0);
@@ -166,7 +167,8 @@ void emitRank(int n, int h, int c, int stage0, int offset0, int stage1, int offs
     emit.backward(0, true);
   }
   // 8: nW
-  for (int i = 0; i < b; ++i) emit.weight();
+  for (int i = 0; i < b; ++i)
+    emit.weight();
 }
 
 } // namespace
@@ -181,11 +183,12 @@ Status checkDualPipe(const ScheduleRequest &request) {
   const int even_pp = pp % 2 == 0 ? pp : pp + 1;
   int even_microbatches = microbatches < 2 * even_pp ? 2 * even_pp : microbatches;
   if (even_microbatches % 2 != 0) ++even_microbatches;
-  std::string fix = "try P = " + std::to_string(even_pp) + ", M = " +
-                    std::to_string(even_microbatches);
+  std::string fix =
+      "try P = " + std::to_string(even_pp) + ", M = " + std::to_string(even_microbatches);
   return makeError("dualpipe needs an even P >= 2 and an even M >= 2P (deepseek-ai/DualPipe); got "
-                   "P = " + std::to_string(pp) + ", M = " + std::to_string(microbatches) + "; " +
-                   fix + " (or dualpipev, which takes any P with M >= 2P)");
+                   "P = " +
+                   std::to_string(pp) + ", M = " + std::to_string(microbatches) + "; " + fix +
+                   " (or dualpipev, which takes any P with M >= 2P)");
 }
 
 RankOps dualPipe(const ScheduleRequest &request, const Placement &placement) {
@@ -216,11 +219,11 @@ RankOps dualPipe(const ScheduleRequest &request, const Placement &placement) {
 Status checkDualPipeV(const ScheduleRequest &request) {
   const int pp = request.pp, microbatches = request.microbatches;
   if (microbatches >= 2 * pp) return Ok{};
-  return makeError("dualpipev needs M >= 2P microbatches (deepseek-ai/DualPipe); got P = " +
-                   std::to_string(pp) + ", M = " + std::to_string(microbatches) +
-                   "; raise M to at least " + std::to_string(2 * pp) +
-                   (microbatches >= 2 ? " or lower P to at most " + std::to_string(microbatches / 2)
-                                      : std::string()));
+  return makeError(
+      "dualpipev needs M >= 2P microbatches (deepseek-ai/DualPipe); got P = " + std::to_string(pp) +
+      ", M = " + std::to_string(microbatches) + "; raise M to at least " + std::to_string(2 * pp) +
+      (microbatches >= 2 ? " or lower P to at most " + std::to_string(microbatches / 2)
+                         : std::string()));
 }
 
 RankOps dualPipeV(const ScheduleRequest &request, const Placement &placement) {

@@ -20,22 +20,22 @@ Status checkInterleaved(const ScheduleRequest &request) {
                      std::to_string(request.pp));
   if (request.microbatches < request.pp)
     return makeError("interleaved-1f1b needs M >= P microbatches (Megatron-LM), got M = " +
-                     std::to_string(request.microbatches) + " with P = " +
-                     std::to_string(request.pp) + "; raise M to at least " +
+                     std::to_string(request.microbatches) +
+                     " with P = " + std::to_string(request.pp) + "; raise M to at least " +
                      std::to_string(request.pp));
   const int group = request.microbatch_group > 0 ? request.microbatch_group : request.pp;
   if (group < request.pp || group > request.microbatches)
-    return makeError("interleaved-1f1b needs a microbatch group G with P <= G <= M (" +
-                     std::to_string(request.pp) + " <= G <= " +
-                     std::to_string(request.microbatches) + "), got G = " + std::to_string(group) +
-                     "; G = P is depth-first, G = M breadth-first");
+    return makeError(
+        "interleaved-1f1b needs a microbatch group G with P <= G <= M (" +
+        std::to_string(request.pp) + " <= G <= " + std::to_string(request.microbatches) +
+        "), got G = " + std::to_string(group) + "; G = P is depth-first, G = M breadth-first");
   if (request.microbatches % group != 0) {
     const int lower = request.microbatches / group * group;
-    return makeError("interleaved-1f1b needs M to be a multiple of the microbatch group G = " +
-                     std::to_string(group) + " (Megatron-LM), got M = " +
-                     std::to_string(request.microbatches) + "; use M = " +
-                     (lower >= request.pp ? std::to_string(lower) + " or " : std::string()) +
-                     std::to_string(lower + group) + ", or G = M (breadth-first)");
+    return makeError(
+        "interleaved-1f1b needs M to be a multiple of the microbatch group G = " +
+        std::to_string(group) + " (Megatron-LM), got M = " + std::to_string(request.microbatches) +
+        "; use M = " + (lower >= request.pp ? std::to_string(lower) + " or " : std::string()) +
+        std::to_string(lower + group) + ", or G = M (breadth-first)");
   }
   return Ok{};
 }
@@ -62,7 +62,8 @@ RankOps interleaved(const ScheduleRequest &request, const Placement &placement) 
   for (int first = 0; first < microbatches; first += group) {
     const int last = first + group >= microbatches ? microbatches : first + group;
     for (int c = 0; c < chunks; ++c)
-      for (int m = first; m < last; ++m) table.push_back({m, c});
+      for (int m = first; m < last; ++m)
+        table.push_back({m, c});
     if (last == microbatches) break;
   }
 
@@ -78,13 +79,16 @@ RankOps interleaved(const ScheduleRequest &request, const Placement &placement) 
       const Slot &slot = table[static_cast<std::size_t>(k)];
       return fullBackwardOp((chunks - 1 - slot.chunk) * pp + r, slot.microbatch);
     };
-    int warmup = microbatches == pp ? total : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
-    for (int k = 0; k < warmup; ++k) ops.push_back(forward_k(k));
+    int warmup =
+        microbatches == pp ? total : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
+    for (int k = 0; k < warmup; ++k)
+      ops.push_back(forward_k(k));
     for (int k = 0; k < total - warmup; ++k) {
       ops.push_back(forward_k(k + warmup));
       ops.push_back(backward_k(k));
     }
-    for (int k = total - warmup; k < total; ++k) ops.push_back(backward_k(k));
+    for (int k = total - warmup; k < total; ++k)
+      ops.push_back(backward_k(k));
   }
   return ranks;
 }

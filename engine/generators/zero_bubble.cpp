@@ -33,8 +33,8 @@ namespace {
 
 Status requireSingleChunk(const ScheduleRequest &request) {
   if (request.chunks != 1)
-    return makeError(request.name + " runs one chunk per rank (V = 1), got V = " +
-                     std::to_string(request.chunks) +
+    return makeError(request.name +
+                     " runs one chunk per rank (V = 1), got V = " + std::to_string(request.chunks) +
                      "; set V = 1, or use zb-v for a two-chunk (V-shape) zero-bubble schedule");
   return Ok{};
 }
@@ -44,14 +44,16 @@ Status requireSingleChunk(const ScheduleRequest &request) {
 void emitLaggedWeightGrad(std::vector<Op> &ops, int rank, int microbatches, int warmup, int lag) {
   warmup = std::min(warmup, microbatches);
   ops.reserve(3 * static_cast<std::size_t>(microbatches));
-  for (int m = 0; m < warmup; ++m) ops.push_back(forwardOp(rank, m));
+  for (int m = 0; m < warmup; ++m)
+    ops.push_back(forwardOp(rank, m));
   int next_weight = 0;
   for (int k = 0; k < microbatches; ++k) {
     ops.push_back(inputGradOp(rank, k));
     if (k >= lag) ops.push_back(weightGradOp(rank, next_weight++));
     if (warmup + k < microbatches) ops.push_back(forwardOp(rank, warmup + k));
   }
-  while (next_weight < microbatches) ops.push_back(weightGradOp(rank, next_weight++));
+  while (next_weight < microbatches)
+    ops.push_back(weightGradOp(rank, next_weight++));
 }
 
 } // namespace
@@ -71,7 +73,9 @@ void emitLaggedWeightGrad(std::vector<Op> &ops, int rank, int microbatches, int 
 // quarter units): for M >= P,  T = M(F+I+W) + (P-1)(F + I - min(F, I, W)),
 // which is the paper's bubble (P-1)(F+B-W) whenever W <= min(F, I) (e.g. F = I = W); for
 // M < P and F = I = W = t, T = (2P - 1 + 2M)t.
-Status checkZeroBubbleH1(const ScheduleRequest &request) { return requireSingleChunk(request); }
+Status checkZeroBubbleH1(const ScheduleRequest &request) {
+  return requireSingleChunk(request);
+}
 
 RankOps zeroBubbleH1(const ScheduleRequest &request, const Placement &placement) {
   const int pp = placement.pp;
@@ -103,7 +107,9 @@ RankOps zeroBubbleH1(const ScheduleRequest &request, const Placement &placement)
 // the work, because the last rank cannot start before (P-1)F; the paper removes that offset
 // across steps with its optimizer post-validation (so with F = I = W, ZB-H1 and ZB-H2 have the
 // same step time T = M(F+I+W) + (P-1)F, and differ in per-rank span and memory).
-Status checkZeroBubbleH2(const ScheduleRequest &request) { return requireSingleChunk(request); }
+Status checkZeroBubbleH2(const ScheduleRequest &request) {
+  return requireSingleChunk(request);
+}
 
 RankOps zeroBubbleH2(const ScheduleRequest &request, const Placement &placement) {
   const int pp = placement.pp;
@@ -137,7 +143,9 @@ RankOps zeroBubbleH2(const ScheduleRequest &request, const Placement &placement)
 // i.e. only the (P-1)t/2 offset of the last rank's start once M >= floor(3P/2), and zero bubble
 // inside every rank's own span once M >= 2P - 1 (1F1B: 3(P-1)t). Unequal F, I, W leave bubbles;
 // the reference notes it is zero-bubble only when F = I = W.
-Status checkZeroBubbleV(const ScheduleRequest &) { return Ok{}; }
+Status checkZeroBubbleV(const ScheduleRequest &) {
+  return Ok{};
+}
 
 RankOps zeroBubbleV(const ScheduleRequest &request, const Placement &placement) {
   const int pp = placement.pp;
@@ -167,9 +175,11 @@ RankOps zeroBubbleV(const ScheduleRequest &request, const Placement &placement) 
     auto phase = [&](int iterations, std::initializer_list<int *> counters, auto step) {
       for (int i = 0; i < iterations; ++i) {
         bool live = false;
-        for (int *counter : counters) live = live || *counter < microbatches;
+        for (int *counter : counters)
+          live = live || *counter < microbatches;
         if (!live) {
-          for (int *counter : counters) *counter += iterations - i;
+          for (int *counter : counters)
+            *counter += iterations - i;
           return;
         }
         step();

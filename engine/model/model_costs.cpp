@@ -76,7 +76,9 @@ double normParams(const ModelSpec &m) {
   return m.norm == "layernorm" ? 2.0 * m.hidden : static_cast<double>(m.hidden);
 }
 
-double kvHidden(const ModelSpec &m) { return static_cast<double>(m.hidden) / m.heads * m.kv_heads; }
+double kvHidden(const ModelSpec &m) {
+  return static_cast<double>(m.hidden) / m.heads * m.kv_heads;
+}
 
 /// Weight-matrix parameters of one layer: Q, K, V, output projection and the MLP.
 double layerMatrixParams(const ModelSpec &m) {
@@ -284,7 +286,8 @@ std::vector<int> splitLayers(int layers, int stages, bool balance,
                              const std::vector<double> &layer_us) {
   std::vector<int> split(static_cast<std::size_t>(stages), layers / stages);
   if (!balance) {
-    for (int k = 0; k < layers % stages; ++k) ++split[static_cast<std::size_t>(k)];
+    for (int k = 0; k < layers % stages; ++k)
+      ++split[static_cast<std::size_t>(k)];
     return split;
   }
   // Greedy earliest finish: each further layer goes to the stage that would be done soonest with

@@ -73,7 +73,8 @@ Result<std::string> readFile(const std::string &path) {
 
 std::string joined(const std::vector<std::string> &names) {
   std::string out;
-  for (const auto &n : names) out += (out.empty() ? "" : ", ") + n;
+  for (const auto &n : names)
+    out += (out.empty() ? "" : ", ") + n;
   return out.empty() ? "(none)" : out;
 }
 
@@ -97,10 +98,12 @@ Status checkKeys(const nlohmann::json &json, const std::string &pointer,
   if (!json.is_object()) return Ok{};
   for (const auto &item : json.items()) {
     bool found = false;
-    for (const char *k : known) found = found || item.key() == k;
+    for (const char *k : known)
+      found = found || item.key() == k;
     if (!found) {
       std::string list;
-      for (const char *k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      for (const char *k : known)
+        list += (list.empty() ? "" : ", ") + std::string(k);
       return makeError(pointer + "/" + item.key() + ": unknown field; expected one of " + list);
     }
   }
@@ -170,8 +173,12 @@ Result<Recompute> parseRecompute(std::string_view text) {
                    "' is not known; use none, selective or full");
 }
 
-std::vector<std::string> modelPresetNames() { return presetNames("presets/models/"); }
-std::vector<std::string> hardwarePresetNames() { return presetNames("presets/hardware/"); }
+std::vector<std::string> modelPresetNames() {
+  return presetNames("presets/models/");
+}
+std::vector<std::string> hardwarePresetNames() {
+  return presetNames("presets/hardware/");
+}
 
 Result<ModelSpec> loadModelSpec(const std::string &name_or_path) {
   return loadSpec<ModelSpec>(name_or_path, "presets/models/", kModelFormat, "model",

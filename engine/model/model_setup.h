@@ -19,36 +19,37 @@ namespace pipescope {
 /// A decoder-only transformer.
 struct ModelSpec {
   std::string name;
-  std::string source;          ///< where the numbers come from
+  std::string source; ///< where the numbers come from
   int layers = 32;
-  int hidden = 4096;           ///< h
+  int hidden = 4096; ///< h
   int ffn_hidden = 14336;
-  int heads = 32;              ///< a
-  int kv_heads = 8;            ///< grouped-query attention; = heads for multi-head attention
+  int heads = 32;   ///< a
+  int kv_heads = 8; ///< grouped-query attention; = heads for multi-head attention
   int vocab = 128256;
-  int sequence_length = 8192;  ///< s
-  int microbatch_size = 1;     ///< b
-  std::string dtype = "bf16";   ///< "bf16", "fp16" (2 bytes) or "fp32" (4 bytes)
+  int sequence_length = 8192; ///< s
+  int microbatch_size = 1;    ///< b
+  std::string dtype = "bf16"; ///< "bf16", "fp16" (2 bytes) or "fp32" (4 bytes)
   bool tied_embeddings = false;
-  bool gated_mlp = true;       ///< SwiGLU (three FFN matrices) rather than two
-  int position_embeddings = 0; ///< rows of a learned absolute position table (GPT-3: 2048); 0 = rotary
-  bool linear_biases = false;  ///< biases on the linear layers (GPT-3) or none (Llama)
-  std::string norm = "rmsnorm";///< "rmsnorm" (weight only) or "layernorm" (weight and bias)
-  std::string notes;           ///< free text shown with the preset
+  bool gated_mlp = true; ///< SwiGLU (three FFN matrices) rather than two
+  int position_embeddings =
+      0; ///< rows of a learned absolute position table (GPT-3: 2048); 0 = rotary
+  bool linear_biases = false;   ///< biases on the linear layers (GPT-3) or none (Llama)
+  std::string norm = "rmsnorm"; ///< "rmsnorm" (weight only) or "layernorm" (weight and bias)
+  std::string notes;            ///< free text shown with the preset
 };
 
 /// One GPU type and the links of the cluster it sits in.
 struct HardwareSpec {
   std::string name;
   std::string source;
-  double peak_tflops = 989;          ///< dense bf16 per GPU
-  double efficiency = 0.5;           ///< achieved fraction of peak for GEMM-heavy layers
+  double peak_tflops = 989; ///< dense bf16 per GPU
+  double efficiency = 0.5;  ///< achieved fraction of peak for GEMM-heavy layers
   double memory_gib = 80;
-  double intra_node_gbps = 450;      ///< per direction, NVLink class, GB/s
+  double intra_node_gbps = 450; ///< per direction, NVLink class, GB/s
   double intra_node_latency_us = 3;
-  double inter_node_gbps = 50;       ///< per GPU, InfiniBand class, GB/s
+  double inter_node_gbps = 50; ///< per GPU, InfiniBand class, GB/s
   double inter_node_latency_us = 10;
-  int gpus_per_node = 8;             ///< the default for the mesh; the mesh's own value lays out ranks
+  int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
   std::string notes;
 };
 
@@ -57,12 +58,12 @@ enum class Recompute { None, Selective, Full };
 /// Training options that change costs and memory.
 struct TrainingSetup {
   Recompute recompute = Recompute::None;
-  bool zero1 = false;               ///< shard optimizer state over DP
+  bool zero1 = false; ///< shard optimizer state over DP
   bool sequence_parallel = false;
   /// 12 = fp32 master weights + Adam m + Adam v, 4 bytes each (mixed-precision Adam as counted by
   /// the ZeRO paper, Rajbhandari et al. 2020, K = 12). Some texts count only m and v (8).
   double optimizer_bytes_per_param = 12;
-  bool balance_layers = false;      ///< split layers to minimize the slowest stage
+  bool balance_layers = false;        ///< split layers to minimize the slowest stage
   bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
 };
 
@@ -74,9 +75,9 @@ struct ModelSetup {
 
 /// What the model, hardware and mesh imply for one schedule's placement.
 struct ModelDerivation {
-  Costs costs;                               ///< per-stage overrides, transfers, gradient sync
-  std::vector<int> stage_layers;             ///< transformer layers per virtual stage
-  std::vector<double> stage_activation_bytes;///< per microbatch held on each virtual stage
+  Costs costs;                                ///< per-stage overrides, transfers, gradient sync
+  std::vector<int> stage_layers;              ///< transformer layers per virtual stage
+  std::vector<double> stage_activation_bytes; ///< per microbatch held on each virtual stage
 };
 
 /// Per rank memory in bytes.
@@ -86,25 +87,25 @@ struct RankMemory {
 };
 
 struct CommunicationKind {
-  double bytes = 0;   ///< per step, summed over the kind's transfers of one pipeline replica
-  double time_s = 0;  ///< time spent per step on it by the busiest rank (DP: the whole all-reduce)
+  double bytes = 0;  ///< per step, summed over the kind's transfers of one pipeline replica
+  double time_s = 0; ///< time spent per step on it by the busiest rank (DP: the whole all-reduce)
   /// DP: the part of time_s not hidden behind the backward (what the step pays); TP: all of it
   /// (it sits on the critical path of F and B); PP: 0 here (the simulation accounts for it).
   double exposed_time_s = 0;
-  std::string link;   ///< "intra-node", "inter-node", "mixed" or "none" (no traffic of this kind)
+  std::string link; ///< "intra-node", "inter-node", "mixed" or "none" (no traffic of this kind)
 };
 
 struct ModelReport {
   std::vector<RankMemory> memory; ///< per pipeline rank
   double step_time_s = 0;
-  double tokens_per_s = 0;        ///< whole mesh
+  double tokens_per_s = 0; ///< whole mesh
   /// Model FLOPs utilization: model_flops_per_step / (step time × world size × peak). Model FLOPs
   /// are 3 × the forward's matmul FLOPs (transformer layers with the full s×s attention matrix,
   /// and the output head), without recomputation: 6·N·tokens plus attention, as in Narayanan et
   /// al. 2021 and Chowdhery et al. 2022 (PaLM, appendix B), N = non-embedding parameters + head.
   double mfu = 0;
-  double parameters = 0;          ///< the model's parameter count
-  double model_flops_per_step = 0;///< whole mesh
+  double parameters = 0;           ///< the model's parameter count
+  double model_flops_per_step = 0; ///< whole mesh
   CommunicationKind tp, pp, dp;
 };
 

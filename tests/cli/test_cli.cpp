@@ -24,7 +24,8 @@ Run pipescope(const QStringList &args) {
 }
 
 json simulateJson(const QStringList &args) {
-  const Run run = pipescope(QStringList{QStringLiteral("simulate"), QStringLiteral("--json")} + args);
+  const Run run =
+      pipescope(QStringList{QStringLiteral("simulate"), QStringLiteral("--json")} + args);
   if (run.exit_code != 0) qFatal("simulate failed: %s", qPrintable(run.err));
   return json::parse(run.out.toStdString());
 }
@@ -58,7 +59,11 @@ private slots:
         QVERIFY(std::abs(percent - article[row][column]) > 0.5); // the article's slip
       } else {
         QVERIFY2(std::abs(percent - article[row][column]) < 0.051,
-                 qPrintable(QString("P=%1 M=%2: %3 vs %4").arg(p).arg(m).arg(percent).arg(article[row][column])));
+                 qPrintable(QString("P=%1 M=%2: %3 vs %4")
+                                .arg(p)
+                                .arg(m)
+                                .arg(percent)
+                                .arg(article[row][column])));
       }
       QCOMPARE(cell["analytic"].get<double>(), cell["bubble_fraction"].get<double>());
       ++compared;
@@ -69,14 +74,17 @@ private slots:
   }
 
   void tableFormats() {
-    const Run csv = pipescope({"table", "--schedules", "1f1b,interleaved-1f1b", "--pp", "4", "--microbatches", "8,16", "--format", "csv"});
+    const Run csv = pipescope({"table", "--schedules", "1f1b,interleaved-1f1b", "--pp", "4",
+                               "--microbatches", "8,16", "--format", "csv"});
     QCOMPARE(csv.exit_code, 0);
     QCOMPARE(csv.out.split('\n', Qt::SkipEmptyParts).size(), 5);
-    QVERIFY(csv.out.startsWith(QStringLiteral("schedule,pp,microbatches,virtual_stages,bubble_fraction,analytic")));
+    QVERIFY(csv.out.startsWith(
+        QStringLiteral("schedule,pp,microbatches,virtual_stages,bubble_fraction,analytic")));
   }
 
   void simulateJsonHasTheDocumentedKeys() {
-    const json out = simulateJson({"--schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--ops"});
+    const json out =
+        simulateJson({"--schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--ops"});
     for (const char *key : {"schedule", "pp", "microbatches", "virtual_stages", "makespan",
                             "bubble_fraction", "bubble_ratio", "analytic", "ranks", "ops"})
       QVERIFY2(out.contains(key), key);
@@ -92,8 +100,9 @@ private slots:
   void defaultCostsAreUnitForwardAndDoubleBackward() {
     const json out = simulateJson({"--schedule", "1f1b", "--pp", "4", "--microbatches", "8"});
     QCOMPARE(out["makespan"].get<double>(), 33.0); // (M+P-1)(F+B) = 11 * 3
-    const json slow = simulateJson({"--schedule", "1f1b", "--pp", "4", "--microbatches", "8",
-                                    "--p2p-latency", "1", "--p2p-bandwidth", "10", "--activation-bytes", "10000"});
+    const json slow =
+        simulateJson({"--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--p2p-latency",
+                      "1", "--p2p-bandwidth", "10", "--activation-bytes", "10000"});
     QVERIFY(slow["makespan"].get<double>() > 33.0);
     QVERIFY(slow["analytic"]["makespan"].get<double>() == 33.0);
   }
@@ -101,10 +110,12 @@ private slots:
   void csvExportValidatesAndSimulatesTheSame() {
     QTemporaryDir dir;
     const QString csv = dir.filePath(QStringLiteral("zbv.csv"));
-    const json original = simulateJson({"--schedule", "zb-v", "--pp", "4", "--microbatches", "8", "--csv", csv});
+    const json original =
+        simulateJson({"--schedule", "zb-v", "--pp", "4", "--microbatches", "8", "--csv", csv});
     const Run validate = pipescope({"validate", csv});
     QCOMPARE(validate.exit_code, 0);
-    QVERIFY2(validate.out.contains(QStringLiteral("valid custom schedule")), qPrintable(validate.out));
+    QVERIFY2(validate.out.contains(QStringLiteral("valid custom schedule")),
+             qPrintable(validate.out));
     QVERIFY(validate.out.contains(QStringLiteral("v-shape placement")));
     const json custom = simulateJson({"--custom", csv});
     QCOMPARE(custom["makespan"].get<double>(), original["makespan"].get<double>());
@@ -114,14 +125,16 @@ private slots:
   void savedPlanReproducesTheRun() {
     QTemporaryDir dir;
     const QString plan = dir.filePath(QStringLiteral("plan.json"));
-    const json first = simulateJson({"--schedule", "interleaved-1f1b", "--pp", "4", "--microbatches", "8",
-                                     "--virtual-stages", "2", "--forward", "1.5", "--save-plan", plan});
+    const json first =
+        simulateJson({"--schedule", "interleaved-1f1b", "--pp", "4", "--microbatches", "8",
+                      "--virtual-stages", "2", "--forward", "1.5", "--save-plan", plan});
     const json again = simulateJson({"--plan", plan});
     QCOMPARE(again["makespan"].get<double>(), first["makespan"].get<double>());
     QCOMPARE(again["schedule"].get<std::string>(), std::string("interleaved-1f1b"));
     QCOMPARE(pipescope({"validate", plan}).exit_code, 0);
     // Options after --plan override it.
-    const json other = simulateJson({"--plan", plan, "--schedule", "gpipe", "--virtual-stages", "1"});
+    const json other =
+        simulateJson({"--plan", plan, "--schedule", "gpipe", "--virtual-stages", "1"});
     QCOMPARE(other["schedule"].get<std::string>(), std::string("gpipe"));
   }
 
@@ -129,8 +142,8 @@ private slots:
     QTemporaryDir dir;
     const QString chrome = dir.filePath(QStringLiteral("c.json"));
     const QString trace = dir.filePath(QStringLiteral("t.json"));
-    const Run run = pipescope({"simulate", "--schedule", "dualpipev", "--pp", "4", "--microbatches", "8",
-                               "--chrome-trace", chrome, "--trace", trace});
+    const Run run = pipescope({"simulate", "--schedule", "dualpipev", "--pp", "4", "--microbatches",
+                               "8", "--chrome-trace", chrome, "--trace", trace});
     QCOMPARE(run.exit_code, 0);
     QFile file(chrome);
     QVERIFY(file.open(QIODevice::ReadOnly));
@@ -138,7 +151,8 @@ private slots:
     QVERIFY(events["traceEvents"].size() > 100);
     QFile t(trace);
     QVERIFY(t.open(QIODevice::ReadOnly));
-    QCOMPARE(json::parse(t.readAll().toStdString())["format"].get<std::string>(), std::string("pipescope.trace"));
+    QCOMPARE(json::parse(t.readAll().toStdString())["format"].get<std::string>(),
+             std::string("pipescope.trace"));
   }
 
   void badUsageExitsTwoWithOneLine_data() {
@@ -146,15 +160,25 @@ private slots:
     QTest::addColumn<QString>("expected");
     QTest::newRow("no command") << QStringList{} << "usage";
     QTest::newRow("unknown command") << QStringList{"simulat"} << "unknown command 'simulat'";
-    QTest::newRow("unknown schedule") << QStringList{"simulate", "--schedule", "zb-h3"} << "unknown schedule 'zb-h3'";
-    QTest::newRow("not a number") << QStringList{"simulate", "--pp", "four"} << "--pp expects an integer, got 'four'";
-    QTest::newRow("unknown option") << QStringList{"simulate", "--ppp", "4"} << "unknown option --ppp";
-    QTest::newRow("missing value") << QStringList{"simulate", "--pp"} << "option --pp needs a value";
-    QTest::newRow("impossible") << QStringList{"simulate", "--schedule", "dualpipe", "--pp", "3", "--microbatches", "6"} << "dualpipe";
-    QTest::newRow("absurd") << QStringList{"simulate", "--pp", "99999999"} << "--pp must be between 1 and 16384";
-    QTest::newRow("missing file") << QStringList{"validate", "/nonexistent/plan.json"} << "cannot open '/nonexistent/plan.json'";
-    QTest::newRow("negative time") << QStringList{"simulate", "--forward", "-2"} << "--forward must be between 0";
-    QTest::newRow("bandwidth without bytes") << QStringList{"simulate", "--p2p-bandwidth", "10"} << "--p2p-bandwidth needs --activation-bytes";
+    QTest::newRow("unknown schedule")
+        << QStringList{"simulate", "--schedule", "zb-h3"} << "unknown schedule 'zb-h3'";
+    QTest::newRow("not a number") << QStringList{"simulate", "--pp", "four"}
+                                  << "--pp expects an integer, got 'four'";
+    QTest::newRow("unknown option")
+        << QStringList{"simulate", "--ppp", "4"} << "unknown option --ppp";
+    QTest::newRow("missing value")
+        << QStringList{"simulate", "--pp"} << "option --pp needs a value";
+    QTest::newRow("impossible") << QStringList{"simulate", "--schedule",     "dualpipe", "--pp",
+                                               "3",        "--microbatches", "6"}
+                                << "dualpipe";
+    QTest::newRow("absurd") << QStringList{"simulate", "--pp", "99999999"}
+                            << "--pp must be between 1 and 16384";
+    QTest::newRow("missing file") << QStringList{"validate", "/nonexistent/plan.json"}
+                                  << "cannot open '/nonexistent/plan.json'";
+    QTest::newRow("negative time")
+        << QStringList{"simulate", "--forward", "-2"} << "--forward must be between 0";
+    QTest::newRow("bandwidth without bytes") << QStringList{"simulate", "--p2p-bandwidth", "10"}
+                                             << "--p2p-bandwidth needs --activation-bytes";
   }
   void badUsageExitsTwoWithOneLine() {
     QFETCH(QStringList, args);
@@ -182,7 +206,8 @@ private slots:
   void schedulesAndBenchRun() {
     const Run schedules = pipescope({"schedules"});
     QCOMPARE(schedules.exit_code, 0);
-    for (const char *name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev"})
+    for (const char *name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
+                             "dualpipe", "dualpipev"})
       QVERIFY2(schedules.out.contains(QString::fromLatin1(name) + QStringLiteral(" — ")), name);
     const Run bench = pipescope({"bench", "--schedules", "1f1b", "--repeat", "1", "--json"});
     QCOMPARE(bench.exit_code, 0);

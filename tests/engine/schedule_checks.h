@@ -42,7 +42,8 @@ inline std::string findDependencyViolation(const Evaluation &e) {
       const int rank = static_cast<int>(r);
       auto check_forward = [&](int stage, int microbatch) -> std::string {
         const int prev = placement.previousStage(stage);
-        if (prev >= 0 && ready(0, prev, microbatch, e.times.send_forward[prev], rank) > start + kEpsilon)
+        if (prev >= 0 &&
+            ready(0, prev, microbatch, e.times.send_forward[prev], rank) > start + kEpsilon)
           return formatOp(op) + " on rank " + std::to_string(r) + " starts before its input";
         return {};
       };
@@ -50,8 +51,10 @@ inline std::string findDependencyViolation(const Evaluation &e) {
         if (ready(0, stage, microbatch, 0, rank) > start + kEpsilon)
           return formatOp(op) + " starts before its own forward ends";
         const int next = placement.nextStage(stage);
-        if (next >= 0 && ready(1, next, microbatch, e.times.send_backward[next], rank) > start + kEpsilon)
-          return formatOp(op) + " on rank " + std::to_string(r) + " starts before its gradient arrives";
+        if (next >= 0 &&
+            ready(1, next, microbatch, e.times.send_backward[next], rank) > start + kEpsilon)
+          return formatOp(op) + " on rank " + std::to_string(r) +
+                 " starts before its gradient arrives";
         return {};
       };
       std::string problem;

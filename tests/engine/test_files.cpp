@@ -42,7 +42,9 @@ std::string errorOf(const std::string &text) {
   return plan ? std::string() : plan.error().message;
 }
 
-json validPlanJson() { return planToJson(samplePlan()); }
+json validPlanJson() {
+  return planToJson(samplePlan());
+}
 
 } // namespace
 
@@ -55,7 +57,8 @@ private slots:
     const json first = planToJson(plan);
     auto back = planFromJson(first);
     QVERIFY2(back, back ? "" : back.error().message.c_str());
-    QCOMPARE(QString::fromStdString(planToJson(*back).dump()), QString::fromStdString(first.dump()));
+    QCOMPARE(QString::fromStdString(planToJson(*back).dump()),
+             QString::fromStdString(first.dump()));
     QCOMPARE(back->mesh.orderName(), std::string("pp-tp-dp"));
     QCOMPARE(back->costs.activation_bytes, double(1 << 20));
   }
@@ -87,7 +90,8 @@ private slots:
     std::swap(document["program"][1][0], document["program"][1][1]);
     const auto loaded = planFromJson(document);
     QVERIFY(!loaded);
-    QVERIFY2(loaded.error().message.find("/program/1/0: expected '1RECV_F0'") == 0, loaded.error().message.c_str());
+    QVERIFY2(loaded.error().message.find("/program/1/0: expected '1RECV_F0'") == 0,
+             loaded.error().message.c_str());
   }
 
   void customPlanRoundTrips() {
@@ -116,7 +120,8 @@ private slots:
     const Trace trace = traceFromEvaluation(plan, *evaluation);
     // Overlapped pairs appear as their two parts with one start and end, each marked.
     int overlapped = 0;
-    for (const auto &op : trace.ops) overlapped += op.overlapped ? 1 : 0;
+    for (const auto &op : trace.ops)
+      overlapped += op.overlapped ? 1 : 0;
     QVERIFY(overlapped > 0 && overlapped % 2 == 0);
     QTemporaryDir dir;
     const std::string path = dir.filePath("trace.json").toStdString();
@@ -141,7 +146,10 @@ private slots:
     std::set<int> pids;
     for (const auto &event : chrome["traceEvents"]) {
       const auto phase = event["ph"].get<std::string>();
-      if (phase == "X" && event["tid"] == 0) { ++complete; pids.insert(event["pid"].get<int>()); }
+      if (phase == "X" && event["tid"] == 0) {
+        ++complete;
+        pids.insert(event["pid"].get<int>());
+      }
       if (phase == "s") ++flow_starts;
       if (phase == "f") ++flow_ends;
       if (phase == "C") ++counters;
@@ -161,31 +169,68 @@ private slots:
       edit(plan);
       return QString::fromStdString(plan.dump());
     };
-    QTest::newRow("not JSON") << "{\"format\": " << "not valid JSON: line 1, column 12";
-    QTest::newRow("empty") << "" << "not valid JSON";
-    QTest::newRow("array") << "[1,2]" << "expected a JSON object";
-    QTest::newRow("other format") << with([](json &p) { p["format"] = "pipescope.trace"; }) << "/format: this is a \"pipescope.trace\" file";
-    QTest::newRow("newer version") << with([](json &p) { p["version"] = 7; }) << "newer than this pipescope reads";
-    QTest::newRow("older version") << with([](json &p) { p["version"] = 0; }) << "older than this pipescope reads";
-    QTest::newRow("missing schedule") << with([](json &p) { p.erase("schedule"); }) << "/schedule: missing";
-    QTest::newRow("pp as string") << with([](json &p) { p["schedule"]["pp"] = "four"; }) << "/schedule/pp: expected an integer, got a string";
-    QTest::newRow("fractional M") << with([](json &p) { p["schedule"]["microbatches"] = 2.5; }) << "/schedule/microbatches: expected an integer";
-    QTest::newRow("unknown schedule") << with([](json &p) { p["schedule"]["name"] = "zb-h9"; }) << "/schedule: unknown schedule 'zb-h9'";
-    QTest::newRow("impossible V") << with([](json &p) { p["schedule"]["virtual_stages"] = 1; }) << "/schedule: interleaved-1f1b needs V >= 2";
-    QTest::newRow("absurd P") << with([](json &p) { p["schedule"]["pp"] = 1e12; p["mesh"]["pp"] = 1e12; }) << "/schedule/pp: expected an integer between 1 and 16384";
-    QTest::newRow("absurd M") << with([](json &p) { p["schedule"]["microbatches"] = 99999999999; }) << "/schedule/microbatches: expected an integer between";
-    QTest::newRow("too many ops") << with([](json &p) { p["schedule"]["pp"] = 4096; p["mesh"]["pp"] = 4096; p["schedule"]["microbatches"] = 4096; p["schedule"]["virtual_stages"] = 8; }) << "ops; pipescope simulates at most";
-    QTest::newRow("negative cost") << with([](json &p) { p["costs"]["forward"] = -1; }) << "/costs/forward: expected a number between 0";
-    QTest::newRow("W above B") << with([](json &p) { p["costs"]["weight"] = 9; }) << "/costs/weight: W (9.0) must not exceed";
-    QTest::newRow("bad rank order") << with([](json &p) { p["mesh"]["rank_order"] = "tp-tp-dp"; }) << "/mesh/rank_order: rank order 'tp-tp-dp' is not valid";
-    QTest::newRow("mesh pp mismatch") << with([](json &p) { p["mesh"]["pp"] = 8; }) << "/mesh/pp: is 8 but /schedule/pp is 4";
-    QTest::newRow("model without hardware") << with([](json &p) { p["model"] = json::object(); }) << "/hardware: missing";
-    QTest::newRow("custom without lists") << with([](json &p) { p["schedule"]["name"] = "custom"; }) << "/custom: missing";
-    QTest::newRow("custom bad action") << with([](json &p) { p["schedule"]["name"] = "custom"; p["custom"] = json::parse(R"({"ranks": [["0F0", "0X0"]]})"); }) << "/custom/ranks/0/1: '0X0' is not an action";
-    QTest::newRow("custom missing op") << with([](json &p) { p["schedule"]["pp"] = 2; p["mesh"]["pp"] = 2; p["schedule"]["name"] = "custom"; p["custom"] = json::parse(R"({"ranks": [["0F0", "0B0"], ["1F0"]]})"); }) << "";
+    QTest::newRow("not JSON") << "{\"format\": "
+                              << "not valid JSON: line 1, column 12";
+    QTest::newRow("empty") << ""
+                           << "not valid JSON";
+    QTest::newRow("array") << "[1,2]"
+                           << "expected a JSON object";
+    QTest::newRow("other format") << with([](json &p) { p["format"] = "pipescope.trace"; })
+                                  << "/format: this is a \"pipescope.trace\" file";
+    QTest::newRow("newer version")
+        << with([](json &p) { p["version"] = 7; }) << "newer than this pipescope reads";
+    QTest::newRow("older version")
+        << with([](json &p) { p["version"] = 0; }) << "older than this pipescope reads";
+    QTest::newRow("missing schedule")
+        << with([](json &p) { p.erase("schedule"); }) << "/schedule: missing";
+    QTest::newRow("pp as string") << with([](json &p) { p["schedule"]["pp"] = "four"; })
+                                  << "/schedule/pp: expected an integer, got a string";
+    QTest::newRow("fractional M") << with([](json &p) { p["schedule"]["microbatches"] = 2.5; })
+                                  << "/schedule/microbatches: expected an integer";
+    QTest::newRow("unknown schedule") << with([](json &p) { p["schedule"]["name"] = "zb-h9"; })
+                                      << "/schedule: unknown schedule 'zb-h9'";
+    QTest::newRow("impossible V") << with([](json &p) { p["schedule"]["virtual_stages"] = 1; })
+                                  << "/schedule: interleaved-1f1b needs V >= 2";
+    QTest::newRow("absurd P") << with([](json &p) {
+      p["schedule"]["pp"] = 1e12;
+      p["mesh"]["pp"] = 1e12;
+    }) << "/schedule/pp: expected an integer between 1 and 16384";
+    QTest::newRow("absurd M") << with([](json &p) { p["schedule"]["microbatches"] = 99999999999; })
+                              << "/schedule/microbatches: expected an integer between";
+    QTest::newRow("too many ops") << with([](json &p) {
+      p["schedule"]["pp"] = 4096;
+      p["mesh"]["pp"] = 4096;
+      p["schedule"]["microbatches"] = 4096;
+      p["schedule"]["virtual_stages"] = 8;
+    }) << "ops; pipescope simulates at most";
+    QTest::newRow("negative cost") << with([](json &p) { p["costs"]["forward"] = -1; })
+                                   << "/costs/forward: expected a number between 0";
+    QTest::newRow("W above B") << with([](json &p) { p["costs"]["weight"] = 9; })
+                               << "/costs/weight: W (9.0) must not exceed";
+    QTest::newRow("bad rank order") << with([](json &p) { p["mesh"]["rank_order"] = "tp-tp-dp"; })
+                                    << "/mesh/rank_order: rank order 'tp-tp-dp' is not valid";
+    QTest::newRow("mesh pp mismatch")
+        << with([](json &p) { p["mesh"]["pp"] = 8; }) << "/mesh/pp: is 8 but /schedule/pp is 4";
+    QTest::newRow("model without hardware")
+        << with([](json &p) { p["model"] = json::object(); }) << "/hardware: missing";
+    QTest::newRow("custom without lists")
+        << with([](json &p) { p["schedule"]["name"] = "custom"; }) << "/custom: missing";
+    QTest::newRow("custom bad action") << with([](json &p) {
+      p["schedule"]["name"] = "custom";
+      p["custom"] = json::parse(R"({"ranks": [["0F0", "0X0"]]})");
+    }) << "/custom/ranks/0/1: '0X0' is not an action";
+    QTest::newRow("custom missing op") << with([](json &p) {
+      p["schedule"]["pp"] = 2;
+      p["mesh"]["pp"] = 2;
+      p["schedule"]["name"] = "custom";
+      p["custom"] = json::parse(R"({"ranks": [["0F0", "0B0"], ["1F0"]]})");
+    }) << "";
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
     QTest::newRow("deeply nested") << QString::fromStdString(deep) << "nests deeper than 64 levels";
-    QTest::newRow("deep inside a field") << QString::fromStdString("{\"format\":\"pipescope.plan\",\"version\":1,\"schedule\":" + std::string(70, '[') + std::string(70, ']') + "}") << "nests deeper than 64";
+    QTest::newRow("deep inside a field")
+        << QString::fromStdString("{\"format\":\"pipescope.plan\",\"version\":1,\"schedule\":" +
+                                  std::string(70, '[') + std::string(70, ']') + "}")
+        << "nests deeper than 64";
   }
 
   void badInputIsRefusedWithItsField() {
@@ -198,7 +243,8 @@ private slots:
       QVERIFY(plan);
       const auto evaluation = evaluatePlan(*plan);
       QVERIFY(!evaluation);
-      QVERIFY2(evaluation.error().message.find("rank 1 is missing 1B0") != std::string::npos, evaluation.error().message.c_str());
+      QVERIFY2(evaluation.error().message.find("rank 1 is missing 1B0") != std::string::npos,
+               evaluation.error().message.c_str());
       return;
     }
     QVERIFY2(!error.empty(), "accepted");
@@ -214,7 +260,8 @@ private slots:
     backwards["ops"][0]["end_us"] = -5;
     auto refused = traceFromJson(backwards);
     QVERIFY(!refused);
-    QVERIFY2(refused.error().message.find("/ops/0/end_us: ends before it starts") == 0, refused.error().message.c_str());
+    QVERIFY2(refused.error().message.find("/ops/0/end_us: ends before it starts") == 0,
+             refused.error().message.c_str());
     json kind = trace;
     kind["ops"][3]["kind"] = "Q";
     QVERIFY(!traceFromJson(kind));
@@ -229,7 +276,9 @@ private slots:
     const std::string csv = dir.filePath("s.csv").toStdString();
     const std::string json_path = dir.filePath("s.json").toStdString();
     QVERIFY(writeTextFileAtomically(csv, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"));
-    QVERIFY(writeTextFileAtomically(json_path, R"({"format":"pipescope.schedule","version":1,"ranks":[["0F0","0F1","0B0","0B1"],["1F0","1B0","1F1","1B1"]]})"));
+    QVERIFY(writeTextFileAtomically(
+        json_path,
+        R"({"format":"pipescope.schedule","version":1,"ranks":[["0F0","0F1","0B0","0B1"],["1F0","1B0","1F1","1B1"]]})"));
     auto from_csv = loadCustomSchedule(csv);
     auto from_json = loadCustomSchedule(json_path);
     QVERIFY(from_csv && from_json);
@@ -245,7 +294,8 @@ private slots:
     QTemporaryDir dir;
     const std::string path = dir.filePath("keep.json").toStdString();
     QVERIFY(writeTextFileAtomically(path, "old"));
-    const auto bad = writeTextFileAtomically(dir.filePath("missing/dir/x.json").toStdString(), "new");
+    const auto bad =
+        writeTextFileAtomically(dir.filePath("missing/dir/x.json").toStdString(), "new");
     QVERIFY(!bad);
     QVERIFY(bad.error().message.find("cannot write") == 0);
     QCOMPARE(*readTextFile(path), std::string("old"));

@@ -31,9 +31,9 @@ std::vector<GridPoint> gridFor(const ScheduleFamily &family) {
 }
 
 QString describe(const ScheduleRequest &r) {
-  return QString::fromStdString(r.name + " P=" + std::to_string(r.pp) + " M=" +
-                                std::to_string(r.microbatches) + " V=" + std::to_string(r.chunks) +
-                                " G=" + std::to_string(r.microbatch_group));
+  return QString::fromStdString(
+      r.name + " P=" + std::to_string(r.pp) + " M=" + std::to_string(r.microbatches) +
+      " V=" + std::to_string(r.chunks) + " G=" + std::to_string(r.microbatch_group));
 }
 
 Evaluation evaluateOrFail(const ScheduleRequest &request, const Costs &costs = {}) {
@@ -72,7 +72,8 @@ private slots:
     Costs priced;
     priced.p2p_latency_us = 0.37;
     for (const auto &point : gridFor(*family)) {
-      ScheduleRequest request{family->name, point.pp, point.microbatches, point.chunks, point.group};
+      ScheduleRequest request{family->name, point.pp, point.microbatches, point.chunks,
+                              point.group};
       if (!checkScheduleRequest(request)) continue;
       ++accepted;
       for (const Costs &costs : {Costs{}, priced}) {
@@ -80,7 +81,8 @@ private slots:
         QVERIFY2(first, qPrintable(describe(request) + ": " +
                                    QString::fromStdString(first ? "" : first.error().message)));
         const std::string violation = testing::findDependencyViolation(*first);
-        QVERIFY2(violation.empty(), qPrintable(describe(request) + ": " + QString::fromStdString(violation)));
+        QVERIFY2(violation.empty(),
+                 qPrintable(describe(request) + ": " + QString::fromStdString(violation)));
         for (const auto &list : first->schedule.ranks)
           for (const auto &op : list) {
             const bool split = op.kind == OpKind::InputGrad || op.kind == OpKind::WeightGrad;
@@ -91,12 +93,14 @@ private slots:
         QCOMPARE(second->simulation.makespan_us, first->simulation.makespan_us);
         for (std::size_t r = 0; r < first->simulation.op_times.size(); ++r)
           for (std::size_t i = 0; i < first->simulation.op_times[r].size(); ++i)
-            QCOMPARE(second->simulation.op_times[r][i].start_us, first->simulation.op_times[r][i].start_us);
-        QVERIFY(first->simulation.bubble_fraction >= -1e-12 && first->simulation.bubble_fraction < 1);
+            QCOMPARE(second->simulation.op_times[r][i].start_us,
+                     first->simulation.op_times[r][i].start_us);
+        QVERIFY(first->simulation.bubble_fraction >= -1e-12 &&
+                first->simulation.bubble_fraction < 1);
       }
     }
-    QVERIFY2(accepted >= 10, qPrintable(name + " accepted only " + QString::number(accepted) +
-                                        " grid points"));
+    QVERIFY2(accepted >= 10,
+             qPrintable(name + " accepted only " + QString::number(accepted) + " grid points"));
   }
 
   void closedFormsAreExact_data() {
@@ -152,7 +156,8 @@ private slots:
         QVERIFY(e.analytic);
         QVERIFY2(std::abs(e.simulation.makespan_us - e.analytic->makespan_us) < 1e-9,
                  qPrintable(describe(request) + QString(": simulated %1, closed form %2")
-                                                    .arg(e.simulation.makespan_us).arg(e.analytic->makespan_us)));
+                                                    .arg(e.simulation.makespan_us)
+                                                    .arg(e.analytic->makespan_us)));
         for (int r = 0; r < pp; ++r)
           QCOMPARE(e.simulation.ranks[r].peak_inflight, e.analytic->peak_inflight[r]);
         ++checked;
@@ -189,8 +194,12 @@ private slots:
           const double fraction = double(pp - 1) / (v * m + pp - 1);
           const double ratio = double(pp - 1) / (v * m);
           QVERIFY2(std::abs(e.simulation.bubble_fraction - fraction) < 1e-12,
-                   qPrintable(QString("P=%1 M=%2 V=%3: %4 vs %5").arg(pp).arg(m).arg(v)
-                                  .arg(e.simulation.bubble_fraction).arg(fraction)));
+                   qPrintable(QString("P=%1 M=%2 V=%3: %4 vs %5")
+                                  .arg(pp)
+                                  .arg(m)
+                                  .arg(v)
+                                  .arg(e.simulation.bubble_fraction)
+                                  .arg(fraction)));
           QVERIFY(std::abs(e.simulation.bubble_ratio - ratio) < 1e-12);
           QVERIFY(e.analytic);
           for (int r = 0; r < pp; ++r)
@@ -224,7 +233,11 @@ private slots:
           zb_peak = std::max(zb_peak, zb.simulation.ranks[r].peak_inflight);
           one_peak = std::max(one_peak, one.simulation.ranks[r].peak_inflight);
         }
-        QVERIFY2(zb_peak <= one_peak, qPrintable(QString("zb-h1 P=%1 M=%2 holds %3 > %4").arg(pp).arg(m).arg(zb_peak).arg(one_peak)));
+        QVERIFY2(zb_peak <= one_peak, qPrintable(QString("zb-h1 P=%1 M=%2 holds %3 > %4")
+                                                     .arg(pp)
+                                                     .arg(m)
+                                                     .arg(zb_peak)
+                                                     .arg(one_peak)));
       }
   }
 
@@ -236,7 +249,8 @@ private slots:
       for (int r = 0; r < pp; ++r) {
         std::set<int> model_stages;
         for (int s = 0; s < e.schedule.placement.stageCount(); ++s)
-          if (e.schedule.placement.rankOf(s) == r) model_stages.insert(e.schedule.placement.model_stage[s]);
+          if (e.schedule.placement.rankOf(s) == r)
+            model_stages.insert(e.schedule.placement.model_stage[s]);
         QCOMPARE(int(model_stages.size()), 2);
         QVERIFY(model_stages.count(r) && model_stages.count(pp - 1 - r));
       }
@@ -256,7 +270,8 @@ private slots:
   }
 
   void badOpTextIsRefused() {
-    for (const char *text : {"", "F0", "2X0", "2F", "-1F0", "2F0x", "(0F7;7F3)OVERLAP_F_B", "(0F7)OVERLAP_F_B", "2F99999999999"})
+    for (const char *text : {"", "F0", "2X0", "2F", "-1F0", "2F0x", "(0F7;7F3)OVERLAP_F_B",
+                             "(0F7)OVERLAP_F_B", "2F99999999999"})
       QVERIFY2(!parseOp(text), text);
   }
 
@@ -303,10 +318,12 @@ private slots:
     QTest::newRow("M=0") << "gpipe" << 4 << 0 << 1 << "M (microbatches) must be between 1";
     QTest::newRow("V=2 on 1f1b") << "1f1b" << 4 << 8 << 2 << "use interleaved-1f1b";
     QTest::newRow("V=1 interleaved") << "interleaved-1f1b" << 4 << 8 << 1 << "needs V >= 2";
-    QTest::newRow("M<P interleaved") << "interleaved-1f1b" << 8 << 4 << 2 << "raise M to at least 8";
+    QTest::newRow("M<P interleaved")
+        << "interleaved-1f1b" << 8 << 4 << 2 << "raise M to at least 8";
     QTest::newRow("absurd P") << "1f1b" << 1000000 << 8 << 1 << "must be between 1 and 16384";
     QTest::newRow("absurd M") << "gpipe" << 4 << 2000000000 << 1 << "must be between 1 and";
-    QTest::newRow("too many ops") << "interleaved-1f1b" << 4096 << 4096 << 8 << "ops; pipescope simulates at most";
+    QTest::newRow("too many ops") << "interleaved-1f1b" << 4096 << 4096 << 8
+                                  << "ops; pipescope simulates at most";
     QTest::newRow("custom") << "custom" << 4 << 8 << 1 << "loaded from a file";
   }
   void impossibleRequestsAreRefusedWithWhatWouldWork() {
@@ -335,11 +352,16 @@ private slots:
   void customScheduleProblemsNameRankAndOp_data() {
     QTest::addColumn<QString>("csv");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("missing backward") << "0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n" << "rank 0 is missing 0B1";
-    QTest::newRow("duplicated") << "0F0,0F0,0B0\n1F0,1B0\n" << "rank 0, step 1 (0F0): duplicated";
-    QTest::newRow("misplaced") << "0F0,0B0,1F1\n1F0,1B0,0F1,0B1,1B1\n" << "stage 1 lives on rank 1";
-    QTest::newRow("B and I/W") << "0F0,0B0,0I0,0W0\n1F0,1B0\n" << "has both B and I/W";
-    QTest::newRow("W without I") << "0F0,0W0\n1F0,1B0\n" << "rank 0 is missing 0I0";
+    QTest::newRow("missing backward") << "0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n"
+                                      << "rank 0 is missing 0B1";
+    QTest::newRow("duplicated") << "0F0,0F0,0B0\n1F0,1B0\n"
+                                << "rank 0, step 1 (0F0): duplicated";
+    QTest::newRow("misplaced") << "0F0,0B0,1F1\n1F0,1B0,0F1,0B1,1B1\n"
+                               << "stage 1 lives on rank 1";
+    QTest::newRow("B and I/W") << "0F0,0B0,0I0,0W0\n1F0,1B0\n"
+                               << "has both B and I/W";
+    QTest::newRow("W without I") << "0F0,0W0\n1F0,1B0\n"
+                                 << "rank 0 is missing 0I0";
   }
   void customScheduleProblemsNameRankAndOp() {
     QFETCH(QString, csv);
@@ -361,16 +383,24 @@ private slots:
     QVERIFY(!e);
     const std::string &message = e.error().message;
     QVERIFY2(message.find("the schedule deadlocks") == 0, message.c_str());
-    QVERIFY2(message.find("rank 0 at step 1 (0B0) waits for the gradient from stage 1, microbatch 0") != std::string::npos, message.c_str());
-    QVERIFY2(message.find("rank 1 at step 0 (1F1) waits for the activation of 0F1") != std::string::npos, message.c_str());
-    QVERIFY2(message.find("[0B0]") != std::string::npos && message.find("[1F1]") != std::string::npos, message.c_str());
+    QVERIFY2(
+        message.find("rank 0 at step 1 (0B0) waits for the gradient from stage 1, microbatch 0") !=
+            std::string::npos,
+        message.c_str());
+    QVERIFY2(message.find("rank 1 at step 0 (1F1) waits for the activation of 0F1") !=
+                 std::string::npos,
+             message.c_str());
+    QVERIFY2(message.find("[0B0]") != std::string::npos &&
+                 message.find("[1F1]") != std::string::npos,
+             message.c_str());
   }
 
   void selfDeadlockOnOneRank() {
     const auto schedule = customFromText("0B0,0F0\n");
     const auto e = evaluateSchedule(schedule, Costs{});
     QVERIFY(!e);
-    QVERIFY2(e.error().message.find("later in rank 0's own list") != std::string::npos, e.error().message.c_str());
+    QVERIFY2(e.error().message.find("later in rank 0's own list") != std::string::npos,
+             e.error().message.c_str());
   }
 
   void transfersDelayCrossRankDependencies() {
@@ -413,7 +443,8 @@ private slots:
     QVERIFY(e);
     for (int r = 0; r < 4; ++r) {
       int peak = 0;
-      for (const auto &point : e->simulation.memory[r]) peak = std::max(peak, point.inflight_chunks);
+      for (const auto &point : e->simulation.memory[r])
+        peak = std::max(peak, point.inflight_chunks);
       QCOMPARE(peak, e->simulation.ranks[r].peak_inflight);
       QCOMPARE(e->simulation.memory[r].back().inflight_chunks, 0);
     }

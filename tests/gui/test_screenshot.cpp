@@ -1,0 +1,80 @@
+// The real executable, headless: --screenshot writes a non-empty image of the window, with and
+// without --plan, and a bad plan ends with a message and a non-zero exit.
+#include <QtTest>
+#include <QImage>
+#include <QProcess>
+#include <QTemporaryDir>
+
+class TestScreenshot : public QObject {
+  Q_OBJECT
+private:
+  static int run(const QStringList &arguments, QString *output = nullptr) {
+    QProcess process;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    process.setProcessEnvironment(environment);
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
+    if (!process.waitForFinished(120000)) return -1;
+    if (output) *output = QString::fromUtf8(process.readAll());
+    return process.exitCode();
+  }
+
+  static bool hasDetail(const QImage &image) {
+    // A real window has many colors; a blank or failed render has one or two.
+    QSet<QRgb> colors;
+    for (int y = 0; y < image.height(); y += 7)
+      for (int x = 0; x < image.width(); x += 7) colors.insert(image.pixel(x, y));
+    return colors.size() > 20;
+  }
+
+private slots:
+  void writesAScreenshotOfTheExample() {
+    QTemporaryDir directory;
+    const QString path = directory.filePath(QStringLiteral("shot.png"));
+    QString output;
+    QCOMPARE(run({QStringLiteral("--screenshot"), path}, &output), 0);
+    QVERIFY(output.contains(path));
+    QImage image(path);
+    QVERIFY(!image.isNull());
+    QVERIFY(image.width() >= 1280 && image.height() >= 800);
+    QVERIFY(hasDetail(image));
+  }
+
+  void writesAScreenshotOfAPlanFile() {
+    QTemporaryDir directory;
+    const QString plan = directory.filePath(QStringLiteral("plan.json"));
+    QFile file(plan);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(R"({"format": "pipescope.plan", "version": 1,
+      "schedule": {"name": "interleaved-1f1b", "pp": 4, "microbatches": 8, "virtual_stages": 2, "microbatch_group": 0},
+      "mesh": {"dp": 1, "tp": 1, "pp": 4, "gpus_per_node": 8, "rank_order": "tp-pp-dp"},
+      "costs": {"forward": 1, "backward": 2, "weight": 1, "overlapped": 0, "p2p_latency": 0, "p2p_bandwidth": 0,
+                "activation_bytes": 0, "gradient_sync": 0},
+      "model": null, "hardware": null, "training": null})");
+    file.close();
+    const QString path = directory.filePath(QStringLiteral("plan.png"));
+    QString output;
+    QCOMPARE(run({QStringLiteral("--screenshot"), path, QStringLiteral("--plan"), plan}, &output), 0);
+    QImage image(path);
+    QVERIFY2(!image.isNull(), qPrintable(output));
+    QVERIFY(hasDetail(image));
+  }
+
+  void refusesABadPlan() {
+    QTemporaryDir directory;
+    const QString plan = directory.filePath(QStringLiteral("bad.json"));
+    QFile file(plan);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("{ not json");
+    file.close();
+    QString output;
+    QVERIFY(run({QStringLiteral("--screenshot"), directory.filePath(QStringLiteral("x.png")), QStringLiteral("--plan"), plan},
+                &output) != 0);
+    QVERIFY(output.contains(QStringLiteral("pipescope-gui:")));
+    QVERIFY(!QFile::exists(directory.filePath(QStringLiteral("x.png"))));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestScreenshot)
+#include "test_screenshot.moc"
