@@ -73,10 +73,13 @@ private:
     return static_cast<std::size_t>(stage) * microbatches_ + static_cast<std::size_t>(microbatch);
   }
   void recv(std::int32_t id) {
-    out_.push_back({id, messages_[static_cast<std::size_t>(id)].from_rank, InstructionKind::Recv});
+    out_.push_back({id,
+                    static_cast<std::int16_t>(messages_[static_cast<std::size_t>(id)].from_rank),
+                    InstructionKind::Recv});
   }
   void send(std::int32_t id) {
-    out_.push_back({id, messages_[static_cast<std::size_t>(id)].to_rank, InstructionKind::Send});
+    out_.push_back({id, static_cast<std::int16_t>(messages_[static_cast<std::size_t>(id)].to_rank),
+                    InstructionKind::Send});
   }
 
   const Placement &placement_;

@@ -14,9 +14,11 @@ enum class InstructionKind : std::uint8_t { Compute, Send, Recv };
 /// list. Send/Recv: `index` is a message id and `peer` the other rank.
 struct Instruction {
   std::int32_t index = 0;
-  std::int32_t peer = -1;
+  std::int16_t peer = -1; ///< ranks fit: P <= kMaxPipelineRanks (16384)
   InstructionKind kind = InstructionKind::Compute;
 };
+static_assert(sizeof(Instruction) == 8, "programs of a million ops stay compact");
+static_assert(kMaxPipelineRanks <= 32767, "Instruction::peer is 16 bits");
 
 /// A point-to-point transfer between two ranks: the output of the producer op.
 struct Message {

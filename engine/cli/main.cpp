@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/cli/commands.h"
+#include "engine/heap.h"
 
 namespace {
 
@@ -26,6 +27,7 @@ commands:
 } // namespace
 
 int main(int argc, char **argv) {
+  pipescope::keepHeapWarm();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
