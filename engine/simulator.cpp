@@ -51,7 +51,7 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
   std::size_t cell = 4;
   for (const auto &ops : schedule.ranks)
     for (int i = first; i <= last && i < static_cast<int>(ops.size()); ++i)
-      cell = std::max(cell, formatOp(ops[static_cast<std::size_t>(i)]).size() + 2);
+      cell = std::max(cell, formatOp(ops[static_cast<std::size_t>(i)]).size() + 3);
   auto pad = [&](std::string s) {
     if (s.size() < cell) s.append(cell - s.size(), ' ');
     return s;

@@ -46,6 +46,17 @@ std::string number(double value) {
   return buffer;
 }
 
+// A unit that keeps the step's numbers short: microseconds, milliseconds or seconds.
+struct TimeUnit {
+  double per_us;
+  const char *name;
+};
+TimeUnit unitFor(double makespan_us) {
+  if (makespan_us >= 1e6) return {1e-6, "s"};
+  if (makespan_us >= 1e3) return {1e-3, "ms"};
+  return {1, "us"};
+}
+
 std::string bytesText(double bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -345,7 +356,9 @@ int runSimulate(const std::vector<std::string> &args) {
                       ? ", priced transfers"
                       : ", free transfers")
               << "\n";
-  std::cout << "makespan         " << number(sim.makespan_us) << " us\n";
+  const TimeUnit unit = unitFor(sim.makespan_us);
+  std::cout << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
+            << "\n";
   std::cout << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";
   if (e.analytic) std::cout << "   analytic " << percent(e.analytic->bubble_fraction);
   std::cout << "\nbubble_ratio     " << percent(sim.bubble_ratio) << "   (idle / busy time)";
@@ -354,14 +367,15 @@ int runSimulate(const std::vector<std::string> &args) {
   if (e.analytic)
     std::cout << "closed form      " << e.analytic->bubble_formula << "\n                 "
               << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
-  std::cout << "\nrank      busy      idle   peak in-flight (chunks / microbatches)";
+  std::cout << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "(" << unit.name
+            << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
   if (report) std::cout << "   memory (params+grads+optimizer+activations / capacity)";
   std::cout << '\n';
   for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
     const auto &s = sim.ranks[r];
     char line[160];
-    std::snprintf(line, sizeof line, "%4zu %9.6g %9.6g   %6d / %-8.6g", r, s.busy_us, s.idle_us,
-                  s.peak_inflight, s.peak_inflight_microbatches);
+    std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r, s.busy_us * unit.per_us,
+                  s.idle_us * unit.per_us, s.peak_inflight, s.peak_inflight_microbatches);
     std::cout << line;
     if (report) {
       const auto &m = report->memory[r];
@@ -489,16 +503,19 @@ int runTable(const std::vector<std::string> &args) {
         const double value = metric == "bubble_fraction" ? evaluation->simulation.bubble_fraction
                                                          : evaluation->simulation.bubble_ratio;
         const auto &analytic = evaluation->analytic;
-        const std::optional<double> closed =
-            analytic ? std::optional<double>(metric == "bubble_fraction" ? analytic->bubble_fraction
-                                                                         : analytic->bubble_ratio)
-                     : std::nullopt;
+        std::string closed_text; // empty where no closed form is published
+        entry["analytic"] = nullptr;
+        if (analytic) {
+          const double closed =
+              metric == "bubble_fraction" ? analytic->bubble_fraction : analytic->bubble_ratio;
+          entry["analytic"] = closed;
+          closed_text = json(closed).dump();
+        }
         std::snprintf(cell, sizeof cell, "%9.1f", value * 100);
         text << cell;
         entry[metric] = value;
-        entry["analytic"] = closed ? json(*closed) : json(nullptr);
-        csv << name << ',' << p << ',' << m << ',' << chunks << ',' << value << ','
-            << (closed ? std::to_string(*closed) : "") << '\n';
+        csv << name << ',' << p << ',' << m << ',' << chunks << ',' << json(value).dump() << ','
+            << closed_text << '\n';
         rows.push_back(std::move(entry));
       }
       text << '\n';
@@ -657,7 +674,7 @@ int runPresets(const std::vector<std::string> &args) {
     std::cout << "  " << name;
     if (model)
       std::cout << "  (" << model->layers << " layers, h=" << model->hidden << ", " << model->heads
-                << " heads; " << model->source << ")";
+                << " heads; " << model->source.substr(0, model->source.find(';')) << ")";
     std::cout << '\n';
   }
   std::cout << "hardware:\n";
@@ -666,7 +683,7 @@ int runPresets(const std::vector<std::string> &args) {
     std::cout << "  " << name;
     if (hardware)
       std::cout << "  (" << hardware->peak_tflops << " TFLOP/s bf16, " << hardware->memory_gib
-                << " GiB; " << hardware->source << ")";
+                << " GiB; " << hardware->source.substr(0, hardware->source.find(" (")) << ")";
     std::cout << '\n';
   }
   std::cout
