@@ -1,0 +1,222 @@
+#include "engine/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace pipescope {
+
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  if (values.size() % 2 == 1) return *middle;
+  const double upper = *middle;
+  const double lower = *std::max_element(values.begin(), middle);
+  return (lower + upper) / 2;
+}
+
+// (rank, kind, stage, microbatch) identifies an op across traces of one plan.
+using OpKey = std::tuple<int, int, int, int>;
+
+OpKey keyOf(const TraceOp &op) {
+  return {op.rank, static_cast<int>(op.kind), op.stage, op.microbatch};
+}
+
+// An overlapped pair is recorded as two parts with one interval; count its time once.
+bool countsAsBusy(const TraceOp &op) { return !(op.overlapped && op.kind == OpKind::FullBackward); }
+
+} // namespace
+
+std::vector<StepMetrics> traceStepMetrics(const Trace &trace) {
+  std::map<int, std::vector<const TraceOp *>> by_step;
+  int ranks = 0;
+  for (const auto &op : trace.ops) {
+    by_step[op.step].push_back(&op);
+    ranks = std::max(ranks, op.rank + 1);
+  }
+  std::vector<StepMetrics> steps;
+  for (const auto &[step, ops] : by_step) {
+    double first = ops.front()->start_us, last = ops.front()->end_us, busy = 0;
+    for (const auto *op : ops) {
+      first = std::min(first, op->start_us);
+      last = std::max(last, op->end_us);
+      if (countsAsBusy(*op)) busy += op->end_us - op->start_us;
+    }
+    StepMetrics metrics;
+    metrics.step = step;
+    metrics.makespan_us = last - first;
+    const double capacity = ranks * metrics.makespan_us;
+    metrics.bubble_fraction = capacity > 0 ? 1 - busy / capacity : 0;
+    metrics.bubble_ratio = busy > 0 ? (capacity - busy) / busy : 0;
+    steps.push_back(metrics);
+  }
+  return steps;
+}
+
+TraceComparison compareTraces(const Trace &predicted, const Trace &measured) {
+  TraceComparison comparison;
+  const auto predicted_steps = traceStepMetrics(predicted);
+  auto measured_steps = traceStepMetrics(measured);
+  if (!predicted_steps.empty()) comparison.predicted = predicted_steps.front();
+  if (!measured_steps.empty()) {
+    std::sort(measured_steps.begin(), measured_steps.end(),
+              [](const StepMetrics &a, const StepMetrics &b) { return a.makespan_us < b.makespan_us; });
+    comparison.measured = measured_steps[measured_steps.size() / 2];
+  }
+  if (comparison.predicted.makespan_us > 0)
+    comparison.makespan_relative_error =
+        (comparison.measured.makespan_us - comparison.predicted.makespan_us) /
+        comparison.predicted.makespan_us;
+  comparison.bubble_fraction_difference =
+      comparison.measured.bubble_fraction - comparison.predicted.bubble_fraction;
+  comparison.bubble_ratio_difference = comparison.measured.bubble_ratio - comparison.predicted.bubble_ratio;
+
+  std::map<OpKey, std::vector<double>> measured_durations;
+  for (const auto &op : measured.ops) measured_durations[keyOf(op)].push_back(op.end_us - op.start_us);
+  std::map<int, std::vector<double>> absolute, signed_errors;
+  for (const auto &op : predicted.ops) {
+    const auto it = measured_durations.find(keyOf(op));
+    if (it == measured_durations.end()) {
+      ++comparison.unmatched_ops;
+      continue;
+    }
+    ++comparison.matched_ops;
+    const double expected = op.end_us - op.start_us;
+    if (expected <= 0) continue;
+    const double error = (median(it->second) - expected) / expected;
+    absolute[static_cast<int>(op.kind)].push_back(std::abs(error));
+    signed_errors[static_cast<int>(op.kind)].push_back(error);
+  }
+  for (auto &[kind, errors] : absolute) {
+    KindError entry;
+    entry.kind = static_cast<OpKind>(kind);
+    entry.count = static_cast<int>(errors.size());
+    entry.worst_relative_error = *std::max_element(errors.begin(), errors.end());
+    entry.median_relative_error = median(errors);
+    entry.median_signed_error = median(signed_errors[kind]);
+    comparison.kinds.push_back(entry);
+  }
+  return comparison;
+}
+
+Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current) {
+  const Placement &placement = schedule.placement;
+  const auto stages = static_cast<std::size_t>(placement.stageCount());
+  if (measured.ops.empty()) return makeError("the measured trace has no ops to calibrate from");
+  for (const auto &op : measured.ops)
+    if (op.stage < 0 || static_cast<std::size_t>(op.stage) >= stages || op.rank != placement.rankOf(op.stage))
+      return makeError("the measured trace does not belong to this schedule: stage " +
+                       std::to_string(op.stage) + " on rank " + std::to_string(op.rank));
+
+  // Durations per stage and kind; overlapped pairs separately, as ratios to F + B.
+  std::vector<std::vector<double>> forward(stages), input_grad(stages), weight(stages), full(stages);
+  std::vector<const TraceOp *> pair_forwards;
+  for (const auto &op : measured.ops) {
+    const double duration = op.end_us - op.start_us;
+    const auto s = static_cast<std::size_t>(op.stage);
+    if (op.overlapped) {
+      if (op.kind == OpKind::Forward) pair_forwards.push_back(&op);
+      continue;
+    }
+    switch (op.kind) {
+    case OpKind::Forward: forward[s].push_back(duration); break;
+    case OpKind::InputGrad: input_grad[s].push_back(duration); break;
+    case OpKind::WeightGrad: weight[s].push_back(duration); break;
+    case OpKind::FullBackward: full[s].push_back(duration); break;
+    case OpKind::OverlappedPair: break;
+    }
+  }
+  auto base = resolveStageTimes(current, placement);
+  if (!base) return base.error();
+  Costs calibrated = current;
+  calibrated.stage_overrides.resize(stages);
+  for (std::size_t s = 0; s < stages; ++s) {
+    StageCost cost{base->forward[s], base->full_backward[s], base->weight_grad[s]};
+    if (!forward[s].empty()) cost.forward_us = median(forward[s]);
+    if (!weight[s].empty()) cost.weight_us = median(weight[s]);
+    if (!input_grad[s].empty()) cost.backward_us = median(input_grad[s]) + cost.weight_us;
+    else if (!full[s].empty()) {
+      cost.backward_us = median(full[s]);
+      // A full backward hides the split; keep the previous W share of B.
+      const double share = base->full_backward[s] > 0 ? base->weight_grad[s] / base->full_backward[s] : 0.5;
+      cost.weight_us = cost.backward_us * share;
+    }
+    calibrated.stage_overrides[s] = cost;
+  }
+  // Overlap factor: a pair's time over the F + B it overlaps.
+  if (!pair_forwards.empty()) {
+    std::map<std::tuple<int, int>, double> pair_end;
+    std::vector<double> ratios;
+    for (const auto &op : measured.ops)
+      if (op.overlapped && op.kind == OpKind::FullBackward) {
+        for (const auto *f : pair_forwards)
+          if (f->rank == op.rank && f->step == op.step && f->start_us == op.start_us) {
+            const auto &fs = calibrated.stage_overrides[static_cast<std::size_t>(f->stage)];
+            const auto &bs = calibrated.stage_overrides[static_cast<std::size_t>(op.stage)];
+            if (fs.forward_us + bs.backward_us > 0)
+              ratios.push_back((op.end_us - op.start_us) / (fs.forward_us + bs.backward_us));
+            break;
+          }
+      }
+    if (!ratios.empty()) {
+      const double factor = median(ratios);
+      calibrated.overlapped_us = factor * (calibrated.forward_us + calibrated.backward_us);
+    }
+  }
+  // Transfers: where a consumer started later than its rank was free, the wait after its
+  // producer's end is the transfer time of that boundary.
+  std::map<std::tuple<int, int, int, int>, const TraceOp *> by_key; // step, part, stage, mb
+  std::map<std::tuple<int, int>, std::vector<const TraceOp *>> by_rank_step;
+  for (const auto &op : measured.ops) {
+    const int part = op.kind == OpKind::Forward ? 0 : (op.kind == OpKind::WeightGrad ? 2 : 1);
+    by_key[{op.step, part, op.stage, op.microbatch}] = &op;
+    by_rank_step[{op.rank, op.step}].push_back(&op);
+  }
+  std::vector<std::vector<double>> waits(stages);
+  for (auto &[rank_step, ops] : by_rank_step) {
+    std::sort(ops.begin(), ops.end(), [](const TraceOp *a, const TraceOp *b) { return a->start_us < b->start_us; });
+    double free_at = -1e300;
+    for (const auto *op : ops) {
+      const int step = std::get<1>(rank_step);
+      const TraceOp *producer = nullptr;
+      int boundary = -1;
+      if (op->kind == OpKind::Forward) {
+        const int prev = placement.previousStage(op->stage);
+        if (prev >= 0 && placement.rankOf(prev) != op->rank) {
+          auto it = by_key.find({step, 0, prev, op->microbatch});
+          if (it != by_key.end()) producer = it->second, boundary = prev;
+        }
+      } else if (op->kind == OpKind::InputGrad || op->kind == OpKind::FullBackward) {
+        const int next = placement.nextStage(op->stage);
+        if (next >= 0 && placement.rankOf(next) != op->rank) {
+          auto it = by_key.find({step, 1, next, op->microbatch});
+          if (it != by_key.end()) producer = it->second, boundary = op->stage;
+        }
+      }
+      // boundary indexes the stage whose output crosses: s for s -> s+1 and its gradient back.
+      if (producer && op->start_us > free_at + 1e-9 && op->start_us >= producer->end_us)
+        waits[static_cast<std::size_t>(boundary)].push_back(op->start_us - producer->end_us);
+      free_at = std::max(free_at, op->end_us);
+    }
+  }
+  bool any_wait = false;
+  for (const auto &w : waits) any_wait = any_wait || !w.empty();
+  if (any_wait) {
+    calibrated.boundary_transfer_us.assign(stages, 0.0);
+    for (std::size_t s = 0; s < stages; ++s) {
+      const int next = placement.nextStage(static_cast<int>(s));
+      if (next < 0 || placement.rankOf(next) == placement.rankOf(static_cast<int>(s))) continue;
+      // Waits bound the transfer from above; the smallest typical wait is the link time.
+      calibrated.boundary_transfer_us[s] =
+          waits[s].empty() ? base->send_forward[s] : *std::min_element(waits[s].begin(), waits[s].end());
+    }
+  }
+  if (auto status = calibrated.check(placement.stageCount()); !status) return status.error();
+  return calibrated;
+}
+
+} // namespace pipescope
