@@ -27,7 +27,9 @@ OpKey keyOf(const TraceOp &op) {
 }
 
 // An overlapped pair is recorded as two parts with one interval; count its time once.
-bool countsAsBusy(const TraceOp &op) { return !(op.overlapped && op.kind == OpKind::FullBackward); }
+bool countsAsBusy(const TraceOp &op) {
+  return !(op.overlapped && op.kind == OpKind::FullBackward);
+}
 
 } // namespace
 
@@ -63,8 +65,9 @@ TraceComparison compareTraces(const Trace &predicted, const Trace &measured) {
   auto measured_steps = traceStepMetrics(measured);
   if (!predicted_steps.empty()) comparison.predicted = predicted_steps.front();
   if (!measured_steps.empty()) {
-    std::sort(measured_steps.begin(), measured_steps.end(),
-              [](const StepMetrics &a, const StepMetrics &b) { return a.makespan_us < b.makespan_us; });
+    std::sort(
+        measured_steps.begin(), measured_steps.end(),
+        [](const StepMetrics &a, const StepMetrics &b) { return a.makespan_us < b.makespan_us; });
     comparison.measured = measured_steps[measured_steps.size() / 2];
   }
   if (comparison.predicted.makespan_us > 0)
@@ -73,10 +76,12 @@ TraceComparison compareTraces(const Trace &predicted, const Trace &measured) {
         comparison.predicted.makespan_us;
   comparison.bubble_fraction_difference =
       comparison.measured.bubble_fraction - comparison.predicted.bubble_fraction;
-  comparison.bubble_ratio_difference = comparison.measured.bubble_ratio - comparison.predicted.bubble_ratio;
+  comparison.bubble_ratio_difference =
+      comparison.measured.bubble_ratio - comparison.predicted.bubble_ratio;
 
   std::map<OpKey, std::vector<double>> measured_durations;
-  for (const auto &op : measured.ops) measured_durations[keyOf(op)].push_back(op.end_us - op.start_us);
+  for (const auto &op : measured.ops)
+    measured_durations[keyOf(op)].push_back(op.end_us - op.start_us);
   std::map<int, std::vector<double>> absolute, signed_errors;
   for (const auto &op : predicted.ops) {
     const auto it = measured_durations.find(keyOf(op));
@@ -103,17 +108,20 @@ TraceComparison compareTraces(const Trace &predicted, const Trace &measured) {
   return comparison;
 }
 
-Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current) {
+Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
+                             const Costs &current) {
   const Placement &placement = schedule.placement;
   const auto stages = static_cast<std::size_t>(placement.stageCount());
   if (measured.ops.empty()) return makeError("the measured trace has no ops to calibrate from");
   for (const auto &op : measured.ops)
-    if (op.stage < 0 || static_cast<std::size_t>(op.stage) >= stages || op.rank != placement.rankOf(op.stage))
+    if (op.stage < 0 || static_cast<std::size_t>(op.stage) >= stages ||
+        op.rank != placement.rankOf(op.stage))
       return makeError("the measured trace does not belong to this schedule: stage " +
                        std::to_string(op.stage) + " on rank " + std::to_string(op.rank));
 
   // Durations per stage and kind; overlapped pairs separately, as ratios to F + B.
-  std::vector<std::vector<double>> forward(stages), input_grad(stages), weight(stages), full(stages);
+  std::vector<std::vector<double>> forward(stages), input_grad(stages), weight(stages),
+      full(stages);
   std::vector<const TraceOp *> pair_forwards;
   for (const auto &op : measured.ops) {
     const double duration = op.end_us - op.start_us;
@@ -138,11 +146,13 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
     StageCost cost{base->forward[s], base->full_backward[s], base->weight_grad[s]};
     if (!forward[s].empty()) cost.forward_us = median(forward[s]);
     if (!weight[s].empty()) cost.weight_us = median(weight[s]);
-    if (!input_grad[s].empty()) cost.backward_us = median(input_grad[s]) + cost.weight_us;
+    if (!input_grad[s].empty())
+      cost.backward_us = median(input_grad[s]) + cost.weight_us;
     else if (!full[s].empty()) {
       cost.backward_us = median(full[s]);
       // A full backward hides the split; keep the previous W share of B.
-      const double share = base->full_backward[s] > 0 ? base->weight_grad[s] / base->full_backward[s] : 0.5;
+      const double share =
+          base->full_backward[s] > 0 ? base->weight_grad[s] / base->full_backward[s] : 0.5;
       cost.weight_us = cost.backward_us * share;
     }
     calibrated.stage_overrides[s] = cost;
@@ -178,7 +188,8 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
   }
   std::vector<std::vector<double>> waits(stages);
   for (auto &[rank_step, ops] : by_rank_step) {
-    std::sort(ops.begin(), ops.end(), [](const TraceOp *a, const TraceOp *b) { return a->start_us < b->start_us; });
+    std::sort(ops.begin(), ops.end(),
+              [](const TraceOp *a, const TraceOp *b) { return a->start_us < b->start_us; });
     double free_at = -1e300;
     for (const auto *op : ops) {
       const int step = std::get<1>(rank_step);
@@ -204,7 +215,8 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
     }
   }
   bool any_wait = false;
-  for (const auto &w : waits) any_wait = any_wait || !w.empty();
+  for (const auto &w : waits)
+    any_wait = any_wait || !w.empty();
   if (any_wait) {
     calibrated.boundary_transfer_us.assign(stages, 0.0);
     for (std::size_t s = 0; s < stages; ++s) {
@@ -212,7 +224,8 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
       if (next < 0 || placement.rankOf(next) == placement.rankOf(static_cast<int>(s))) continue;
       // Waits bound the transfer from above; the smallest typical wait is the link time.
       calibrated.boundary_transfer_us[s] =
-          waits[s].empty() ? base->send_forward[s] : *std::min_element(waits[s].begin(), waits[s].end());
+          waits[s].empty() ? base->send_forward[s]
+                           : *std::min_element(waits[s].begin(), waits[s].end());
     }
   }
   if (auto status = calibrated.check(placement.stageCount()); !status) return status.error();

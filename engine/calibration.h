@@ -16,7 +16,7 @@ struct KindError {
   int count = 0;
   double median_relative_error = 0; ///< median of |measured - predicted| / predicted
   double worst_relative_error = 0;
-  double median_signed_error = 0;   ///< median of (measured - predicted) / predicted
+  double median_signed_error = 0; ///< median of (measured - predicted) / predicted
 };
 
 /// One step's metrics from a trace (a simulated trace has one step, 0).
@@ -29,13 +29,13 @@ struct StepMetrics {
 
 struct TraceComparison {
   StepMetrics predicted;
-  StepMetrics measured;  ///< the median step of the measured trace (by makespan)
-  double makespan_relative_error = 0;   ///< (measured - predicted) / predicted
+  StepMetrics measured;                  ///< the median step of the measured trace (by makespan)
+  double makespan_relative_error = 0;    ///< (measured - predicted) / predicted
   double bubble_fraction_difference = 0; ///< measured - predicted, in fraction points
   double bubble_ratio_difference = 0;
-  std::vector<KindError> kinds;          ///< per op kind present in both traces
+  std::vector<KindError> kinds; ///< per op kind present in both traces
   int matched_ops = 0;
-  int unmatched_ops = 0;                 ///< ops of the prediction missing from the measurement
+  int unmatched_ops = 0; ///< ops of the prediction missing from the measurement
 };
 
 /// Per-step metrics of a trace, in step order.

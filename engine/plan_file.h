@@ -9,6 +9,7 @@
 
 #include "engine/costs.h"
 #include "engine/evaluation.h"
+#include "engine/json_io.h"
 #include "engine/mesh.h"
 #include "engine/model/model_setup.h"
 #include "engine/schedule.h"
@@ -19,10 +20,6 @@ inline constexpr std::string_view kPlanFormat = "pipescope.plan";
 inline constexpr int kPlanVersion = 1;
 inline constexpr std::string_view kTraceFormat = "pipescope.trace";
 inline constexpr int kTraceVersion = 1;
-/// Deepest JSON nesting any reader accepts (nlohmann/json recurses when copying and dumping).
-inline constexpr int kMaxJsonDepth = 64;
-/// Largest file any reader accepts.
-inline constexpr std::size_t kMaxJsonBytes = std::size_t{512} << 20;
 
 /// Everything needed to reproduce one simulation, or to run it on the backend.
 struct Plan {
@@ -34,13 +31,6 @@ struct Plan {
   /// The lowered programs as read from the file, if it had them (checked against lowering).
   std::optional<LoweredProgram> program;
 };
-
-/// Parses JSON text with the depth and size limits; the error says where parsing failed.
-Result<nlohmann::json> parseJsonLimited(std::string_view text);
-/// Reads a whole file (size-limited); the error names the path.
-Result<std::string> readTextFile(const std::string &path);
-/// Writes a file through a temporary and a rename, so a failure never leaves half a file.
-Status writeTextFileAtomically(const std::string &path, std::string_view text);
 
 /// The schedule the plan describes: its custom op lists, or the generated family.
 Result<Schedule> planSchedule(const Plan &plan);

@@ -59,7 +59,8 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
   if (first > 0) text += "... ";
   for (int i = first; i <= last; ++i)
     text += pad("s" + std::to_string(i));
-  while (text.back() == ' ') text.pop_back();
+  while (text.back() == ' ')
+    text.pop_back();
   text += '\n';
   for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
     std::string row = "rank " + std::to_string(r);

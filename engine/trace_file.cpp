@@ -210,13 +210,7 @@ Result<Trace> traceFromJson(const json &document) {
 }
 
 Result<Trace> loadTrace(const std::string &path) {
-  auto text = readTextFile(path);
-  if (!text) return text.error();
-  auto parsed = parseJsonLimited(*text);
-  if (!parsed) return makeError(path + ": " + parsed.error().message);
-  auto trace = traceFromJson(*parsed);
-  if (!trace) return makeError(path + ": " + trace.error().message);
-  return trace;
+  return loadJsonFile(path, &traceFromJson);
 }
 
 Status saveTrace(const std::string &path, const Trace &trace) {

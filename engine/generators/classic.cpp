@@ -3,26 +3,25 @@
 
 namespace pipescope::generators {
 
-namespace {
-
-Status requireSingleChunk(const ScheduleRequest &request) {
+Status requireSingleChunk(const ScheduleRequest &request, const char *alternative) {
   if (request.chunks != 1)
-    return makeError(request.name +
-                     " runs one chunk per rank (V = 1), got V = " + std::to_string(request.chunks) +
-                     "; use interleaved-1f1b for V >= 2, or set V = 1");
+    return makeError(request.name + " runs one chunk per rank (V = 1), got V = " +
+                     std::to_string(request.chunks) + "; set V = 1, or " + alternative);
   return Ok{};
 }
 
+namespace {
+constexpr const char *kInterleavedInstead = "use interleaved-1f1b for V >= 2";
 } // namespace
 
 Status checkNaive(const ScheduleRequest &request) {
-  return requireSingleChunk(request);
+  return requireSingleChunk(request, kInterleavedInstead);
 }
 Status checkGpipe(const ScheduleRequest &request) {
-  return requireSingleChunk(request);
+  return requireSingleChunk(request, kInterleavedInstead);
 }
 Status checkOneFOneB(const ScheduleRequest &request) {
-  return requireSingleChunk(request);
+  return requireSingleChunk(request, kInterleavedInstead);
 }
 
 // Naive: each rank alternates F(m), B(m); since F(r, m+1) on rank 0 waits behind B(0, m), which

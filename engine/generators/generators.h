@@ -13,6 +13,9 @@ namespace pipescope::generators {
 
 using RankOps = std::vector<std::vector<Op>>;
 
+/// Refuses V != 1 for the single-chunk families, naming `alternative` as what would work.
+Status requireSingleChunk(const ScheduleRequest &request, const char *alternative);
+
 Status checkNaive(const ScheduleRequest &request);
 RankOps naive(const ScheduleRequest &request, const Placement &placement);
 Status checkGpipe(const ScheduleRequest &request);

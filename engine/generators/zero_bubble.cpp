@@ -31,13 +31,8 @@ namespace pipescope::generators {
 
 namespace {
 
-Status requireSingleChunk(const ScheduleRequest &request) {
-  if (request.chunks != 1)
-    return makeError(request.name +
-                     " runs one chunk per rank (V = 1), got V = " + std::to_string(request.chunks) +
-                     "; set V = 1, or use zb-v for a two-chunk (V-shape) zero-bubble schedule");
-  return Ok{};
-}
+constexpr const char *kZeroBubbleVInstead =
+    "use zb-v for a two-chunk (V-shape) zero-bubble schedule";
 
 // Emits rank `rank`'s list for the ZB-H family: `warmup` forwards, then M iterations of
 // I(k), W(k - lag), F(warmup + k), then the queued W's. Stage id = rank (Loop placement, V = 1).
@@ -74,7 +69,7 @@ void emitLaggedWeightGrad(std::vector<Op> &ops, int rank, int microbatches, int 
 // which is the paper's bubble (P-1)(F+B-W) whenever W <= min(F, I) (e.g. F = I = W); for
 // M < P and F = I = W = t, T = (2P - 1 + 2M)t.
 Status checkZeroBubbleH1(const ScheduleRequest &request) {
-  return requireSingleChunk(request);
+  return requireSingleChunk(request, kZeroBubbleVInstead);
 }
 
 RankOps zeroBubbleH1(const ScheduleRequest &request, const Placement &placement) {
@@ -108,7 +103,7 @@ RankOps zeroBubbleH1(const ScheduleRequest &request, const Placement &placement)
 // across steps with its optimizer post-validation (so with F = I = W, ZB-H1 and ZB-H2 have the
 // same step time T = M(F+I+W) + (P-1)F, and differ in per-rank span and memory).
 Status checkZeroBubbleH2(const ScheduleRequest &request) {
-  return requireSingleChunk(request);
+  return requireSingleChunk(request, kZeroBubbleVInstead);
 }
 
 RankOps zeroBubbleH2(const ScheduleRequest &request, const Placement &placement) {

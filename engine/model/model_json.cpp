@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/json_fields.h"
+#include "engine/json_io.h"
 #include "engine/model/model_setup.h"
 #include "resources/embedded_resources.h"
 
@@ -19,57 +20,6 @@ namespace {
 constexpr std::string_view kModelFormat = "pipescope.model";
 constexpr std::string_view kHardwareFormat = "pipescope.hardware";
 constexpr int kVersion = 1;
-constexpr int kMaxDepth = 64;
-constexpr std::uintmax_t kMaxFileBytes = 16u << 20;
-
-/// Deepest nesting of arrays and objects in JSON text (strings skipped), so deeply nested input is
-/// refused before nlohmann/json's recursive copy or dump could exhaust the stack.
-int nestingDepth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '[' || c == '{')
-      deepest = std::max(deepest, ++depth);
-    else if (c == ']' || c == '}')
-      --depth;
-  }
-  return deepest;
-}
-
-Result<nlohmann::json> parseText(std::string_view text, const std::string &where) {
-  if (nestingDepth(text) > kMaxDepth)
-    return makeError(where + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error &error) {
-    return makeError(where + ": not valid JSON (" + error.what() + ")");
-  }
-}
-
-Result<std::string> readFile(const std::string &path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return makeError("cannot read '" + path + "': " + ec.message());
-  if (size > kMaxFileBytes)
-    return makeError("'" + path + "' is " + std::to_string(size) +
-                     " bytes; a preset file is at most " + std::to_string(kMaxFileBytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError("cannot open '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string joined(const std::vector<std::string> &names) {
   std::string out;
@@ -139,13 +89,13 @@ Result<Spec> loadSpec(const std::string &name_or_path, std::string_view folder,
       return makeError("no " + std::string(kind) + " preset or file named '" + name_or_path +
                        "'; presets: " + joined(names) + " (or give the path of a \"" +
                        std::string(format) + "\" JSON file)");
-    auto read = readFile(name_or_path);
+    auto read = readTextFile(name_or_path);
     if (!read) return read.error();
     text = std::move(*read);
     where = "'" + name_or_path + "'";
   }
-  auto json = parseText(text, where);
-  if (!json) return json.error();
+  auto json = parseJsonLimited(text);
+  if (!json) return makeError(where + ": " + json.error().message);
   if (auto status = checkFormatAndVersion(*json, format, kVersion); !status)
     return makeError(where + ": " + status.error().message);
   auto spec = fromJson(*json, "");

@@ -755,7 +755,7 @@ void TestModelCosts::userFileLoads() {
   std::ofstream(bad_path) << std::string(100000, '[') << std::string(100000, ']');
   auto deep = loadModelSpec(bad_path);
   QVERIFY(!deep.ok());
-  QVERIFY2(deep.error().message.find("nested") != std::string::npos, deep.error().message.c_str());
+  QVERIFY2(deep.error().message.find("nests deeper") != std::string::npos, deep.error().message.c_str());
   std::filesystem::remove_all(dir);
 }
 
