@@ -150,6 +150,17 @@ private slots:
     const auto hit = timeline->opAt(rect.center().toPoint());
     QVERIFY(hit.has_value());
     QCOMPARE(*hit, location);
+    // Hovering names the op: stage, microbatch, start, end and duration.
+    QSignalSpy hover(timeline, &TimelineWidget::hoverTextChanged);
+    QTest::mouseMove(timeline, rect.center().toPoint());
+    QVERIFY(!hover.isEmpty());
+    const QString text = hover.last().at(0).toString();
+    const Op &op = timeline->model().op(location);
+    const OpTiming &timing = timeline->model().timing(location);
+    QVERIFY(text.contains(QStringLiteral("stage %1, microbatch %2").arg(op.stage).arg(op.microbatch)));
+    QVERIFY(text.contains(formatDuration(timing.start_us)));
+    QVERIFY(text.contains(formatDuration(timing.end_us)));
+    QVERIFY(text.contains(QStringLiteral("duration ") + formatDuration(timing.end_us - timing.start_us)));
     QTest::mouseClick(timeline, Qt::LeftButton, {}, rect.center().toPoint());
     QCOMPARE(timeline->highlightedMicrobatch(), timeline->model().op(location).microbatch);
     // Clicking empty space clears the highlight.
@@ -172,7 +183,13 @@ private slots:
     QTest::mouseMove(timeline, center + QPoint(60, 0));
     QTest::mouseRelease(timeline, Qt::LeftButton, {}, center + QPoint(60, 0));
     QVERIFY(timeline->mapping().viewStart() < start);
+    const TimeMapping panned = timeline->mapping();
     timeline->resetZoom();
+    QVERIFY(timeline->mapping().isFitted());
+    // Zoom back returns to the view before the reset, then to the one before the wheel.
+    timeline->zoomBack();
+    QCOMPARE(timeline->mapping().viewStart(), panned.viewStart());
+    timeline->zoomBack();
     QVERIFY(timeline->mapping().isFitted());
   }
 
@@ -416,6 +433,22 @@ private slots:
     QVERIFY(window.compare()->bubbleChart()->curveCount() >= 3);
     for (const auto &curve : result.curves)
       for (const auto &point : curve.points) QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
+  }
+
+  void parameterChangeMorphsTheTimeline() {
+    MainWindowOptions options = quietOptions();
+    options.animate = true;
+    MainWindow window(options);
+    window.show();
+    window.settle();
+    QVERIFY(!window.timeline()->morphing());
+    window.controls()->microbatches()->spinBox()->setValue(10);
+    // The new layout arrives at once and morphs from the old one for about a quarter second.
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 10);
+    QVERIFY(window.timeline()->morphing());
+    const auto during = window.timeline()->drawList();
+    QCOMPARE(during.itemCount(), window.timeline()->model().opCount());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.timeline()->morphing(), 2000);
   }
 
   void settingsRememberThePlan() {

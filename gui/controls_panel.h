@@ -1,0 +1,96 @@
+#pragma once
+// The controls: schedule, P, M, V, microbatch group, the mesh (DP, TP, GPUs per node, rank
+// order), op times or a model + hardware preset, recomputation and device memory. Edits come
+// out as a whole Plan; controls that do not apply to the chosen schedule or cost source are
+// disabled with a tooltip that says why.
+#include <QWidget>
+#include <optional>
+
+#include "engine/plan_file.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QGroupBox;
+class QLabel;
+class QRadioButton;
+class QSlider;
+class QSpinBox;
+
+namespace pipescope::gui {
+
+/// A slider with a spin box beside it. The spin box reaches further than the slider (the
+/// slider covers the everyday range; the spin box accepts large settings).
+class SliderSpin : public QWidget {
+  Q_OBJECT
+public:
+  SliderSpin(int slider_max, int spin_max, QWidget *parent = nullptr);
+  int value() const;
+  void setValue(int value);
+  void setRange(int minimum, int slider_max, int spin_max);
+  QSlider *slider() const { return slider_; }
+  QSpinBox *spinBox() const { return spin_; }
+  void setReason(const QString &reason); ///< disabled with this tooltip; empty: enabled
+
+signals:
+  void valueChanged(int value);
+
+private:
+  QSlider *slider_;
+  QSpinBox *spin_;
+  QString tooltip_;
+};
+
+class ControlsPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit ControlsPanel(QWidget *parent = nullptr);
+
+  /// Shows a plan in the controls (without emitting planEdited).
+  void setPlan(const Plan &plan);
+  const Plan &plan() const { return plan_; }
+
+  SliderSpin *pipelineRanks() const { return pp_; }
+  SliderSpin *microbatches() const { return microbatches_; }
+  SliderSpin *chunks() const { return chunks_; }
+  SliderSpin *dataParallel() const { return dp_; }
+  SliderSpin *tensorParallel() const { return tp_; }
+  SliderSpin *gpusPerNode() const { return gpus_per_node_; }
+  QSpinBox *microbatchGroup() const { return microbatch_group_; }
+  QComboBox *scheduleBox() const { return schedule_; }
+  QComboBox *rankOrderBox() const { return rank_order_; }
+  QRadioButton *opTimesButton() const { return op_times_button_; }
+  QRadioButton *modelButton() const { return model_button_; }
+  QComboBox *modelPresetBox() const { return model_preset_; }
+  QComboBox *hardwarePresetBox() const { return hardware_preset_; }
+  QComboBox *recomputeBox() const { return recompute_; }
+  QDoubleSpinBox *deviceMemoryBox() const { return device_memory_; }
+  QDoubleSpinBox *forwardBox() const { return forward_; }
+
+signals:
+  void planEdited(const pipescope::Plan &plan);
+
+private:
+  void readControls();
+  void updateApplicability();
+  void selectModelPresets();
+
+  Plan plan_;
+  bool updating_ = false;
+  /// The last model used, restored when switching back from op times.
+  std::optional<ModelSetup> remembered_model_;
+
+  QComboBox *schedule_ = nullptr;
+  QLabel *schedule_summary_ = nullptr;
+  SliderSpin *pp_ = nullptr, *microbatches_ = nullptr, *chunks_ = nullptr;
+  QSpinBox *microbatch_group_ = nullptr;
+  SliderSpin *dp_ = nullptr, *tp_ = nullptr, *gpus_per_node_ = nullptr;
+  QComboBox *rank_order_ = nullptr;
+  QRadioButton *op_times_button_ = nullptr, *model_button_ = nullptr;
+  QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr, *overlapped_ = nullptr,
+                 *latency_ = nullptr;
+  QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
+  QDoubleSpinBox *device_memory_ = nullptr;
+  QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
+};
+
+} // namespace pipescope::gui

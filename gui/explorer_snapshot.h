@@ -1,0 +1,52 @@
+#pragma once
+// One immutable result of evaluating the window's settings. It is computed on the GUI thread
+// for small settings and on a worker thread for large ones, then handed to every view as a
+// shared pointer to const, so no view ever locks or sees a half-built result (STYLE.md §15).
+#include <QString>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/evaluation.h"
+#include "engine/model/model_setup.h"
+#include "engine/plan_file.h"
+
+namespace pipescope::gui {
+
+/// How the bubble of one setting would move if one slider moved, for the Explain panel.
+struct SliderEffect {
+  QString control;        ///< "M", "P", "V"
+  int from = 0, to = 0;   ///< the slider value now and the one tried
+  double bubble_fraction_from = 0, bubble_fraction_to = 0;
+  int peak_inflight_from = 0, peak_inflight_to = 0; ///< rank 0, in activation sets
+};
+
+struct ExplorerSnapshot {
+  Plan plan;                                     ///< the settings this snapshot answers
+  std::shared_ptr<const Evaluation> evaluation;  ///< null when `error` is set
+  std::optional<ModelDerivation> derivation;     ///< when the plan has a model
+  std::optional<ModelReport> report;             ///< when the plan has a model
+  std::vector<SliderEffect> slider_effects;      ///< small settings only
+  QString error;                                 ///< why the settings cannot be evaluated
+  double compute_ms = 0;                         ///< wall time of the evaluation
+
+  bool ok() const { return evaluation != nullptr; }
+};
+
+using SnapshotPointer = std::shared_ptr<const ExplorerSnapshot>;
+
+/// Rough op count of a plan's schedule, to decide between inline and worker evaluation.
+std::size_t estimatedOpCount(const Plan &plan);
+
+/// Everything the window needs for one plan. Never throws; failures land in `error`.
+SnapshotPointer computeSnapshot(const Plan &plan);
+
+/// The built-in example plan (resources/plans/example-1f1b.json), or a 1F1B default when the
+/// resource cannot be read.
+Plan examplePlan();
+
+/// Activation bytes (or, without a model, microbatch-equivalent activation sets) held by a rank
+/// at a time, from the simulation's memory timeline.
+double activationsAt(const SimulationResult &simulation, int rank, double time_us, bool bytes);
+
+} // namespace pipescope::gui
