@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/heap.h"
 #include "gui/compare_view.h"
 #include "gui/controls_panel.h"
 #include "gui/frame_benchmark.h"
@@ -36,6 +37,7 @@ int fail(const QString &message) {
 } // namespace
 
 int main(int argc, char *argv[]) {
+  pipescope::keepHeapWarm(); // slider drags re-simulate; reuse the pages of the last run
   const bool headless = noDisplay();
   // Without a display the explorer still renders: offscreen, to a PNG.
   if (headless) qputenv("QT_QPA_PLATFORM", "offscreen");
