@@ -367,15 +367,17 @@ int runSimulate(const std::vector<std::string> &args) {
   if (e.analytic)
     std::cout << "closed form      " << e.analytic->bubble_formula << "\n                 "
               << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
-  std::cout << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "(" << unit.name
-            << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
+  std::cout << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
+            << unit.name << ")  idle (" << unit.name
+            << ")   peak in-flight (chunks / microbatches)";
   if (report) std::cout << "   memory (params+grads+optimizer+activations / capacity)";
   std::cout << '\n';
   for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
     const auto &s = sim.ranks[r];
     char line[160];
-    std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r, s.busy_us * unit.per_us,
-                  s.idle_us * unit.per_us, s.peak_inflight, s.peak_inflight_microbatches);
+    std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r,
+                  s.busy_us * unit.per_us, s.idle_us * unit.per_us, s.peak_inflight,
+                  s.peak_inflight_microbatches);
     std::cout << line;
     if (report) {
       const auto &m = report->memory[r];
