@@ -118,7 +118,9 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     // repo's README gives (PP/2-1)(F&B + B - 3W) for DualPipeV with PP = 2P half-size stages.
     const double pair = costs.overlapped_us > 0 ? costs.overlapped_us : F + B;
     const bool v = name == "dualpipev";
-    const double bubble = v ? (P - 1) * (pair + B - 3 * W) / 2 : (P / 2 - 1) * (pair + B - 3 * W);
+    const int half_ranks = P / 2; // DualPipe accepts only even P
+    const double bubble =
+        v ? (P - 1) * (pair + B - 3 * W) / 2 : (half_ranks - 1) * (pair + B - 3 * W);
     auto m = fromMakespan(M * (F + B) + bubble, M * (F + B), P);
     m.bubble_formula =
         v ? "bubble per rank = (P-1)(F&B + B - 3W)/2 (the README's (PP/2-1)(F&B+B-3W) "

@@ -43,7 +43,7 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
   if (hi >= 0 && longest > 2 * kWindow + 1) {
     first = std::max(0, lo - kWindow);
     last = std::min(static_cast<int>(longest) - 1, hi + kWindow);
-  } else if (longest > 4 * kWindow) {
+  } else if (longest > std::size_t{4} * kWindow) {
     last = 4 * kWindow - 1;
   }
   std::string text = "        ";

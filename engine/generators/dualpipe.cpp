@@ -104,7 +104,8 @@ private:
 std::size_t rankOpCount(int n, int h, int c) {
   const int a = n - h - 1, b = h + 1;
   const int main_steps = c - 2 * n + b;
-  return static_cast<std::size_t>(9 * a + 5 * b + 2 * main_steps + (h == n - 1 ? 1 : 0));
+  const int count = 9 * a + 5 * b + 2 * main_steps + (h == n - 1 ? 1 : 0);
+  return static_cast<std::size_t>(count);
 }
 
 // One rank of the shared eight-step sequence. stage0/stage1 and offset0/offset1 say which stage
