@@ -1,0 +1,436 @@
+#include "backend/backend_run.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "backend/clock.h"
+#include "backend/clock_sync.h"
+#include "backend/devices.h"
+#include "backend/events.h"
+#include "backend/measured_trace.h"
+#include "backend/program_runner.h"
+#include "engine/trace_file.h"
+
+namespace pipescope::backend {
+
+namespace {
+
+Failure everyRank(std::string message) {
+  return {std::move(message), FailureScope::AllRanks, 0};
+}
+Failure thisRank(std::string message) {
+  return {std::move(message), FailureScope::ThisRank, 0};
+}
+
+// Several records (the local ranks of one process) in one vector of doubles.
+std::vector<double> encodeRecords(const std::vector<RankStepRecord> &records) {
+  std::vector<double> out{static_cast<double>(records.size())};
+  for (const auto &record : records) {
+    const auto values = encodeRecord(record);
+    out.push_back(static_cast<double>(values.size()));
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+
+Result<std::vector<RankStepRecord>> decodeRecords(const std::vector<double> &values) {
+  std::vector<RankStepRecord> records;
+  if (values.empty()) return makeError("an empty step record");
+  std::size_t at = 1;
+  for (int i = 0; i < static_cast<int>(values[0]); ++i) {
+    if (at >= values.size()) return makeError("a step record is cut short");
+    const auto length = static_cast<std::size_t>(values[at++]);
+    if (at + length > values.size()) return makeError("a step record is cut short");
+    auto record = decodeRecord(std::vector<double>(
+        values.begin() + static_cast<long>(at), values.begin() + static_cast<long>(at + length)));
+    if (!record) return record.error();
+    records.push_back(std::move(*record));
+    at += length;
+  }
+  return records;
+}
+
+// Rank 0 checks it can write the trace before any work is done.
+Status checkWritable(const std::string &path) {
+  const std::string probe = path + ".tmp";
+  {
+    std::ofstream file(probe, std::ios::binary | std::ios::trunc);
+    if (!file)
+      return makeError("--trace: cannot write '" + path + "': the folder is missing or read-only");
+  }
+  std::remove(probe.c_str());
+  return Ok{};
+}
+
+nlohmann::json metricsJson(double makespan, double fraction, double ratio) {
+  return {{"makespan_us", makespan}, {"bubble_fraction", fraction}, {"bubble_ratio", ratio}};
+}
+
+class Run {
+public:
+  Run(const BackendOptions &options, const LaunchEnvironment &launch, ControlChannel &channel,
+      MpiChannel *mpi)
+      : options_(options), launch_(launch), channel_(channel), mpi_(mpi) {}
+
+  std::optional<Failure> run() {
+    if (auto failure = prepare()) return failure;
+    if (auto failure = warmUp()) return failure;
+    return measure();
+  }
+
+private:
+  int rank() const { return channel_.rank(); }
+
+  // A status every rank computed for itself: if any failed, the lowest failing rank reports.
+  std::optional<Failure> agree(const Status &local) {
+    auto first = channel_.firstFailure(local.ok(), options_.timeout_s);
+    if (!first) return thisRank(first.error().message);
+    if (*first < 0) return std::nullopt;
+    return Failure{local.ok() ? std::string() : local.error().message, FailureScope::Agreed,
+                   *first};
+  }
+
+  std::optional<Failure> prepare() {
+    auto loaded = loadPlan(options_.plan_path);
+    if (!loaded) return everyRank("cannot run the plan: " + loaded.error().message);
+    plan_ = std::move(*loaded);
+    if (!plan_.program)
+      return everyRank(options_.plan_path +
+                       ": the plan has no lowered program (\"program\"); the backend runs exactly "
+                       "a plan's program, so write one with `pipescope simulate --plan " +
+                       options_.plan_path + " --save-plan PLAN` (or Save plan in the GUI)");
+    auto evaluated = evaluatePlan(plan_, {}, &derivation_);
+    if (!evaluated) return everyRank("cannot run the plan: " + evaluated.error().message);
+    evaluation_ = std::move(*evaluated);
+    if (auto failure = checkLaunch()) return failure;
+
+    // The device itself, on every rank (a missing GPU is refused here, before any work).
+    if (auto failure = agree(checkDeviceAvailable(options_.device, launch_.local_rank)))
+      return failure;
+    if (auto failure = agree(rank() == 0 ? checkWritable(options_.trace_path) : Status(Ok{})))
+      return failure;
+
+    // Rank 0 times its device; every rank sizes the work from the same numbers.
+    DeviceSpeed speed;
+    Status measured = Ok{};
+    if (rank() == 0) {
+      auto result = measureDeviceSpeed(options_.device, launch_.local_rank);
+      if (result && options_.size_scale <= 0)
+        result = refineSpeedForModel(options_.device, plan_, evaluation_, derivation_, *result);
+      if (result)
+        speed = *result;
+      else
+        measured = result.error();
+    }
+    if (auto failure = agree(measured)) return failure;
+    std::vector<char> bytes(sizeof speed);
+    std::memcpy(bytes.data(), &speed, sizeof speed);
+    if (auto status = channel_.broadcast(bytes, options_.timeout_s); !status)
+      return thisRank(status.error().message);
+    std::memcpy(&speed, bytes.data(), std::min(bytes.size(), sizeof speed));
+    auto workload =
+        planWorkload(plan_, evaluation_, derivation_, options_.device, options_.size_scale, speed);
+    if (!workload) return everyRank(workload.error().message);
+    workload_ = std::move(*workload);
+
+    makeSetups();
+    auto devices = createDevices(options_.device, setups_, channel_, mpi_);
+    if (auto failure = agree(devices ? Status(Ok{}) : Status(devices.error()))) return failure;
+    devices_ = std::move(*devices);
+    for (const auto &setup : setups_)
+      faults_.push_back(FaultInjection::fromEnvironment(setup.world_rank));
+
+    auto check = checkDeviceKernels(options_.device, launch_.local_rank);
+    if (auto failure = agree(check ? Status(Ok{}) : Status(check.error()))) return failure;
+    if (rank() == 0)
+      emitEvent({{"event", "check"},
+                 {"rank", 0},
+                 {"what", "GEMMs and fused kernels against the naive reference"},
+                 {"max_relative_error", *check},
+                 {"ok", true}});
+
+    // Device descriptions, one per rank, for the trace.
+    std::string described;
+    for (std::size_t i = 0; i < devices_.size(); ++i)
+      described += (i ? "\n" : "") + devices_[i]->description();
+    auto gathered = channel_.gather(encodeText(described), options_.timeout_s);
+    if (!gathered) return thisRank(gathered.error().message);
+    if (rank() == 0) {
+      std::vector<std::string> devices;
+      for (const auto &values : *gathered) {
+        const std::string text = decodeText(values);
+        std::size_t start = 0;
+        for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+          devices.push_back(text.substr(start, end - start));
+        devices.push_back(text.substr(start));
+      }
+      builder_.emplace(plan_, evaluation_.schedule, *plan_.program, std::move(devices),
+                       static_cast<double>(workload_.stages.front().activationElements()) *
+                           (options_.device == DeviceKind::Cpu ? 4.0 : 2.0));
+      timing_overhead_us_ = timingOverheadMicroseconds(options_.device);
+      emitStart();
+    }
+    auto domains = findClockDomains(channel_, options_.timeout_s);
+    if (!domains) return thisRank(domains.error().message);
+    clock_domains_ = std::move(*domains);
+    return std::nullopt;
+  }
+
+  std::optional<Failure> checkLaunch() {
+    const Mesh &mesh = plan_.mesh;
+    const int world = channel_.size(), needed = mesh.worldSize();
+    const std::string mesh_text = std::to_string(needed) + " processes (dp " +
+                                  std::to_string(mesh.dp) + " x tp " + std::to_string(mesh.tp) +
+                                  " x pp " + std::to_string(mesh.pp) + ")";
+    if (options_.device == DeviceKind::SharedGpu) {
+      if (mesh.dp * mesh.tp != 1)
+        return everyRank("--device gpu-shared runs one pipeline on one GPU, but the plan's mesh "
+                         "has dp " +
+                         std::to_string(mesh.dp) + " x tp " + std::to_string(mesh.tp) +
+                         "; use a plan with dp = tp = 1, or --device cuda");
+      if (world != 1)
+        return everyRank("--device gpu-shared runs all " + std::to_string(mesh.pp) +
+                         " stages in one process, but the launch started " + std::to_string(world) +
+                         "; start it without mpirun (or with -np 1)");
+      single_replica_ = false;
+      return std::nullopt;
+    }
+    if (world == needed) return std::nullopt;
+    if (options_.device == DeviceKind::Cpu && world == mesh.pp) {
+      single_replica_ = true;
+      if (rank() == 0)
+        emitWarning(0, "the plan's mesh has " + mesh_text + " but the launch started " +
+                           std::to_string(world) +
+                           ": running one pipeline replica, with the shapes of one TP rank and "
+                           "without the TP and DP collectives");
+      return std::nullopt;
+    }
+    return everyRank(
+        "the plan's mesh needs " + mesh_text + " but the launch started " + std::to_string(world) +
+        "; start " + std::to_string(needed) + " (mpirun -np " + std::to_string(needed) + " ...)" +
+        (options_.device == DeviceKind::Cpu && needed != mesh.pp
+             ? ", or " + std::to_string(mesh.pp) + " for one pipeline replica on the cpu device"
+             : ""));
+  }
+
+  void makeSetups() {
+    const auto base = [&](int world_rank, RankCoords coords) {
+      RankSetup setup;
+      setup.plan = &plan_;
+      setup.schedule = &evaluation_.schedule;
+      setup.program = &*plan_.program;
+      setup.mesh = plan_.mesh;
+      setup.single_replica = single_replica_;
+      setup.world_rank = world_rank;
+      setup.world_size = channel_.size();
+      setup.local_rank = launch_.local_rank;
+      setup.coords = coords;
+      setup.stages = workload_.stages;
+      setup.timeout_s = options_.timeout_s;
+      return setup;
+    };
+    if (options_.device == DeviceKind::SharedGpu) {
+      for (int p = 0; p < plan_.mesh.pp; ++p)
+        setups_.push_back(base(p, {0, p, 0}));
+      return;
+    }
+    const RankCoords coords =
+        single_replica_ ? RankCoords{0, rank(), 0} : plan_.mesh.coordsOf(rank());
+    setups_.push_back(base(rank(), coords));
+  }
+
+  void emitStart() {
+    const auto &simulation = evaluation_.simulation;
+    emitEvent({{"event", "start"},
+               {"device", deviceKindName(options_.device)},
+               {"launch", launch_.name()},
+               {"channel", channel_.name()},
+               {"world_size", channel_.size()},
+               {"plan", options_.plan_path},
+               {"schedule", evaluation_.schedule.name},
+               {"pp", evaluation_.schedule.pp()},
+               {"microbatches", evaluation_.schedule.microbatches()},
+               {"virtual_stages", evaluation_.schedule.chunks()},
+               {"mesh", {{"dp", plan_.mesh.dp}, {"tp", plan_.mesh.tp}, {"pp", plan_.mesh.pp}}},
+               {"warmup_steps", options_.warmup_steps},
+               {"measured_steps", options_.measured_steps},
+               {"workload", workload_.toJson()},
+               {"simulated", metricsJson(simulation.makespan_us, simulation.bubble_fraction,
+                                         simulation.bubble_ratio)}});
+  }
+
+  // Runs one step of every local rank (one thread each when there are several).
+  Result<std::vector<RankStepRecord>> runLocalStep() {
+    std::vector<RankStepRecord> records(setups_.size());
+    std::vector<std::optional<Error>> errors(setups_.size());
+    const auto one = [&](std::size_t i) {
+      auto timings = runProgramStep(*devices_[i], setups_[i], faults_[i]);
+      if (!timings) {
+        errors[i] = timings.error();
+        return;
+      }
+      records[i].pipeline_rank = setups_[i].pipelineRank();
+      records[i].coords = setups_[i].coords;
+      records[i].timings = std::move(*timings);
+    };
+    if (setups_.size() == 1) {
+      one(0);
+    } else {
+      std::vector<std::thread> threads;
+      for (std::size_t i = 0; i < setups_.size(); ++i)
+        threads.emplace_back(one, i);
+      for (auto &thread : threads)
+        thread.join();
+    }
+    for (auto &error : errors)
+      if (error) return *error;
+    return records;
+  }
+
+  std::optional<Failure> warmUp() {
+    for (int step = 0; step < options_.warmup_steps; ++step) {
+      const double start = nowMicroseconds();
+      auto records = runLocalStep();
+      if (!records) return thisRank(records.error().message);
+      setActivity(rank(), "waiting at the barrier after a warm-up step");
+      if (auto status = channel_.barrier(options_.timeout_s); !status)
+        return thisRank(status.error().message);
+      if (rank() == 0)
+        emitEvent({{"event", "progress"},
+                   {"phase", "warmup"},
+                   {"step", step},
+                   {"of", options_.warmup_steps},
+                   {"wall_us", nowMicroseconds() - start}});
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Failure> measure() {
+    for (int step = 0; step < options_.measured_steps; ++step) {
+      setActivity(rank(), "aligning clocks with rank 0");
+      auto alignment = alignClocks(channel_, clock_domains_, options_.timeout_s);
+      if (!alignment) return thisRank(alignment.error().message);
+      if (auto status = channel_.barrier(options_.timeout_s); !status)
+        return thisRank(status.error().message);
+      auto records = runLocalStep();
+      if (!records) return thisRank(records.error().message);
+      setActivity(rank(), "sending the step's timings to rank 0");
+      auto gathered = channel_.gather(encodeRecords(*records), options_.timeout_s);
+      if (!gathered) return thisRank(gathered.error().message);
+      if (rank() != 0) continue;
+      std::vector<RankStepRecord> all;
+      for (std::size_t r = 0; r < gathered->size(); ++r) {
+        auto decoded = decodeRecords((*gathered)[r]);
+        if (!decoded) return thisRank(decoded.error().message);
+        // Onto rank 0's clock.
+        const double offset = r < alignment->offsets_us.size() ? alignment->offsets_us[r] : 0.0;
+        for (auto &record : *decoded) {
+          for (auto &op : record.timings.ops) {
+            op.start_us -= offset;
+            op.end_us -= offset;
+          }
+          for (auto *list : {&record.timings.sends, &record.timings.arrivals})
+            for (auto &entry : *list)
+              entry.second -= offset;
+          all.push_back(std::move(record));
+        }
+      }
+      if (auto status = builder_->addStep(step, all, alignment->error_us); !status)
+        return thisRank(status.error().message);
+      const auto &metrics = builder_->steps().back();
+      nlohmann::json event = builder_->stepMetricsJson(metrics);
+      event["event"] = "step";
+      event["of"] = options_.measured_steps;
+      event["clock_error_us"] = alignment->error_us;
+      event["ops"] = builder_->stepOps(step);
+      emitEvent(event);
+      // The trace so far: a run stopped later keeps every step measured up to here.
+      if (auto status = writeTrace(); !status) return thisRank(status.error().message);
+    }
+    if (rank() == 0) emitDone();
+    return std::nullopt;
+  }
+
+  nlohmann::json backendInfo() const {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto &metrics : builder_->steps())
+      steps.push_back(builder_->stepMetricsJson(metrics));
+    return {{"device", deviceKindName(options_.device)},
+            {"launch", launch_.name()},
+            {"world_size", channel_.size()},
+            {"single_replica", single_replica_},
+            {"warmup_steps", options_.warmup_steps},
+            {"measured_steps", options_.measured_steps},
+            {"workload", workload_.toJson()},
+            {"timing_overhead_us_per_op", timing_overhead_us_},
+            {"steps", std::move(steps)},
+            {"simulated",
+             metricsJson(evaluation_.simulation.makespan_us, evaluation_.simulation.bubble_fraction,
+                         evaluation_.simulation.bubble_ratio)}};
+  }
+
+  Status writeTrace() const {
+    nlohmann::json document = traceToJson(builder_->trace());
+    document["backend"] = backendInfo();
+    return writeTextFileAtomically(options_.trace_path, document.dump(1) + "\n");
+  }
+
+  void emitDone() const {
+    const Trace &trace = builder_->trace();
+    double busy = 0, ops = 0;
+    for (const auto &op : trace.ops)
+      if (!(op.overlapped && op.kind == OpKind::FullBackward)) {
+        busy += op.end_us - op.start_us;
+        ++ops;
+      }
+    const double mean_op_us = ops > 0 ? busy / ops : 0;
+    nlohmann::json calibrated = nullptr;
+    const Costs &planned = plan_.model ? derivation_.costs : plan_.costs;
+    if (auto refit = builder_->calibrated(planned))
+      calibrated = metricsJson(refit->simulation.makespan_us, refit->simulation.bubble_fraction,
+                               refit->simulation.bubble_ratio);
+    const auto &simulation = evaluation_.simulation;
+    nlohmann::json simulated =
+        metricsJson(simulation.makespan_us, simulation.bubble_fraction, simulation.bubble_ratio);
+    simulated["expected_makespan_us"] = simulation.makespan_us * workload_.expected_time_factor;
+    emitEvent(
+        {{"event", "done"},
+         {"trace", options_.trace_path},
+         {"steps", builder_->steps().size()},
+         {"measured", metricsJson(trace.makespan_us, trace.bubble_fraction, trace.bubble_ratio)},
+         {"simulated", std::move(simulated)},
+         {"calibrated", std::move(calibrated)},
+         {"clock_error_us", trace.clock_error_us},
+         {"mean_op_us", mean_op_us},
+         {"timing_overhead_fraction", mean_op_us > 0 ? timing_overhead_us_ / mean_op_us : 0.0}});
+  }
+
+  const BackendOptions &options_;
+  const LaunchEnvironment &launch_;
+  ControlChannel &channel_;
+  MpiChannel *mpi_;
+  Plan plan_;
+  ModelDerivation derivation_;
+  Evaluation evaluation_;
+  Workload workload_;
+  bool single_replica_ = false;
+  std::vector<RankSetup> setups_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<FaultInjection> faults_;
+  std::optional<MeasuredTraceBuilder> builder_;
+  ClockDomains clock_domains_;
+  double timing_overhead_us_ = 0;
+};
+
+} // namespace
+
+std::optional<Failure> runBackend(const BackendOptions &options, const LaunchEnvironment &launch,
+                                  ControlChannel &channel, MpiChannel *mpi) {
+  Run run(options, launch, channel, mpi);
+  return run.run();
+}
+
+} // namespace pipescope::backend

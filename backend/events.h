@@ -1,0 +1,31 @@
+#pragma once
+// Progress, warnings and errors as JSON lines on stdout: one object per line, written whole and
+// flushed, so the GUI (through QProcess) and scripts can follow a run as it happens.
+//
+//   {"event":"start", ...}      the run: device, launch, plan, workload, prediction
+//   {"event":"check", ...}      the one-time kernel check against the reference
+//   {"event":"progress", ...}   warm-up and measured steps as they finish
+//   {"event":"step", ...}       every op of one measured step (rank 0, after gathering)
+//   {"event":"warning", ...}
+//   {"event":"error","rank":R,"message":"..."}
+//   {"event":"done","trace":"PATH", ...}
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope::backend {
+
+/// Writes one event line (thread-safe).
+void emitEvent(const nlohmann::json &event);
+void emitError(int rank, const std::string &message);
+void emitWarning(int rank, const std::string &message);
+
+/// What this rank is doing now, kept ready as a complete error line for the SIGTERM handler: when
+/// the launcher stops the run because another rank failed, the line says what this rank was
+/// waiting for (and so, usually, which rank failed). Cheap enough to call before every wait.
+/// `waiting_for_rank` (when >= 0) goes into the line as a field of its own.
+void setActivity(int rank, const std::string &activity, int waiting_for_rank = -1);
+/// Installs the SIGTERM/SIGINT handler that writes that line and exits with status 143/130.
+void installTerminationReport();
+
+} // namespace pipescope::backend

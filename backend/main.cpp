@@ -1,0 +1,109 @@
+// pipescope-backend: runs a plan's lowered program on real devices and writes the measured trace
+// (DESIGN.md §7). Only this file decides how the process ends (STYLE.md 18).
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "backend/backend_run.h"
+#include "backend/control_channel.h"
+#include "backend/devices.h"
+#include "backend/events.h"
+#include "backend/launch.h"
+#include "backend/mpi_channel.h"
+#include "backend/options.h"
+#include "backend/tcp_channel.h"
+
+using namespace pipescope;
+using namespace pipescope::backend;
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+/// torchrun's agent serves its store on MASTER_PORT; the backend's own rendezvous takes the next
+/// port unless PIPESCOPE_RENDEZVOUS_PORT says otherwise.
+int rendezvousPort(const LaunchEnvironment &launch) {
+  if (const char *port = std::getenv("PIPESCOPE_RENDEZVOUS_PORT"); port && *port)
+    return std::atoi(port);
+  return launch.master_port + 1;
+}
+
+} // namespace
+
+static int runMain(int argc, char **argv) {
+  const LaunchEnvironment launch = detectLaunch();
+  auto options = parseOptions(argc, argv);
+  if (!options) {
+    // Every process parses the same command line: one of them says what is wrong.
+    if (launch.rank == 0) emitError(0, options.error().message);
+    return kExitUsage;
+  }
+  if (options->help) {
+    if (launch.rank == 0) std::fputs(usageText().c_str(), stdout);
+    return 0;
+  }
+  if (options->list_devices) {
+    if (launch.rank == 0) emitEvent(listDevices());
+    return 0;
+  }
+  installTerminationReport();
+  setActivity(launch.rank, "starting up");
+
+  std::unique_ptr<ControlChannel> channel;
+  MpiChannel *mpi = nullptr;
+  if (launch.launcher == Launcher::Torchrun) {
+    auto connected = connectTcpChannel(launch.rank, launch.world_size, launch.master_addr,
+                                       rendezvousPort(launch), options->timeout_s);
+    if (!connected) {
+      emitError(launch.rank, "torchrun rendezvous: " + connected.error().message);
+      return kExitFailure;
+    }
+    channel = std::move(*connected);
+  } else if (launch.launcher == Launcher::Single && options->device == DeviceKind::SharedGpu) {
+    channel = makeSingleProcessChannel(); // one process, no MPI needed
+  } else {
+    auto initialized = MpiChannel::initialize(&argc, &argv);
+    if (!initialized) {
+      emitError(launch.rank, initialized.error().message);
+      return kExitFailure;
+    }
+    mpi = initialized->get();
+    channel = std::move(*initialized);
+  }
+
+  const auto failure = runBackend(*options, launch, *channel, mpi);
+  if (!failure) {
+    channel->finish();
+    return 0;
+  }
+  switch (failure->scope) {
+  case FailureScope::AllRanks:
+    if (channel->rank() == 0) emitError(0, failure->message);
+    channel->finish();
+    return kExitFailure;
+  case FailureScope::Agreed:
+    if (channel->rank() == failure->reporter) emitError(channel->rank(), failure->message);
+    channel->finish();
+    return kExitFailure;
+  case FailureScope::ThisRank: break;
+  }
+  // A failure in the middle of the run: say which rank and what, then stop every rank (the
+  // others may be blocked waiting on this one).
+  emitError(channel->rank(), failure->message);
+  channel->abortAll(kExitFailure);
+  return kExitFailure; // not reached: abortAll ends the process
+}
+
+int main(int argc, char **argv) {
+  // The engine and the devices report errors as values; what can still throw is the standard
+  // library running out of memory. Say so, as every other error, rather than abort silently.
+  try {
+    return runMain(argc, argv);
+  } catch (const std::exception &e) {
+    emitError(detectLaunch().rank, std::string("internal error: ") + e.what());
+    return kExitFailure;
+  }
+}

@@ -1,0 +1,125 @@
+#include "backend/options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+namespace pipescope::backend {
+
+std::string deviceKindName(DeviceKind kind) {
+  switch (kind) {
+  case DeviceKind::Cpu: return "cpu";
+  case DeviceKind::Cuda: return "cuda";
+  case DeviceKind::SharedGpu: return "gpu-shared";
+  }
+  return "cpu";
+}
+
+std::string usageText() {
+  return R"(usage: pipescope-backend --plan FILE --trace OUT [options]
+
+Runs the lowered program of a pipescope plan (from `pipescope simulate --save-plan FILE` or the
+GUI) on real devices and writes the measured pipescope.trace. Progress, warnings and errors
+stream to stdout as JSON lines.
+
+  --plan FILE          the plan; it must hold its lowered program ("program")
+  --trace OUT          the measured trace, rewritten after every measured step
+  --device KIND        cpu (default): MPI ranks and fp32 GEMMs on the CPU
+                       cuda: one rank per GPU, NCCL between ranks, bf16 cuBLAS GEMMs
+                       gpu-shared: all pipeline stages on one GPU, a stream and an SM share each
+  --warmup N           warm-up steps, not recorded (default 1)
+  --steps N            measured steps (default 3)
+  --size-scale X       model plans: scale of the model's dimensions (hidden, FFN, sequence,
+                       vocabulary; FLOPs about X^3); plans without a model: device microseconds
+                       per planned microsecond. Default: automatic (cpu: ops of a few ms)
+  --timeout S          a rank that makes no progress for S seconds stops the run (default 120)
+  --list-devices       print what this build and machine can run, then exit
+  --help
+
+Launch one process per rank of the plan's mesh (dp x tp x pp):
+  mpirun -np N pipescope-backend ...      srun -n N pipescope-backend ...
+  torchrun --nproc-per-node N --no-python pipescope-backend ... (cuda)
+)";
+}
+
+namespace {
+
+Result<double> parseNumber(std::string_view option, const std::string &text, double min,
+                           double max) {
+  char *end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < min ||
+      value > max)
+    return makeError(std::string(option) + ": expected a number from " + std::to_string(min) +
+                     " to " + std::to_string(max) + ", got '" + text + "'");
+  return value;
+}
+
+Result<int> parseCount(std::string_view option, const std::string &text, int min, int max) {
+  auto value = parseNumber(option, text, min, max);
+  if (!value) return value.error();
+  if (*value != std::floor(*value))
+    return makeError(std::string(option) + ": expected a whole number, got '" + text + "'");
+  return static_cast<int>(*value);
+}
+
+} // namespace
+
+Result<BackendOptions> parseOptions(int argc, char **argv) {
+  BackendOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+      return options;
+    }
+    if (arg == "--list-devices") {
+      options.list_devices = true;
+      continue;
+    }
+    if (i + 1 >= argc)
+      return makeError(std::string(arg) + ": unknown option or missing value; see --help");
+    const std::string value = argv[++i];
+    if (arg == "--plan") {
+      options.plan_path = value;
+    } else if (arg == "--trace") {
+      options.trace_path = value;
+    } else if (arg == "--device") {
+      if (value == "cpu")
+        options.device = DeviceKind::Cpu;
+      else if (value == "cuda")
+        options.device = DeviceKind::Cuda;
+      else if (value == "gpu-shared")
+        options.device = DeviceKind::SharedGpu;
+      else
+        return makeError("--device: expected cpu, cuda or gpu-shared, got '" + value + "'");
+    } else if (arg == "--warmup") {
+      auto n = parseCount(arg, value, 0, 1000);
+      if (!n) return n.error();
+      options.warmup_steps = *n;
+    } else if (arg == "--steps") {
+      auto n = parseCount(arg, value, 1, 100000);
+      if (!n) return n.error();
+      options.measured_steps = *n;
+    } else if (arg == "--size-scale") {
+      auto x = parseNumber(arg, value, 1e-6, 1e6);
+      if (!x) return x.error();
+      options.size_scale = *x;
+    } else if (arg == "--timeout") {
+      auto x = parseNumber(arg, value, 0.1, 1e6);
+      if (!x) return x.error();
+      options.timeout_s = *x;
+    } else {
+      return makeError(std::string(arg) + ": unknown option; see --help");
+    }
+  }
+  if (options.list_devices) return options;
+  if (options.plan_path.empty())
+    return makeError("--plan: missing; give the plan to run (pipescope simulate ... "
+                     "--save-plan FILE writes one)");
+  if (options.trace_path.empty())
+    return makeError("--trace: missing; give the path of the measured trace to write");
+  return options;
+}
+
+} // namespace pipescope::backend

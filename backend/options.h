@@ -1,0 +1,33 @@
+#pragma once
+// Command line of pipescope-backend.
+#include <string>
+
+#include "engine/result.h"
+
+namespace pipescope::backend {
+
+enum class DeviceKind { Cpu, Cuda, SharedGpu };
+
+std::string deviceKindName(DeviceKind kind); ///< "cpu", "cuda", "gpu-shared"
+
+struct BackendOptions {
+  std::string plan_path;
+  std::string trace_path;
+  DeviceKind device = DeviceKind::Cpu;
+  int warmup_steps = 1;
+  int measured_steps = 3;
+  /// Model plans: factor on the model's dimensions (hidden, FFN, sequence, vocabulary), so the
+  /// FLOPs scale about as its cube. Plans without a model: factor from the plan's microseconds to
+  /// the device's. 0 = automatic (cpu: ops of a few milliseconds; GPUs: the plan's own size).
+  double size_scale = 0;
+  /// A rank that sees no progress for this long reports what it waits for and stops the run.
+  double timeout_s = 120;
+  bool list_devices = false; ///< print what this build and machine can run, then exit
+  bool help = false;
+};
+
+/// Parses argv; the error names the option and what it accepts.
+Result<BackendOptions> parseOptions(int argc, char **argv);
+std::string usageText();
+
+} // namespace pipescope::backend

@@ -1,0 +1,201 @@
+// Fused bias + activation kernels of the synthetic layer: one pass over the GEMM output instead of
+// a bias add and an activation, as Megatron-LM fuses them (bias_gelu / bias_swiglu). Grid-stride
+// loops keep one launch shape for every size.
+#include "kernels/cuda_kernels.h"
+
+#include <cmath>
+
+namespace pipescope::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+unsigned blocksFor(std::size_t count) {
+  const std::size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
+}
+
+__device__ inline float load(const bf16 *p, std::size_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ inline float sigmoidOf(float x) {
+  return 1.0f / (1.0f + __expf(-x));
+}
+
+__device__ inline float geluOf(float x) {
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+}
+__device__ inline float geluDerivativeOf(float x) {
+  const float t = tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+#define GRID_STRIDE(i, n)                                                                          \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n);   \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+__global__ void biasGeluForward(const bf16 *pre, const bf16 *bias, bf16 *out, int rows,
+                                int columns) {
+  GRID_STRIDE(i, static_cast<std::size_t>(rows) * columns) {
+    out[i] = __float2bfloat16(geluOf(load(pre, i) + load(bias, i % columns)));
+  }
+}
+
+__global__ void biasGeluBackward(const bf16 *dout, const bf16 *pre, const bf16 *bias, bf16 *dpre,
+                                 int rows, int columns) {
+  GRID_STRIDE(i, static_cast<std::size_t>(rows) * columns) {
+    dpre[i] =
+        __float2bfloat16(load(dout, i) * geluDerivativeOf(load(pre, i) + load(bias, i % columns)));
+  }
+}
+
+__global__ void biasSwigluForward(const bf16 *pre, const bf16 *bias, bf16 *out, int rows,
+                                  int columns) {
+  GRID_STRIDE(i, static_cast<std::size_t>(rows) * columns) {
+    const std::size_t r = i / columns, c = i % columns,
+                      width = 2 * static_cast<std::size_t>(columns);
+    const float gate = load(pre, r * width + c) + load(bias, c);
+    const float up = load(pre, r * width + columns + c) + load(bias, columns + c);
+    out[i] = __float2bfloat16(gate * sigmoidOf(gate) * up);
+  }
+}
+
+__global__ void biasSwigluBackward(const bf16 *dout, const bf16 *pre, const bf16 *bias, bf16 *dpre,
+                                   int rows, int columns) {
+  GRID_STRIDE(i, static_cast<std::size_t>(rows) * columns) {
+    const std::size_t r = i / columns, c = i % columns,
+                      width = 2 * static_cast<std::size_t>(columns);
+    const float gate = load(pre, r * width + c) + load(bias, c);
+    const float up = load(pre, r * width + columns + c) + load(bias, columns + c);
+    const float s = sigmoidOf(gate), d = load(dout, i);
+    dpre[r * width + c] = __float2bfloat16(d * up * s * (1.0f + gate * (1.0f - s)));
+    dpre[r * width + columns + c] = __float2bfloat16(d * gate * s);
+  }
+}
+
+// One thread per column, looping over rows: coalesced across the warp, enough for a bias.
+__global__ void addColumnSums(const bf16 *matrix, int rows, int columns, bf16 *bias_grad) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < columns; c += gridDim.x * blockDim.x) {
+    float sum = 0.0f;
+    for (int r = 0; r < rows; ++r)
+      sum += load(matrix, static_cast<std::size_t>(r) * columns + c);
+    bias_grad[c] = __float2bfloat16(__bfloat162float(bias_grad[c]) + sum);
+  }
+}
+
+// One block per row: a shared-memory tree reduction of the squares, then the scaling.
+__global__ void normalizeRows(bf16 *matrix, int columns) {
+  __shared__ float partial[kThreads];
+  bf16 *row = matrix + static_cast<std::size_t>(blockIdx.x) * columns;
+  float squares = 0.0f;
+  for (int c = threadIdx.x; c < columns; c += blockDim.x) {
+    const float x = __bfloat162float(row[c]);
+    squares += x * x;
+  }
+  partial[threadIdx.x] = squares;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const float rms = sqrtf(partial[0] / columns);
+  const bool usable = rms > 1e-30f && isfinite(rms);
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    row[c] = usable ? __float2bfloat16(__bfloat162float(row[c]) / rms) : __float2bfloat16(1.0f);
+}
+
+__global__ void fillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed) {
+  GRID_STRIDE(i, count) {
+    // A 32-bit integer hash (Wang hash variant) of the index mixed with the seed.
+    std::uint32_t x = static_cast<std::uint32_t>(i) * 747796405u + seed * 2891336453u + 1u;
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    data[i] = __float2bfloat16(scale * (static_cast<float>(x) / 2147483648.0f - 1.0f));
+  }
+}
+
+__global__ void toFloat(const bf16 *in, float *out, std::size_t count) {
+  GRID_STRIDE(i, count) {
+    out[i] = __bfloat162float(in[i]);
+  }
+}
+
+__global__ void toBf16(const float *in, bf16 *out, std::size_t count) {
+  GRID_STRIDE(i, count) {
+    out[i] = __float2bfloat16(in[i]);
+  }
+}
+
+std::size_t cells(int rows, int columns) {
+  return static_cast<std::size_t>(rows > 0 ? rows : 0) *
+         static_cast<std::size_t>(columns > 0 ? columns : 0);
+}
+
+} // namespace
+
+cudaError_t launchBiasGeluForward(const bf16 *pre, const bf16 *bias, bf16 *out, int rows,
+                                  int columns, cudaStream_t stream) {
+  biasGeluForward<<<blocksFor(cells(rows, columns)), kThreads, 0, stream>>>(pre, bias, out, rows,
+                                                                            columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchBiasGeluBackward(const bf16 *dout, const bf16 *pre, const bf16 *bias, bf16 *dpre,
+                                   int rows, int columns, cudaStream_t stream) {
+  biasGeluBackward<<<blocksFor(cells(rows, columns)), kThreads, 0, stream>>>(dout, pre, bias, dpre,
+                                                                             rows, columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchBiasSwigluForward(const bf16 *pre, const bf16 *bias, bf16 *out, int rows,
+                                    int columns, cudaStream_t stream) {
+  biasSwigluForward<<<blocksFor(cells(rows, columns)), kThreads, 0, stream>>>(pre, bias, out, rows,
+                                                                              columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchBiasSwigluBackward(const bf16 *dout, const bf16 *pre, const bf16 *bias,
+                                     bf16 *dpre, int rows, int columns, cudaStream_t stream) {
+  biasSwigluBackward<<<blocksFor(cells(rows, columns)), kThreads, 0, stream>>>(dout, pre, bias,
+                                                                               dpre, rows, columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAddColumnSums(const bf16 *matrix, int rows, int columns, bf16 *bias_grad,
+                                cudaStream_t stream) {
+  addColumnSums<<<blocksFor(cells(1, columns)), kThreads, 0, stream>>>(matrix, rows, columns,
+                                                                       bias_grad);
+  return cudaGetLastError();
+}
+
+cudaError_t launchNormalizeRows(bf16 *matrix, int rows, int columns, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  normalizeRows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(matrix, columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed,
+                              cudaStream_t stream) {
+  fillUniform<<<blocksFor(count), kThreads, 0, stream>>>(data, count, scale, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launchToFloat(const bf16 *in, float *out, std::size_t count, cudaStream_t stream) {
+  toFloat<<<blocksFor(count), kThreads, 0, stream>>>(in, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launchToBf16(const float *in, bf16 *out, std::size_t count, cudaStream_t stream) {
+  toBf16<<<blocksFor(count), kThreads, 0, stream>>>(in, out, count);
+  return cudaGetLastError();
+}
+
+} // namespace pipescope::kernels

@@ -1,0 +1,464 @@
+// pipescope-backend run as a person runs it: under mpirun with several ranks on the cpu device.
+// Each test makes its plan with the engine API (or the CLI), runs the backend, and checks the
+// measured trace: every op of the plan on its rank in the plan's order, no op before the ops it
+// depends on (within the reported clock error), and faults and refusals that end the run with
+// one clear message instead of a hang.
+#include <QtTest>
+
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <unistd.h>
+
+#include <map>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/plan_file.h"
+#include "engine/trace_file.h"
+
+using nlohmann::json;
+using namespace pipescope;
+
+namespace {
+
+struct BackendRun {
+  bool finished = false;
+  int exit_code = -1;
+  qint64 elapsed_ms = 0;
+  std::vector<json> events; ///< stdout, one JSON object per line
+  QString out, err;
+  bool all_lines_json = true;
+
+  std::vector<json> ofKind(const std::string &kind) const {
+    std::vector<json> found;
+    for (const auto &e : events)
+      if (e.value("event", "") == kind) found.push_back(e);
+    return found;
+  }
+  QString describe() const {
+    return QStringLiteral("exit %1 after %2 ms\nstdout:\n%3\nstderr:\n%4")
+        .arg(exit_code)
+        .arg(elapsed_ms)
+        .arg(out.left(3000), err.left(3000));
+  }
+};
+
+QStringList mpirun_options;
+
+// A plan with its lowered program, as `pipescope simulate --save-plan` writes it.
+void writePlan(const QString &path, const ScheduleRequest &request, Mesh mesh = {},
+               std::optional<ModelSetup> model = std::nullopt) {
+  Plan plan;
+  plan.request = request;
+  mesh.pp = request.pp;
+  plan.mesh = mesh;
+  plan.model = std::move(model);
+  auto evaluation = evaluatePlan(plan);
+  if (!evaluation) qFatal("plan: %s", evaluation.error().message.c_str());
+  auto saved = savePlan(path.toStdString(), plan, &evaluation->program);
+  if (!saved) qFatal("save: %s", saved.error().message.c_str());
+}
+
+BackendRun runBackend(int ranks, const QStringList &arguments,
+                      const std::map<QString, QString> &environment = {}, int timeout_ms = 60000) {
+  QProcess process;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  for (const auto &[key, value] : environment)
+    env.insert(key, value);
+  process.setProcessEnvironment(env);
+  QStringList args = mpirun_options;
+  args << QStringLiteral("-np") << QString::number(ranks) << QStringLiteral(PIPESCOPE_BACKEND)
+       << arguments;
+  QElapsedTimer timer;
+  timer.start();
+  process.start(QStringLiteral(PIPESCOPE_MPIEXEC), args);
+  BackendRun run;
+  run.finished = process.waitForFinished(timeout_ms);
+  run.elapsed_ms = timer.elapsed();
+  if (!run.finished) {
+    process.kill();
+    process.waitForFinished(5000);
+  }
+  run.exit_code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+  run.out = QString::fromUtf8(process.readAllStandardOutput());
+  run.err = QString::fromUtf8(process.readAllStandardError());
+  for (const QString &line : run.out.split('\n', Qt::SkipEmptyParts)) {
+    try {
+      run.events.push_back(json::parse(line.toStdString()));
+    } catch (const json::exception &) {
+      run.all_lines_json = false;
+    }
+  }
+  return run;
+}
+
+// Key of a part of the work: 0 = forward, 1 = input gradient (I, or B, or the B of a pair),
+// 2 = weight gradient (W, or included in B).
+using PartKey = std::tuple<int, int, int, int>; // step, part, stage, microbatch
+
+// Returns "" when the trace holds every op of the schedule on its rank in list order, for every
+// step, and no op starts before its inputs ended; else the first problem.
+std::string checkTrace(const Trace &trace, const Schedule &schedule, int steps) {
+  // Each rank's times are within ±clock_error_us of rank 0's clock, so two ranks' times compare
+  // within twice that; +1 µs for the timers' own rounding.
+  const double tolerance = 2 * trace.clock_error_us + 1.0;
+  std::map<std::tuple<int, int>, std::vector<const TraceOp *>> by_rank_step;
+  for (const auto &op : trace.ops)
+    by_rank_step[{op.step, op.rank}].push_back(&op);
+  std::map<PartKey, std::pair<double, int>> ends; // end time and rank
+  for (int step = 0; step < steps; ++step)
+    for (int r = 0; r < schedule.pp(); ++r) {
+      auto records = by_rank_step[{step, r}];
+      std::stable_sort(records.begin(), records.end(), [](const TraceOp *a, const TraceOp *b) {
+        return a->start_us < b->start_us || (a->start_us == b->start_us && a->index < b->index);
+      });
+      const auto &ops = schedule.ranks[static_cast<std::size_t>(r)];
+      std::size_t at = 0;
+      double previous_end = -1e300;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const Op &op = ops[i];
+        const int parts = op.kind == OpKind::OverlappedPair ? 2 : 1;
+        for (int part = 0; part < parts; ++part, ++at) {
+          const std::string where = "step " + std::to_string(step) + " rank " + std::to_string(r) +
+                                    " op " + std::to_string(i) + " (" + formatOp(op) + ")";
+          if (at >= records.size()) return where + ": missing from the trace";
+          const TraceOp &t = *records[at];
+          OpKind kind = op.kind;
+          int stage = op.stage, microbatch = op.microbatch;
+          if (op.kind == OpKind::OverlappedPair) {
+            kind = part == 0 ? OpKind::Forward : OpKind::FullBackward;
+            if (part == 1) stage = op.backward_stage, microbatch = op.backward_microbatch;
+            if (!t.overlapped) return where + ": not marked overlapped";
+          }
+          if (t.index != static_cast<int>(i) || t.kind != kind || t.stage != stage ||
+              t.microbatch != microbatch)
+            return where + ": the trace has " + std::string(opKindLetter(t.kind)) +
+                   std::to_string(t.stage) + "/" + std::to_string(t.microbatch) + " at index " +
+                   std::to_string(t.index) + " in its place";
+          if (t.end_us < t.start_us) return where + ": ends before it starts";
+          if (part == 0 && t.start_us < previous_end)
+            return where + ": starts before the rank's previous op ended";
+          if (part == parts - 1) previous_end = t.end_us;
+          const int key = kind == OpKind::Forward ? 0 : kind == OpKind::WeightGrad ? 2 : 1;
+          ends[{step, key, stage, microbatch}] = {t.end_us, r};
+          if (kind == OpKind::FullBackward) ends[{step, 2, stage, microbatch}] = {t.end_us, r};
+        }
+      }
+      if (at != records.size())
+        return "step " + std::to_string(step) + " rank " + std::to_string(r) +
+               ": more records than ops";
+    }
+  // Dependencies (DESIGN.md §2): F(s,m) after F(prev,m); I/B(s,m) after F(s,m) and the
+  // backward of (next,m); W(s,m) after I(s,m).
+  const Placement &placement = schedule.placement;
+  for (const auto &t : trace.ops) {
+    const auto need = [&](int part, int stage, int microbatch) -> std::string {
+      const auto it = ends.find({t.step, part, stage, microbatch});
+      if (it == ends.end()) return "a dependency is missing";
+      const double slack = it->second.second == t.rank ? 0.0 : tolerance;
+      if (t.start_us + slack < it->second.first)
+        return std::string(opKindLetter(t.kind)) + std::to_string(t.stage) + "/" +
+               std::to_string(t.microbatch) + " on rank " + std::to_string(t.rank) + " step " +
+               std::to_string(t.step) + " starts at " + std::to_string(t.start_us) +
+               " before its input (part " + std::to_string(part) + " of stage " +
+               std::to_string(stage) + ") ends at " + std::to_string(it->second.first);
+      return {};
+    };
+    std::string problem;
+    switch (t.kind) {
+    case OpKind::Forward:
+      if (placement.previousStage(t.stage) >= 0)
+        problem = need(0, placement.previousStage(t.stage), t.microbatch);
+      break;
+    case OpKind::InputGrad:
+    case OpKind::FullBackward:
+      problem = t.overlapped ? std::string() : need(0, t.stage, t.microbatch);
+      if (problem.empty() && placement.nextStage(t.stage) >= 0)
+        problem = need(1, placement.nextStage(t.stage), t.microbatch);
+      break;
+    case OpKind::WeightGrad: problem = need(1, t.stage, t.microbatch); break;
+    case OpKind::OverlappedPair: problem = "a pair record in the trace"; break;
+    }
+    if (!problem.empty()) return problem;
+  }
+  return {};
+}
+
+ModelSetup tinyModel() {
+  ModelSetup setup;
+  setup.model.name = "tiny";
+  setup.model.layers = 4;
+  setup.model.hidden = 64;
+  setup.model.ffn_hidden = 160;
+  setup.model.heads = 4;
+  setup.model.kv_heads = 2;
+  setup.model.vocab = 512;
+  setup.model.sequence_length = 64;
+  setup.model.microbatch_size = 1;
+  return setup;
+}
+
+} // namespace
+
+class TestBackendRuns : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString path(const QString &name) const { return dir_.filePath(name); }
+
+private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    QProcess version;
+    version.start(QStringLiteral(PIPESCOPE_MPIEXEC), {QStringLiteral("--version")});
+    QVERIFY(version.waitForFinished(30000));
+    const QString text = QString::fromUtf8(version.readAllStandardOutput());
+    if (text.contains(QStringLiteral("Open MPI")) || text.contains(QStringLiteral("OpenRTE")) ||
+        text.contains(QStringLiteral("open-mpi.org"))) {
+      // The CI machine has 2 cores and runs as root; containers forbid the single-copy transport.
+      mpirun_options << QStringLiteral("--oversubscribe") << QStringLiteral("--mca")
+                     << QStringLiteral("btl_vader_single_copy_mechanism") << QStringLiteral("none");
+      if (geteuid() == 0) mpirun_options << QStringLiteral("--allow-run-as-root");
+    }
+  }
+
+  void runsEveryScheduleFamily_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<int>("microbatches");
+    QTest::addColumn<int>("chunks");
+    QTest::newRow("gpipe P=2 M=4") << "gpipe" << 2 << 4 << 1;
+    QTest::newRow("1f1b P=4 M=8") << "1f1b" << 4 << 8 << 1;
+    QTest::newRow("interleaved-1f1b P=2 V=2 M=4") << "interleaved-1f1b" << 2 << 4 << 2;
+    QTest::newRow("zb-h1 P=3 M=6") << "zb-h1" << 3 << 6 << 1;
+    QTest::newRow("dualpipe P=2 M=4") << "dualpipe" << 2 << 4 << 1;
+    QTest::newRow("zb-v P=2 M=4") << "zb-v" << 2 << 4 << 2;
+    QTest::newRow("dualpipev P=2 M=4") << "dualpipev" << 2 << 4 << 2;
+  }
+
+  void runsEveryScheduleFamily() {
+    QFETCH(QString, name);
+    QFETCH(int, pp);
+    QFETCH(int, microbatches);
+    QFETCH(int, chunks);
+    ScheduleRequest request;
+    request.name = name.toStdString();
+    request.pp = pp;
+    request.microbatches = microbatches;
+    request.chunks = chunks;
+    const QString plan = path(name + ".plan"), trace = path(name + ".trace");
+    writePlan(plan, request);
+    const int steps = 2;
+    const BackendRun run = runBackend(pp, {"--plan", plan, "--trace", trace, "--steps",
+                                           QString::number(steps), "--size-scale", "600"});
+    QVERIFY2(run.finished, qPrintable(run.describe()));
+    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
+    QVERIFY2(run.all_lines_json, qPrintable(run.describe()));
+    QCOMPARE(run.ofKind("step").size(), std::size_t(steps));
+    QCOMPARE(run.ofKind("done").size(), std::size_t(1));
+    QCOMPARE(run.ofKind("error").size(), std::size_t(0));
+
+    auto loaded = loadTrace(trace.toStdString());
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    QCOMPARE(loaded->source, std::string("measured"));
+    QCOMPARE(loaded->devices.size(), std::size_t(pp));
+    QVERIFY(loaded->clock_error_us >= 0 && loaded->clock_error_us < 10000);
+    QVERIFY(loaded->makespan_us > 0);
+    auto schedule = generateSchedule(request);
+    QVERIFY(schedule);
+    const std::string problem = checkTrace(*loaded, *schedule, steps);
+    QVERIFY2(problem.empty(), problem.c_str());
+    // The live step lines carry the same ops as the file.
+    std::size_t streamed = 0;
+    for (const auto &step : run.ofKind("step"))
+      streamed += step["ops"].size();
+    QCOMPARE(streamed, loaded->ops.size());
+  }
+
+  // A model plan with tensor parallelism: real layer shapes and TP all-reduces inside layers.
+  void runsAModelWithTensorParallelism() {
+    ScheduleRequest request;
+    request.name = "1f1b";
+    request.pp = 2;
+    request.microbatches = 4;
+    Mesh mesh;
+    mesh.tp = 2;
+    const QString plan = path("tp.plan"), trace = path("tp.trace");
+    writePlan(plan, request, mesh, tinyModel());
+    const BackendRun run =
+        runBackend(4, {"--plan", plan, "--trace", trace, "--steps", "1", "--size-scale", "1"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
+    const auto start = run.ofKind("start");
+    QCOMPARE(start.size(), std::size_t(1));
+    QCOMPARE(start[0]["workload"]["from_model"].get<bool>(), true);
+    QCOMPARE(start[0]["workload"]["stages"][0]["heads"].get<int>(), 2); // 4 heads over tp = 2
+    auto loaded = loadTrace(trace.toStdString());
+    QVERIFY(loaded);
+    QCOMPARE(loaded->devices.size(), std::size_t(4));
+    const std::string problem = checkTrace(*loaded, *generateSchedule(request), 1);
+    QVERIFY2(problem.empty(), problem.c_str());
+  }
+
+  // Data parallelism: two pipeline replicas and the gradient all-reduce at the end of the step.
+  void runsDataParallelReplicas() {
+    ScheduleRequest request;
+    request.name = "zb-h1";
+    request.pp = 2;
+    request.microbatches = 4;
+    Mesh mesh;
+    mesh.dp = 2;
+    const QString plan = path("dp.plan"), trace = path("dp.trace");
+    writePlan(plan, request, mesh);
+    const BackendRun run =
+        runBackend(4, {"--plan", plan, "--trace", trace, "--steps", "1", "--size-scale", "500"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
+    const auto steps = run.ofKind("step");
+    QCOMPARE(steps.size(), std::size_t(1));
+    QVERIFY(steps[0]["gradient_sync_us"].get<double>() > 0);
+    auto loaded = loadTrace(trace.toStdString());
+    QVERIFY(loaded);
+    const std::string problem = checkTrace(*loaded, *generateSchedule(request), 1);
+    QVERIFY2(problem.empty(), problem.c_str());
+  }
+
+  // `pipescope simulate --save-plan` writes a plan the backend runs as it is.
+  void runsThePlanTheCliSaves() {
+    const QString plan = path("cli.plan"), trace = path("cli.trace");
+    QProcess cli;
+    cli.start(QStringLiteral(PIPESCOPE_CLI),
+              {"simulate", "--schedule", "interleaved-1f1b", "--pp", "2", "--virtual-stages", "2",
+               "--microbatches", "4", "--save-plan", plan});
+    QVERIFY(cli.waitForFinished(30000));
+    QCOMPARE(cli.exitCode(), 0);
+    const BackendRun run =
+        runBackend(2, {"--plan", plan, "--trace", trace, "--steps", "1", "--size-scale", "500"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
+    QCOMPARE(run.ofKind("done").size(), std::size_t(1));
+  }
+
+  void refusesAMalformedPlan() {
+    const QString plan = path("bad.plan");
+    QFile file(plan);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("{\"format\": \"pipescope.plan\", \"version\": 1, \"schedule\": {\"name\": 3}}");
+    file.close();
+    const BackendRun run = runBackend(2, {"--plan", plan, "--trace", path("bad.trace")});
+    QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
+    const auto errors = run.ofKind("error");
+    QCOMPARE(errors.size(), std::size_t(1));
+    QVERIFY2(errors[0]["message"].get<std::string>().find("/schedule/name") != std::string::npos,
+             errors[0].dump().c_str());
+    QVERIFY(!QFile::exists(path("bad.trace")));
+  }
+
+  void refusesAPlanWithoutItsProgram() {
+    Plan plan;
+    plan.request.pp = 2;
+    plan.request.microbatches = 4;
+    plan.mesh.pp = 2;
+    QVERIFY(savePlan(path("bare.plan").toStdString(), plan)); // no program
+    const BackendRun run = runBackend(2, {"--plan", path("bare.plan"), "--trace", path("x")});
+    QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
+    const auto errors = run.ofKind("error");
+    QCOMPARE(errors.size(), std::size_t(1));
+    QVERIFY(errors[0]["message"].get<std::string>().find("--save-plan") != std::string::npos);
+  }
+
+  void refusesAMeshTheLaunchDoesNotMatch() {
+    ScheduleRequest request;
+    request.pp = 4;
+    request.microbatches = 4;
+    writePlan(path("four.plan"), request);
+    const BackendRun run = runBackend(2, {"--plan", path("four.plan"), "--trace", path("x")});
+    QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
+    const auto errors = run.ofKind("error");
+    QCOMPARE(errors.size(), std::size_t(1));
+    const std::string message = errors[0]["message"];
+    QVERIFY2(message.find("needs 4 processes") != std::string::npos &&
+                 message.find("started 2") != std::string::npos,
+             message.c_str());
+  }
+
+  void refusesAMissingGpu() {
+    QProcess list;
+    list.start(QStringLiteral(PIPESCOPE_BACKEND), {QStringLiteral("--list-devices")});
+    QVERIFY(list.waitForFinished(30000));
+    const json devices = json::parse(list.readAllStandardOutput().toStdString());
+    if (devices.value("gpus", 0) > 0) QSKIP("this machine has a GPU");
+    ScheduleRequest request;
+    request.pp = 1;
+    request.microbatches = 2;
+    writePlan(path("one.plan"), request);
+    const BackendRun run =
+        runBackend(1, {"--plan", path("one.plan"), "--trace", path("x"), "--device", "cuda"});
+    QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
+    const auto errors = run.ofKind("error");
+    QCOMPARE(errors.size(), std::size_t(1));
+    const std::string message = errors[0]["message"];
+    QVERIFY2(message.find("GPU") != std::string::npos ||
+                 message.find("without CUDA") != std::string::npos,
+             message.c_str());
+  }
+
+  void refusesAnUnknownOption() {
+    const BackendRun run = runBackend(2, {"--plan", "p", "--trace", "t", "--stpes", "3"});
+    QVERIFY(run.finished && run.exit_code != 0);
+    const auto errors = run.ofKind("error");
+    QCOMPARE(errors.size(), std::size_t(1));
+    QVERIFY(errors[0]["message"].get<std::string>().find("--stpes") != std::string::npos);
+  }
+
+  // A rank killed in the middle of the run ends the whole run with the error reported and a
+  // non-zero exit, not a hang; the steps already measured stay in the trace.
+  void aKilledRankEndsTheRun() {
+    ScheduleRequest request;
+    request.pp = 4;
+    request.microbatches = 8;
+    writePlan(path("kill.plan"), request);
+    const QString trace = path("kill.trace");
+    // Rank 1 runs 16 ops a step: 1 warm-up step, 1 measured step, then 5 ops into the next.
+    const BackendRun run = runBackend(
+        4, {"--plan", path("kill.plan"), "--trace", trace, "--steps", "3", "--size-scale", "500"},
+        {{"PIPESCOPE_BACKEND_TEST_KILL_RANK", "1"}, {"PIPESCOPE_BACKEND_TEST_AFTER_OPS", "37"}});
+    QVERIFY2(run.finished, qPrintable(run.describe()));
+    QVERIFY2(run.exit_code != 0, qPrintable(run.describe()));
+    QVERIFY2(run.elapsed_ms < 30000, qPrintable(run.describe()));
+    const auto errors = run.ofKind("error");
+    QVERIFY2(!errors.empty(), qPrintable(run.describe()));
+    QVERIFY(errors[0]["rank"].is_number_integer());
+    QVERIFY(run.ofKind("done").empty());
+    auto loaded = loadTrace(trace.toStdString());
+    QVERIFY2(loaded, qPrintable(run.describe()));
+    const std::string problem = checkTrace(*loaded, *generateSchedule(request), 1);
+    QVERIFY2(problem.empty(), problem.c_str());
+    for (const auto &op : loaded->ops)
+      QCOMPARE(op.step, 0);
+  }
+
+  // A rank that hangs: the others see no progress within --timeout, say what they wait for, and
+  // stop the run.
+  void aHungRankEndsTheRun() {
+    ScheduleRequest request;
+    request.pp = 3;
+    request.microbatches = 4;
+    writePlan(path("hang.plan"), request);
+    const BackendRun run = runBackend(
+        3,
+        {"--plan", path("hang.plan"), "--trace", path("hang.trace"), "--size-scale", "500",
+         "--timeout", "2"},
+        {{"PIPESCOPE_BACKEND_TEST_HANG_RANK", "2"}, {"PIPESCOPE_BACKEND_TEST_AFTER_OPS", "12"}});
+    QVERIFY2(run.finished, qPrintable(run.describe()));
+    QVERIFY2(run.exit_code != 0, qPrintable(run.describe()));
+    QVERIFY2(run.elapsed_ms < 30000, qPrintable(run.describe()));
+    bool timed_out = false;
+    for (const auto &error : run.ofKind("error"))
+      timed_out |= error["message"].get<std::string>().find("no progress") != std::string::npos;
+    QVERIFY2(timed_out, qPrintable(run.describe()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBackendRuns)
+#include "test_backend_runs.moc"

@@ -1,0 +1,417 @@
+// The backend's parts one at a time: the CPU GEMM against the naive reference, the fused
+// elementwise math against finite differences, the synthetic stage, workload sizing, the
+// measured-trace builder, the command line and launch detection.
+#include <QtTest>
+
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <thread>
+
+#include <unistd.h>
+
+#include "backend/clock_sync.h"
+#include "backend/launch.h"
+#include "backend/measured_trace.h"
+#include "backend/options.h"
+#include "backend/tcp_channel.h"
+#include "backend/workload.h"
+#include "engine/plan_file.h"
+#include "kernels/cpu_elementwise.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_stage.h"
+
+using namespace pipescope;
+using namespace pipescope::backend;
+using kernels::Transpose;
+
+namespace {
+
+std::vector<float> values(std::size_t count, unsigned seed) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] =
+        static_cast<float>(((i + 1) * 2654435761u + std::size_t{seed} * 40503u) % 2001u) / 1000.0f -
+        1.0f;
+  return out;
+}
+
+bool allFinite(const std::vector<float> &data) {
+  return std::all_of(data.begin(), data.end(), [](float x) { return std::isfinite(x); });
+}
+
+Result<Evaluation> evaluateRequest(Plan &plan, ModelDerivation *derivation) {
+  return evaluatePlan(plan, {}, derivation);
+}
+
+} // namespace
+
+class TestBackendUnits : public QObject {
+  Q_OBJECT
+
+private slots:
+  void gemmMatchesTheReference_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("variant");
+    QTest::addColumn<float>("alpha");
+    QTest::addColumn<float>("beta");
+    const int sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 64, 64}, {130, 600, 300}, {37, 45, 129}};
+    for (const auto &s : sizes)
+      for (int variant = 0; variant < 4; ++variant)
+        QTest::addRow("%dx%dx%d op%d", s[0], s[1], s[2], variant)
+            << s[0] << s[1] << s[2] << variant << (variant == 3 ? 0.5f : 1.0f)
+            << (variant == 2 ? 0.75f : 0.0f);
+  }
+
+  void gemmMatchesTheReference() {
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(int, variant);
+    QFETCH(float, alpha);
+    QFETCH(float, beta);
+    const Transpose ta = variant & 1 ? Transpose::Yes : Transpose::No;
+    const Transpose tb = variant & 2 ? Transpose::Yes : Transpose::No;
+    const auto a = values(static_cast<std::size_t>(m) * k, 1);
+    const auto b = values(static_cast<std::size_t>(k) * n, 2);
+    auto got = values(static_cast<std::size_t>(m) * n, 3), want = got;
+    const int lda = ta == Transpose::Yes ? m : k, ldb = tb == Transpose::Yes ? k : n;
+    kernels::gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, got.data(), n);
+    kernels::gemmReference(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, want.data(),
+                           n);
+    const double error = kernels::maxRelativeError(got.data(), want.data(), got.size());
+    QVERIFY2(error < 1e-5, qPrintable(QString::number(error)));
+  }
+
+  void gemmHonoursLeadingDimensions() {
+    // A 3×2 block inside a 5-wide matrix times a 2×4 block inside a 6-wide one.
+    const auto a = values(std::size_t{3} * 5, 4), b = values(std::size_t{2} * 6, 5);
+    std::vector<float> got(std::size_t{3} * 7, 9.0f), want = got;
+    kernels::gemm(Transpose::No, Transpose::No, 3, 4, 2, 1.0f, a.data() + 1, 5, b.data() + 2, 6,
+                  0.0f, got.data(), 7);
+    kernels::gemmReference(Transpose::No, Transpose::No, 3, 4, 2, 1.0f, a.data() + 1, 5,
+                           b.data() + 2, 6, 0.0f, want.data(), 7);
+    QVERIFY(kernels::maxRelativeError(got.data(), want.data(), got.size()) < 1e-6);
+    QCOMPARE(got[6], 9.0f); // columns past n are untouched
+  }
+
+  void maxRelativeErrorSeesNaN() {
+    const float x[] = {1.0f, NAN}, y[] = {1.0f, 1.0f};
+    QVERIFY(std::isinf(kernels::maxRelativeError(x, y, 2)));
+  }
+
+  void activationDerivativesMatchFiniteDifferences() {
+    for (float x : {-3.0f, -1.0f, -0.1f, 0.0f, 0.3f, 2.0f}) {
+      const float h = 1e-3f;
+      const float numeric = (kernels::gelu(x + h) - kernels::gelu(x - h)) / (2 * h);
+      QVERIFY2(std::abs(numeric - kernels::geluDerivative(x)) < 1e-3f,
+               qPrintable(QString::number(x)));
+    }
+    // SwiGLU: pre = [gate | up], one row, two columns.
+    const float pre[] = {0.7f, -1.2f, 0.4f, 2.0f}, bias[] = {0.1f, 0.0f, -0.2f, 0.3f};
+    const float dout[] = {1.0f, 1.0f};
+    float dpre[4];
+    kernels::biasSwigluBackward(dout, pre, bias, dpre, 1, 2);
+    for (int i = 0; i < 4; ++i) {
+      float plus[4], minus[4], out_plus[2], out_minus[2];
+      std::copy(pre, pre + 4, plus);
+      std::copy(pre, pre + 4, minus);
+      plus[i] += 1e-3f;
+      minus[i] -= 1e-3f;
+      kernels::biasSwigluForward(plus, bias, out_plus, 1, 2);
+      kernels::biasSwigluForward(minus, bias, out_minus, 1, 2);
+      const float numeric = (out_plus[0] + out_plus[1] - out_minus[0] - out_minus[1]) / 2e-3f;
+      QVERIFY2(std::abs(numeric - dpre[i]) < 2e-3f, qPrintable(QString::number(i)));
+    }
+  }
+
+  void layerFlopsFollowNarayanan() {
+    // A GPT layer (MHA, GELU, f = 4h): forward = 24·b·s·h² + 4·b·s²·h (Narayanan et al. 2021).
+    kernels::LayerShape l;
+    l.batch = 2, l.sequence = 128, l.heads = 8, l.kv_heads = 8, l.head_dim = 32;
+    l.hidden = 256, l.ffn = 1024, l.gated = false;
+    const double b = 2, s = 128, h = 256;
+    QCOMPARE(l.forwardFlops(), 24 * b * s * h * h + 4 * b * s * s * h);
+    QCOMPARE(l.inputGradFlops() + l.weightGradFlops(), 2 * l.forwardFlops());
+  }
+
+  void cpuStageSplitsTheBackward() {
+    kernels::StageWork work;
+    work.layers = 2;
+    work.layer.batch = 2, work.layer.sequence = 16, work.layer.heads = 4, work.layer.kv_heads = 2;
+    work.layer.head_dim = 8, work.layer.hidden = 32, work.layer.ffn = 48, work.layer.gated = true;
+    work.head_vocab = 40;
+    kernels::CpuStage stage(work, 3);
+    std::vector<float> input = values(stage.activationElements(), 6), output(input.size());
+    std::vector<float> input_grad(input.size());
+    QVERIFY(stage.forward(input.data(), output.data(), {}));
+    QVERIFY(allFinite(output));
+    QVERIFY(output != input);
+    const auto grads_before = stage.weightGradients();
+    QVERIFY(stage.inputGrad(nullptr, input_grad.data(), {}));
+    QVERIFY(allFinite(input_grad));
+    QVERIFY(stage.weightGradients() == grads_before); // I leaves the weight gradients alone
+    stage.weightGrad();
+    QVERIFY(stage.weightGradients() != grads_before); // W accumulates them
+    QVERIFY(allFinite(stage.weightGradients()));
+    // A TP all-reduce is called twice in the forward and twice in the input-grad per layer.
+    int calls = 0;
+    const kernels::AllReduceSum count = [&calls](float *, std::size_t) { return ++calls, true; };
+    QVERIFY(stage.forward(input.data(), output.data(), count));
+    QVERIFY(stage.inputGrad(output.data(), input_grad.data(), count));
+    QCOMPARE(calls, 4 * work.layers);
+    const kernels::AllReduceSum failing = [](float *, std::size_t) { return false; };
+    QVERIFY(!stage.forward(input.data(), output.data(), failing));
+  }
+
+  void unitGemmCountsFollowThePlannedTimes() {
+    Plan plan;
+    plan.request.name = "zb-h1";
+    plan.request.pp = 2;
+    plan.request.microbatches = 4;
+    plan.mesh.pp = 2;
+    plan.costs.forward_us = 100, plan.costs.backward_us = 300, plan.costs.weight_us = 100;
+    ModelDerivation derivation;
+    auto evaluation = evaluateRequest(plan, &derivation);
+    QVERIFY(evaluation);
+    DeviceSpeed speed;
+    speed.unit = 32, speed.unit_gemm_us = 10;
+    auto workload = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 2.0, speed);
+    QVERIFY(workload);
+    QCOMPARE(workload->stages.size(), std::size_t(2));
+    for (const auto &stage : workload->stages) {
+      QCOMPARE(stage.unit, 32);
+      QCOMPARE(stage.unit_forward, 20);    // 100 µs × 2 / 10 µs
+      QCOMPARE(stage.unit_input_grad, 40); // (300 - 100) × 2 / 10
+      QCOMPARE(stage.unit_weight_grad, 20);
+    }
+    // Automatic: the largest op (B = 300 µs) becomes the cpu target.
+    auto automatic = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 0, speed);
+    QVERIFY(automatic);
+    QCOMPARE(automatic->size_scale, automaticTargetMicroseconds(DeviceKind::Cpu) / 300.0);
+    auto too_big = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 1e6, speed);
+    QVERIFY(!too_big);
+  }
+
+  void modelScaleAimsAtTheTarget() {
+    Plan plan;
+    plan.request.pp = 2;
+    plan.request.microbatches = 4;
+    plan.mesh.pp = 2;
+    plan.mesh.tp = 2;
+    ModelSetup setup;
+    setup.model.layers = 8;
+    setup.model.hidden = 1024;
+    setup.model.heads = 8;
+    setup.model.kv_heads = 8;
+    setup.model.ffn_hidden = 4096;
+    setup.model.sequence_length = 1024;
+    setup.model.vocab = 32000;
+    plan.model = setup;
+    ModelDerivation derivation;
+    auto evaluation = evaluateRequest(plan, &derivation);
+    QVERIFY2(evaluation, evaluation ? "" : evaluation.error().message.c_str());
+    DeviceSpeed speed;
+    speed.flops_per_us = 5000; // 5 GFLOP/s
+    auto workload = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 0, speed);
+    QVERIFY(workload);
+    QVERIFY(workload->size_scale < 1);
+    double largest = 0;
+    for (const auto &stage : workload->stages)
+      largest = std::max({largest, stage.forwardFlops(), stage.inputGradFlops()});
+    const double us = largest / speed.flops_per_us;
+    const double target = automaticTargetMicroseconds(DeviceKind::Cpu);
+    QVERIFY2(us <= target && us > 0.7 * target, qPrintable(QString::number(us)));
+    // Layers per stage from the model, the head on the last stage, heads split by tp, heads no
+    // narrower than 16.
+    QCOMPARE(workload->stages[0].layers + workload->stages[1].layers, 8);
+    QCOMPARE(workload->stages[0].head_vocab, 0);
+    QVERIFY(workload->stages[1].head_vocab > 0);
+    const auto &layer = workload->stages[0].layer;
+    QCOMPARE(layer.heads * 2 * layer.head_dim, layer.hidden);
+    QVERIFY(layer.head_dim >= 16);
+    QCOMPARE(layer.kv_heads, layer.heads); // multi-head attention stays so
+  }
+
+  void recordsRoundTrip() {
+    RankStepRecord record;
+    record.pipeline_rank = 2;
+    record.coords = {1, 2, 3};
+    record.timings.ops = {{1, 2}, {3, 5}};
+    record.timings.sends = {{7, 2.5}};
+    record.timings.arrivals = {{4, 0.5}, {9, 4.5}};
+    record.timings.gradient_sync_us = 12;
+    auto decoded = decodeRecord(encodeRecord(record));
+    QVERIFY(decoded);
+    QCOMPARE(decoded->coords, record.coords);
+    QCOMPARE(decoded->timings.ops.size(), std::size_t(2));
+    QCOMPARE(decoded->timings.ops[1].end_us, 5.0);
+    QCOMPARE(decoded->timings.arrivals, record.timings.arrivals);
+    QCOMPARE(decoded->timings.gradient_sync_us, 12.0);
+    auto cut = encodeRecord(record);
+    cut.resize(cut.size() - 3);
+    QVERIFY(!decodeRecord(cut));
+    QCOMPARE(decodeText(encodeText("gpu: H100")), std::string("gpu: H100"));
+  }
+
+  void traceBuilderRecordsEveryOp() {
+    Plan plan;
+    plan.request.name = "dualpipe";
+    plan.request.pp = 2;
+    plan.request.microbatches = 4;
+    plan.mesh.pp = 2;
+    auto evaluation = evaluatePlan(plan);
+    QVERIFY(evaluation);
+    const Schedule &schedule = evaluation->schedule;
+    MeasuredTraceBuilder builder(plan, schedule, evaluation->program, {"a", "b"}, 1024);
+    std::vector<RankStepRecord> records;
+    std::size_t pairs = 0, ops = 0;
+    for (int r = 0; r < 2; ++r) {
+      RankStepRecord record;
+      record.pipeline_rank = r;
+      record.coords = {0, r, 0};
+      double t = 1000 + r; // an arbitrary origin, as aligned clocks give
+      for (const Op &op : schedule.ranks[static_cast<std::size_t>(r)]) {
+        record.timings.ops.push_back({t, t + 10});
+        t += 20; // busy half the time
+        pairs += op.kind == OpKind::OverlappedPair;
+        ++ops;
+      }
+      records.push_back(record);
+    }
+    QVERIFY(builder.addStep(0, records, 3.0));
+    const Trace &trace = builder.trace();
+    QCOMPARE(trace.ops.size(), ops + pairs);
+    QCOMPARE(trace.source, std::string("measured"));
+    QCOMPARE(trace.clock_error_us, 3.0);
+    QCOMPARE(trace.ops.front().start_us, 0.0); // the first op of the first step is time 0
+    QVERIFY(trace.bubble_fraction > 0.45 && trace.bubble_fraction < 0.55);
+    QCOMPARE(builder.stepOps(0).size(), trace.ops.size());
+    auto refit = builder.calibrated(plan.costs);
+    QVERIFY(refit); // overlapped pairs included
+    QVERIFY(refit->simulation.makespan_us > 0);
+    records.pop_back();
+    QVERIFY(!builder.addStep(1, records, 0)); // a rank's timings missing
+  }
+
+  void optionsParse() {
+    const char *good[] = {
+        "pipescope-backend", "--plan", "p.json",  "--trace", "t.json",       "--device", "cuda",
+        "--warmup",          "2",      "--steps", "5",       "--size-scale", "0.25"};
+    auto options = parseOptions(13, const_cast<char **>(good));
+    QVERIFY(options);
+    QCOMPARE(options->device, DeviceKind::Cuda);
+    QCOMPARE(options->measured_steps, 5);
+    QCOMPARE(options->size_scale, 0.25);
+    const char *bad_device[] = {"x", "--plan", "p", "--trace", "t", "--device", "tpu"};
+    auto refused = parseOptions(7, const_cast<char **>(bad_device));
+    QVERIFY(!refused);
+    QVERIFY(refused.error().message.find("cpu, cuda or gpu-shared") != std::string::npos);
+    const char *no_trace[] = {"x", "--plan", "p"};
+    QVERIFY(!parseOptions(3, const_cast<char **>(no_trace)));
+    const char *fraction[] = {"x", "--plan", "p", "--trace", "t", "--steps", "1.5"};
+    QVERIFY(!parseOptions(7, const_cast<char **>(fraction)));
+  }
+
+  // The torchrun path's control channel: a TCP star on localhost, three ranks as threads.
+  void tcpChannelCoordinatesRanks() {
+    const int port = 20000 + static_cast<int>(getpid() % 20000);
+    constexpr int kRanks = 3;
+    std::vector<std::string> problems(kRanks);
+    std::vector<std::vector<std::vector<double>>> gathered(kRanks);
+    std::vector<std::string> received(kRanks);
+    std::vector<double> clock_errors(kRanks, -1);
+    std::vector<std::thread> threads;
+    threads.reserve(kRanks);
+    for (int rank = 0; rank < kRanks; ++rank)
+      threads.emplace_back([&, rank] {
+        auto channel = connectTcpChannel(rank, kRanks, "127.0.0.1", port, 20);
+        if (!channel) {
+          problems[rank] = channel.error().message;
+          return;
+        }
+        ControlChannel &c = **channel;
+        std::vector<char> bytes;
+        if (rank == 0) bytes = {'n', 'c', 'c', 'l'};
+        auto first = c.firstFailure(rank != 2, 20);
+        auto all = c.gather({double(rank), double(rank * 10)}, 20);
+        auto domains = findClockDomains(c, 20);
+        if (!domains) {
+          problems[rank] = domains.error().message;
+          return;
+        }
+        // One host: every rank shares rank 0's clock. Ping-pong anyway, as across hosts.
+        ClockDomains separate;
+        separate.this_rank_shares_root_clock = false;
+        separate.shares_root_clock.assign(kRanks, 0);
+        if (!domains->this_rank_shares_root_clock) {
+          problems[rank] = "a thread of this process does not share rank 0's clock";
+          return;
+        }
+        auto alignment = alignClocks(c, separate, 20, 3);
+        if (!first || *first != 2 || !c.barrier(20) || !c.broadcast(bytes, 20) || !all ||
+            !alignment) {
+          problems[rank] = "a collective failed";
+          return;
+        }
+        received[rank] = std::string(bytes.begin(), bytes.end());
+        gathered[rank] = *all;
+        clock_errors[rank] = alignment->error_us;
+        c.finish();
+      });
+    for (auto &thread : threads)
+      thread.join();
+    for (int rank = 0; rank < kRanks; ++rank) {
+      QVERIFY2(problems[rank].empty(), problems[rank].c_str());
+      QCOMPARE(received[rank], std::string("nccl"));
+    }
+    QCOMPARE(gathered[0].size(), std::size_t(kRanks));
+    QCOMPARE(gathered[0][2], (std::vector<double>{2, 20}));
+    QVERIFY(gathered[1].empty());
+    QVERIFY(clock_errors[0] >= 0 && clock_errors[0] < 1e6); // one host: one clock
+  }
+
+  void tcpChannelTimesOutWithoutPeers() {
+    auto channel = connectTcpChannel(1, 2, "127.0.0.1", 1, 0.3); // nobody listens on port 1
+    QVERIFY(!channel);
+    QVERIFY(channel.error().message.find("cannot connect") != std::string::npos);
+  }
+
+  void launchIsDetectedFromTheEnvironment() {
+    for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
+                             "SLURM_STEP_NUM_TASKS", "RANK", "WORLD_SIZE"})
+      unsetenv(name);
+    QCOMPARE(detectLaunch().launcher, Launcher::Single);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("MASTER_ADDR", "node0", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    auto torchrun = detectLaunch();
+    QCOMPARE(torchrun.launcher, Launcher::Torchrun);
+    QCOMPARE(torchrun.rank, 3);
+    QCOMPARE(torchrun.world_size, 8);
+    QCOMPARE(torchrun.local_rank, 1);
+    QCOMPARE(torchrun.master_port, 29500);
+    setenv("SLURM_PROCID", "5", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "16", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    QCOMPARE(detectLaunch().launcher, Launcher::Slurm); // srun wins over RANK
+    setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    const auto mpirun = detectLaunch();
+    QCOMPARE(mpirun.launcher, Launcher::Mpirun); // mpirun inside a Slurm allocation
+    QCOMPARE(mpirun.world_size, 4);
+    for (const char *name :
+         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+          "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE",
+          "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"})
+      unsetenv(name);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBackendUnits)
+#include "test_backend_units.moc"
