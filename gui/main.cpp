@@ -1,9 +1,10 @@
-// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE]` renders the window after
-// loading and exits (headless use and tests); `--bench` prints frame times for a ladder of
-// sizes. With no display at all, the window is rendered to a PNG whose path is printed.
+// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE]` renders the
+// window after loading and exits (headless use and tests; with `--run TARGET` it waits for the run
+// first); `--bench` prints frame times for a ladder of sizes. With no display at all, the window is rendered to a PNG whose path is printed.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QImage>
 #include <QTextStream>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "gui/frame_benchmark.h"
 #include "gui/main_window.h"
 #include "gui/mesh_widget.h"
+#include "gui/run_panel.h"
 #include "gui/timeline_widget.h"
 
 #include <QTabWidget>
@@ -61,14 +63,19 @@ int main(int argc, char *argv[]) {
   const QCommandLineOption tp({QStringLiteral("tp")}, QStringLiteral("TP size."), QStringLiteral("TP"));
   const QCommandLineOption model({QStringLiteral("model")}, QStringLiteral("Model preset (with --hardware)."), QStringLiteral("NAME"));
   const QCommandLineOption hardware({QStringLiteral("hardware")}, QStringLiteral("Hardware preset."), QStringLiteral("NAME"));
-  const QCommandLineOption tab({QStringLiteral("tab")}, QStringLiteral("Bottom tab to show: memory, mesh, explain, compare."), QStringLiteral("NAME"));
+  const QCommandLineOption tab({QStringLiteral("tab")}, QStringLiteral("Bottom tab to show: memory, mesh, explain, compare, run."), QStringLiteral("NAME"));
   const QCommandLineOption highlight({QStringLiteral("highlight")}, QStringLiteral("Highlight this microbatch's path."), QStringLiteral("M"));
   const QCommandLineOption playhead({QStringLiteral("playhead")}, QStringLiteral("Put the playhead at this fraction of the step."), QStringLiteral("FRACTION"));
   const QCommandLineOption zoom({QStringLiteral("zoom")}, QStringLiteral("Zoom the timeline by this factor around its center."), QStringLiteral("FACTOR"));
   const QCommandLineOption hover_gpu({QStringLiteral("hover-gpu")}, QStringLiteral("Show this GPU as hovered in the mesh view."), QStringLiteral("RANK"));
+  const QCommandLineOption measured({QStringLiteral("measured")}, QStringLiteral("Import this measured trace and draw it over the prediction."), QStringLiteral("TRACE"));
+  const QCommandLineOption overlay({QStringLiteral("overlay")}, QStringLiteral("How the measurement is drawn: overlay, side, hidden."), QStringLiteral("MODE"));
+  const QCommandLineOption measured_step({QStringLiteral("measured-step")}, QStringLiteral("Which measured step to draw (default: the latest)."), QStringLiteral("K"));
+  const QCommandLineOption calibrate({QStringLiteral("calibrate")}, QStringLiteral("Calibrate the costs to the measurement before the screenshot."));
+  const QCommandLineOption run({QStringLiteral("run")}, QStringLiteral("Run the plan on a target (cpu, gpu-shared, local-gpus, slurm, custom); with --screenshot, wait for it to end."), QStringLiteral("TARGET"));
   const QCommandLineOption size({QStringLiteral("size")}, QStringLiteral("Window size for --screenshot, e.g. 1280x800."), QStringLiteral("WxH"));
   parser.addOptions({screenshot, plan_file, bench, schedule, pp, microbatches, chunks, dp, tp, model, hardware, tab,
-                     highlight, playhead, zoom, hover_gpu, size});
+                     highlight, playhead, zoom, hover_gpu, measured, overlay, measured_step, calibrate, run, size});
   parser.process(app);
 
   if (parser.isSet(bench)) {
@@ -140,6 +147,40 @@ int main(int argc, char *argv[]) {
   if (parser.isSet(playhead) && window.snapshot())
     window.setPlayhead(parser.value(playhead).toDouble() * window.snapshot()->evaluation->simulation.makespan_us);
   if (parser.isSet(hover_gpu)) window.mesh()->setHoveredGpu(parser.value(hover_gpu).toInt());
+  if (parser.isSet(measured) && !window.importMeasuredTrace(parser.value(measured)) && !screenshot_path.isEmpty())
+    return fail(window.runPanel()->statusText());
+  if (parser.isSet(run)) {
+    bool known = false;
+    for (int index = 0; index < kLaunchTargetCount; ++index)
+      if (launchTargetKey(static_cast<LaunchTarget>(index)) == parser.value(run)) {
+        window.runPanel()->setTarget(static_cast<LaunchTarget>(index));
+        known = true;
+      }
+    if (!known) return fail(QStringLiteral("--run: expected cpu, gpu-shared, local-gpus, slurm or custom"));
+    if (!window.runPanel()->startRun() && !screenshot_path.isEmpty()) return fail(window.runPanel()->statusText());
+    if (!screenshot_path.isEmpty()) {
+      // Headless: follow the run to its end, then take the picture of what it measured.
+      QElapsedTimer waited;
+      waited.start();
+      while (window.runPanel()->running() && waited.elapsed() < 600000) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      window.runPanel()->cancelRun();
+      while (window.runPanel()->running()) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    }
+  }
+  if (parser.isSet(calibrate) && !window.runPanel()->calibrate() && !screenshot_path.isEmpty())
+    return fail(window.runPanel()->statusText());
+  window.settle();
+  if (parser.isSet(overlay)) {
+    const QString mode = parser.value(overlay).toLower();
+    window.setOverlayMode(mode.startsWith(QStringLiteral("side")) ? OverlayMode::SideBySide
+                          : mode == QStringLiteral("hidden")      ? OverlayMode::Hidden
+                                                                  : OverlayMode::Overlay);
+  }
+  if (parser.isSet(measured_step)) window.setMeasuredStep(parser.value(measured_step).toInt());
+  // Importing and running show the Run tab; an explicit --tab has the last word.
+  if (parser.isSet(tab))
+    for (int index = 0; index < window.tabs()->count(); ++index)
+      if (window.tabs()->tabText(index).toLower() == tab_name) window.tabs()->setCurrentIndex(index);
 
   if (!screenshot_path.isEmpty()) {
     const QImage image = window.renderWindow();

@@ -16,6 +16,7 @@
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -28,8 +29,10 @@
 #include "gui/compare_view.h"
 #include "gui/controls_panel.h"
 #include "gui/explain_panel.h"
+#include "gui/measurement.h"
 #include "gui/mesh_widget.h"
 #include "gui/metrics_panel.h"
+#include "gui/run_panel.h"
 #include "gui/svg_export.h"
 #include "gui/timeline_widget.h"
 
@@ -112,6 +115,9 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   tabs_->addTab(explain_, tr("Explain"));
   compare_ = new CompareView(tabs_);
   tabs_->addTab(compare_, tr("Compare"));
+  run_panel_ = new RunPanel(options_.use_settings, tabs_);
+  run_panel_->setObjectName(QStringLiteral("run_panel"));
+  tabs_->addTab(run_panel_, tr("Run"));
   splitter->addWidget(top);
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(0, 3);
@@ -119,16 +125,29 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   splitter->setSizes({440, 300});
   setCentralWidget(splitter);
   // Stacked schedules need height: the Compare tab takes most of it while it is open.
+  // The Run tab's tables and log too.
   connect(tabs_, &QTabWidget::currentChanged, this, [this, splitter](int index) {
     const int total = splitter->height();
-    const bool comparing = tabs_->widget(index) == compare_;
-    splitter->setSizes({comparing ? total * 2 / 5 : total * 3 / 5, comparing ? total * 3 / 5 : total * 2 / 5});
+    const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_;
+    splitter->setSizes({tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
   });
 
   busy_label_ = new QLabel(this);
   statusBar()->addPermanentWidget(busy_label_);
 
-  connect(controls_, &ControlsPanel::planEdited, this, [this](const Plan &plan) { requestEvaluation(plan); });
+  connect(controls_, &ControlsPanel::planEdited, this, [this](const Plan &plan) { requestEvaluation(withoutStaleCalibration(plan)); });
+  connect(run_panel_, &RunPanel::measurementChanged, this, [this] {
+    updateMeasuredControls();
+    rebuildTimeline(false);
+    updateLegend();
+  });
+  connect(run_panel_, &RunPanel::planReplaced, this, [this](const Plan &plan) { setPlan(plan); });
+  connect(run_panel_, &RunPanel::runningChanged, this, [this](bool running) {
+    run_action_->setEnabled(!running);
+    cancel_action_->setEnabled(running);
+    // A run in progress is worth watching: show its tab and the live overlay.
+    if (running) tabs_->setCurrentWidget(run_panel_);
+  });
   connect(&engine_, &SnapshotEngine::snapshotReady, this, &MainWindow::showSnapshot);
   connect(&engine_, &SnapshotEngine::busyChanged, this, [this](bool busy) {
     busy_label_->setText(busy ? tr("simulating\u2026") : QString());
@@ -209,6 +228,34 @@ QWidget *MainWindow::buildTransportBar() {
   auto *fit = tool(tr("Fit"), tr("Show the whole step (Ctrl+0, or double-click the timeline)"));
   connect(fit, &QToolButton::clicked, this, [this] { timeline_->resetZoom(); });
   layout->addStretch(1);
+  // How a measurement is drawn; shown only while one fits the schedule on screen.
+  measured_controls_ = new QWidget(bar);
+  auto *measured_layout = new QHBoxLayout(measured_controls_);
+  measured_layout->setContentsMargins(0, 0, 0, 0);
+  measured_layout->setSpacing(4);
+  overlay_box_ = new QComboBox(measured_controls_);
+  overlay_box_->setObjectName(QStringLiteral("overlay_mode"));
+  overlay_box_->addItem(tr("Overlay"), static_cast<int>(OverlayMode::Overlay));
+  overlay_box_->addItem(tr("Side by side"), static_cast<int>(OverlayMode::SideBySide));
+  overlay_box_->addItem(tr("Prediction only"), static_cast<int>(OverlayMode::Hidden));
+  overlay_box_->setToolTip(tr("Draw the measured step over the predicted ops (outlined), below them on the same axis, or not at all"));
+  measured_layout->addWidget(overlay_box_);
+  measured_step_box_ = new QComboBox(measured_controls_);
+  measured_step_box_->setObjectName(QStringLiteral("measured_step"));
+  measured_step_box_->setToolTip(tr("Which measured step to draw, aligned at its own start"));
+  measured_layout->addWidget(measured_step_box_);
+  // They may shrink (eliding their text) but never widen the window.
+  for (QComboBox *box : {overlay_box_, measured_step_box_}) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    box->setMinimumWidth(72);
+  }
+  layout->addWidget(measured_controls_);
+  measured_controls_->hide();
+  connect(overlay_box_, &QComboBox::currentIndexChanged, this, [this] {
+    rebuildTimeline(false);
+    updateLegend();
+  });
+  connect(measured_step_box_, &QComboBox::currentIndexChanged, this, [this] { rebuildTimeline(false); });
   // The legend gets its own line under the buttons: what each letter means must stay readable.
   auto *column = new QWidget;
   auto *column_layout = new QVBoxLayout(column);
@@ -259,7 +306,31 @@ void MainWindow::buildMenus() {
     if (!path.isEmpty()) exportChromeTrace(path);
   });
   file->addSeparator();
+  add(file, tr("&Import measured trace\u2026"), QKeySequence(tr("Ctrl+I")), [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import measured trace"), QString(),
+                                                      tr("Traces (*.json);;All files (*)"));
+    if (!path.isEmpty()) importMeasuredTrace(path);
+  });
+  export_measured_action_ = add(file, tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(), [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export measured trace"), QStringLiteral("measured-trace.json"),
+                                                      tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) exportMeasuredChromeTrace(path);
+  });
+  export_measured_action_->setEnabled(false);
+  file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  QMenu *run = menuBar()->addMenu(tr("&Run"));
+  run_action_ = add(run, tr("&Run on the target"), QKeySequence(tr("Ctrl+R")), [this] {
+    tabs_->setCurrentWidget(run_panel_);
+    run_panel_->startRun();
+  });
+  cancel_action_ = add(run, tr("&Cancel the run"), QKeySequence(tr("Ctrl+Shift+R")), [this] { run_panel_->cancelRun(); });
+  cancel_action_->setEnabled(false);
+  calibrate_action_ = add(run, tr("C&alibrate to the measurement"), QKeySequence(), [this] {
+    tabs_->setCurrentWidget(run_panel_);
+    run_panel_->calibrate();
+  });
 
   QMenu *view = menuBar()->addMenu(tr("&View"));
   add(view, tr("&Play / pause"), QKeySequence(Qt::Key_Space), [this] { setPlaying(!playing()); });
@@ -316,11 +387,11 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   first_snapshot_ = false;
   shown_ = snapshot;
   event_times_.clear();
-  TimelineSection section;
   const ScheduleFamily *family = snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
-  section.title = family ? QString::fromStdString(family->title) : tr("Custom");
-  section.evaluation = snapshot->evaluation;
-  timeline_->setModel(TimelineModel({section}), animate);
+  const QString title = family ? QString::fromStdString(family->title) : tr("Custom");
+  run_panel_->setSnapshot(snapshot);
+  updateMeasuredControls();
+  rebuildTimeline(animate);
   if (!std::isnan(playhead_us_)) playhead_us_ = std::min(playhead_us_, snapshot->evaluation->simulation.makespan_us);
   timeline_->setPlayhead(playhead_us_);
   metrics_->setSnapshot(snapshot);
@@ -334,12 +405,120 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   updateLegend();
   updateTransportLabel();
   setWindowTitle(tr("pipescope \u2014 %1, P=%2, M=%3%4")
-                     .arg(section.title)
+                     .arg(title)
                      .arg(snapshot->evaluation->schedule.pp())
                      .arg(snapshot->evaluation->schedule.microbatches())
                      .arg(snapshot->evaluation->schedule.chunks() > 1
                               ? QStringLiteral(", V=%1").arg(snapshot->evaluation->schedule.chunks())
                               : QString()));
+}
+
+void MainWindow::rebuildTimeline(bool animate) {
+  if (!shown_) return;
+  const ScheduleFamily *family = shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
+  TimelineSection section;
+  section.title = family ? QString::fromStdString(family->title) : tr("Custom");
+  section.evaluation = shown_->evaluation;
+  std::vector<TimelineSection> sections;
+  const OverlayMode mode = overlayMode();
+  const auto measured = mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
+  if (measured && mode == OverlayMode::Overlay) {
+    section.measured = measured;
+    sections.push_back(section);
+  } else if (measured && mode == OverlayMode::SideBySide) {
+    const int step = measuredStep() < 0 ? run_panel_->measurement()->latestStep() : measuredStep();
+    section.title = tr("Predicted \u2014 %1").arg(section.title);
+    TimelineSection measured_section;
+    measured_section.title = tr("Measured \u2014 step %1, aligned at its start").arg(step);
+    measured_section.evaluation = measured;
+    sections = {section, measured_section};
+  } else {
+    sections.push_back(section);
+  }
+  // Only a new prediction morphs; a new measured step or a mode switch shows at once.
+  const bool same_layout = timeline_->model().sections().size() == sections.size();
+  timeline_->setModel(TimelineModel(std::move(sections)), animate && same_layout);
+}
+
+void MainWindow::updateMeasuredControls() {
+  const bool applies = run_panel_->measurementApplies();
+  measured_controls_->setVisible(applies);
+  export_measured_action_->setEnabled(run_panel_->hasMeasurement());
+  if (!applies) return;
+  // Step list: "latest step" first (it follows a run live), then every step measured.
+  const int selected = measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
+  const auto steps = run_panel_->measurement()->steps();
+  QSignalBlocker blocker(measured_step_box_);
+  measured_step_box_->clear();
+  measured_step_box_->addItem(tr("Latest step"), -1);
+  for (int step : steps) measured_step_box_->addItem(tr("Step %1").arg(step), step);
+  const int index = measured_step_box_->findData(selected);
+  measured_step_box_->setCurrentIndex(std::max(0, index));
+}
+
+void MainWindow::setOverlayMode(OverlayMode mode) {
+  overlay_box_->setCurrentIndex(std::max(0, overlay_box_->findData(static_cast<int>(mode))));
+}
+
+OverlayMode MainWindow::overlayMode() const { return static_cast<OverlayMode>(overlay_box_->currentData().toInt()); }
+
+void MainWindow::setMeasuredStep(int step) {
+  const int index = measured_step_box_->findData(step);
+  if (index >= 0) measured_step_box_->setCurrentIndex(index);
+}
+
+int MainWindow::measuredStep() const {
+  return measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
+}
+
+Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
+  if (!shown_ || (edited.costs.stage_overrides.empty() && edited.costs.boundary_transfer_us.empty())) return edited;
+  const Plan &before = shown_->plan;
+  const bool same_stages = edited.custom.has_value() == before.custom.has_value() && edited.request.name == before.request.name &&
+                           edited.request.pp == before.request.pp && edited.request.chunks == before.request.chunks;
+  const bool same_times = edited.costs.forward_us == before.costs.forward_us && edited.costs.backward_us == before.costs.backward_us &&
+                          edited.costs.weight_us == before.costs.weight_us &&
+                          edited.costs.overlapped_us == before.costs.overlapped_us &&
+                          edited.costs.p2p_latency_us == before.costs.p2p_latency_us && !edited.model;
+  if (same_stages && same_times) return edited;
+  // Per-stage times fit one stage layout, and an edited F, B or W means the person chose uniform
+  // times again: either way the calibrated overrides go.
+  Plan plan = edited;
+  plan.costs.stage_overrides.clear();
+  plan.costs.boundary_transfer_us.clear();
+  controls_->setPlan(plan);
+  statusBar()->showMessage(tr("The calibrated per-stage costs were dropped: %1")
+                               .arg(same_stages ? tr("the op times were edited") : tr("they do not fit the new stages")),
+                           8000);
+  return plan;
+}
+
+bool MainWindow::importMeasuredTrace(const QString &path) {
+  tabs_->setCurrentWidget(run_panel_);
+  auto file = loadMeasuredTrace(path.toStdString());
+  if (!file) {
+    run_panel_->showImportFailure(QString::fromStdString(file.error().message));
+    statusBar()->showMessage(tr("Could not import %1").arg(path), 8000);
+    return false;
+  }
+  auto status = run_panel_->importTrace(*file);
+  if (!status) {
+    statusBar()->showMessage(tr("Not imported: %1").arg(QString::fromStdString(status.error().message)), 10000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Imported %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
+  if (!run_panel_->hasMeasurement()) {
+    statusBar()->showMessage(tr("No measurement to export: run the plan or import a measured trace first"), 8000);
+    return false;
+  }
+  auto status = writeTextFileAtomically(path.toStdString(), chromeTrace(run_panel_->measurement()->deviceTrace()).dump());
+  if (!status) showError(QString::fromStdString(status.error().message));
+  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  return status.ok();
 }
 
 void MainWindow::updateMemoryBars() {
@@ -358,6 +537,9 @@ void MainWindow::updateLegend() {
     html += QStringLiteral("<span style='color:%1; font-size:12pt' title='%3'>\u25a0</span>&nbsp;%2 &nbsp;&nbsp; ")
                 .arg(opKindColor(kind).name(), opKindShortLegend(kind).toHtmlEscaped(), opKindLegend(kind).toHtmlEscaped());
   }
+  if (timeline_->hasMeasuredOverlay())
+    html += tr("<span style='color:#777; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
+               "<span style='color:#333; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ");
   html += tr("<span style='color:#c99a9a; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
              "<span style='color:#777'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>");
   legend_->setText(html);

@@ -16,6 +16,7 @@ class QComboBox;
 class QToolButton;
 class QTabWidget;
 class QMenu;
+class QAction;
 
 namespace pipescope::gui {
 
@@ -27,6 +28,14 @@ class MemoryTimeChart;
 class MeshWidget;
 class ExplainPanel;
 class CompareView;
+class RunPanel;
+
+/// How a measurement (a run's or an imported trace's) is drawn against the prediction.
+enum class OverlayMode {
+  Overlay,    ///< measured bars inside the predicted ops' outlines, on the same rows
+  SideBySide, ///< the prediction, and below it the measured step, on the same axis
+  Hidden,     ///< the prediction only
+};
 
 struct MainWindowOptions {
   /// Restore and store geometry, the last plan and recent files through QSettings.
@@ -49,6 +58,16 @@ public:
   bool exportPng(const QString &path);
   bool exportSvg(const QString &path);
   bool exportChromeTrace(const QString &path);
+  /// Loads a measured trace and draws it over the prediction; false (with the reason in the
+  /// Run tab) when it cannot be read or is of another plan.
+  bool importMeasuredTrace(const QString &path);
+  /// Writes the measurement (as measured, in device time) as a Chrome trace.
+  bool exportMeasuredChromeTrace(const QString &path);
+  void setOverlayMode(OverlayMode mode);
+  OverlayMode overlayMode() const;
+  /// Which measured step the timeline shows; -1 = the latest (follows a run live).
+  void setMeasuredStep(int step);
+  int measuredStep() const;
   /// Waits for evaluations, comparisons and morphs to settle (tests, screenshots, benchmarks).
   void settle();
   /// Renders the whole window into an image.
@@ -62,6 +81,7 @@ public:
   MeshWidget *mesh() const { return mesh_; }
   ExplainPanel *explain() const { return explain_; }
   CompareView *compare() const { return compare_; }
+  RunPanel *runPanel() const { return run_panel_; }
   QTabWidget *tabs() const { return tabs_; }
   SnapshotEngine *engine() { return &engine_; }
   /// The last snapshot shown (the last one that evaluated without error).
@@ -88,6 +108,11 @@ private:
   void requestEvaluation(const Plan &plan);
   void showSnapshot(const SnapshotPointer &snapshot);
   void showError(const QString &message);
+  /// The timeline's sections from the shown snapshot and the measurement, if one applies.
+  void rebuildTimeline(bool animate);
+  void updateMeasuredControls();
+  /// Drops calibrated per-stage costs that no longer fit an edited plan.
+  Plan withoutStaleCalibration(const Plan &edited);
   void updateMemoryBars();
   void updateLegend();
   void updateTransportLabel();
@@ -111,7 +136,15 @@ private:
   MeshWidget *mesh_ = nullptr;
   ExplainPanel *explain_ = nullptr;
   CompareView *compare_ = nullptr;
+  RunPanel *run_panel_ = nullptr;
   QTabWidget *tabs_ = nullptr;
+  QWidget *measured_controls_ = nullptr;
+  QComboBox *overlay_box_ = nullptr;
+  QComboBox *measured_step_box_ = nullptr;
+  QAction *export_measured_action_ = nullptr;
+  QAction *run_action_ = nullptr;
+  QAction *cancel_action_ = nullptr;
+  QAction *calibrate_action_ = nullptr;
   QLabel *banner_ = nullptr;
   QLabel *legend_ = nullptr;
   QLabel *transport_label_ = nullptr;

@@ -98,7 +98,9 @@ DrawList buildDrawList(const TimelineModel &model, const TimeMapping &mapping,
     list.row_begin[static_cast<std::size_t>(row)] = list.items.size();
     if (row < options.first_row || row > options.last_row) continue;
     const auto [section, rank] = model.sectionAndRank(row);
-    const auto &evaluation = model.sections()[static_cast<std::size_t>(section)].evaluation;
+    const auto &info = model.sections()[static_cast<std::size_t>(section)];
+    const auto &evaluation = options.measured ? info.measured : info.evaluation;
+    if (!evaluation) continue;
     appendRankItems(evaluation->schedule.ranks[static_cast<std::size_t>(rank)],
                     evaluation->simulation.op_times[static_cast<std::size_t>(rank)], mapping, section,
                     rank, row, options.fold_below_px, list.items);

@@ -48,6 +48,9 @@ struct DrawListOptions {
   /// Visible rows [first_row, last_row]; others are culled.
   int first_row = 0;
   int last_row = 1 << 30;
+  /// Lists the sections' measured overlays instead of their predictions; sections without one
+  /// give no items. Items point at the same op locations as the prediction's.
+  bool measured = false;
 };
 
 /// Index of the first op of a rank whose end is at or after time_us (ends grow along a rank,

@@ -16,6 +16,7 @@ TimelineModel::TimelineModel(std::vector<TimelineSection> sections) : sections_(
     op_count_ += section.evaluation->schedule.opCount();
     for (const auto &rank_times : section.evaluation->simulation.op_times)
       if (!rank_times.empty()) end_time_us_ = std::max(end_time_us_, rank_times.back().end_us);
+    if (section.measured) end_time_us_ = std::max(end_time_us_, section.measured->simulation.makespan_us);
   }
 }
 
@@ -36,6 +37,16 @@ const OpTiming &TimelineModel::timing(const OpLocation &location) const {
   return sections_[static_cast<std::size_t>(location.section)]
       .evaluation->simulation.op_times[static_cast<std::size_t>(location.rank)]
                                       [static_cast<std::size_t>(location.index)];
+}
+
+const OpTiming *TimelineModel::measuredTiming(const OpLocation &location) const {
+  const auto &measured = sections_[static_cast<std::size_t>(location.section)].measured;
+  if (!measured) return nullptr;
+  const auto &times = measured->simulation.op_times;
+  if (static_cast<std::size_t>(location.rank) >= times.size() ||
+      static_cast<std::size_t>(location.index) >= times[static_cast<std::size_t>(location.rank)].size())
+    return nullptr;
+  return &times[static_cast<std::size_t>(location.rank)][static_cast<std::size_t>(location.index)];
 }
 
 bool opTouchesMicrobatch(const Op &op, int microbatch) {

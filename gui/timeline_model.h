@@ -16,6 +16,9 @@ namespace pipescope::gui {
 struct TimelineSection {
   QString title; ///< shown above the rows when there is more than one section
   std::shared_ptr<const Evaluation> evaluation;
+  /// A measured step drawn over the prediction on the same rows: its schedule is the
+  /// evaluation's and op_times[r][i] is when ranks[r][i] ran (gui/measurement.h). Null: none.
+  std::shared_ptr<const Evaluation> measured = nullptr;
 
   int rankCount() const {
     return evaluation ? static_cast<int>(evaluation->schedule.ranks.size()) : 0;
@@ -40,7 +43,7 @@ public:
   const std::vector<TimelineSection> &sections() const { return sections_; }
   bool empty() const { return row_count_ == 0; }
   int rowCount() const { return row_count_; }
-  /// The latest op end over all sections (the longest step).
+  /// The latest op end over all sections, measured overlays included (the longest step).
   double endTime() const { return end_time_us_; }
   std::size_t opCount() const { return op_count_; }
 
@@ -51,6 +54,8 @@ public:
 
   const Op &op(const OpLocation &location) const;
   const OpTiming &timing(const OpLocation &location) const;
+  /// The measured timing of an op, when its section has a measured overlay.
+  const OpTiming *measuredTiming(const OpLocation &location) const;
 
   /// Every op of a microbatch in one section (forward and backward parts of overlapped pairs
   /// both count), in order of start time.

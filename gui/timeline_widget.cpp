@@ -153,12 +153,36 @@ void TimelineWidget::rebuildDrawList() {
     if (options.first_row < 0) options.first_row = 0;
     draw_list_ = buildDrawList(model_, mapping_, options);
   }
+  measured_draw_list_ = DrawList();
+  if (hasMeasuredOverlay() && !morphing()) {
+    DrawListOptions options;
+    options.first_row = std::max(0, rowAt(kAxisHeight + 2) - 1);
+    const int last = rowAt(height() - 1);
+    options.last_row = last < 0 ? model_.rowCount() - 1 : last + 1;
+    options.measured = true;
+    measured_draw_list_ = buildDrawList(model_, mapping_, options);
+  }
   draw_list_valid_ = true;
 }
 
 const DrawList &TimelineWidget::drawList() {
   rebuildDrawList();
   return draw_list_;
+}
+
+const DrawList &TimelineWidget::measuredDrawList() {
+  rebuildDrawList();
+  return measured_draw_list_;
+}
+
+bool TimelineWidget::hasMeasuredOverlay() const {
+  return std::any_of(model_.sections().begin(), model_.sections().end(),
+                     [](const TimelineSection &section) { return section.measured != nullptr; });
+}
+
+bool TimelineWidget::sectionHasMeasured(int section) const {
+  return section >= 0 && static_cast<std::size_t>(section) < model_.sections().size() &&
+         model_.sections()[static_cast<std::size_t>(section)].measured != nullptr;
 }
 
 std::optional<OpLocation> TimelineWidget::opAt(QPoint position) {
@@ -311,8 +335,12 @@ void TimelineWidget::leaveEvent(QEvent *event) {
 void TimelineWidget::showHoverAt(QPoint position) {
   std::optional<DrawItem> hovered;
   const int row = rowAt(position.y());
-  if (row >= 0 && position.x() >= kHeaderWidth && !morphing())
-    if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5)) hovered = *item;
+  if (row >= 0 && position.x() >= kHeaderWidth && !morphing()) {
+    // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on top.
+    const DrawItem *measured = measuredDrawList().itemAt(row, position.x(), 0.5);
+    if (measured && !measured->folded()) hovered = *measured;
+    else if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5)) hovered = *item;
+  }
   const bool changed = hovered.has_value() != hovered_.has_value() ||
                        (hovered && (hovered->first != hovered_->first || hovered->op_count != hovered_->op_count));
   hovered_ = hovered;
@@ -320,6 +348,18 @@ void TimelineWidget::showHoverAt(QPoint position) {
   QString text;
   if (hovered && !hovered->folded()) {
     text = describeOp(model_.op(hovered->first), model_.timing(hovered->first), hovered->first.rank);
+    if (const OpTiming *measured = model_.measuredTiming(hovered->first)) {
+      const auto &predicted = model_.timing(hovered->first);
+      const double planned = predicted.end_us - predicted.start_us;
+      const double took = measured->end_us - measured->start_us;
+      text.replace(QStringLiteral("<br>start"), QStringLiteral("<br><i>predicted</i> start"));
+      text += QStringLiteral("<br><i>measured</i> start %1 &nbsp;end %2<br>duration %3")
+                  .arg(formatDuration(measured->start_us), formatDuration(measured->end_us), formatDuration(took));
+      if (planned > 0)
+        text += QStringLiteral(" (%1%2 % against the prediction)")
+                    .arg(took >= planned ? QStringLiteral("+") : QString())
+                    .arg((took - planned) / planned * 100, 0, 'f', 1);
+    }
     const auto &section = model_.sections()[static_cast<std::size_t>(hovered->first.section)];
     if (model_.sections().size() > 1) text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
   } else if (hovered) {
@@ -353,6 +393,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
   painter.setClipRect(content);
   paintRows(painter, content);
   paintItems(painter, content);
+  paintMeasured(painter);
   paintPath(painter);
   painter.restore();
   paintAxis(painter);
@@ -404,7 +445,10 @@ void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
     if (!info.evaluation) continue;
     const int first = model_.sectionFirstRow(section);
     const double x0 = mapping_.mapTimeToX(0);
-    const double x1 = mapping_.mapTimeToX(info.evaluation->simulation.makespan_us);
+    // Under a measured overlay the row spans whichever step is longer.
+    const double end = std::max(info.evaluation->simulation.makespan_us,
+                                info.measured ? info.measured->simulation.makespan_us : 0.0);
+    const double x1 = mapping_.mapTimeToX(end);
     for (int rank = 0; rank < info.rankCount(); ++rank) {
       const double top = rowTop(first + rank, section);
       if (top + row_height < kAxisHeight || top > height()) continue;
@@ -436,6 +480,21 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
       if (!on_path) alpha *= kFadedAlpha;
     }
     const QRectF rect(item.x0, top, std::max(1.0f, item.x1 - item.x0), height);
+    if (sectionHasMeasured(item.first.section) && !morphing()) {
+      // The prediction under a measurement: a pale fill and an outline in the kind's color, so
+      // the measured bar inside reads as "what happened" against "what was planned".
+      QColor fill = color;
+      fill.setAlphaF(static_cast<float>(alpha * 0.22));
+      painter.fillRect(rect, fill);
+      if (rect.width() >= 3 && height >= 4) {
+        QColor outline = opKindColor(item.kind);
+        outline.setAlphaF(static_cast<float>(alpha * 0.9));
+        painter.setPen(QPen(outline, 1));
+        painter.setBrush(Qt::NoBrush);
+        painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
+      }
+      continue;
+    }
     if (playhead_x < item.x1) {
       // Ops after the playhead are still to come: faded, with the running op split at it.
       QColor future = color;
@@ -477,6 +536,60 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
     const double top = rowTop(hovered_->row, hovered_->first.section) + 0.5;
     painter.setPen(QPen(QColor(0x10, 0x10, 0x10), 1.5));
     painter.drawRect(QRectF(hovered_->x0, top, std::max(1.0f, hovered_->x1 - hovered_->x0), row_height - 1));
+  }
+}
+
+void TimelineWidget::paintMeasured(QPainter &painter) {
+  if (measured_draw_list_.items.empty() || morphing()) return;
+  const double row_height = rowHeight();
+  // A bar through the middle of the row: tall enough to read, short enough that the ghost's
+  // outline above and below still shows where the prediction put the op.
+  const double inset = row_height >= 10 ? row_height * 0.22 : 0;
+  const double height = std::max(1.0, row_height - 2 - 2 * inset);
+  const bool highlighting = highlighted_microbatch_ >= 0;
+  const QFontMetrics metrics(painter.font());
+  const bool labels = height >= metrics.height() - 3;
+  painter.setRenderHint(QPainter::Antialiasing, false);
+  for (const DrawItem &item : measured_draw_list_.items) {
+    const double top = rowTop(item.row, item.first.section) + 1 + inset;
+    if (top + height < kAxisHeight || top > this->height()) continue;
+    double alpha = 1;
+    if (item.folded()) alpha *= 0.45 + 0.55 * item.busy_share;
+    if (highlighting && (item.folded() || item.first.section != highlighted_section_ ||
+                         !opTouchesMicrobatch(model_.op(item.first), highlighted_microbatch_)))
+      alpha *= kFadedAlpha;
+    const QRectF rect(item.x0, top, std::max(1.0f, item.x1 - item.x0), height);
+    if (item.folded()) {
+      double stripe_top = top;
+      for (int kind = 0; kind < kOpKindCount; ++kind) {
+        const double share = item.kind_share[static_cast<std::size_t>(kind)];
+        if (share <= 0) continue;
+        QColor stripe = opKindColor(static_cast<OpKind>(kind)).darker(115);
+        stripe.setAlphaF(static_cast<float>(alpha));
+        painter.fillRect(QRectF(item.x0, stripe_top, rect.width(), share * height), stripe);
+        stripe_top += share * height;
+      }
+      continue;
+    }
+    QColor color = opColor(item.kind, item.microbatch).darker(112);
+    color.setAlphaF(static_cast<float>(alpha));
+    painter.fillRect(rect, color);
+    if (rect.width() >= 4 && height >= 5) {
+      QColor edge = QColor(0x1c, 0x1c, 0x24);
+      edge.setAlphaF(static_cast<float>(alpha * 0.55));
+      painter.setPen(QPen(edge, 1));
+      painter.setBrush(Qt::NoBrush);
+      painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
+    }
+    if (labels && rect.width() >= 14) {
+      const Op &op = model_.op(item.first);
+      QString label = QString::number(op.microbatch);
+      if (op.kind == OpKind::OverlappedPair) label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+      if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
+        painter.setPen(alpha < 0.5 ? QColor(255, 255, 255, 120) : Qt::white);
+        painter.drawText(rect, Qt::AlignCenter, label);
+      }
+    }
   }
 }
 

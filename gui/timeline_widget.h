@@ -2,7 +2,8 @@
 // The timeline: one custom-painted widget, a row per pipeline rank (per section), ops colored by
 // kind and shaded by microbatch, idle time hatched as bubble, a time axis with units. Wheel
 // zooms around the cursor, dragging pans, hovering shows the op, clicking an op highlights its
-// microbatch's path through all ranks. Painting follows "preprocess, then paint": a DrawList is
+// microbatch's path through all ranks. A section may carry a measured step: the prediction is
+// then drawn as outlined ghosts and the measurement as filled bars inside them. Painting follows "preprocess, then paint": a DrawList is
 // built from the model and the TimeMapping, then drawn.
 #include <QElapsedTimer>
 #include <QTimer>
@@ -31,6 +32,11 @@ public:
 
   /// The list painted last (built on demand when nothing was painted yet).
   const DrawList &drawList();
+  /// The measured overlays' list (empty when no section has one): filled bars drawn over the
+  /// prediction, which is then drawn as outlined ghosts.
+  const DrawList &measuredDrawList();
+  /// Whether any section carries a measured overlay.
+  bool hasMeasuredOverlay() const;
   /// The op under a point in widget coordinates; nothing for gaps, folded runs and headers.
   std::optional<OpLocation> opAt(QPoint position);
   /// The global row under a y coordinate, or -1.
@@ -99,12 +105,15 @@ private:
   void showHoverAt(QPoint position);
   void paintRows(class QPainter &painter, const QRect &area);
   void paintItems(class QPainter &painter, const QRect &area);
+  void paintMeasured(class QPainter &painter);
+  bool sectionHasMeasured(int section) const;
   void paintPath(class QPainter &painter);
   void paintAxis(class QPainter &painter);
 
   TimelineModel model_;
   TimeMapping mapping_;
   DrawList draw_list_;
+  DrawList measured_draw_list_;
   bool draw_list_valid_ = false;
 
   // Morph from the previous layout: progress comes from elapsed wall time, and the timer runs
