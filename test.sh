@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash .ci/install-deps.sh
+bash .ci/format-check.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPESCOPE_WARNINGS_AS_ERRORS=ON
 cmake --build build -j2
 bash .ci/clang-tidy.sh build

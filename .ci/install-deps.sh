@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           qt6-base-dev qt6-charts-dev libgl-dev libxkbcommon-dev
           nlohmann-json3-dev libopenmpi-dev openmpi-bin
-          xvfb xauth clang clang-tidy)
+          xvfb xauth clang clang-tidy clang-format)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

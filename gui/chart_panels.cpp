@@ -4,12 +4,12 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QLabel>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QStackedBarSeries>
-#include <QValueAxis>
-#include <QLabel>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <algorithm>
 
 #include "gui/timeline_model.h"
@@ -93,22 +93,26 @@ MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us) {
       bars.params[r] = memory.params / kGiB;
       bars.grads[r] = memory.grads / kGiB;
       bars.optimizer[r] = memory.optimizer / kGiB;
-      bars.activations[r] =
-          (bars.at_playhead ? activationsAt(simulation, rank, playhead_us, true) : memory.activations_peak) / kGiB;
+      bars.activations[r] = (bars.at_playhead ? activationsAt(simulation, rank, playhead_us, true)
+                                              : memory.activations_peak) /
+                            kGiB;
       bars.capacity = std::max(bars.capacity, memory.capacity / kGiB);
-      bars.over_capacity[r] = bars.at_playhead ? bars.total(rank) > memory.capacity / kGiB : !memory.fits;
+      bars.over_capacity[r] =
+          bars.at_playhead ? bars.total(rank) > memory.capacity / kGiB : !memory.fits;
     }
   } else {
     bars.unit = QStringLiteral("activation sets");
     for (int rank = 0; rank < ranks; ++rank)
       bars.activations[static_cast<std::size_t>(rank)] =
-          bars.at_playhead ? activationsAt(simulation, rank, playhead_us, false)
-                           : simulation.ranks[static_cast<std::size_t>(rank)].peak_inflight_microbatches;
+          bars.at_playhead
+              ? activationsAt(simulation, rank, playhead_us, false)
+              : simulation.ranks[static_cast<std::size_t>(rank)].peak_inflight_microbatches;
   }
   return bars;
 }
 
-std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end, int bins) {
+std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end,
+                                   int bins) {
   std::vector<QPointF> out;
   if (steps.empty() || bins <= 0 || !(end > start)) return out;
   if (static_cast<int>(steps.size()) <= bins * 2) {
@@ -152,8 +156,8 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   view_ = makeView(chart_, this);
   series_ = new QStackedBarSeries(chart_);
   const char *names[4] = {"params", "grads", "optimizer", "activations"};
-  const QColor colors[4] = {QColor(0x6b, 0x7f, 0x99), QColor(0x9b, 0xad, 0xc4), QColor(0xc7, 0xb2, 0x8a),
-                            QColor(0x3f, 0x7c, 0xc4)};
+  const QColor colors[4] = {QColor(0x6b, 0x7f, 0x99), QColor(0x9b, 0xad, 0xc4),
+                            QColor(0xc7, 0xb2, 0x8a), QColor(0x3f, 0x7c, 0xc4)};
   for (int segment = 0; segment < 4; ++segment) {
     sets_[segment] = new QBarSet(QString::fromLatin1(names[segment]));
     sets_[segment]->setColor(colors[segment]);
@@ -190,12 +194,14 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
   const bool same_shape = bars.rankCount() == bars_.rankCount() && bars.bytes == bars_.bytes &&
                           bars.over_capacity == bars_.over_capacity;
   bars_ = bars;
-  const std::vector<double> *values[4] = {&bars.params, &bars.grads, &bars.optimizer, &bars.activations};
+  const std::vector<double> *values[4] = {&bars.params, &bars.grads, &bars.optimizer,
+                                          &bars.activations};
   for (int segment = 0; segment < 4; ++segment) {
     QBarSet *set = sets_[segment];
     const auto &source = *values[segment];
     if (set->count() == static_cast<int>(source.size())) {
-      for (int rank = 0; rank < set->count(); ++rank) set->replace(rank, source[static_cast<std::size_t>(rank)]);
+      for (int rank = 0; rank < set->count(); ++rank)
+        set->replace(rank, source[static_cast<std::size_t>(rank)]);
     } else {
       set->remove(0, set->count());
       QList<qreal> list(source.begin(), source.end());
@@ -210,48 +216,59 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
       // Label every rank while they fit; beyond that every k-th (Qt Charts needs unique names).
       const int every = std::max(1, bars.rankCount() / 16);
       QString label = rank % every == 0 ? QString::number(rank) : QString(rank, QLatin1Char(' '));
-      if (bars.over_capacity[static_cast<std::size_t>(rank)]) label = QStringLiteral("%1 OOM").arg(rank);
+      if (bars.over_capacity[static_cast<std::size_t>(rank)])
+        label = QStringLiteral("%1 OOM").arg(rank);
       categories << label;
     }
     rank_axis_->clear();
     rank_axis_->append(categories);
   }
   double top = bars.capacity;
-  for (int rank = 0; rank < bars.rankCount(); ++rank) top = std::max(top, bars.total(rank));
+  for (int rank = 0; rank < bars.rankCount(); ++rank)
+    top = std::max(top, bars.total(rank));
   // A stable axis during playback: the peak totals, not the playhead values, decide the range.
   value_axis_->setRange(0, std::max(top * 1.08, 1e-9));
   value_axis_->setTitleText(bars.unit);
   value_axis_->applyNiceNumbers();
   capacity_->setVisible(bars.capacity > 0);
   if (bars.capacity > 0)
-    capacity_->replace(QList<QPointF>{QPointF(-0.5, bars.capacity), QPointF(bars.rankCount() - 0.5, bars.capacity)});
+    capacity_->replace(QList<QPointF>{QPointF(-0.5, bars.capacity),
+                                      QPointF(bars.rankCount() - 0.5, bars.capacity)});
   chart_->setTitle(title());
   QString legend;
   for (int segment = bars.bytes ? 0 : 3; segment < 4; ++segment)
     legend += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
                   .arg(sets_[segment]->color().name(), sets_[segment]->label());
   if (!bars.bytes)
-    legend += tr("<span style='color:#666'>(in microbatch equivalents; a model + hardware preset gives bytes)</span> ");
-  if (bars.capacity > 0) legend += tr("<span style='color:#c02020'><b>- -</b></span>&nbsp;device memory &nbsp; ");
-  if (bars.rankCount() > 24) legend += tr("<span style='color:#666'>ranks 0\u2013%1, left to right</span>").arg(bars.rankCount() - 1);
+    legend += tr("<span style='color:#666'>(in microbatch equivalents; a model + hardware preset "
+                 "gives bytes)</span> ");
+  if (bars.capacity > 0)
+    legend += tr("<span style='color:#c02020'><b>- -</b></span>&nbsp;device memory &nbsp; ");
+  if (bars.rankCount() > 24)
+    legend += tr("<span style='color:#666'>ranks 0\u2013%1, left to right</span>")
+                  .arg(bars.rankCount() - 1);
   legend_->setText(legend);
 }
 
 double MemoryBarsChart::shownValue(int segment, int rank) const {
-  if (segment < 0 || segment > 3 || rank < 0 || rank >= sets_[segment]->count()) return std::nan("");
+  if (segment < 0 || segment > 3 || rank < 0 || rank >= sets_[segment]->count())
+    return std::nan("");
   return sets_[segment]->at(rank);
 }
 
 QString MemoryBarsChart::title() const {
   int over = 0;
-  for (bool flag : bars_.over_capacity) over += flag ? 1 : 0;
+  for (bool flag : bars_.over_capacity)
+    over += flag ? 1 : 0;
   QString text = bars_.bytes ? tr("Memory per rank") : tr("Activations per rank");
   text += bars_.at_playhead ? tr(" (playhead)") : tr(" (peak)");
   if (over > 0) text += tr(" \u2014 %n over capacity", nullptr, over);
   return text;
 }
 
-QStringList MemoryBarsChart::categories() const { return rank_axis_->categories(); }
+QStringList MemoryBarsChart::categories() const {
+  return rank_axis_->categories();
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -270,7 +287,8 @@ MemoryTimeChart::MemoryTimeChart(QWidget *parent) : QWidget(parent) {
   chart_->addSeries(playhead_);
   playhead_->attachAxis(time_axis_);
   playhead_->attachAxis(value_axis_);
-  for (auto *marker : chart_->legend()->markers(playhead_)) marker->setVisible(false);
+  for (auto *marker : chart_->legend()->markers(playhead_))
+    marker->setVisible(false);
   // Ticks at the same 1-2-5 steps as the timeline's axis.
   time_axis_->setTickType(QValueAxis::TicksDynamic);
   time_axis_->setTickAnchor(0);
@@ -287,7 +305,9 @@ MemoryTimeChart::MemoryTimeChart(QWidget *parent) : QWidget(parent) {
   setMinimumSize(220, 180);
 }
 
-int MemoryTimeChart::seriesCount() const { return static_cast<int>(series_.size()); }
+int MemoryTimeChart::seriesCount() const {
+  return static_cast<int>(series_.size());
+}
 
 void MemoryTimeChart::setSnapshot(const SnapshotPointer &snapshot) {
   snapshot_ = snapshot;
@@ -329,8 +349,10 @@ void MemoryTimeChart::applyPendingSnapshot() {
   value_axis_->setTitleText(bytes_ ? tr("activations (GiB)") : tr("activation sets"));
   value_axis_->setRange(0, std::max(peak_ * 1.1, 1e-9));
   value_axis_->applyNiceNumbers();
-  chart_->setTitle(shown < ranks ? tr("Activations held over time (ranks 0\u2013%1 of %2)").arg(shown - 1).arg(ranks)
-                                 : tr("Activations held over time"));
+  chart_->setTitle(
+      shown < ranks
+          ? tr("Activations held over time (ranks 0\u2013%1 of %2)").arg(shown - 1).arg(ranks)
+          : tr("Activations held over time"));
   // The visible window follows the timeline (setVisibleRange); only the unit follows the step.
   const double makespan = std::max(simulation.makespan_us, 1e-6);
   const double unit = makespan >= 2e6 ? 1e6 : makespan >= 2e3 ? 1e3 : 1;
@@ -342,7 +364,9 @@ void MemoryTimeChart::applyPendingSnapshot() {
     time_axis_->setRange(0, makespan / unit);
     time_unit_us_ = unit;
   }
-  time_axis_->setTitleText(time_unit_us_ == 1e6 ? tr("time (s)") : time_unit_us_ == 1e3 ? tr("time (ms)") : tr("time (\u00b5s)"));
+  time_axis_->setTitleText(time_unit_us_ == 1e6   ? tr("time (s)")
+                           : time_unit_us_ == 1e3 ? tr("time (ms)")
+                                                  : tr("time (\u00b5s)"));
   rebuildSeries();
   setPlayhead(playhead_us_);
 }
@@ -356,11 +380,16 @@ void MemoryTimeChart::rebuildSeries() {
     steps.reserve(simulation.memory[rank].size() + 1);
     steps.emplace_back(0, 0);
     for (const auto &point : simulation.memory[rank])
-      steps.emplace_back(point.time_us / time_unit_us_, bytes_ ? point.activation_bytes / kGiB : point.inflight_microbatches);
+      steps.emplace_back(point.time_us / time_unit_us_,
+                         bytes_ ? point.activation_bytes / kGiB : point.inflight_microbatches);
     const auto capped = capStepSeries(steps, 0, makespan / time_unit_us_, kMemoryChartColumns);
     series_[rank]->replace(QList<QPointF>(capped.begin(), capped.end()));
     series_[rank]->setName(tr("rank %1").arg(rank));
-    series_[rank]->setPen(QPen(QColor::fromHsv(static_cast<int>(rank * 360 / std::max<std::size_t>(series_.size(), 1)) % 360, 170, 190), 1.5));
+    series_[rank]->setPen(
+        QPen(QColor::fromHsv(
+                 static_cast<int>(rank * 360 / std::max<std::size_t>(series_.size(), 1)) % 360, 170,
+                 190),
+             1.5));
   }
   legend_->setText(legendHtml(series_));
   applyTimeRange(start_us_, end_us_);
@@ -373,7 +402,8 @@ void MemoryTimeChart::setVisibleRange(const TimeMapping &mapping) {
 }
 
 void MemoryTimeChart::applyTimeRange(double start_us, double end_us) {
-  const double start = start_us / time_unit_us_, end = std::max(end_us / time_unit_us_, start + 1e-12);
+  const double start = start_us / time_unit_us_,
+               end = std::max(end_us / time_unit_us_, start + 1e-12);
   // About five labeled ticks across the chart, on the timeline's nice 1-2-5 steps.
   const auto ticks = axisTicks(TimeMapping(start, end, 0, 100), 20);
   const double step = ticks.size() >= 2 ? ticks[1].time_us - ticks[0].time_us : end - start;
@@ -384,7 +414,9 @@ void MemoryTimeChart::applyTimeRange(double start_us, double end_us) {
     time_axis_->setRange(start, end);
     time_axis_->setTickInterval(step);
   }
-  time_axis_->setLabelFormat(step >= 1 ? QStringLiteral("%.0f") : step >= 0.1 ? QStringLiteral("%.1f") : QStringLiteral("%.3g"));
+  time_axis_->setLabelFormat(step >= 1     ? QStringLiteral("%.0f")
+                             : step >= 0.1 ? QStringLiteral("%.1f")
+                                           : QStringLiteral("%.3g"));
 }
 
 void MemoryTimeChart::setPlayhead(double time_us) {

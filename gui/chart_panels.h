@@ -25,12 +25,12 @@ namespace pipescope::gui {
 
 /// The numbers behind the memory bars, per pipeline rank, in the chart's unit.
 struct MemoryBars {
-  bool bytes = false;           ///< GiB from a model; otherwise activation sets without bytes
-  QString unit;                 ///< "GiB" or "activation sets (microbatches)"
+  bool bytes = false; ///< GiB from a model; otherwise activation sets without bytes
+  QString unit;       ///< "GiB" or "activation sets (microbatches)"
   std::vector<double> params, grads, optimizer, activations;
   std::vector<bool> over_capacity;
-  double capacity = 0;          ///< device memory in the unit, 0 when unknown
-  bool at_playhead = false;     ///< activations at the playhead rather than at their peak
+  double capacity = 0;      ///< device memory in the unit, 0 when unknown
+  bool at_playhead = false; ///< activations at the playhead rather than at their peak
 
   int rankCount() const { return static_cast<int>(activations.size()); }
   double total(int rank) const;
@@ -42,7 +42,8 @@ MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us = 
 
 /// Downsamples a step function to at most `bins` columns keeping each column's maximum, so a
 /// million-change memory timeline draws as fast as a short one and no peak is lost.
-std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end, int bins);
+std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end,
+                                   int bins);
 
 /// Stacked bars per rank (params, grads, optimizer, activations) against the device capacity
 /// line; ranks over capacity are marked in their axis label and the title.

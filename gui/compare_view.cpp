@@ -21,9 +21,12 @@ ScheduleRequest comparisonRequest(const Plan &plan, const std::string &family_na
   request.microbatches = plan.request.microbatches;
   const ScheduleFamily *family = findScheduleFamily(family_name);
   if (!family) return request;
-  if (family->placement != PlacementKind::Loop) request.chunks = 2;
-  else if (family->uses_chunks) request.chunks = std::max(2, plan.request.chunks);
-  else request.chunks = 1;
+  if (family->placement != PlacementKind::Loop)
+    request.chunks = 2;
+  else if (family->uses_chunks)
+    request.chunks = std::max(2, plan.request.chunks);
+  else
+    request.chunks = 1;
   request.microbatch_group = 0;
   return request;
 }
@@ -38,7 +41,8 @@ std::vector<int> microbatchLadder(int pp, int current_microbatches) {
   values.insert(limit);
   values.insert(std::min(current_microbatches, limit));
   // Multiples of P and 2P matter: several schedules accept only those.
-  for (int m = pp; m <= limit; m += std::max(1, pp)) values.insert(m);
+  for (int m = pp; m <= limit; m += std::max(1, pp))
+    values.insert(m);
   return {values.begin(), values.end()};
 }
 
@@ -58,7 +62,8 @@ Result<Evaluation> evaluateFamily(const Plan &plan, const ScheduleRequest &reque
 
 } // namespace
 
-ComparisonResult computeComparison(const Plan &plan, const QStringList &families, bool with_curves) {
+ComparisonResult computeComparison(const Plan &plan, const QStringList &families,
+                                   bool with_curves) {
   ComparisonResult result;
   for (const QString &name : families) {
     const auto request = comparisonRequest(plan, name.toStdString());
@@ -66,14 +71,16 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
     auto evaluation = evaluateFamily(plan, request);
     const QString title = family ? QString::fromStdString(family->title) : name;
     if (!evaluation) {
-      result.refused << QStringLiteral("%1: %2").arg(title, QString::fromStdString(evaluation.error().message));
+      result.refused << QStringLiteral("%1: %2").arg(
+          title, QString::fromStdString(evaluation.error().message));
       continue;
     }
     TimelineSection section;
     section.title = QObject::tr("%1 \u2014 step %2, bubble %3 %")
                         .arg(title, formatDuration(evaluation->simulation.makespan_us))
                         .arg(QString::number(evaluation->simulation.bubble_fraction * 100, 'f', 1));
-    if (family && family->uses_chunks) section.title += QObject::tr(" (V = %1)").arg(request.chunks);
+    if (family && family->uses_chunks)
+      section.title += QObject::tr(" (V = %1)").arg(request.chunks);
     section.evaluation = std::make_shared<const Evaluation>(std::move(*evaluation));
     result.sections.push_back(std::move(section));
   }
@@ -93,7 +100,9 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
       }
       if (!curve.points.empty()) result.curves.push_back(std::move(curve));
     }
-    result.subtitle = QObject::tr("P = %1, V = %2 where it applies").arg(plan.request.pp).arg(std::max(2, plan.request.chunks));
+    result.subtitle = QObject::tr("P = %1, V = %2 where it applies")
+                          .arg(plan.request.pp)
+                          .arg(std::max(2, plan.request.chunks));
   }
   return result;
 }
@@ -111,8 +120,9 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent) {
     item->setData(Qt::UserRole, QString::fromStdString(family.name));
     item->setToolTip(QString::fromStdString(family.summary));
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    const bool default_on = family.name == "1f1b" || family.name == "interleaved-1f1b" || family.name == "zb-h1" ||
-                            family.name == "zb-v" || family.name == "dualpipev";
+    const bool default_on = family.name == "1f1b" || family.name == "interleaved-1f1b" ||
+                            family.name == "zb-h1" || family.name == "zb-v" ||
+                            family.name == "dualpipev";
     item->setCheckState(default_on ? Qt::Checked : Qt::Unchecked);
   }
   left->addWidget(family_list_, 1);
@@ -157,14 +167,16 @@ void CompareView::setCheckedFamilies(const QStringList &families) {
   const QSignalBlocker blocker(family_list_);
   for (int row = 0; row < family_list_->count(); ++row) {
     auto *item = family_list_->item(row);
-    item->setCheckState(families.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked : Qt::Unchecked);
+    item->setCheckState(families.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                               : Qt::Unchecked);
   }
   dirty_ = true;
   recompute();
 }
 
 void CompareView::setPlan(const Plan &plan) {
-  const bool curves_change = !plan_ || plan_->request.pp != plan.request.pp || plan_->request.chunks != plan.request.chunks ||
+  const bool curves_change = !plan_ || plan_->request.pp != plan.request.pp ||
+                             plan_->request.chunks != plan.request.chunks ||
                              plan_->request.microbatches != plan.request.microbatches ||
                              planToJson(*plan_)["costs"] != planToJson(plan)["costs"] ||
                              plan_->model.has_value() != plan.model.has_value();
@@ -187,15 +199,16 @@ void CompareView::recompute() {
   curves_dirty_ = false;
   const Plan plan = *plan_;
   const QStringList families = checkedFamilies();
-  watcher_.setFuture(QtConcurrent::run([plan, families, with_curves] {
-    return computeComparison(plan, families, with_curves);
-  }));
+  watcher_.setFuture(QtConcurrent::run(
+      [plan, families, with_curves] { return computeComparison(plan, families, with_curves); }));
 }
 
 void CompareView::showResult() {
   timeline_->setModel(TimelineModel(result_.sections), true);
-  refused_label_->setText(result_.refused.isEmpty() ? QString()
-                                                    : tr("Not shown \u2014 ") + result_.refused.join(QStringLiteral("; ")));
+  refused_label_->setText(result_.refused.isEmpty()
+                              ? QString()
+                              : tr("Not shown \u2014 ") +
+                                    result_.refused.join(QStringLiteral("; ")));
   refused_label_->setVisible(!result_.refused.isEmpty());
   if (!result_.curves.empty()) bubble_chart_->setCurves(result_.curves, result_.subtitle);
 }

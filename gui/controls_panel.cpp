@@ -17,10 +17,14 @@ namespace pipescope::gui {
 
 namespace {
 
-QString fromStd(std::string_view text) { return QString::fromUtf8(text.data(), static_cast<int>(text.size())); }
+QString fromStd(std::string_view text) {
+  return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+}
 
 // Whether a family runs DualPipe's overlapped F&B pairs.
-bool usesOverlappedPairs(const std::string &name) { return name.rfind("dualpipe", 0) == 0; }
+bool usesOverlappedPairs(const std::string &name) {
+  return name.rfind("dualpipe", 0) == 0;
+}
 
 QDoubleSpinBox *timeBox(QWidget *parent, double maximum) {
   auto *box = new QDoubleSpinBox(parent);
@@ -60,7 +64,9 @@ SliderSpin::SliderSpin(int slider_max, int spin_max, QWidget *parent)
   });
 }
 
-int SliderSpin::value() const { return spin_->value(); }
+int SliderSpin::value() const {
+  return spin_->value();
+}
 
 void SliderSpin::setValue(int value) {
   const QSignalBlocker spin_blocker(spin_);
@@ -94,7 +100,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   schedule_->setObjectName(QStringLiteral("schedule"));
   for (const auto &family : scheduleFamilies()) {
     schedule_->addItem(QString::fromStdString(family.title), QString::fromStdString(family.name));
-    schedule_->setItemData(schedule_->count() - 1, QString::fromStdString(family.summary), Qt::ToolTipRole);
+    schedule_->setItemData(schedule_->count() - 1, QString::fromStdString(family.summary),
+                           Qt::ToolTipRole);
   }
   schedule_form->addRow(tr("schedule"), schedule_);
   schedule_summary_ = new QLabel(schedule_group);
@@ -128,8 +135,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   rank_order_ = new QComboBox(mesh_group);
   for (const char *order : {"tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"})
     rank_order_->addItem(QString::fromLatin1(order));
-  rank_order_->setToolTip(tr("Which dimension varies fastest in rank numbering (innermost first). tp-pp-dp keeps "
-                             "each TP group inside a node, as Megatron-LM numbers ranks."));
+  rank_order_->setToolTip(
+      tr("Which dimension varies fastest in rank numbering (innermost first). tp-pp-dp keeps "
+         "each TP group inside a node, as Megatron-LM numbers ranks."));
   mesh_form->addRow(tr("DP"), dp_);
   mesh_form->addRow(tr("TP"), tp_);
   mesh_form->addRow(tr("GPUs/node"), gpus_per_node_);
@@ -175,16 +183,19 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   auto *model_form = new QFormLayout(model_group_);
   model_form->setContentsMargins(0, 0, 0, 0);
   model_preset_ = new QComboBox(model_group_);
-  for (const auto &name : modelPresetNames()) model_preset_->addItem(QString::fromStdString(name));
+  for (const auto &name : modelPresetNames())
+    model_preset_->addItem(QString::fromStdString(name));
   hardware_preset_ = new QComboBox(model_group_);
-  for (const auto &name : hardwarePresetNames()) hardware_preset_->addItem(QString::fromStdString(name));
+  for (const auto &name : hardwarePresetNames())
+    hardware_preset_->addItem(QString::fromStdString(name));
   // Start on the smallest common case rather than the alphabetically first preset.
   model_preset_->setCurrentText(QStringLiteral("llama3-8b"));
   hardware_preset_->setCurrentText(QStringLiteral("h100-sxm"));
   recompute_ = new QComboBox(model_group_);
   for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full})
     recompute_->addItem(fromStd(recomputeName(mode)), static_cast<int>(mode));
-  recompute_->setToolTip(tr("Recomputation: redo forward work in the backward to hold fewer activations"));
+  recompute_->setToolTip(
+      tr("Recomputation: redo forward work in the backward to hold fewer activations"));
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
   device_memory_->setDecimals(1);
@@ -235,7 +246,8 @@ void ControlsPanel::setPlan(const Plan &plan) {
   const int custom_index = schedule_->findData(QStringLiteral("custom"));
   if (plan.custom && custom_index < 0) schedule_->addItem(custom_title, QStringLiteral("custom"));
   if (!plan.custom && custom_index >= 0) schedule_->removeItem(custom_index);
-  const int index = schedule_->findData(plan.custom ? QStringLiteral("custom") : QString::fromStdString(plan.request.name));
+  const int index = schedule_->findData(plan.custom ? QStringLiteral("custom")
+                                                    : QString::fromStdString(plan.request.name));
   schedule_->setCurrentIndex(std::max(0, index));
   pp_->setValue(plan.request.pp);
   microbatches_->setValue(plan.request.microbatches);
@@ -260,15 +272,18 @@ void ControlsPanel::setPlan(const Plan &plan) {
 
 void ControlsPanel::selectModelPresets() {
   if (!remembered_model_) return;
-  const int model_index = model_preset_->findText(QString::fromStdString(remembered_model_->model.name));
+  const int model_index =
+      model_preset_->findText(QString::fromStdString(remembered_model_->model.name));
   if (model_index < 0 && !remembered_model_->model.name.empty())
     model_preset_->addItem(QString::fromStdString(remembered_model_->model.name));
   model_preset_->setCurrentText(QString::fromStdString(remembered_model_->model.name));
-  const int hardware_index = hardware_preset_->findText(QString::fromStdString(remembered_model_->hardware.name));
+  const int hardware_index =
+      hardware_preset_->findText(QString::fromStdString(remembered_model_->hardware.name));
   if (hardware_index < 0 && !remembered_model_->hardware.name.empty())
     hardware_preset_->addItem(QString::fromStdString(remembered_model_->hardware.name));
   hardware_preset_->setCurrentText(QString::fromStdString(remembered_model_->hardware.name));
-  recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(remembered_model_->training.recompute)));
+  recompute_->setCurrentIndex(
+      recompute_->findData(static_cast<int>(remembered_model_->training.recompute)));
   device_memory_->setValue(remembered_model_->hardware.memory_gib);
 }
 
@@ -282,16 +297,20 @@ void ControlsPanel::readControls() {
     plan.request.microbatches = microbatches_->value();
     const ScheduleFamily *family = findScheduleFamily(plan.request.name);
     // Fixed V comes from the family, so switching schedules never leaves a stale V behind.
-    if (family && !family->uses_chunks) plan.request.chunks = family->placement == PlacementKind::Loop ? 1 : 2;
+    if (family && !family->uses_chunks)
+      plan.request.chunks = family->placement == PlacementKind::Loop ? 1 : 2;
     // Interleaving needs V >= 2: coming from a V = 1 schedule starts at 2, not at an error.
-    else plan.request.chunks = std::max(2, chunks_->value());
-    plan.request.microbatch_group = family && family->uses_microbatch_group ? microbatch_group_->value() : 0;
+    else
+      plan.request.chunks = std::max(2, chunks_->value());
+    plan.request.microbatch_group =
+        family && family->uses_microbatch_group ? microbatch_group_->value() : 0;
   }
   plan.mesh.pp = plan.request.pp;
   plan.mesh.dp = dp_->value();
   plan.mesh.tp = tp_->value();
   plan.mesh.gpus_per_node = gpus_per_node_->value();
-  if (auto order = Mesh::parseOrder(rank_order_->currentText().toStdString())) plan.mesh.order = *order;
+  if (auto order = Mesh::parseOrder(rank_order_->currentText().toStdString()))
+    plan.mesh.order = *order;
   plan.costs.forward_us = forward_->value();
   plan.costs.backward_us = backward_->value();
   plan.costs.weight_us = weight_->value();
@@ -335,15 +354,20 @@ void ControlsPanel::updateApplicability() {
   const QString title = family ? QString::fromStdString(family->title) : tr("A custom schedule");
   schedule_summary_->setText(family ? QString::fromStdString(family->summary)
                                     : tr("Per-rank op lists loaded from a file."));
-  const QString custom_reason = tr("A custom schedule fixes P, M and V; choose a built-in schedule to change them.");
+  const QString custom_reason =
+      tr("A custom schedule fixes P, M and V; choose a built-in schedule to change them.");
   pp_->setReason(custom ? custom_reason : QString());
   microbatches_->setReason(custom ? custom_reason : QString());
   QString chunks_reason;
-  if (custom) chunks_reason = custom_reason;
+  if (custom)
+    chunks_reason = custom_reason;
   else if (family && family->placement != PlacementKind::Loop)
-    chunks_reason = tr("%1 fixes V at 2 (%2 placement).").arg(title, fromStd(placementName(family->placement)));
+    chunks_reason =
+        tr("%1 fixes V at 2 (%2 placement).").arg(title, fromStd(placementName(family->placement)));
   else if (family && !family->uses_chunks)
-    chunks_reason = tr("%1 places one contiguous chunk per rank (V = 1); V applies to Interleaved 1F1B.").arg(title);
+    chunks_reason =
+        tr("%1 places one contiguous chunk per rank (V = 1); V applies to Interleaved 1F1B.")
+            .arg(title);
   chunks_->setReason(chunks_reason);
   if (family && family->uses_chunks) {
     chunks_->setRange(2, 8, kMaxChunks);
@@ -354,32 +378,37 @@ void ControlsPanel::updateApplicability() {
   }
   const bool group_applies = family && family->uses_microbatch_group;
   microbatch_group_->setEnabled(group_applies);
-  microbatch_group_->setToolTip(group_applies
-                                    ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
-                                         "depth-first order, G = M the breadth-first (looped BFS) order.")
-                                    : tr("The microbatch group applies to Interleaved 1F1B only."));
+  microbatch_group_->setToolTip(
+      group_applies ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
+                         "depth-first order, G = M the breadth-first (looped BFS) order.")
+                    : tr("The microbatch group applies to Interleaved 1F1B only."));
   const bool model = plan_.model.has_value();
   op_times_group_->setEnabled(!model);
-  op_times_group_->setToolTip(model ? tr("The model + hardware preset derives every op time; choose 'Op times' to "
-                                         "type them.")
-                                    : QString());
+  op_times_group_->setToolTip(
+      model ? tr("The model + hardware preset derives every op time; choose 'Op times' to "
+                 "type them.")
+            : QString());
   if (!model) {
     const bool splits = family ? family->splits_backward : true;
     weight_->setEnabled(splits);
-    weight_->setToolTip(splits ? tr("W: weight-grad part of B; an I op takes B \u2212 W")
-                               : tr("%1 runs the full backward B as one op; W matters only for schedules that "
-                                    "split it (ZB-H1, ZB-H2, ZB-V, DualPipe).")
-                                     .arg(title));
+    weight_->setToolTip(
+        splits ? tr("W: weight-grad part of B; an I op takes B \u2212 W")
+               : tr("%1 runs the full backward B as one op; W matters only for schedules that "
+                    "split it (ZB-H1, ZB-H2, ZB-V, DualPipe).")
+                     .arg(title));
     const bool pairs = family && usesOverlappedPairs(family->name);
     overlapped_->setEnabled(pairs);
-    overlapped_->setToolTip(pairs ? tr("Time of one overlapped F&B pair; 0 means F + B")
-                                  : tr("Only DualPipe and DualPipeV overlap a forward with a backward."));
+    overlapped_->setToolTip(
+        pairs ? tr("Time of one overlapped F&B pair; 0 means F + B")
+              : tr("Only DualPipe and DualPipeV overlap a forward with a backward."));
   }
   model_group_->setEnabled(model);
-  model_group_->setToolTip(model ? QString()
-                                 : tr("Choose 'Model + hardware' to derive op times and memory from a model preset."));
-  const QString mesh_hint = model ? QString()
-                                  : tr(" Without a model it shapes the mesh view only; op times come from F, B, W.");
+  model_group_->setToolTip(
+      model ? QString()
+            : tr("Choose 'Model + hardware' to derive op times and memory from a model preset."));
+  const QString mesh_hint =
+      model ? QString()
+            : tr(" Without a model it shapes the mesh view only; op times come from F, B, W.");
   dp_->setToolTip(tr("DP: data-parallel replicas.") + mesh_hint);
   tp_->setToolTip(tr("TP: tensor-parallel GPUs per layer.") + mesh_hint);
   dp_->setReason(QString());

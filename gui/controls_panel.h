@@ -86,8 +86,8 @@ private:
   SliderSpin *dp_ = nullptr, *tp_ = nullptr, *gpus_per_node_ = nullptr;
   QComboBox *rank_order_ = nullptr;
   QRadioButton *op_times_button_ = nullptr, *model_button_ = nullptr;
-  QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr, *overlapped_ = nullptr,
-                 *latency_ = nullptr;
+  QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr,
+                 *overlapped_ = nullptr, *latency_ = nullptr;
   QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;

@@ -11,9 +11,9 @@ namespace pipescope::gui {
 std::size_t estimatedOpCount(const Plan &plan) {
   if (plan.custom) return plan.custom->opCount();
   const auto *family = findScheduleFamily(plan.request.name);
-  const std::size_t chunks =
-      family && family->placement != PlacementKind::Loop ? 2
-                                                         : static_cast<std::size_t>(std::max(1, plan.request.chunks));
+  const std::size_t chunks = family && family->placement != PlacementKind::Loop
+                                 ? 2
+                                 : static_cast<std::size_t>(std::max(1, plan.request.chunks));
   const std::size_t ops_per_stage = family && family->splits_backward ? 3 : 2;
   return static_cast<std::size_t>(std::max(1, plan.request.pp)) *
          static_cast<std::size_t>(std::max(1, plan.request.microbatches)) * chunks * ops_per_stage;
@@ -21,16 +21,20 @@ std::size_t estimatedOpCount(const Plan &plan) {
 
 namespace {
 
-QString fromEngine(const Error &error) { return QString::fromStdString(error.message); }
+QString fromEngine(const Error &error) {
+  return QString::fromStdString(error.message);
+}
 
 // Bubble and rank-0 memory of the same plan with one request field changed; nothing when that
 // variant is not a valid request.
-std::optional<std::pair<double, int>> variantMetrics(const Costs &costs, const ScheduleRequest &request) {
+std::optional<std::pair<double, int>> variantMetrics(const Costs &costs,
+                                                     const ScheduleRequest &request) {
   if (!checkScheduleRequest(request)) return std::nullopt;
   auto evaluation = evaluate(request, costs);
   if (!evaluation) return std::nullopt;
   const auto &ranks = evaluation->simulation.ranks;
-  return std::pair{evaluation->simulation.bubble_fraction, ranks.empty() ? 0 : ranks[0].peak_inflight};
+  return std::pair{evaluation->simulation.bubble_fraction,
+                   ranks.empty() ? 0 : ranks[0].peak_inflight};
 }
 
 std::vector<SliderEffect> sliderEffects(const Plan &plan, const Costs &costs,
@@ -48,14 +52,16 @@ std::vector<SliderEffect> sliderEffects(const Plan &plan, const Costs &costs,
       effect.to = to;
       effect.bubble_fraction_from = current.simulation.bubble_fraction;
       effect.bubble_fraction_to = metrics->first;
-      effect.peak_inflight_from = current.simulation.ranks.empty() ? 0 : current.simulation.ranks[0].peak_inflight;
+      effect.peak_inflight_from =
+          current.simulation.ranks.empty() ? 0 : current.simulation.ranks[0].peak_inflight;
       effect.peak_inflight_to = metrics->second;
       effects.push_back(effect);
     }
   };
   ScheduleRequest more_microbatches = plan.request;
   more_microbatches.microbatches *= 2;
-  add(QStringLiteral("M"), plan.request.microbatches, more_microbatches.microbatches, more_microbatches);
+  add(QStringLiteral("M"), plan.request.microbatches, more_microbatches.microbatches,
+      more_microbatches);
   ScheduleRequest more_ranks = plan.request;
   more_ranks.pp *= 2;
   if (family && family->uses_microbatch_group && more_ranks.microbatches < more_ranks.pp)
@@ -106,7 +112,8 @@ SnapshotPointer computeSnapshotUnchecked(const Plan &plan) {
   }
   auto shared = std::make_shared<const Evaluation>(std::move(*evaluation));
   if (plan.model) {
-    snapshot->report = reportModel(*plan.model, plan.mesh, shared->schedule, derivation, shared->simulation);
+    snapshot->report =
+        reportModel(*plan.model, plan.mesh, shared->schedule, derivation, shared->simulation);
     snapshot->derivation = std::move(derivation);
   }
   snapshot->evaluation = shared;
@@ -125,7 +132,8 @@ SnapshotPointer computeSnapshot(const Plan &plan) {
   } catch (const std::exception &exception) {
     auto snapshot = std::make_shared<ExplorerSnapshot>();
     snapshot->plan = plan;
-    snapshot->error = QStringLiteral("evaluation failed: %1").arg(QString::fromUtf8(exception.what()));
+    snapshot->error =
+        QStringLiteral("evaluation failed: %1").arg(QString::fromUtf8(exception.what()));
     return snapshot;
   }
 }
@@ -148,8 +156,9 @@ double activationsAt(const SimulationResult &simulation, int rank, double time_u
   if (rank < 0 || static_cast<std::size_t>(rank) >= simulation.memory.size()) return 0;
   const auto &points = simulation.memory[static_cast<std::size_t>(rank)];
   // Last change at or before the time.
-  auto it = std::upper_bound(points.begin(), points.end(), time_us,
-                             [](double value, const MemoryPoint &point) { return value < point.time_us; });
+  auto it = std::upper_bound(
+      points.begin(), points.end(), time_us,
+      [](double value, const MemoryPoint &point) { return value < point.time_us; });
   if (it == points.begin()) return 0;
   --it;
   return bytes ? it->activation_bytes : it->inflight_microbatches;

@@ -15,20 +15,20 @@ namespace pipescope::gui {
 
 /// How the bubble of one setting would move if one slider moved, for the Explain panel.
 struct SliderEffect {
-  QString control;        ///< "M", "P", "V"
-  int from = 0, to = 0;   ///< the slider value now and the one tried
+  QString control;      ///< "M", "P", "V"
+  int from = 0, to = 0; ///< the slider value now and the one tried
   double bubble_fraction_from = 0, bubble_fraction_to = 0;
   int peak_inflight_from = 0, peak_inflight_to = 0; ///< rank 0, in activation sets
 };
 
 struct ExplorerSnapshot {
-  Plan plan;                                     ///< the settings this snapshot answers
-  std::shared_ptr<const Evaluation> evaluation;  ///< null when `error` is set
-  std::optional<ModelDerivation> derivation;     ///< when the plan has a model
-  std::optional<ModelReport> report;             ///< when the plan has a model
-  std::vector<SliderEffect> slider_effects;      ///< small settings only
-  QString error;                                 ///< why the settings cannot be evaluated
-  double compute_ms = 0;                         ///< wall time of the evaluation
+  Plan plan;                                    ///< the settings this snapshot answers
+  std::shared_ptr<const Evaluation> evaluation; ///< null when `error` is set
+  std::optional<ModelDerivation> derivation;    ///< when the plan has a model
+  std::optional<ModelReport> report;            ///< when the plan has a model
+  std::vector<SliderEffect> slider_effects;     ///< small settings only
+  QString error;                                ///< why the settings cannot be evaluated
+  double compute_ms = 0;                        ///< wall time of the evaluation
 
   bool ok() const { return evaluation != nullptr; }
 };

@@ -40,9 +40,15 @@ double renderMs(QWidget *widget, QImage &image) {
 
 int runFrameBenchmark(QTextStream &out, std::size_t largest_ops) {
   const std::vector<Size> ladder = {
-      {"1f1b", 4, 8, 1},           {"1f1b", 8, 32, 1},           {"1f1b", 16, 128, 1},
-      {"interleaved-1f1b", 16, 128, 2}, {"zb-h1", 16, 128, 1},   {"zb-v", 32, 256, 2},
-      {"1f1b", 32, 1024, 1},       {"interleaved-1f1b", 64, 1024, 4}, {"interleaved-1f1b", 64, 2048, 4},
+      {"1f1b", 4, 8, 1},
+      {"1f1b", 8, 32, 1},
+      {"1f1b", 16, 128, 1},
+      {"interleaved-1f1b", 16, 128, 2},
+      {"zb-h1", 16, 128, 1},
+      {"zb-v", 32, 256, 2},
+      {"1f1b", 32, 1024, 1},
+      {"interleaved-1f1b", 64, 1024, 4},
+      {"interleaved-1f1b", 64, 2048, 4},
   };
   MainWindowOptions options;
   options.use_settings = false;
@@ -87,7 +93,8 @@ int runFrameBenchmark(QTextStream &out, std::size_t largest_ops) {
     for (int repeat = 0; repeat < repeats; ++repeat) {
       // A slider move, as a person makes it: the M spin box changes, the engine evaluates
       // (inline at these sizes), every view updates, and the window repaints synchronously.
-      const int value = repeat % 2 == 0 ? size.microbatches + (size.chunks > 1 ? size.pp : 1) : size.microbatches;
+      const int value =
+          repeat % 2 == 0 ? size.microbatches + (size.chunks > 1 ? size.pp : 1) : size.microbatches;
       QElapsedTimer timer;
       timer.start();
       window.controls()->microbatches()->spinBox()->setValue(value);
@@ -106,7 +113,8 @@ int runFrameBenchmark(QTextStream &out, std::size_t largest_ops) {
     window.setPlan(plan);
     window.settle();
     timeline->resetZoom();
-    for (int frame = 0; frame < 5; ++frame) paint.push_back(renderMs(timeline, timeline_image));
+    for (int frame = 0; frame < 5; ++frame)
+      paint.push_back(renderMs(timeline, timeline_image));
     const std::size_t items = timeline->drawList().itemCount();
     // Panning a zoomed view: 30 frames of a 40-pixel drag.
     timeline->setMapping(timeline->mapping().zoomedAround(timeline->width() / 2.0, 8));
@@ -116,7 +124,12 @@ int runFrameBenchmark(QTextStream &out, std::size_t largest_ops) {
     }
     const auto &schedule = window.snapshot()->evaluation->schedule;
     out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9\n")
-               .arg(QStringLiteral("%1 %2 %3 %4").arg(QString::fromLatin1(size.schedule)).arg(size.pp).arg(size.microbatches).arg(size.chunks), -30)
+               .arg(QStringLiteral("%1 %2 %3 %4")
+                        .arg(QString::fromLatin1(size.schedule))
+                        .arg(size.pp)
+                        .arg(size.microbatches)
+                        .arg(size.chunks),
+                    -30)
                .arg(static_cast<qulonglong>(schedule.opCount()), 9)
                .arg(median(slider), 10, 'f', 2)
                .arg(median(update), 8, 'f', 2)

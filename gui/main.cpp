@@ -1,6 +1,7 @@
 // pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE]` renders the
 // window after loading and exits (headless use and tests; with `--run TARGET` it waits for the run
-// first); `--bench` prints frame times for a ladder of sizes. With no display at all, the window is rendered to a PNG whose path is printed.
+// first); `--bench` prints frame times for a ladder of sizes. With no display at all, the window is
+// rendered to a PNG whose path is printed.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -49,33 +50,80 @@ int main(int argc, char *argv[]) {
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
 
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("pipescope: explore pipeline-parallel training schedules"));
+  parser.setApplicationDescription(
+      QStringLiteral("pipescope: explore pipeline-parallel training schedules"));
   parser.addHelpOption();
   parser.addVersionOption();
-  const QCommandLineOption screenshot({QStringLiteral("screenshot")}, QStringLiteral("Render the window to FILE and exit."), QStringLiteral("FILE"));
-  const QCommandLineOption plan_file({QStringLiteral("plan")}, QStringLiteral("Open this plan instead of the example."), QStringLiteral("FILE"));
-  const QCommandLineOption bench({QStringLiteral("bench")}, QStringLiteral("Print frame times for a ladder of sizes and exit."));
-  const QCommandLineOption schedule({QStringLiteral("schedule")}, QStringLiteral("Schedule family to show."), QStringLiteral("NAME"));
-  const QCommandLineOption pp({QStringLiteral("pp")}, QStringLiteral("P, pipeline ranks."), QStringLiteral("P"));
-  const QCommandLineOption microbatches({QStringLiteral("microbatches")}, QStringLiteral("M, microbatches."), QStringLiteral("M"));
-  const QCommandLineOption chunks({QStringLiteral("chunks")}, QStringLiteral("V, chunks per rank."), QStringLiteral("V"));
-  const QCommandLineOption dp({QStringLiteral("dp")}, QStringLiteral("DP replicas."), QStringLiteral("DP"));
-  const QCommandLineOption tp({QStringLiteral("tp")}, QStringLiteral("TP size."), QStringLiteral("TP"));
-  const QCommandLineOption model({QStringLiteral("model")}, QStringLiteral("Model preset (with --hardware)."), QStringLiteral("NAME"));
-  const QCommandLineOption hardware({QStringLiteral("hardware")}, QStringLiteral("Hardware preset."), QStringLiteral("NAME"));
-  const QCommandLineOption tab({QStringLiteral("tab")}, QStringLiteral("Bottom tab to show: memory, mesh, explain, compare, run."), QStringLiteral("NAME"));
-  const QCommandLineOption highlight({QStringLiteral("highlight")}, QStringLiteral("Highlight this microbatch's path."), QStringLiteral("M"));
-  const QCommandLineOption playhead({QStringLiteral("playhead")}, QStringLiteral("Put the playhead at this fraction of the step."), QStringLiteral("FRACTION"));
-  const QCommandLineOption zoom({QStringLiteral("zoom")}, QStringLiteral("Zoom the timeline by this factor around its center."), QStringLiteral("FACTOR"));
-  const QCommandLineOption hover_gpu({QStringLiteral("hover-gpu")}, QStringLiteral("Show this GPU as hovered in the mesh view."), QStringLiteral("RANK"));
-  const QCommandLineOption measured({QStringLiteral("measured")}, QStringLiteral("Import this measured trace and draw it over the prediction."), QStringLiteral("TRACE"));
-  const QCommandLineOption overlay({QStringLiteral("overlay")}, QStringLiteral("How the measurement is drawn: overlay, side, hidden."), QStringLiteral("MODE"));
-  const QCommandLineOption measured_step({QStringLiteral("measured-step")}, QStringLiteral("Which measured step to draw (default: the latest)."), QStringLiteral("K"));
-  const QCommandLineOption calibrate({QStringLiteral("calibrate")}, QStringLiteral("Calibrate the costs to the measurement before the screenshot."));
-  const QCommandLineOption run({QStringLiteral("run")}, QStringLiteral("Run the plan on a target (cpu, gpu-shared, local-gpus, slurm, custom); with --screenshot, wait for it to end."), QStringLiteral("TARGET"));
-  const QCommandLineOption size({QStringLiteral("size")}, QStringLiteral("Window size for --screenshot, e.g. 1280x800."), QStringLiteral("WxH"));
-  parser.addOptions({screenshot, plan_file, bench, schedule, pp, microbatches, chunks, dp, tp, model, hardware, tab,
-                     highlight, playhead, zoom, hover_gpu, measured, overlay, measured_step, calibrate, run, size});
+  const QCommandLineOption screenshot({QStringLiteral("screenshot")},
+                                      QStringLiteral("Render the window to FILE and exit."),
+                                      QStringLiteral("FILE"));
+  const QCommandLineOption plan_file({QStringLiteral("plan")},
+                                     QStringLiteral("Open this plan instead of the example."),
+                                     QStringLiteral("FILE"));
+  const QCommandLineOption bench(
+      {QStringLiteral("bench")},
+      QStringLiteral("Print frame times for a ladder of sizes and exit."));
+  const QCommandLineOption schedule({QStringLiteral("schedule")},
+                                    QStringLiteral("Schedule family to show."),
+                                    QStringLiteral("NAME"));
+  const QCommandLineOption pp({QStringLiteral("pp")}, QStringLiteral("P, pipeline ranks."),
+                              QStringLiteral("P"));
+  const QCommandLineOption microbatches({QStringLiteral("microbatches")},
+                                        QStringLiteral("M, microbatches."), QStringLiteral("M"));
+  const QCommandLineOption chunks({QStringLiteral("chunks")}, QStringLiteral("V, chunks per rank."),
+                                  QStringLiteral("V"));
+  const QCommandLineOption dp({QStringLiteral("dp")}, QStringLiteral("DP replicas."),
+                              QStringLiteral("DP"));
+  const QCommandLineOption tp({QStringLiteral("tp")}, QStringLiteral("TP size."),
+                              QStringLiteral("TP"));
+  const QCommandLineOption model({QStringLiteral("model")},
+                                 QStringLiteral("Model preset (with --hardware)."),
+                                 QStringLiteral("NAME"));
+  const QCommandLineOption hardware({QStringLiteral("hardware")},
+                                    QStringLiteral("Hardware preset."), QStringLiteral("NAME"));
+  const QCommandLineOption tab(
+      {QStringLiteral("tab")},
+      QStringLiteral("Bottom tab to show: memory, mesh, explain, compare, run."),
+      QStringLiteral("NAME"));
+  const QCommandLineOption highlight({QStringLiteral("highlight")},
+                                     QStringLiteral("Highlight this microbatch's path."),
+                                     QStringLiteral("M"));
+  const QCommandLineOption playhead(
+      {QStringLiteral("playhead")},
+      QStringLiteral("Put the playhead at this fraction of the step."), QStringLiteral("FRACTION"));
+  const QCommandLineOption zoom(
+      {QStringLiteral("zoom")},
+      QStringLiteral("Zoom the timeline by this factor around its center."),
+      QStringLiteral("FACTOR"));
+  const QCommandLineOption hover_gpu({QStringLiteral("hover-gpu")},
+                                     QStringLiteral("Show this GPU as hovered in the mesh view."),
+                                     QStringLiteral("RANK"));
+  const QCommandLineOption measured(
+      {QStringLiteral("measured")},
+      QStringLiteral("Import this measured trace and draw it over the prediction."),
+      QStringLiteral("TRACE"));
+  const QCommandLineOption overlay(
+      {QStringLiteral("overlay")},
+      QStringLiteral("How the measurement is drawn: overlay, side, hidden."),
+      QStringLiteral("MODE"));
+  const QCommandLineOption measured_step(
+      {QStringLiteral("measured-step")},
+      QStringLiteral("Which measured step to draw (default: the latest)."), QStringLiteral("K"));
+  const QCommandLineOption calibrate(
+      {QStringLiteral("calibrate")},
+      QStringLiteral("Calibrate the costs to the measurement before the screenshot."));
+  const QCommandLineOption run(
+      {QStringLiteral("run")},
+      QStringLiteral("Run the plan on a target (cpu, gpu-shared, local-gpus, slurm, custom); with "
+                     "--screenshot, wait for it to end."),
+      QStringLiteral("TARGET"));
+  const QCommandLineOption size({QStringLiteral("size")},
+                                QStringLiteral("Window size for --screenshot, e.g. 1280x800."),
+                                QStringLiteral("WxH"));
+  parser.addOptions({screenshot,    plan_file, bench, schedule,  pp,       microbatches,
+                     chunks,        dp,        tp,    model,     hardware, tab,
+                     highlight,     playhead,  zoom,  hover_gpu, measured, overlay,
+                     measured_step, calibrate, run,   size});
   parser.process(app);
 
   if (parser.isSet(bench)) {
@@ -93,7 +141,8 @@ int main(int argc, char *argv[]) {
   options.use_settings = screenshot_path.isEmpty();
   options.animate = screenshot_path.isEmpty();
   MainWindow window(options);
-  if (parser.isSet(plan_file) && !window.openPlan(parser.value(plan_file)) && !screenshot_path.isEmpty())
+  if (parser.isSet(plan_file) && !window.openPlan(parser.value(plan_file)) &&
+      !screenshot_path.isEmpty())
     return fail(window.errorMessage());
 
   // Command-line settings on top of the plan, as a person would move the sliders.
@@ -122,7 +171,8 @@ int main(int argc, char *argv[]) {
     auto model_spec = loadModelSpec(parser.value(model).toStdString());
     if (!model_spec) return fail(QString::fromStdString(model_spec.error().message));
     setup.model = *model_spec;
-    auto hardware_spec = loadHardwareSpec(parser.isSet(hardware) ? parser.value(hardware).toStdString() : "h100-sxm");
+    auto hardware_spec = loadHardwareSpec(
+        parser.isSet(hardware) ? parser.value(hardware).toStdString() : "h100-sxm");
     if (!hardware_spec) return fail(QString::fromStdString(hardware_spec.error().message));
     setup.hardware = *hardware_spec;
     plan.mesh.gpus_per_node = setup.hardware.gpus_per_node;
@@ -142,12 +192,16 @@ int main(int argc, char *argv[]) {
   window.settle();
   if (parser.isSet(zoom))
     window.timeline()->setMapping(window.timeline()->mapping().zoomedAround(
-        window.timeline()->mapping().xLeft() + window.timeline()->mapping().widthPx() / 2, parser.value(zoom).toDouble()));
-  if (parser.isSet(highlight)) window.timeline()->setHighlightedMicrobatch(0, parser.value(highlight).toInt());
+        window.timeline()->mapping().xLeft() + window.timeline()->mapping().widthPx() / 2,
+        parser.value(zoom).toDouble()));
+  if (parser.isSet(highlight))
+    window.timeline()->setHighlightedMicrobatch(0, parser.value(highlight).toInt());
   if (parser.isSet(playhead) && window.snapshot())
-    window.setPlayhead(parser.value(playhead).toDouble() * window.snapshot()->evaluation->simulation.makespan_us);
+    window.setPlayhead(parser.value(playhead).toDouble() *
+                       window.snapshot()->evaluation->simulation.makespan_us);
   if (parser.isSet(hover_gpu)) window.mesh()->setHoveredGpu(parser.value(hover_gpu).toInt());
-  if (parser.isSet(measured) && !window.importMeasuredTrace(parser.value(measured)) && !screenshot_path.isEmpty())
+  if (parser.isSet(measured) && !window.importMeasuredTrace(parser.value(measured)) &&
+      !screenshot_path.isEmpty())
     return fail(window.runPanel()->statusText());
   if (parser.isSet(run)) {
     bool known = false;
@@ -156,15 +210,19 @@ int main(int argc, char *argv[]) {
         window.runPanel()->setTarget(static_cast<LaunchTarget>(index));
         known = true;
       }
-    if (!known) return fail(QStringLiteral("--run: expected cpu, gpu-shared, local-gpus, slurm or custom"));
-    if (!window.runPanel()->startRun() && !screenshot_path.isEmpty()) return fail(window.runPanel()->statusText());
+    if (!known)
+      return fail(QStringLiteral("--run: expected cpu, gpu-shared, local-gpus, slurm or custom"));
+    if (!window.runPanel()->startRun() && !screenshot_path.isEmpty())
+      return fail(window.runPanel()->statusText());
     if (!screenshot_path.isEmpty()) {
       // Headless: follow the run to its end, then take the picture of what it measured.
       QElapsedTimer waited;
       waited.start();
-      while (window.runPanel()->running() && waited.elapsed() < 600000) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      while (window.runPanel()->running() && waited.elapsed() < 600000)
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
       window.runPanel()->cancelRun();
-      while (window.runPanel()->running()) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+      while (window.runPanel()->running())
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
     }
   }
   if (parser.isSet(calibrate) && !window.runPanel()->calibrate() && !screenshot_path.isEmpty())
@@ -180,17 +238,20 @@ int main(int argc, char *argv[]) {
   // Importing and running show the Run tab; an explicit --tab has the last word.
   if (parser.isSet(tab))
     for (int index = 0; index < window.tabs()->count(); ++index)
-      if (window.tabs()->tabText(index).toLower() == tab_name) window.tabs()->setCurrentIndex(index);
+      if (window.tabs()->tabText(index).toLower() == tab_name)
+        window.tabs()->setCurrentIndex(index);
 
   if (!screenshot_path.isEmpty()) {
     const QImage image = window.renderWindow();
-    if (image.isNull() || !image.save(screenshot_path)) return fail(QStringLiteral("could not write %1").arg(screenshot_path));
+    if (image.isNull() || !image.save(screenshot_path))
+      return fail(QStringLiteral("could not write %1").arg(screenshot_path));
     QTextStream out(stdout);
     if (headless || !parser.isSet(screenshot))
       out << "pipescope-gui: no display; rendered the window to " << screenshot_path << '\n';
     else
       out << "pipescope-gui: wrote " << screenshot_path << '\n';
-    if (!window.errorMessage().isEmpty()) out << "pipescope-gui: the window shows: " << window.errorMessage() << '\n';
+    if (!window.errorMessage().isEmpty())
+      out << "pipescope-gui: the window shows: " << window.errorMessage() << '\n';
     return 0;
   }
   return app.exec();

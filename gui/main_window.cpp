@@ -89,8 +89,9 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   banner_->setObjectName(QStringLiteral("error_banner"));
   banner_->setWordWrap(true);
   banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  banner_->setStyleSheet(QStringLiteral("QLabel { background: #fdecea; color: #8a1c12; border: 1px solid #f0b8b0; "
-                                        "border-radius: 3px; padding: 6px; }"));
+  banner_->setStyleSheet(
+      QStringLiteral("QLabel { background: #fdecea; color: #8a1c12; border: 1px solid #f0b8b0; "
+                     "border-radius: 3px; padding: 6px; }"));
   banner_->hide();
   top_layout->addWidget(banner_);
   top_layout->addWidget(buildTransportBar());
@@ -129,13 +130,15 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   connect(tabs_, &QTabWidget::currentChanged, this, [this, splitter](int index) {
     const int total = splitter->height();
     const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_;
-    splitter->setSizes({tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
+    splitter->setSizes(
+        {tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
   });
 
   busy_label_ = new QLabel(this);
   statusBar()->addPermanentWidget(busy_label_);
 
-  connect(controls_, &ControlsPanel::planEdited, this, [this](const Plan &plan) { requestEvaluation(withoutStaleCalibration(plan)); });
+  connect(controls_, &ControlsPanel::planEdited, this,
+          [this](const Plan &plan) { requestEvaluation(withoutStaleCalibration(plan)); });
   connect(run_panel_, &RunPanel::measurementChanged, this, [this] {
     updateMeasuredControls();
     rebuildTimeline(false);
@@ -149,10 +152,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     if (running) tabs_->setCurrentWidget(run_panel_);
   });
   connect(&engine_, &SnapshotEngine::snapshotReady, this, &MainWindow::showSnapshot);
-  connect(&engine_, &SnapshotEngine::busyChanged, this, [this](bool busy) {
-    busy_label_->setText(busy ? tr("simulating\u2026") : QString());
-  });
-  connect(timeline_, &TimelineWidget::mappingChanged, memory_time_, &MemoryTimeChart::setVisibleRange);
+  connect(&engine_, &SnapshotEngine::busyChanged, this,
+          [this](bool busy) { busy_label_->setText(busy ? tr("simulating\u2026") : QString()); });
+  connect(timeline_, &TimelineWidget::mappingChanged, memory_time_,
+          &MemoryTimeChart::setVisibleRange);
   connect(timeline_, &TimelineWidget::hoverTextChanged, this, [this](const QString &text) {
     QString plain = text;
     plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
@@ -175,7 +178,8 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   Plan plan = examplePlan();
   if (options_.use_settings) {
     QSettings settings;
-    if (settings.contains(kGeometryKey)) restoreGeometry(settings.value(kGeometryKey).toByteArray());
+    if (settings.contains(kGeometryKey))
+      restoreGeometry(settings.value(kGeometryKey).toByteArray());
     if (settings.contains(kStateKey)) restoreState(settings.value(kStateKey).toByteArray());
     const QString last = settings.value(kLastPlanKey).toString();
     if (!last.isEmpty()) {
@@ -205,7 +209,8 @@ QWidget *MainWindow::buildTransportBar() {
   play_button_ = tool(tr("\u25b6 Play"), tr("Play: a playhead sweeps the step (Space)"));
   play_button_->setObjectName(QStringLiteral("play"));
   connect(play_button_, &QToolButton::clicked, this, [this] { setPlaying(!playing()); });
-  auto *stop = tool(tr("\u25a0"), tr("Stop and clear the playhead; memory bars return to the peak"));
+  auto *stop =
+      tool(tr("\u25a0"), tr("Stop and clear the playhead; memory bars return to the peak"));
   connect(stop, &QToolButton::clicked, this, &MainWindow::stopPlayback);
   auto *back = tool(tr("|\u25c0"), tr("Step back to the previous op start or end (,)"));
   connect(back, &QToolButton::clicked, this, [this] { stepPlayhead(-1); });
@@ -238,7 +243,8 @@ QWidget *MainWindow::buildTransportBar() {
   overlay_box_->addItem(tr("Overlay"), static_cast<int>(OverlayMode::Overlay));
   overlay_box_->addItem(tr("Side by side"), static_cast<int>(OverlayMode::SideBySide));
   overlay_box_->addItem(tr("Prediction only"), static_cast<int>(OverlayMode::Hidden));
-  overlay_box_->setToolTip(tr("Draw the measured step over the predicted ops (outlined), below them on the same axis, or not at all"));
+  overlay_box_->setToolTip(tr("Draw the measured step over the predicted ops (outlined), below "
+                              "them on the same axis, or not at all"));
   measured_layout->addWidget(overlay_box_);
   measured_step_box_ = new QComboBox(measured_controls_);
   measured_step_box_->setObjectName(QStringLiteral("measured_step"));
@@ -255,7 +261,8 @@ QWidget *MainWindow::buildTransportBar() {
     rebuildTimeline(false);
     updateLegend();
   });
-  connect(measured_step_box_, &QComboBox::currentIndexChanged, this, [this] { rebuildTimeline(false); });
+  connect(measured_step_box_, &QComboBox::currentIndexChanged, this,
+          [this] { rebuildTimeline(false); });
   // The legend gets its own line under the buttons: what each letter means must stay readable.
   auto *column = new QWidget;
   auto *column_layout = new QVBoxLayout(column);
@@ -283,26 +290,30 @@ void MainWindow::buildMenus() {
     return action;
   };
   add(file, tr("&Open plan\u2026"), QKeySequence::Open, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(), tr("Plans (*.json);;All files (*)"));
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(),
+                                                      tr("Plans (*.json);;All files (*)"));
     if (!path.isEmpty()) openPlan(path);
   });
   recent_menu_ = file->addMenu(tr("Open &recent"));
   add(file, tr("&Save plan\u2026"), QKeySequence::Save, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
     if (!path.isEmpty()) savePlanTo(path);
   });
   file->addSeparator();
   add(file, tr("Export timeline as &PNG\u2026"), QKeySequence(tr("Ctrl+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export PNG"), QStringLiteral("timeline.png"), tr("PNG (*.png)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export PNG"), QStringLiteral("timeline.png"), tr("PNG (*.png)"));
     if (!path.isEmpty()) exportPng(path);
   });
   add(file, tr("Export timeline as S&VG\u2026"), QKeySequence(tr("Ctrl+Shift+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export SVG"), QStringLiteral("timeline.svg"), tr("SVG (*.svg)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export SVG"), QStringLiteral("timeline.svg"), tr("SVG (*.svg)"));
     if (!path.isEmpty()) exportSvg(path);
   });
   add(file, tr("Export &Chrome trace\u2026"), QKeySequence(tr("Ctrl+Shift+T")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export Chrome trace"), QStringLiteral("trace.json"),
-                                                      tr("Chrome trace (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export Chrome trace"), QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
     if (!path.isEmpty()) exportChromeTrace(path);
   });
   file->addSeparator();
@@ -311,11 +322,13 @@ void MainWindow::buildMenus() {
                                                       tr("Traces (*.json);;All files (*)"));
     if (!path.isEmpty()) importMeasuredTrace(path);
   });
-  export_measured_action_ = add(file, tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export measured trace"), QStringLiteral("measured-trace.json"),
-                                                      tr("Chrome trace (*.json)"));
-    if (!path.isEmpty()) exportMeasuredChromeTrace(path);
-  });
+  export_measured_action_ =
+      add(file, tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(), [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export measured trace"),
+                                                          QStringLiteral("measured-trace.json"),
+                                                          tr("Chrome trace (*.json)"));
+        if (!path.isEmpty()) exportMeasuredChromeTrace(path);
+      });
   export_measured_action_->setEnabled(false);
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
@@ -325,7 +338,8 @@ void MainWindow::buildMenus() {
     tabs_->setCurrentWidget(run_panel_);
     run_panel_->startRun();
   });
-  cancel_action_ = add(run, tr("&Cancel the run"), QKeySequence(tr("Ctrl+Shift+R")), [this] { run_panel_->cancelRun(); });
+  cancel_action_ = add(run, tr("&Cancel the run"), QKeySequence(tr("Ctrl+Shift+R")),
+                       [this] { run_panel_->cancelRun(); });
   cancel_action_->setEnabled(false);
   calibrate_action_ = add(run, tr("C&alibrate to the measurement"), QKeySequence(), [this] {
     tabs_->setCurrentWidget(run_panel_);
@@ -351,9 +365,13 @@ void MainWindow::setPlan(const Plan &plan) {
   requestEvaluation(controls_->plan());
 }
 
-void MainWindow::requestEvaluation(const Plan &plan) { engine_.request(plan); }
+void MainWindow::requestEvaluation(const Plan &plan) {
+  engine_.request(plan);
+}
 
-QString MainWindow::errorMessage() const { return error_message_; }
+QString MainWindow::errorMessage() const {
+  return error_message_;
+}
 
 void MainWindow::showError(const QString &message) {
   error_message_ = message;
@@ -361,15 +379,19 @@ void MainWindow::showError(const QString &message) {
   if (shown_ && !message.isEmpty()) {
     // Say what the views still show, so the old picture is never taken for the new settings.
     const auto &schedule = shown_->evaluation->schedule;
-    const ScheduleFamily *family = shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
-    stale = tr("<br><span style='color:#6b4a45'>The views below still show the last valid settings: %1, P=%2, M=%3, V=%4.</span>")
+    const ScheduleFamily *family =
+        shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
+    stale = tr("<br><span style='color:#6b4a45'>The views below still show the last valid "
+               "settings: %1, P=%2, M=%3, V=%4.</span>")
                 .arg(family ? QString::fromStdString(family->title) : tr("custom"))
                 .arg(schedule.pp())
                 .arg(schedule.microbatches())
                 .arg(schedule.chunks());
   }
-  banner_->setText(message.isEmpty() ? QString()
-                                     : tr("<b>Cannot show these settings.</b> %1").arg(message.toHtmlEscaped()) + stale);
+  banner_->setText(message.isEmpty()
+                       ? QString()
+                       : tr("<b>Cannot show these settings.</b> %1").arg(message.toHtmlEscaped()) +
+                             stale);
   banner_->setVisible(!message.isEmpty());
 }
 
@@ -387,12 +409,14 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   first_snapshot_ = false;
   shown_ = snapshot;
   event_times_.clear();
-  const ScheduleFamily *family = snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
+  const ScheduleFamily *family =
+      snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
   const QString title = family ? QString::fromStdString(family->title) : tr("Custom");
   run_panel_->setSnapshot(snapshot);
   updateMeasuredControls();
   rebuildTimeline(animate);
-  if (!std::isnan(playhead_us_)) playhead_us_ = std::min(playhead_us_, snapshot->evaluation->simulation.makespan_us);
+  if (!std::isnan(playhead_us_))
+    playhead_us_ = std::min(playhead_us_, snapshot->evaluation->simulation.makespan_us);
   timeline_->setPlayhead(playhead_us_);
   metrics_->setSnapshot(snapshot);
   memory_time_->setSnapshot(snapshot);
@@ -404,24 +428,27 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   compare_->setPlan(snapshot->plan);
   updateLegend();
   updateTransportLabel();
-  setWindowTitle(tr("pipescope \u2014 %1, P=%2, M=%3%4")
-                     .arg(title)
-                     .arg(snapshot->evaluation->schedule.pp())
-                     .arg(snapshot->evaluation->schedule.microbatches())
-                     .arg(snapshot->evaluation->schedule.chunks() > 1
-                              ? QStringLiteral(", V=%1").arg(snapshot->evaluation->schedule.chunks())
-                              : QString()));
+  setWindowTitle(
+      tr("pipescope \u2014 %1, P=%2, M=%3%4")
+          .arg(title)
+          .arg(snapshot->evaluation->schedule.pp())
+          .arg(snapshot->evaluation->schedule.microbatches())
+          .arg(snapshot->evaluation->schedule.chunks() > 1
+                   ? QStringLiteral(", V=%1").arg(snapshot->evaluation->schedule.chunks())
+                   : QString()));
 }
 
 void MainWindow::rebuildTimeline(bool animate) {
   if (!shown_) return;
-  const ScheduleFamily *family = shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
+  const ScheduleFamily *family =
+      shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
   TimelineSection section;
   section.title = family ? QString::fromStdString(family->title) : tr("Custom");
   section.evaluation = shown_->evaluation;
   std::vector<TimelineSection> sections;
   const OverlayMode mode = overlayMode();
-  const auto measured = mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
+  const auto measured =
+      mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
   if (measured && mode == OverlayMode::Overlay) {
     section.measured = measured;
     sections.push_back(section);
@@ -446,12 +473,14 @@ void MainWindow::updateMeasuredControls() {
   export_measured_action_->setEnabled(run_panel_->hasMeasurement());
   if (!applies) return;
   // Step list: "latest step" first (it follows a run live), then every step measured.
-  const int selected = measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
+  const int selected =
+      measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
   const auto steps = run_panel_->measurement()->steps();
   QSignalBlocker blocker(measured_step_box_);
   measured_step_box_->clear();
   measured_step_box_->addItem(tr("Latest step"), -1);
-  for (int step : steps) measured_step_box_->addItem(tr("Step %1").arg(step), step);
+  for (int step : steps)
+    measured_step_box_->addItem(tr("Step %1").arg(step), step);
   const int index = measured_step_box_->findData(selected);
   measured_step_box_->setCurrentIndex(std::max(0, index));
 }
@@ -460,7 +489,9 @@ void MainWindow::setOverlayMode(OverlayMode mode) {
   overlay_box_->setCurrentIndex(std::max(0, overlay_box_->findData(static_cast<int>(mode))));
 }
 
-OverlayMode MainWindow::overlayMode() const { return static_cast<OverlayMode>(overlay_box_->currentData().toInt()); }
+OverlayMode MainWindow::overlayMode() const {
+  return static_cast<OverlayMode>(overlay_box_->currentData().toInt());
+}
 
 void MainWindow::setMeasuredStep(int step) {
   const int index = measured_step_box_->findData(step);
@@ -468,18 +499,25 @@ void MainWindow::setMeasuredStep(int step) {
 }
 
 int MainWindow::measuredStep() const {
-  return measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
+  return measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt()
+                                                     : -1;
 }
 
 Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
-  if (!shown_ || (edited.costs.stage_overrides.empty() && edited.costs.boundary_transfer_us.empty())) return edited;
+  if (!shown_ ||
+      (edited.costs.stage_overrides.empty() && edited.costs.boundary_transfer_us.empty()))
+    return edited;
   const Plan &before = shown_->plan;
-  const bool same_stages = edited.custom.has_value() == before.custom.has_value() && edited.request.name == before.request.name &&
-                           edited.request.pp == before.request.pp && edited.request.chunks == before.request.chunks;
-  const bool same_times = edited.costs.forward_us == before.costs.forward_us && edited.costs.backward_us == before.costs.backward_us &&
+  const bool same_stages = edited.custom.has_value() == before.custom.has_value() &&
+                           edited.request.name == before.request.name &&
+                           edited.request.pp == before.request.pp &&
+                           edited.request.chunks == before.request.chunks;
+  const bool same_times = edited.costs.forward_us == before.costs.forward_us &&
+                          edited.costs.backward_us == before.costs.backward_us &&
                           edited.costs.weight_us == before.costs.weight_us &&
                           edited.costs.overlapped_us == before.costs.overlapped_us &&
-                          edited.costs.p2p_latency_us == before.costs.p2p_latency_us && !edited.model;
+                          edited.costs.p2p_latency_us == before.costs.p2p_latency_us &&
+                          !edited.model;
   if (same_stages && same_times) return edited;
   // Per-stage times fit one stage layout, and an edited F, B or W means the person chose uniform
   // times again: either way the calibrated overrides go.
@@ -487,9 +525,10 @@ Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
   plan.costs.stage_overrides.clear();
   plan.costs.boundary_transfer_us.clear();
   controls_->setPlan(plan);
-  statusBar()->showMessage(tr("The calibrated per-stage costs were dropped: %1")
-                               .arg(same_stages ? tr("the op times were edited") : tr("they do not fit the new stages")),
-                           8000);
+  statusBar()->showMessage(
+      tr("The calibrated per-stage costs were dropped: %1")
+          .arg(same_stages ? tr("the op times were edited") : tr("they do not fit the new stages")),
+      8000);
   return plan;
 }
 
@@ -503,7 +542,8 @@ bool MainWindow::importMeasuredTrace(const QString &path) {
   }
   auto status = run_panel_->importTrace(*file);
   if (!status) {
-    statusBar()->showMessage(tr("Not imported: %1").arg(QString::fromStdString(status.error().message)), 10000);
+    statusBar()->showMessage(
+        tr("Not imported: %1").arg(QString::fromStdString(status.error().message)), 10000);
     return false;
   }
   statusBar()->showMessage(tr("Imported %1").arg(path), 5000);
@@ -512,12 +552,16 @@ bool MainWindow::importMeasuredTrace(const QString &path) {
 
 bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
   if (!run_panel_->hasMeasurement()) {
-    statusBar()->showMessage(tr("No measurement to export: run the plan or import a measured trace first"), 8000);
+    statusBar()->showMessage(
+        tr("No measurement to export: run the plan or import a measured trace first"), 8000);
     return false;
   }
-  auto status = writeTextFileAtomically(path.toStdString(), chromeTrace(run_panel_->measurement()->deviceTrace()).dump());
-  if (!status) showError(QString::fromStdString(status.error().message));
-  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  auto status = writeTextFileAtomically(
+      path.toStdString(), chromeTrace(run_panel_->measurement()->deviceTrace()).dump());
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
   return status.ok();
 }
 
@@ -530,27 +574,35 @@ void MainWindow::updateLegend() {
   if (!shown_) return;
   bool present[kOpKindCount] = {};
   for (const auto &ops : shown_->evaluation->schedule.ranks)
-    for (const auto &op : ops) present[static_cast<int>(op.kind)] = true;
+    for (const auto &op : ops)
+      present[static_cast<int>(op.kind)] = true;
   QString html;
-  for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward, OpKind::OverlappedPair}) {
+  for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
+                      OpKind::OverlappedPair}) {
     if (!present[static_cast<int>(kind)]) continue;
-    html += QStringLiteral("<span style='color:%1; font-size:12pt' title='%3'>\u25a0</span>&nbsp;%2 &nbsp;&nbsp; ")
-                .arg(opKindColor(kind).name(), opKindShortLegend(kind).toHtmlEscaped(), opKindLegend(kind).toHtmlEscaped());
+    html +=
+        QStringLiteral(
+            "<span style='color:%1; font-size:12pt' title='%3'>\u25a0</span>&nbsp;%2 &nbsp;&nbsp; ")
+            .arg(opKindColor(kind).name(), opKindShortLegend(kind).toHtmlEscaped(),
+                 opKindLegend(kind).toHtmlEscaped());
   }
   if (timeline_->hasMeasuredOverlay())
-    html += tr("<span style='color:#777; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
-               "<span style='color:#333; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ");
-  html += tr("<span style='color:#c99a9a; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
-             "<span style='color:#777'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>");
+    html +=
+        tr("<span style='color:#777; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
+           "<span style='color:#333; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ");
+  html += tr(
+      "<span style='color:#c99a9a; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
+      "<span style='color:#777'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>");
   legend_->setText(html);
 }
 
 void MainWindow::updateTransportLabel() {
   if (!shown_) return;
   const double makespan = shown_->evaluation->simulation.makespan_us;
-  transport_label_->setText(std::isnan(playhead_us_)
-                                ? tr("step %1").arg(formatDuration(makespan))
-                                : tr("t = %1 / %2").arg(formatDuration(playhead_us_), formatDuration(makespan)));
+  transport_label_->setText(
+      std::isnan(playhead_us_)
+          ? tr("step %1").arg(formatDuration(makespan))
+          : tr("t = %1 / %2").arg(formatDuration(playhead_us_), formatDuration(makespan)));
 }
 
 void MainWindow::setPlaying(bool playing) {
@@ -585,7 +637,8 @@ void MainWindow::advancePlayback() {
   const double makespan = shown_->evaluation->simulation.makespan_us;
   const double seconds = static_cast<double>(play_clock_.restart()) / 1000.0;
   const double speed = speed_box_->currentData().toDouble();
-  const double next = (std::isnan(playhead_us_) ? 0 : playhead_us_) + seconds * speed * makespan / kPlaySeconds;
+  const double next =
+      (std::isnan(playhead_us_) ? 0 : playhead_us_) + seconds * speed * makespan / kPlaySeconds;
   playhead_us_ = std::min(next, makespan);
   timeline_->setPlayhead(playhead_us_);
   memory_time_->setPlayhead(playhead_us_);
@@ -617,7 +670,8 @@ void MainWindow::stepPlayhead(int direction) {
   setPlaying(false);
   const auto &times = eventTimes();
   if (times.empty()) return;
-  const double now = std::isnan(playhead_us_) ? (direction > 0 ? -1 : times.back() + 1) : playhead_us_;
+  const double now =
+      std::isnan(playhead_us_) ? (direction > 0 ? -1 : times.back() + 1) : playhead_us_;
   if (direction > 0) {
     auto it = std::upper_bound(times.begin(), times.end(), now);
     setPlayhead(it == times.end() ? times.back() : *it);
@@ -652,16 +706,20 @@ bool MainWindow::savePlanTo(const QString &path) {
 
 bool MainWindow::exportPng(const QString &path) {
   const bool saved = timeline_->grab().save(path, "PNG");
-  if (!saved) showError(tr("could not write the PNG file %1").arg(path));
-  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  if (!saved)
+    showError(tr("could not write the PNG file %1").arg(path));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
   return saved;
 }
 
 bool MainWindow::exportSvg(const QString &path) {
   const QString svg = timelineSvg(timeline_->model(), timeline_->mapping(), timeline_->size());
   auto status = writeTextFileAtomically(path.toStdString(), svg.toStdString());
-  if (!status) showError(QString::fromStdString(status.error().message));
-  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
   return status.ok();
 }
 
@@ -669,8 +727,10 @@ bool MainWindow::exportChromeTrace(const QString &path) {
   if (!shown_) return false;
   const Trace trace = traceFromEvaluation(shown_->plan, *shown_->evaluation);
   auto status = writeTextFileAtomically(path.toStdString(), chromeTrace(trace).dump());
-  if (!status) showError(QString::fromStdString(status.error().message));
-  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
   return status.ok();
 }
 
@@ -681,16 +741,19 @@ void MainWindow::addRecentFile(const QString &path) {
   const QString absolute = QFileInfo(path).absoluteFilePath();
   files.removeAll(absolute);
   files.prepend(absolute);
-  while (files.size() > kMaxRecentFiles) files.removeLast();
+  while (files.size() > kMaxRecentFiles)
+    files.removeLast();
   settings.setValue(kRecentFilesKey, files);
   rebuildRecentMenu();
 }
 
 void MainWindow::rebuildRecentMenu() {
   recent_menu_->clear();
-  const QStringList files = options_.use_settings ? QSettings().value(kRecentFilesKey).toStringList() : QStringList();
+  const QStringList files =
+      options_.use_settings ? QSettings().value(kRecentFilesKey).toStringList() : QStringList();
   for (const QString &path : files)
-    connect(recent_menu_->addAction(path), &QAction::triggered, this, [this, path] { openPlan(path); });
+    connect(recent_menu_->addAction(path), &QAction::triggered, this,
+            [this, path] { openPlan(path); });
   recent_menu_->setEnabled(!files.isEmpty());
 }
 

@@ -37,8 +37,10 @@ MeshWidget::Layout MeshWidget::layout() const {
   double best_cell = 0;
   for (int columns = 1; columns <= nodes; ++columns) {
     const int rows = (nodes + columns - 1) / columns;
-    const double cell_w = (width / columns - result.gap - 2 * result.padding) / result.cells_per_row;
-    const double cell_h = (height / rows - result.gap - 2 * result.padding - result.title) / result.cell_rows;
+    const double cell_w =
+        (width / columns - result.gap - 2 * result.padding) / result.cells_per_row;
+    const double cell_h =
+        (height / rows - result.gap - 2 * result.padding - result.title) / result.cell_rows;
     const double cell = std::min({cell_w, cell_h, 46.0});
     if (cell > best_cell) {
       best_cell = cell;
@@ -77,15 +79,18 @@ QString MeshWidget::describeGpu(int rank) const {
     const auto group = mesh_.groupOf(dim, rank);
     QStringList members;
     const std::size_t shown = std::min<std::size_t>(group.size(), 16);
-    for (std::size_t i = 0; i < shown; ++i) members << QString::number(group[i]);
+    for (std::size_t i = 0; i < shown; ++i)
+      members << QString::number(group[i]);
     if (shown < group.size()) members << QStringLiteral("\u2026 (%1 GPUs)").arg(group.size());
     const bool inside = mesh_.groupInsideNode(dim, rank);
     const QString link = group.size() <= 1 ? tr("no traffic (group of one)")
                          : inside          ? tr("intra-node link (NVLink class)")
                                            : tr("inter-node link (InfiniBand class)");
-    return QStringLiteral("<b>%1 group</b> [%2]: %3").arg(QString::fromLatin1(name), members.join(QStringLiteral(", ")), link);
+    return QStringLiteral("<b>%1 group</b> [%2]: %3")
+        .arg(QString::fromLatin1(name), members.join(QStringLiteral(", ")), link);
   };
-  return tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank p=%5, TP index t=%6<br>")
+  return tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank p=%5, TP "
+            "index t=%6<br>")
              .arg(rank)
              .arg(mesh_.nodeOf(rank))
              .arg(mesh_.localRankOf(rank))
@@ -108,8 +113,10 @@ void MeshWidget::mouseMoveEvent(QMouseEvent *event) {
   const bool changed = rank != hovered_;
   setHoveredGpu(rank);
   if (!changed) return;
-  if (rank < 0) QToolTip::hideText();
-  else QToolTip::showText(mapToGlobal(event->pos()), describeGpu(rank), this);
+  if (rank < 0)
+    QToolTip::hideText();
+  else
+    QToolTip::showText(mapToGlobal(event->pos()), describeGpu(rank), this);
 }
 
 void MeshWidget::leaveEvent(QEvent *event) {
@@ -125,17 +132,19 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   painter.setFont(font);
   const int world = mesh_.worldSize();
   painter.setPen(QColor(0x40, 0x40, 0x48));
-  const QString summary = tr("%1 GPUs = DP %2 \u00d7 TP %3 \u00d7 PP %4, %5 per node, rank order %6 \u2014 "
-                             "color = pipeline rank; hover a GPU for its groups")
-                              .arg(world)
-                              .arg(mesh_.dp)
-                              .arg(mesh_.tp)
-                              .arg(mesh_.pp)
-                              .arg(mesh_.gpus_per_node)
-                              .arg(QString::fromStdString(mesh_.orderName()));
+  const QString summary =
+      tr("%1 GPUs = DP %2 \u00d7 TP %3 \u00d7 PP %4, %5 per node, rank order %6 \u2014 "
+         "color = pipeline rank; hover a GPU for its groups")
+          .arg(world)
+          .arg(mesh_.dp)
+          .arg(mesh_.tp)
+          .arg(mesh_.pp)
+          .arg(mesh_.gpus_per_node)
+          .arg(QString::fromStdString(mesh_.orderName()));
   painter.drawText(QRectF(6, 4, width() - 12, 22), Qt::AlignLeft | Qt::AlignVCenter, summary);
   if (world > kMaxDrawnGpus || world <= 0) {
-    painter.drawText(rect(), Qt::AlignCenter, tr("%1 GPUs are too many to draw one by one").arg(world));
+    painter.drawText(rect(), Qt::AlignCenter,
+                     tr("%1 GPUs are too many to draw one by one").arg(world));
     return;
   }
   const Layout l = layout();
@@ -154,8 +163,8 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     painter.drawRoundedRect(QRectF(node_x, node_y, l.node_width, l.node_height), 4, 4);
     painter.setPen(QColor(0x50, 0x50, 0x58));
     if (l.node_width > 40)
-      painter.drawText(QRectF(node_x + 4, node_y + 1, l.node_width - 8, l.title), Qt::AlignLeft | Qt::AlignVCenter,
-                       tr("node %1").arg(node));
+      painter.drawText(QRectF(node_x + 4, node_y + 1, l.node_width - 8, l.title),
+                       Qt::AlignLeft | Qt::AlignVCenter, tr("node %1").arg(node));
   }
   painter.setBrush(Qt::NoBrush);
   for (int rank = 0; rank < world; ++rank) {
@@ -170,7 +179,8 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   }
   auto outline = [&](const std::vector<int> &group, const QColor &color, double inset) {
     painter.setPen(QPen(color, 2.2));
-    for (int member : group) painter.drawRect(gpuRect(member).adjusted(inset, inset, -inset, -inset));
+    for (int member : group)
+      painter.drawRect(gpuRect(member).adjusted(inset, inset, -inset, -inset));
   };
   if (hovered_ >= 0) {
     outline(dp_group, QColor(0x2e, 0x9e, 0x44), -1);
@@ -184,13 +194,16 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   struct Entry {
     const char *name;
     QColor color;
-  } entries[] = {{"TP group", QColor(0xd0, 0x30, 0x30)}, {"PP group", QColor(0x20, 0x50, 0xd0)}, {"DP group", QColor(0x2e, 0x9e, 0x44)}};
+  } entries[] = {{"TP group", QColor(0xd0, 0x30, 0x30)},
+                 {"PP group", QColor(0x20, 0x50, 0xd0)},
+                 {"DP group", QColor(0x2e, 0x9e, 0x44)}};
   double x = width() - 250;
   for (const auto &entry : entries) {
     painter.setPen(QPen(entry.color, 2.2));
     painter.drawRect(QRectF(x, legend_y + 2, 10, 10));
     painter.setPen(QColor(0x40, 0x40, 0x48));
-    painter.drawText(QRectF(x + 14, legend_y, 70, 14), Qt::AlignLeft | Qt::AlignVCenter, QString::fromLatin1(entry.name));
+    painter.drawText(QRectF(x + 14, legend_y, 70, 14), Qt::AlignLeft | Qt::AlignVCenter,
+                     QString::fromLatin1(entry.name));
     x += 82;
   }
 }

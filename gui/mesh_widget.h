@@ -40,12 +40,12 @@ protected:
 private:
   struct Layout {
     int node_columns = 1;
-    int cells_per_row = 1;   ///< GPU cells per row inside a node box
-    int cell_rows = 1;       ///< rows of cells per node box
-    double cell = 10;        ///< cell size in pixels
+    int cells_per_row = 1; ///< GPU cells per row inside a node box
+    int cell_rows = 1;     ///< rows of cells per node box
+    double cell = 10;      ///< cell size in pixels
     double node_width = 0, node_height = 0;
     double gap = 8, padding = 4, title = 14;
-    double top = 30;         ///< below the legend line
+    double top = 30; ///< below the legend line
   };
   Layout layout() const;
 

@@ -11,7 +11,9 @@ SnapshotEngine::SnapshotEngine(QObject *parent) : QObject(parent) {
           &SnapshotEngine::workerFinished);
 }
 
-SnapshotEngine::~SnapshotEngine() { watcher_.waitForFinished(); }
+SnapshotEngine::~SnapshotEngine() {
+  watcher_.waitForFinished();
+}
 
 void SnapshotEngine::request(const Plan &plan) {
   ++generation_;

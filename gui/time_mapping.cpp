@@ -18,7 +18,9 @@ double TimeMapping::mapXToTime(double x) const {
   return view_start_us_ + (x - x_left_) / width_px_ * viewSpan();
 }
 
-double TimeMapping::microsecondsPerPixel() const { return viewSpan() / width_px_; }
+double TimeMapping::microsecondsPerPixel() const {
+  return viewSpan() / width_px_;
+}
 
 TimeMapping TimeMapping::showing(double start_us, double end_us) const {
   TimeMapping result = *this;

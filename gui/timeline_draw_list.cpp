@@ -9,18 +9,22 @@ namespace pipescope::gui {
 
 const DrawItem *DrawList::itemAt(int row, double x, double tolerance_px) const {
   if (row < 0 || static_cast<std::size_t>(row) + 1 >= row_begin.size()) return nullptr;
-  const auto begin = items.begin() + static_cast<std::ptrdiff_t>(row_begin[static_cast<std::size_t>(row)]);
-  const auto end = items.begin() + static_cast<std::ptrdiff_t>(row_begin[static_cast<std::size_t>(row) + 1]);
+  const auto begin =
+      items.begin() + static_cast<std::ptrdiff_t>(row_begin[static_cast<std::size_t>(row)]);
+  const auto end =
+      items.begin() + static_cast<std::ptrdiff_t>(row_begin[static_cast<std::size_t>(row) + 1]);
   // First item that ends at or after x.
-  auto it = std::lower_bound(begin, end, x, [](const DrawItem &item, double value) {
-    return item.x1 < value;
-  });
+  auto it = std::lower_bound(begin, end, x,
+                             [](const DrawItem &item, double value) { return item.x1 < value; });
   const DrawItem *best = nullptr;
   double best_distance = tolerance_px;
-  for (auto candidate = it == begin ? it : it - 1; candidate != end && candidate <= it; ++candidate) {
+  for (auto candidate = it == begin ? it : it - 1; candidate != end && candidate <= it;
+       ++candidate) {
     double distance = 0;
-    if (x < candidate->x0) distance = candidate->x0 - x;
-    else if (x > candidate->x1) distance = x - candidate->x1;
+    if (x < candidate->x0)
+      distance = candidate->x0 - x;
+    else if (x > candidate->x1)
+      distance = x - candidate->x1;
     if (distance <= best_distance) {
       best = &*candidate;
       best_distance = distance;
@@ -31,8 +35,9 @@ const DrawItem *DrawList::itemAt(int row, double x, double tolerance_px) const {
 }
 
 std::size_t firstOpEndingAtOrAfter(const std::vector<OpTiming> &times, double time_us) {
-  auto it = std::lower_bound(times.begin(), times.end(), time_us,
-                             [](const OpTiming &timing, double value) { return timing.end_us < value; });
+  auto it =
+      std::lower_bound(times.begin(), times.end(), time_us,
+                       [](const OpTiming &timing, double value) { return timing.end_us < value; });
   return static_cast<std::size_t>(it - times.begin());
 }
 
@@ -80,8 +85,8 @@ void appendRankItems(const std::vector<Op> &ops, const std::vector<OpTiming> &ti
     if (item.folded()) {
       const double span = times[next - 1].end_us - times[index].start_us;
       item.busy_share = span > 0 ? static_cast<float>(std::min(1.0, busy / span)) : 1.0f;
-      item.kind = static_cast<OpKind>(
-          std::max_element(kind_time.begin(), kind_time.end()) - kind_time.begin());
+      item.kind = static_cast<OpKind>(std::max_element(kind_time.begin(), kind_time.end()) -
+                                      kind_time.begin());
       for (std::size_t kind = 0; kind < kind_time.size(); ++kind)
         item.kind_share[kind] = busy > 0 ? static_cast<float>(kind_time[kind] / busy) : 0.0f;
     }
@@ -102,8 +107,8 @@ DrawList buildDrawList(const TimelineModel &model, const TimeMapping &mapping,
     const auto &evaluation = options.measured ? info.measured : info.evaluation;
     if (!evaluation) continue;
     appendRankItems(evaluation->schedule.ranks[static_cast<std::size_t>(rank)],
-                    evaluation->simulation.op_times[static_cast<std::size_t>(rank)], mapping, section,
-                    rank, row, options.fold_below_px, list.items);
+                    evaluation->simulation.op_times[static_cast<std::size_t>(rank)], mapping,
+                    section, rank, row, options.fold_below_px, list.items);
   }
   list.row_begin.back() = list.items.size();
   return list;
@@ -120,8 +125,8 @@ struct OpKey {
 struct OpKeyHash {
   std::size_t operator()(const OpKey &key) const {
     std::size_t hash = static_cast<std::size_t>(key.op.kind);
-    for (std::int32_t part : {key.op.stage, key.op.microbatch, key.op.backward_stage,
-                              key.op.backward_microbatch})
+    for (std::int32_t part :
+         {key.op.stage, key.op.microbatch, key.op.backward_stage, key.op.backward_microbatch})
       hash = hash * 1000003u ^ static_cast<std::size_t>(static_cast<std::uint32_t>(part));
     return hash;
   }
@@ -144,7 +149,8 @@ LayoutMorph::LayoutMorph(const TimelineModel &from, const TimelineModel &to, std
         for (std::size_t index = 0; index < old_evaluation.schedule.ranks[rank].size(); ++index) {
           const auto &timing = old_evaluation.simulation.op_times[rank][index];
           old_positions[{old_evaluation.schedule.ranks[rank][index]}] = {
-              static_cast<float>(first_row + static_cast<int>(rank)), timing.start_us, timing.end_us};
+              static_cast<float>(first_row + static_cast<int>(rank)), timing.start_us,
+              timing.end_us};
         }
     }
     auto &section_previous = previous_[section];
@@ -173,19 +179,21 @@ DrawList LayoutMorph::interpolate(const TimelineModel &to, const TimeMapping &ma
     if (!evaluation || static_cast<std::size_t>(section) >= previous_.size()) continue;
     const auto &ops = evaluation->schedule.ranks[static_cast<std::size_t>(rank)];
     const auto &times = evaluation->simulation.op_times[static_cast<std::size_t>(rank)];
-    const auto &previous = previous_[static_cast<std::size_t>(section)][static_cast<std::size_t>(rank)];
+    const auto &previous =
+        previous_[static_cast<std::size_t>(section)][static_cast<std::size_t>(rank)];
     for (std::size_t index = 0; index < ops.size(); ++index) {
       const Previous &before = previous[index];
       const bool is_new = before.row < 0;
       const double start = is_new ? times[index].start_us
                                   : before.start_us + (times[index].start_us - before.start_us) * t;
-      const double end = is_new ? times[index].end_us
-                                : before.end_us + (times[index].end_us - before.end_us) * t;
+      const double end =
+          is_new ? times[index].end_us : before.end_us + (times[index].end_us - before.end_us) * t;
       DrawItem item;
       item.x0 = static_cast<float>(mapping.mapTimeToX(start));
       item.x1 = static_cast<float>(std::max(mapping.mapTimeToX(end), item.x0 + 1.0));
-      item.row = is_new ? static_cast<float>(row)
-                        : static_cast<float>(before.row + (static_cast<double>(row) - before.row) * t);
+      item.row = is_new
+                     ? static_cast<float>(row)
+                     : static_cast<float>(before.row + (static_cast<double>(row) - before.row) * t);
       item.alpha = is_new ? static_cast<float>(t) : 1.0f;
       item.first = {section, rank, static_cast<int>(index)};
       item.microbatch = ops[index].microbatch;

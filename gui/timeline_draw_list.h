@@ -16,12 +16,12 @@ namespace pipescope::gui {
 /// One rectangle to paint. A single op (op_count == 1) or a folded run of ops too small to show.
 struct DrawItem {
   float x0 = 0, x1 = 0;
-  float row = 0;            ///< global row; fractional only while morphing between layouts
-  float alpha = 1;          ///< below 1 while an op fades in during a morph
-  OpLocation first;         ///< the (first) op
+  float row = 0;    ///< global row; fractional only while morphing between layouts
+  float alpha = 1;  ///< below 1 while an op fades in during a morph
+  OpLocation first; ///< the (first) op
   std::int32_t op_count = 1;
-  std::int32_t microbatch = 0; ///< of the single op; of the first op for a folded run
-  float busy_share = 1;     ///< folded runs: share of the block's span that is compute
+  std::int32_t microbatch = 0;   ///< of the single op; of the first op for a folded run
+  float busy_share = 1;          ///< folded runs: share of the block's span that is compute
   OpKind kind = OpKind::Forward; ///< single op: its kind; folded run: the kind with most time
   /// Folded runs: each kind's share of the run's compute time, so the run can be drawn as
   /// stacked stripes and a zoomed-out step still shows its mix of F, I, W and B.

@@ -7,7 +7,8 @@
 
 namespace pipescope::gui {
 
-TimelineModel::TimelineModel(std::vector<TimelineSection> sections) : sections_(std::move(sections)) {
+TimelineModel::TimelineModel(std::vector<TimelineSection> sections)
+    : sections_(std::move(sections)) {
   for (const auto &section : sections_) {
     section_first_row_.push_back(row_count_);
     row_count_ += section.rankCount();
@@ -16,7 +17,8 @@ TimelineModel::TimelineModel(std::vector<TimelineSection> sections) : sections_(
     op_count_ += section.evaluation->schedule.opCount();
     for (const auto &rank_times : section.evaluation->simulation.op_times)
       if (!rank_times.empty()) end_time_us_ = std::max(end_time_us_, rank_times.back().end_us);
-    if (section.measured) end_time_us_ = std::max(end_time_us_, section.measured->simulation.makespan_us);
+    if (section.measured)
+      end_time_us_ = std::max(end_time_us_, section.measured->simulation.makespan_us);
   }
 }
 
@@ -29,14 +31,14 @@ std::pair<int, int> TimelineModel::sectionAndRank(int row) const {
 
 const Op &TimelineModel::op(const OpLocation &location) const {
   return sections_[static_cast<std::size_t>(location.section)]
-      .evaluation->schedule.ranks[static_cast<std::size_t>(location.rank)]
-                                 [static_cast<std::size_t>(location.index)];
+      .evaluation->schedule
+      .ranks[static_cast<std::size_t>(location.rank)][static_cast<std::size_t>(location.index)];
 }
 
 const OpTiming &TimelineModel::timing(const OpLocation &location) const {
   return sections_[static_cast<std::size_t>(location.section)]
-      .evaluation->simulation.op_times[static_cast<std::size_t>(location.rank)]
-                                      [static_cast<std::size_t>(location.index)];
+      .evaluation->simulation
+      .op_times[static_cast<std::size_t>(location.rank)][static_cast<std::size_t>(location.index)];
 }
 
 const OpTiming *TimelineModel::measuredTiming(const OpLocation &location) const {
@@ -44,7 +46,8 @@ const OpTiming *TimelineModel::measuredTiming(const OpLocation &location) const 
   if (!measured) return nullptr;
   const auto &times = measured->simulation.op_times;
   if (static_cast<std::size_t>(location.rank) >= times.size() ||
-      static_cast<std::size_t>(location.index) >= times[static_cast<std::size_t>(location.rank)].size())
+      static_cast<std::size_t>(location.index) >=
+          times[static_cast<std::size_t>(location.rank)].size())
     return nullptr;
   return &times[static_cast<std::size_t>(location.rank)][static_cast<std::size_t>(location.index)];
 }
@@ -75,7 +78,8 @@ std::vector<TimelineModel::PathEdge> TimelineModel::microbatchPath(int section,
   std::vector<PathEdge> edges;
   const auto ops = microbatchOps(section, microbatch);
   if (ops.empty()) return edges;
-  const auto &placement = sections_[static_cast<std::size_t>(section)].evaluation->schedule.placement;
+  const auto &placement =
+      sections_[static_cast<std::size_t>(section)].evaluation->schedule.placement;
   // Index the microbatch's ops by (role, stage): role 0 forward, 1 input-grad or full backward,
   // 2 weight-grad. An overlapped pair plays the forward role for one part, the backward for the
   // other.
@@ -156,8 +160,8 @@ QString opKindShortLegend(OpKind kind) {
 
 QString describeOp(const Op &op, const OpTiming &timing, int rank) {
   QString text;
-  const QString kind = QString::fromUtf8(opKindName(op.kind).data(),
-                                         static_cast<int>(opKindName(op.kind).size()));
+  const QString kind =
+      QString::fromUtf8(opKindName(op.kind).data(), static_cast<int>(opKindName(op.kind).size()));
   const QString action = QString::fromStdString(formatOp(op));
   if (op.kind == OpKind::OverlappedPair) {
     text = QStringLiteral("<b>%1</b> &nbsp;overlapped pair<br>forward: stage %2, microbatch %3"

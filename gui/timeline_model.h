@@ -48,7 +48,9 @@ public:
   std::size_t opCount() const { return op_count_; }
 
   /// First global row of a section.
-  int sectionFirstRow(int section) const { return section_first_row_[static_cast<std::size_t>(section)]; }
+  int sectionFirstRow(int section) const {
+    return section_first_row_[static_cast<std::size_t>(section)];
+  }
   /// Section and rank of a global row.
   std::pair<int, int> sectionAndRank(int row) const;
 

@@ -51,9 +51,11 @@ void TimelineWidget::setModel(TimelineModel model, bool animate) {
   const double end = std::max(model_.endTime(), 1e-6);
   mapping_ = was_fitted ? TimeMapping(0, end, mapping_.xLeft(), mapping_.widthPx())
                         : previous_mapping.withFullRange(0, end);
-  for (auto &view : zoom_history_) view = view.withFullRange(0, end);
+  for (auto &view : zoom_history_)
+    view = view.withFullRange(0, end);
   // A highlight follows its microbatch while it still exists.
-  if (highlighted_microbatch_ >= 0) setHighlightedMicrobatch(highlighted_section_, highlighted_microbatch_);
+  if (highlighted_microbatch_ >= 0)
+    setHighlightedMicrobatch(highlighted_section_, highlighted_microbatch_);
   clampVerticalOffset();
   hovered_.reset();
   draw_list_valid_ = false;
@@ -136,7 +138,8 @@ void TimelineWidget::clampVerticalOffset() {
 void TimelineWidget::rebuildDrawList() {
   if (draw_list_valid_) return;
   if (morphing()) {
-    const double progress = easeInOut(static_cast<double>(morph_clock_.elapsed()) / kMorphDurationMs);
+    const double progress =
+        easeInOut(static_cast<double>(morph_clock_.elapsed()) / kMorphDurationMs);
     // The time axis eases between the old and the new step length as well.
     TimeMapping morph_mapping = mapping_;
     if (mapping_.isFitted()) {
@@ -198,7 +201,8 @@ void TimelineWidget::setHighlightedMicrobatch(int section, int microbatch) {
   highlighted_microbatch_ = microbatch;
   highlighted_path_.clear();
   if (microbatch >= 0) highlighted_path_ = model_.microbatchPath(section, microbatch);
-  if (microbatch >= 0 && highlighted_path_.empty() && model_.microbatchOps(section, microbatch).empty())
+  if (microbatch >= 0 && highlighted_path_.empty() &&
+      model_.microbatchOps(section, microbatch).empty())
     highlighted_microbatch_ = -1;
   update();
 }
@@ -255,7 +259,8 @@ void TimelineWidget::resizeEvent(QResizeEvent *event) {
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent *event) {
-  const double delta = event->angleDelta().y() != 0 ? event->angleDelta().y() : event->angleDelta().x();
+  const double delta =
+      event->angleDelta().y() != 0 ? event->angleDelta().y() : event->angleDelta().x();
   if (event->modifiers() & Qt::ShiftModifier) {
     applyMapping(mapping_.pannedByPixels(delta / 2));
   } else {
@@ -336,32 +341,39 @@ void TimelineWidget::showHoverAt(QPoint position) {
   std::optional<DrawItem> hovered;
   const int row = rowAt(position.y());
   if (row >= 0 && position.x() >= kHeaderWidth && !morphing()) {
-    // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on top.
+    // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on
+    // top.
     const DrawItem *measured = measuredDrawList().itemAt(row, position.x(), 0.5);
-    if (measured && !measured->folded()) hovered = *measured;
-    else if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5)) hovered = *item;
+    if (measured && !measured->folded())
+      hovered = *measured;
+    else if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5))
+      hovered = *item;
   }
-  const bool changed = hovered.has_value() != hovered_.has_value() ||
-                       (hovered && (hovered->first != hovered_->first || hovered->op_count != hovered_->op_count));
+  const bool changed =
+      hovered.has_value() != hovered_.has_value() ||
+      (hovered && (hovered->first != hovered_->first || hovered->op_count != hovered_->op_count));
   hovered_ = hovered;
   if (!changed) return;
   QString text;
   if (hovered && !hovered->folded()) {
-    text = describeOp(model_.op(hovered->first), model_.timing(hovered->first), hovered->first.rank);
+    text =
+        describeOp(model_.op(hovered->first), model_.timing(hovered->first), hovered->first.rank);
     if (const OpTiming *measured = model_.measuredTiming(hovered->first)) {
       const auto &predicted = model_.timing(hovered->first);
       const double planned = predicted.end_us - predicted.start_us;
       const double took = measured->end_us - measured->start_us;
       text.replace(QStringLiteral("<br>start"), QStringLiteral("<br><i>predicted</i> start"));
       text += QStringLiteral("<br><i>measured</i> start %1 &nbsp;end %2<br>duration %3")
-                  .arg(formatDuration(measured->start_us), formatDuration(measured->end_us), formatDuration(took));
+                  .arg(formatDuration(measured->start_us), formatDuration(measured->end_us),
+                       formatDuration(took));
       if (planned > 0)
         text += QStringLiteral(" (%1%2 % against the prediction)")
                     .arg(took >= planned ? QStringLiteral("+") : QString())
                     .arg((took - planned) / planned * 100, 0, 'f', 1);
     }
     const auto &section = model_.sections()[static_cast<std::size_t>(hovered->first.section)];
-    if (model_.sections().size() > 1) text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
+    if (model_.sections().size() > 1)
+      text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
   } else if (hovered) {
     const auto &first = model_.timing(hovered->first);
     OpLocation last = hovered->first;
@@ -374,8 +386,10 @@ void TimelineWidget::showHoverAt(QPoint position) {
                .arg(qRound(hovered->busy_share * 100));
   }
   emit hoverTextChanged(text);
-  if (text.isEmpty()) QToolTip::hideText();
-  else QToolTip::showText(mapToGlobal(position), text, this);
+  if (text.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(mapToGlobal(position), text, this);
   update();
 }
 
@@ -414,7 +428,8 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
       QFont bold = font;
       bold.setBold(true);
       painter.setFont(bold);
-      painter.drawText(QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12, kSectionTitleHeight),
+      painter.drawText(QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12,
+                              kSectionTitleHeight),
                        Qt::AlignLeft | Qt::AlignVCenter, info.title);
       painter.setFont(font);
     }
@@ -525,7 +540,8 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
     if (labels && !item.folded() && rect.width() >= 14) {
       const Op &op = model_.op(item.first);
       QString label = QString::number(op.microbatch);
-      if (op.kind == OpKind::OverlappedPair) label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+      if (op.kind == OpKind::OverlappedPair)
+        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
       if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
         painter.setPen(alpha < 0.5 ? QColor(255, 255, 255, 120) : Qt::white);
         painter.drawText(rect, Qt::AlignCenter, label);
@@ -535,7 +551,8 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
   if (hovered_ && !morphing()) {
     const double top = rowTop(hovered_->row, hovered_->first.section) + 0.5;
     painter.setPen(QPen(QColor(0x10, 0x10, 0x10), 1.5));
-    painter.drawRect(QRectF(hovered_->x0, top, std::max(1.0f, hovered_->x1 - hovered_->x0), row_height - 1));
+    painter.drawRect(
+        QRectF(hovered_->x0, top, std::max(1.0f, hovered_->x1 - hovered_->x0), row_height - 1));
   }
 }
 
@@ -584,7 +601,8 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
     if (labels && rect.width() >= 14) {
       const Op &op = model_.op(item.first);
       QString label = QString::number(op.microbatch);
-      if (op.kind == OpKind::OverlappedPair) label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+      if (op.kind == OpKind::OverlappedPair)
+        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
       if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
         painter.setPen(alpha < 0.5 ? QColor(255, 255, 255, 120) : Qt::white);
         painter.drawText(rect, Qt::AlignCenter, label);
@@ -639,10 +657,12 @@ void TimelineWidget::paintAxis(QPainter &painter) {
     painter.setPen(QColor(0, 0, 0, 22));
     painter.drawLine(QPointF(tick.x, kAxisHeight), QPointF(tick.x, height()));
     painter.setPen(QColor(0x40, 0x40, 0x48));
-    painter.drawText(QRectF(tick.x + 3, 2, 120, kAxisHeight - 8), Qt::AlignLeft | Qt::AlignVCenter, tick.label);
+    painter.drawText(QRectF(tick.x + 3, 2, 120, kAxisHeight - 8), Qt::AlignLeft | Qt::AlignVCenter,
+                     tick.label);
   }
   painter.setPen(QColor(0x50, 0x50, 0x58));
-  painter.drawText(QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6), Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
+  painter.drawText(QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6),
+                   Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
 }
 
 } // namespace pipescope::gui

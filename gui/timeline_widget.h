@@ -3,8 +3,8 @@
 // kind and shaded by microbatch, idle time hatched as bubble, a time axis with units. Wheel
 // zooms around the cursor, dragging pans, hovering shows the op, clicking an op highlights its
 // microbatch's path through all ranks. A section may carry a measured step: the prediction is
-// then drawn as outlined ghosts and the measurement as filled bars inside them. Painting follows "preprocess, then paint": a DrawList is
-// built from the model and the TimeMapping, then drawn.
+// then drawn as outlined ghosts and the measurement as filled bars inside them. Painting follows
+// "preprocess, then paint": a DrawList is built from the model and the TimeMapping, then drawn.
 #include <QElapsedTimer>
 #include <QTimer>
 #include <QWidget>

@@ -17,7 +17,8 @@ Trace simulatedTrace(const ScheduleRequest &request, const Costs &costs, int ste
   auto evaluation = evaluatePlan(plan);
   if (!evaluation) qFatal("%s", evaluation.error().message.c_str());
   Trace trace = traceFromEvaluation(plan, *evaluation);
-  for (auto &op : trace.ops) op.step = step;
+  for (auto &op : trace.ops)
+    op.step = step;
   return trace;
 }
 
@@ -42,7 +43,8 @@ private slots:
     QCOMPARE(comparison.makespan_relative_error, 0.0);
     QCOMPARE(comparison.unmatched_ops, 0);
     QCOMPARE(comparison.matched_ops, int(trace.ops.size()));
-    for (const auto &kind : comparison.kinds) QCOMPARE(kind.worst_relative_error, 0.0);
+    for (const auto &kind : comparison.kinds)
+      QCOMPARE(kind.worst_relative_error, 0.0);
   }
 
   void errorsArePerKindAndForTheStep() {
@@ -52,9 +54,9 @@ private slots:
     QVERIFY(comparison.makespan_relative_error > 0);
     QCOMPARE(int(comparison.kinds.size()), 3); // F, I, W
     for (const auto &kind : comparison.kinds) {
-      const double expected = kind.kind == OpKind::Forward      ? 0.3
-                              : kind.kind == OpKind::InputGrad  ? 0.8
-                                                                : 0.1;
+      const double expected = kind.kind == OpKind::Forward     ? 0.3
+                              : kind.kind == OpKind::InputGrad ? 0.8
+                                                               : 0.1;
       QVERIFY2(std::abs(kind.median_signed_error - expected) < 1e-9,
                qPrintable(QString("%1: %2").arg(int(kind.kind)).arg(kind.median_signed_error)));
     }
@@ -104,7 +106,8 @@ private slots:
     QVERIFY(std::abs(error_before.makespan_relative_error) > 0.05);
     QVERIFY2(std::abs(error_after.makespan_relative_error) < 1e-9,
              qPrintable(QString("after calibration: %1").arg(error_after.makespan_relative_error)));
-    for (const auto &kind : error_after.kinds) QVERIFY(kind.worst_relative_error < 1e-9);
+    for (const auto &kind : error_after.kinds)
+      QVERIFY(kind.worst_relative_error < 1e-9);
   }
 
   void foreignTracesAreRefused() {

@@ -258,7 +258,8 @@ void TestModelCosts::parameterBytesSumToModel() {
                            request(schedule.toStdString().c_str(), pp, 8, chunks));
   REQUIRE_OK(run);
   double bytes = 0;
-  for (const auto &m : run->report.memory) bytes += m.params * tp; // every TP rank of the stage
+  for (const auto &m : run->report.memory)
+    bytes += m.params * tp; // every TP rank of the stage
   // Every TP rank holds the RMSNorm weights whole (2 per layer and the final one): t - 1 extra
   // copies of them; everything else is split.
   const auto &m = setup.model;
@@ -755,7 +756,8 @@ void TestModelCosts::userFileLoads() {
   std::ofstream(bad_path) << std::string(100000, '[') << std::string(100000, ']');
   auto deep = loadModelSpec(bad_path);
   QVERIFY(!deep.ok());
-  QVERIFY2(deep.error().message.find("nests deeper") != std::string::npos, deep.error().message.c_str());
+  QVERIFY2(deep.error().message.find("nests deeper") != std::string::npos,
+           deep.error().message.c_str());
   std::filesystem::remove_all(dir);
 }
 

@@ -1,9 +1,9 @@
 // The real executable, headless: --screenshot writes a non-empty image of the window, with and
 // without --plan, and a bad plan ends with a message and a non-zero exit.
-#include <QtTest>
 #include <QImage>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QtTest>
 
 class TestScreenshot : public QObject {
   Q_OBJECT
@@ -24,7 +24,8 @@ private:
     // A real window has many colors; a blank or failed render has one or two.
     QSet<QRgb> colors;
     for (int y = 0; y < image.height(); y += 7)
-      for (int x = 0; x < image.width(); x += 7) colors.insert(image.pixel(x, y));
+      for (int x = 0; x < image.width(); x += 7)
+        colors.insert(image.pixel(x, y));
     return colors.size() > 20;
   }
 
@@ -55,7 +56,8 @@ private slots:
     file.close();
     const QString path = directory.filePath(QStringLiteral("plan.png"));
     QString output;
-    QCOMPARE(run({QStringLiteral("--screenshot"), path, QStringLiteral("--plan"), plan}, &output), 0);
+    QCOMPARE(run({QStringLiteral("--screenshot"), path, QStringLiteral("--plan"), plan}, &output),
+             0);
     QImage image(path);
     QVERIFY2(!image.isNull(), qPrintable(output));
     QVERIFY(hasDetail(image));
@@ -69,7 +71,8 @@ private slots:
     file.write("{ not json");
     file.close();
     QString output;
-    QVERIFY(run({QStringLiteral("--screenshot"), directory.filePath(QStringLiteral("x.png")), QStringLiteral("--plan"), plan},
+    QVERIFY(run({QStringLiteral("--screenshot"), directory.filePath(QStringLiteral("x.png")),
+                 QStringLiteral("--plan"), plan},
                 &output) != 0);
     QVERIFY(output.contains(QStringLiteral("pipescope-gui:")));
     QVERIFY(!QFile::exists(directory.filePath(QStringLiteral("x.png"))));

@@ -63,7 +63,7 @@ private slots:
 
   void panIsClampedToTheStep() {
     const TimeMapping zoomed = TimeMapping(0, 100, 0, 100).zoomedAround(50, 4); // 37.5..62.5
-    const TimeMapping right = zoomed.pannedByPixels(-40);                      // drag left: later
+    const TimeMapping right = zoomed.pannedByPixels(-40);                       // drag left: later
     QCOMPARE(right.viewStart(), 37.5 + 10);
     const TimeMapping far_left = zoomed.pannedByPixels(1e6);
     QCOMPARE(far_left.viewStart(), 0.0);
@@ -88,7 +88,8 @@ private slots:
     QTest::addColumn<QString>("first_label");
     QTest::addColumn<QString>("second_label");
     // 1000 px wide, at least 100 px per tick.
-    QTest::newRow("microseconds") << 44.0 << QStringLiteral("0 \u00b5s") << QStringLiteral("5 \u00b5s");
+    QTest::newRow("microseconds") << 44.0 << QStringLiteral("0 \u00b5s")
+                                  << QStringLiteral("5 \u00b5s");
     QTest::newRow("milliseconds") << 9000.0 << QStringLiteral("0 ms") << QStringLiteral("1 ms");
     QTest::newRow("seconds") << 2.5e6 << QStringLiteral("0.0 s") << QStringLiteral("0.5 s");
     QTest::newRow("sub-microsecond") << 0.5 << QStringLiteral("0 ns") << QStringLiteral("50 ns");

@@ -13,7 +13,8 @@ using namespace pipescope::gui;
 
 namespace {
 
-std::shared_ptr<const Evaluation> evaluated(const std::string &name, int pp, int microbatches, int chunks = 1) {
+std::shared_ptr<const Evaluation> evaluated(const std::string &name, int pp, int microbatches,
+                                            int chunks = 1) {
   ScheduleRequest request;
   request.name = name;
   request.pp = pp;
@@ -39,13 +40,18 @@ private slots:
     const DrawList list = buildDrawList(model, mapping);
     QCOMPARE(list.itemCount(), model.opCount());
     for (int row = 0; row < model.rowCount(); ++row) {
-      const auto &times = model.sections()[0].evaluation->simulation.op_times[static_cast<std::size_t>(row)];
-      QCOMPARE(list.row_begin[static_cast<std::size_t>(row) + 1] - list.row_begin[static_cast<std::size_t>(row)], times.size());
-      for (std::size_t i = list.row_begin[static_cast<std::size_t>(row)]; i < list.row_begin[static_cast<std::size_t>(row) + 1]; ++i) {
+      const auto &times =
+          model.sections()[0].evaluation->simulation.op_times[static_cast<std::size_t>(row)];
+      QCOMPARE(list.row_begin[static_cast<std::size_t>(row) + 1] -
+                   list.row_begin[static_cast<std::size_t>(row)],
+               times.size());
+      for (std::size_t i = list.row_begin[static_cast<std::size_t>(row)];
+           i < list.row_begin[static_cast<std::size_t>(row) + 1]; ++i) {
         const DrawItem &item = list.items[i];
         QVERIFY(!item.folded());
         QCOMPARE(item.row, static_cast<float>(row));
-        QCOMPARE(item.x0, static_cast<float>(mapping.mapTimeToX(model.timing(item.first).start_us)));
+        QCOMPARE(item.x0,
+                 static_cast<float>(mapping.mapTimeToX(model.timing(item.first).start_us)));
         QCOMPARE(item.x1, static_cast<float>(mapping.mapTimeToX(model.timing(item.first).end_us)));
       }
     }
@@ -77,7 +83,8 @@ private slots:
     const DrawList list = buildDrawList(model, mapping);
     QVERIFY(list.itemCount() < model.opCount() / 10);
     std::size_t counted = 0;
-    for (const DrawItem &item : list.items) counted += static_cast<std::size_t>(item.op_count);
+    for (const DrawItem &item : list.items)
+      counted += static_cast<std::size_t>(item.op_count);
     QCOMPARE(counted, model.opCount());
     bool any_folded = false;
     for (const DrawItem &item : list.items) {
@@ -112,7 +119,8 @@ private slots:
     options.first_row = 2;
     options.last_row = 3;
     const DrawList list = buildDrawList(model, TimeMapping(0, model.endTime(), 0, 1000), options);
-    for (const DrawItem &item : list.items) QVERIFY(item.row == 2.0f || item.row == 3.0f);
+    for (const DrawItem &item : list.items)
+      QVERIFY(item.row == 2.0f || item.row == 3.0f);
     QCOMPARE(list.row_begin[0], list.row_begin[2]);
     QVERIFY(list.row_begin[4] > list.row_begin[2]);
   }
@@ -156,7 +164,8 @@ private slots:
           for (int index = 0; index < 16 && !found; ++index)
             if (before.op({0, rank, index}) == op) {
               found = true;
-              QCOMPARE(first.x0, static_cast<float>(mapping.mapTimeToX(before.timing({0, rank, index}).start_us)));
+              QCOMPARE(first.x0, static_cast<float>(
+                                     mapping.mapTimeToX(before.timing({0, rank, index}).start_us)));
               QCOMPARE(first.row, static_cast<float>(rank));
             }
         QVERIFY(found);
@@ -188,7 +197,8 @@ private slots:
 
   void svgHoldsEveryOp() {
     const auto model = single(evaluated("1f1b", 4, 8));
-    const QString svg = timelineSvg(model, TimeMapping(0, model.endTime(), 0, 1000), QSize(1100, 300));
+    const QString svg =
+        timelineSvg(model, TimeMapping(0, model.endTime(), 0, 1000), QSize(1100, 300));
     QVERIFY(svg.startsWith(QStringLiteral("<?xml")));
     QVERIFY(svg.contains(QStringLiteral("<svg")));
     QCOMPARE(static_cast<std::size_t>(svg.count(QStringLiteral("<title>"))), model.opCount());

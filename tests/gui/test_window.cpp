@@ -1,6 +1,5 @@
 // The explorer window, offscreen: controls drive the schedule, metrics, timeline, memory bars
 // and mesh; impossible settings are explained; files round-trip; playback moves the bars.
-#include <QtTest>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -11,6 +10,7 @@
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QtTest>
 
 #include "engine/plan_file.h"
 #include "gui/chart_panels.h"
@@ -93,13 +93,18 @@ private slots:
     QCOMPARE(snapshot->evaluation->schedule.microbatches(), 16);
     QCOMPARE(window.controls()->microbatches()->spinBox()->value(), 16);
     const Evaluation expected = engineEvaluation(snapshot->plan);
-    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_fraction")), formatPercent(expected.simulation.bubble_fraction));
-    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_ratio")), formatPercent(expected.simulation.bubble_ratio));
-    QCOMPARE(window.metrics()->valueText(QStringLiteral("step_time")), formatDuration(expected.simulation.makespan_us));
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_fraction")),
+             formatPercent(expected.simulation.bubble_fraction));
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_ratio")),
+             formatPercent(expected.simulation.bubble_ratio));
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("step_time")),
+             formatDuration(expected.simulation.makespan_us));
     QVERIFY(expected.analytic.has_value());
     QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_fraction_analytic")),
              formatPercent(expected.analytic->bubble_fraction));
-    QVERIFY(window.metrics()->valueText(QStringLiteral("agreement")).contains(QStringLiteral("matches")));
+    QVERIFY(window.metrics()
+                ->valueText(QStringLiteral("agreement"))
+                .contains(QStringLiteral("matches")));
     QCOMPARE(window.timeline()->model().opCount(), expected.schedule.opCount());
     QCOMPARE(window.timeline()->mapping().fullEnd(), expected.simulation.makespan_us);
     QVERIFY(window.timeline()->drawList().itemCount() != items_before);
@@ -121,13 +126,15 @@ private slots:
     QVERIFY(!controls->chunks()->isEnabled());
     QVERIFY(controls->chunks()->spinBox()->toolTip().contains(QStringLiteral("V = 1")));
     QVERIFY(!controls->microbatchGroup()->isEnabled());
-    controls->scheduleBox()->setCurrentIndex(controls->scheduleBox()->findData(QStringLiteral("interleaved-1f1b")));
+    controls->scheduleBox()->setCurrentIndex(
+        controls->scheduleBox()->findData(QStringLiteral("interleaved-1f1b")));
     window.settle();
     QVERIFY(controls->chunks()->isEnabled());
     QVERIFY(controls->microbatchGroup()->isEnabled());
     QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
     QCOMPARE(window.snapshot()->plan.request.name, std::string("interleaved-1f1b"));
-    controls->scheduleBox()->setCurrentIndex(controls->scheduleBox()->findData(QStringLiteral("zb-v")));
+    controls->scheduleBox()->setCurrentIndex(
+        controls->scheduleBox()->findData(QStringLiteral("zb-v")));
     window.settle();
     QVERIFY(!controls->chunks()->isEnabled());
     QVERIFY(controls->chunks()->spinBox()->toolTip().contains(QStringLiteral("V at 2")));
@@ -135,7 +142,8 @@ private slots:
     // Op-time controls are off under a model, with the reason.
     controls->modelButton()->setChecked(true);
     window.settle();
-    QVERIFY(!controls->forwardBox()->isEnabled() || !controls->forwardBox()->parentWidget()->isEnabled());
+    QVERIFY(!controls->forwardBox()->isEnabled() ||
+            !controls->forwardBox()->parentWidget()->isEnabled());
     QVERIFY(window.snapshot()->plan.model.has_value());
   }
 
@@ -157,14 +165,17 @@ private slots:
     const QString text = hover.last().at(0).toString();
     const Op &op = timeline->model().op(location);
     const OpTiming &timing = timeline->model().timing(location);
-    QVERIFY(text.contains(QStringLiteral("stage %1, microbatch %2").arg(op.stage).arg(op.microbatch)));
+    QVERIFY(
+        text.contains(QStringLiteral("stage %1, microbatch %2").arg(op.stage).arg(op.microbatch)));
     QVERIFY(text.contains(formatDuration(timing.start_us)));
     QVERIFY(text.contains(formatDuration(timing.end_us)));
-    QVERIFY(text.contains(QStringLiteral("duration ") + formatDuration(timing.end_us - timing.start_us)));
+    QVERIFY(text.contains(QStringLiteral("duration ") +
+                          formatDuration(timing.end_us - timing.start_us)));
     QTest::mouseClick(timeline, Qt::LeftButton, {}, rect.center().toPoint());
     QCOMPARE(timeline->highlightedMicrobatch(), timeline->model().op(location).microbatch);
     // Clicking empty space clears the highlight.
-    QTest::mouseClick(timeline, Qt::LeftButton, {}, QPoint(TimelineWidget::kHeaderWidth + 2, timeline->height() - 2));
+    QTest::mouseClick(timeline, Qt::LeftButton, {},
+                      QPoint(TimelineWidget::kHeaderWidth + 2, timeline->height() - 2));
     QCOMPARE(timeline->highlightedMicrobatch(), -1);
   }
 
@@ -174,8 +185,8 @@ private slots:
     window.settle();
     TimelineWidget *timeline = window.timeline();
     const QPoint center = timeline->rect().center();
-    QWheelEvent wheel(center, timeline->mapToGlobal(center), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
-                      Qt::NoScrollPhase, false);
+    QWheelEvent wheel(center, timeline->mapToGlobal(center), QPoint(), QPoint(0, 240), Qt::NoButton,
+                      Qt::NoModifier, Qt::NoScrollPhase, false);
     QApplication::sendEvent(timeline, &wheel);
     QVERIFY(!timeline->mapping().isFitted());
     const double start = timeline->mapping().viewStart();
@@ -211,7 +222,8 @@ private slots:
     options.stage_activation_bytes = derivation.stage_activation_bytes;
     auto evaluation = evaluateSchedule(*schedule, *costs, options);
     QVERIFY(evaluation.ok());
-    const ModelReport report = reportModel(*plan.model, plan.mesh, evaluation->schedule, derivation, evaluation->simulation);
+    const ModelReport report = reportModel(*plan.model, plan.mesh, evaluation->schedule, derivation,
+                                           evaluation->simulation);
     MemoryBarsChart *bars = window.memoryBars();
     QCOMPARE(bars->bars().rankCount(), 4);
     for (int rank = 0; rank < 4; ++rank) {
@@ -229,7 +241,8 @@ private slots:
     window.settle();
     QVERIFY(window.memoryBars()->title().contains(QStringLiteral("over capacity")));
     QVERIFY(window.memoryBars()->categories().first().contains(QStringLiteral("OOM")));
-    QVERIFY(window.metrics()->valueText(QStringLiteral("memory_fit")).contains(QStringLiteral("no")));
+    QVERIFY(
+        window.metrics()->valueText(QStringLiteral("memory_fit")).contains(QStringLiteral("no")));
   }
 
   void activationBarsWithoutAModel() {
@@ -256,7 +269,8 @@ private slots:
     window.setPlayhead(time);
     QVERIFY(window.memoryBars()->bars().at_playhead);
     for (int rank = 0; rank < 4; ++rank)
-      QCOMPARE(window.memoryBars()->shownValue(3, rank), activationsAt(simulation, rank, time, false));
+      QCOMPARE(window.memoryBars()->shownValue(3, rank),
+               activationsAt(simulation, rank, time, false));
     QCOMPARE(window.timeline()->playhead(), time);
     window.stepPlayhead(1);
     QVERIFY(window.playhead() > time);
@@ -423,16 +437,19 @@ private slots:
     window.show();
     window.settle();
     window.tabs()->setCurrentWidget(window.compare());
-    window.compare()->setCheckedFamilies({QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("dualpipe")});
+    window.compare()->setCheckedFamilies(
+        {QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("dualpipe")});
     window.settle();
     const auto &result = window.compare()->result();
     // DualPipe refuses M = 8 < 2P... or accepts it; either way each family is accounted for.
     QCOMPARE(static_cast<int>(result.sections.size()) + result.refused.size(), 3);
     QVERIFY(result.sections.size() >= 2);
-    QCOMPARE(window.compare()->timeline()->model().rowCount(), static_cast<int>(result.sections.size()) * 4);
+    QCOMPARE(window.compare()->timeline()->model().rowCount(),
+             static_cast<int>(result.sections.size()) * 4);
     QVERIFY(window.compare()->bubbleChart()->curveCount() >= 3);
     for (const auto &curve : result.curves)
-      for (const auto &point : curve.points) QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
+      for (const auto &point : curve.points)
+        QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
   }
 
   void parameterChangeMorphsTheTimeline() {
