@@ -125,18 +125,8 @@ Status MeasuredTraceBuilder::addStep(int step, const std::vector<RankStepRecord>
       const Op &op = ops[i];
       const OpTiming &t = record.timings.ops[i];
       metrics.busy_us[static_cast<std::size_t>(r)] += t.end_us - t.start_us;
-      TraceOp out{r,        step,          static_cast<int>(i),     op.kind,
-                  op.stage, op.microbatch, t.start_us - origin_us_, t.end_us - origin_us_,
-                  0,        false};
-      if (op.kind == OpKind::OverlappedPair) {
-        out.kind = OpKind::Forward;
-        out.overlapped = true;
-        trace_.ops.push_back(out);
-        out.kind = OpKind::FullBackward;
-        out.stage = op.backward_stage;
-        out.microbatch = op.backward_microbatch;
-      }
-      trace_.ops.push_back(out);
+      appendTraceOp(trace_.ops, r, step, static_cast<int>(i), op, t.start_us - origin_us_,
+                    t.end_us - origin_us_);
     }
     for (const auto &[id, time] : record.timings.sends)
       sent[id] = time;

@@ -6,6 +6,20 @@ namespace pipescope {
 
 using nlohmann::json;
 
+void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, const Op &op,
+                   double start_us, double end_us) {
+  TraceOp record{rank, step, index, op.kind, op.stage, op.microbatch, start_us, end_us, 0, false};
+  if (op.kind == OpKind::OverlappedPair) {
+    record.kind = OpKind::Forward;
+    record.overlapped = true;
+    ops.push_back(record);
+    record.kind = OpKind::FullBackward;
+    record.stage = op.backward_stage;
+    record.microbatch = op.backward_microbatch;
+  }
+  ops.push_back(record);
+}
+
 Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
   Trace trace;
   trace.source = "simulated";
@@ -15,27 +29,9 @@ Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
   trace.ops.reserve(schedule.opCount());
   for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
     for (std::size_t i = 0; i < schedule.ranks[r].size(); ++i) {
-      const Op &op = schedule.ranks[r][i];
       const OpTiming &t = simulation.op_times[r][i];
-      TraceOp record{static_cast<int>(r),
-                     0,
-                     static_cast<int>(i),
-                     op.kind,
-                     op.stage,
-                     op.microbatch,
-                     t.start_us,
-                     t.end_us,
-                     0,
-                     false};
-      if (op.kind == OpKind::OverlappedPair) {
-        record.kind = OpKind::Forward;
-        record.overlapped = true;
-        trace.ops.push_back(record);
-        record.kind = OpKind::FullBackward;
-        record.stage = op.backward_stage;
-        record.microbatch = op.backward_microbatch;
-      }
-      trace.ops.push_back(record);
+      appendTraceOp(trace.ops, static_cast<int>(r), 0, static_cast<int>(i), schedule.ranks[r][i],
+                    t.start_us, t.end_us);
     }
   }
   const double bytes = plan.costs.activation_bytes;

@@ -56,6 +56,11 @@ struct Trace {
   std::vector<std::vector<MemoryPoint>> memory;
 };
 
+/// Appends the record(s) of one executed op: one, or for an overlapped F&B pair its two parts
+/// with the same start and end, each marked `overlapped`.
+void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, const Op &op,
+                   double start_us, double end_us);
+
 /// The simulated trace of an evaluated plan.
 Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation);
 
