@@ -352,6 +352,24 @@ Result<Schedule> makeCustomSchedule(std::vector<std::vector<Op>> ranks,
       return makeError("unknown placement '" + *placement_name +
                        "'; use loop, v-shape or bidirectional");
   }
+  // A complete schedule has a forward and a backward for every stage on every microbatch's
+  // route (one op when DualPipe overlaps them), so fewer ops than stages on the route ×
+  // microbatches cannot pass coverage. Refusing here also bounds the tables
+  // that coverage, lowering and simulation size by stages × microbatches.
+  if (placement.chunks > kMaxChunks)
+    return makeError("a custom schedule may have at most " + std::to_string(kMaxChunks) +
+                     " stages per rank; this one uses " + std::to_string(placement.stageCount()) +
+                     " stages on " + std::to_string(placement.pp) + " ranks");
+  const auto needed = static_cast<std::uint64_t>(placement.routeLength()) *
+                      static_cast<std::uint64_t>(placement.microbatches);
+  if (needed > ops)
+    return makeError("the schedule has " + std::to_string(ops) + " ops, but " +
+                     std::to_string(placement.stageCount()) + " stages and " +
+                     std::to_string(placement.microbatches) +
+                     " microbatches (the largest ids used, plus one) need at least " +
+                     std::to_string(needed) +
+                     "; add the missing ops or renumber the stages and "
+                     "microbatches from 0");
   Schedule schedule;
   schedule.name = "custom";
   schedule.placement = std::move(placement);

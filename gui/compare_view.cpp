@@ -149,6 +149,7 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent) {
     recompute();
   });
   connect(&watcher_, &QFutureWatcher<ComparisonResult>::finished, this, [this] {
+    awaiting_result_ = false;
     result_ = watcher_.result();
     showResult();
     if (dirty_) recompute();
@@ -199,6 +200,7 @@ void CompareView::recompute() {
   curves_dirty_ = false;
   const Plan plan = *plan_;
   const QStringList families = checkedFamilies();
+  awaiting_result_ = true;
   watcher_.setFuture(QtConcurrent::run(
       [plan, families, with_curves] { return computeComparison(plan, families, with_curves); }));
 }
@@ -214,8 +216,8 @@ void CompareView::showResult() {
 }
 
 void CompareView::waitForIdle() {
-  while (watcher_.isRunning() || (dirty_ && isVisible())) {
-    if (!watcher_.isRunning()) recompute();
+  while (awaiting_result_ || (dirty_ && isVisible())) {
+    if (!awaiting_result_) recompute();
     watcher_.waitForFinished();
     QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
   }

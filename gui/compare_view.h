@@ -57,6 +57,9 @@ private:
   QFutureWatcher<ComparisonResult> watcher_;
   std::optional<Plan> plan_;
   bool dirty_ = false;
+  /// A computation was started and its finished signal has not been handled yet (the watcher
+  /// stops running before that queued signal arrives).
+  bool awaiting_result_ = false;
   bool curves_dirty_ = true;
   ComparisonResult result_;
 };

@@ -395,6 +395,23 @@ private slots:
              message.c_str());
   }
 
+  // Huge stage or microbatch ids with few ops are refused before any table is sized by them
+  // (a fuzzer found "23330I00000000000000000000002761788" allocating gigabytes).
+  void sparseIdsAreRefusedCheaply() {
+    auto lists = parsePytorchCsv("23330I00000000000000000000002761788\n");
+    QVERIFY(lists);
+    const auto schedule = makeCustomSchedule(std::move(*lists));
+    QVERIFY(!schedule);
+    QVERIFY2(schedule.error().message.find("at most 64 stages per rank") != std::string::npos,
+             schedule.error().message.c_str());
+    auto sparse = parsePytorchCsv("0F0,0B0,0F3000000,0B3000000\n");
+    QVERIFY(sparse);
+    const auto refused = makeCustomSchedule(std::move(*sparse));
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().message.find("need at least 3000001") != std::string::npos,
+             refused.error().message.c_str());
+  }
+
   void selfDeadlockOnOneRank() {
     const auto schedule = customFromText("0B0,0F0\n");
     const auto e = evaluateSchedule(schedule, Costs{});

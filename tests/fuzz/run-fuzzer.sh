@@ -18,5 +18,5 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -I"$root" $sources "$build/resources/embedded_resources.cpp" "$root/tests/fuzz/fuzz_readers.cpp" \
   -o "$out/fuzz_readers"
 "$out/fuzz_readers" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 "$out/corpus" 2>&1 | tail -n 12
+  -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
 echo "fuzz: $seconds s of libFuzzer on the plan, trace, schedule and CSV readers found no crash"
