@@ -194,7 +194,7 @@ void CompareView::showEvent(QShowEvent *event) {
 
 void CompareView::recompute() {
   // Only a visible compare view spends time; a hidden one catches up when shown.
-  if (!plan_ || !isVisible() || watcher_.isRunning()) return;
+  if (!plan_ || !isVisible() || awaiting_result_) return;
   dirty_ = false;
   const bool with_curves = curves_dirty_;
   curves_dirty_ = false;

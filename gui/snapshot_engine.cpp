@@ -17,7 +17,7 @@ SnapshotEngine::~SnapshotEngine() {
 
 void SnapshotEngine::request(const Plan &plan) {
   ++generation_;
-  if (watcher_.isRunning()) {
+  if (worker_active_) {
     // The running evaluation is stale; evaluate only the newest request after it.
     pending_ = plan;
     return;
@@ -32,11 +32,13 @@ void SnapshotEngine::request(const Plan &plan) {
 
 void SnapshotEngine::startWorker(const Plan &plan) {
   worker_generation_ = generation_;
+  worker_active_ = true;
   emit busyChanged(true);
   watcher_.setFuture(QtConcurrent::run([plan] { return computeSnapshot(plan); }));
 }
 
 void SnapshotEngine::workerFinished() {
+  worker_active_ = false;
   SnapshotPointer snapshot = watcher_.result();
   const bool stale = worker_generation_ != generation_;
   if (!stale) emit snapshotReady(snapshot);
@@ -55,7 +57,7 @@ void SnapshotEngine::workerFinished() {
 }
 
 void SnapshotEngine::waitForIdle() {
-  while (watcher_.isRunning() || pending_) {
+  while (worker_active_ || pending_) {
     watcher_.waitForFinished();
     // Deliver the finished signal (and start any pending request).
     QCoreApplication::processEvents(QEventLoop::AllEvents, 50);

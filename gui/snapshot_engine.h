@@ -22,7 +22,7 @@ public:
 
   /// Evaluates the plan; snapshotReady follows (at once when inline).
   void request(const Plan &plan);
-  bool busy() const { return watcher_.isRunning(); }
+  bool busy() const { return worker_active_; }
   /// Blocks until no evaluation is running or pending (tests and the screenshot mode).
   void waitForIdle();
 
@@ -37,6 +37,9 @@ private:
 
   QFutureWatcher<SnapshotPointer> watcher_;
   std::optional<Plan> pending_;
+  /// From starting a worker until its finished signal is handled. The watcher stops running
+  /// before that queued signal arrives, so isRunning() alone would drop results.
+  bool worker_active_ = false;
   std::size_t inline_op_limit_ = 100000;
   quint64 generation_ = 0;        ///< bumped on every request
   quint64 worker_generation_ = 0; ///< the request the running worker answers
