@@ -33,12 +33,6 @@ std::string hostName() {
   return name;
 }
 
-// A failed TP all-reduce inside a layer: its message was kept in collective_error_.
-#define PIPESCOPE_CPU_TRY(call)                                                                    \
-  do {                                                                                             \
-    if (!(call)) return makeError(collective_error_);                                              \
-  } while (0)
-
 class CpuMpiDevice final : public Device {
 public:
   CpuMpiDevice(const RankSetup &setup, MpiChannel &channel) : setup_(setup), channel_(channel) {}
@@ -110,22 +104,23 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     const double start = nowMicroseconds();
-    switch (op.kind) {
-    case OpKind::Forward: PIPESCOPE_CPU_TRY(forward(op.stage, op.microbatch)); break;
-    case OpKind::InputGrad: PIPESCOPE_CPU_TRY(inputGrad(op.stage, op.microbatch)); break;
-    case OpKind::WeightGrad: stage(op.stage).weightGrad(); break;
-    case OpKind::FullBackward:
-      PIPESCOPE_CPU_TRY(inputGrad(op.stage, op.microbatch));
-      stage(op.stage).weightGrad();
-      break;
-    case OpKind::OverlappedPair:
-      // One op on the timeline: the forward of one direction, then the full backward of the
-      // other (a CPU core has nothing to overlap them with).
-      PIPESCOPE_CPU_TRY(forward(op.stage, op.microbatch));
-      PIPESCOPE_CPU_TRY(inputGrad(op.backward_stage, op.backward_microbatch));
-      stage(op.backward_stage).weightGrad();
-      break;
-    }
+    // An overlapped pair runs its halves one after the other: a CPU core has nothing to overlap
+    // them with.
+    // forward and inputGrad return false when a TP all-reduce inside the layer failed; its
+    // message was kept in collective_error_.
+    const auto checked = [this](bool done) -> Status {
+      if (!done) return makeError(collective_error_);
+      return Ok{};
+    };
+    if (auto status = runOpParts(
+            op, [&](int stage, int microbatch) { return checked(forward(stage, microbatch)); },
+            [&](int stage, int microbatch) { return checked(inputGrad(stage, microbatch)); },
+            [this](int stage, int) -> Status {
+              this->stage(stage).weightGrad();
+              return Ok{};
+            });
+        !status)
+      return status;
     timings_.ops[index] = {start, nowMicroseconds()};
     return notePendingArrivals();
   }

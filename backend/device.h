@@ -31,6 +31,28 @@ struct StepTimings {
   double clock_error_us = 0;
 };
 
+/// Runs the parts of one compute op through a device's three hooks, each `Status(int stage,
+/// int microbatch)`: F; I; W; B as I then W; an overlapped F&B pair as the forward of one
+/// direction then the full backward of the other. Every device shares this mapping.
+template <typename Forward, typename InputGrad, typename WeightGrad>
+Status runOpParts(const Op &op, Forward &&forward, InputGrad &&input_grad,
+                  WeightGrad &&weight_grad) {
+  auto backward = [&](int stage, int microbatch) -> Status {
+    if (auto status = input_grad(stage, microbatch); !status) return status;
+    return weight_grad(stage, microbatch);
+  };
+  switch (op.kind) {
+  case OpKind::Forward: return forward(op.stage, op.microbatch);
+  case OpKind::InputGrad: return input_grad(op.stage, op.microbatch);
+  case OpKind::WeightGrad: return weight_grad(op.stage, op.microbatch);
+  case OpKind::FullBackward: return backward(op.stage, op.microbatch);
+  case OpKind::OverlappedPair:
+    if (auto status = forward(op.stage, op.microbatch); !status) return status;
+    return backward(op.backward_stage, op.backward_microbatch);
+  }
+  return Ok{};
+}
+
 class Device {
 public:
   virtual ~Device() = default;

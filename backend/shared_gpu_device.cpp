@@ -189,20 +189,10 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], stream_));
-    switch (op.kind) {
-    case OpKind::Forward: PIPESCOPE_TRY(forward(op.stage, op.microbatch)); break;
-    case OpKind::InputGrad: PIPESCOPE_TRY(inputGrad(op.stage, op.microbatch)); break;
-    case OpKind::WeightGrad: PIPESCOPE_TRY(stages_.at(op.stage)->weightGrad()); break;
-    case OpKind::FullBackward:
-      PIPESCOPE_TRY(inputGrad(op.stage, op.microbatch));
-      PIPESCOPE_TRY(stages_.at(op.stage)->weightGrad());
-      break;
-    case OpKind::OverlappedPair:
-      PIPESCOPE_TRY(forward(op.stage, op.microbatch));
-      PIPESCOPE_TRY(inputGrad(op.backward_stage, op.backward_microbatch));
-      PIPESCOPE_TRY(stages_.at(op.backward_stage)->weightGrad());
-      break;
-    }
+    PIPESCOPE_TRY(runOpParts(
+        op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
+        [this](int stage, int microbatch) { return inputGrad(stage, microbatch); },
+        [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index + 1], stream_));
     return Ok{};
   }
