@@ -8,149 +8,16 @@
 
 namespace pipescope::gui {
 
-namespace {
-
-// rank < 2^14, kind < 2^3, stage < 2^20, microbatch < 2^22 (the engine's size limits).
-std::uint64_t opKey(int rank, OpKind kind, int stage, int microbatch) {
-  return ((static_cast<std::uint64_t>(rank) * 8 + static_cast<std::uint64_t>(kind)) << 42) |
-         (static_cast<std::uint64_t>(stage) << 22) | static_cast<std::uint64_t>(microbatch);
+QString scheduleLabel(const Schedule &schedule) {
+  return QString::fromStdString(pipescope::describeSchedule(schedule));
 }
 
-bool keyable(const TraceOp &op) {
-  return op.rank >= 0 && op.rank < (1 << 14) && op.stage >= 0 && op.stage < (1 << 20) &&
-         op.microbatch >= 0 && op.microbatch < (1 << 22);
-}
-
-std::unordered_map<std::uint64_t, int> positionsOf(const Schedule &schedule) {
-  std::unordered_map<std::uint64_t, int> positions;
-  positions.reserve(schedule.opCount() * 2);
-  for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
-    const int rank = static_cast<int>(r);
-    for (std::size_t i = 0; i < schedule.ranks[r].size(); ++i) {
-      const Op &op = schedule.ranks[r][i];
-      const int index = static_cast<int>(i);
-      if (op.kind == OpKind::OverlappedPair) {
-        positions[opKey(rank, OpKind::Forward, op.stage, op.microbatch)] = index;
-        positions[opKey(rank, OpKind::FullBackward, op.backward_stage, op.backward_microbatch)] =
-            index;
-      } else {
-        positions[opKey(rank, op.kind, op.stage, op.microbatch)] = index;
-      }
-    }
-  }
-  return positions;
-}
-
-int lookUp(const std::unordered_map<std::uint64_t, int> &positions, const TraceOp &op) {
-  if (!keyable(op)) return -1;
-  const auto it = positions.find(opKey(op.rank, op.kind, op.stage, op.microbatch));
-  return it == positions.end() ? -1 : it->second;
-}
-
-QString describeRequest(const Plan &plan) {
-  if (plan.custom) return describeSchedule(*plan.custom);
-  const ScheduleFamily *family = findScheduleFamily(plan.request.name);
-  QString text = QStringLiteral("%1, P=%2, M=%3")
-                     .arg(family ? QString::fromStdString(family->title)
-                                 : QString::fromStdString(plan.request.name))
-                     .arg(plan.request.pp)
-                     .arg(plan.request.microbatches);
-  if (family && family->uses_chunks) text += QStringLiteral(", V=%1").arg(plan.request.chunks);
-  return text;
-}
-
-QString actionText(const TraceOp &op) {
-  return QStringLiteral("%1%2%3")
-      .arg(op.stage)
-      .arg(QString::fromUtf8(opKindLetter(op.kind).data()))
-      .arg(op.microbatch);
-}
-
-} // namespace
-
-Result<MeasuredTraceFile> loadMeasuredTrace(const std::string &path) {
-  auto text = readTextFile(path);
-  if (!text) return text.error();
-  auto json = parseJsonLimited(*text);
-  if (!json) return makeError(path + ": " + json.error().message);
-  auto trace = traceFromJson(*json);
-  if (!trace) return makeError(path + ": " + trace.error().message);
-  MeasuredTraceFile file;
-  file.trace = std::move(*trace);
-  // pipescope-backend keeps its run's details beside the trace; the factor between planned and
-  // device time is among them.
-  const auto backend = json->find("backend");
-  if (backend != json->end() && backend->is_object()) {
-    const auto workload = backend->find("workload");
-    if (workload != backend->end() && workload->is_object()) {
-      const auto factor = workload->find("expected_time_factor");
-      if (factor != workload->end() && factor->is_number()) {
-        const double value = factor->get<double>();
-        if (std::isfinite(value) && value > 0) file.time_factor = value;
-      }
-    }
-  }
-  return file;
-}
-
-QString describeSchedule(const Schedule &schedule) {
-  const ScheduleFamily *family = findScheduleFamily(schedule.name);
-  QString text = QStringLiteral("%1, P=%2, M=%3")
-                     .arg(family ? QString::fromStdString(family->title)
-                                 : (schedule.name.empty() ? QStringLiteral("custom")
-                                                          : QString::fromStdString(schedule.name)))
-                     .arg(schedule.pp())
-                     .arg(schedule.microbatches());
-  if (schedule.chunks() > 1) text += QStringLiteral(", V=%1").arg(schedule.chunks());
-  return text;
-}
-
-Status checkTraceMatchesSchedule(const Trace &trace, const Schedule &schedule) {
-  if (trace.ops.empty()) return makeError("the trace has no ops");
-  const auto positions = positionsOf(schedule);
-  const auto another = [&](const QString &what) {
-    return makeError(
-        QStringLiteral(
-            "this trace is of another plan: %1 It measured %2; open that plan first (File \u25b8 "
-            "Open "
-            "plan\u2026) or set the same schedule, P, M and V, then import the trace again.")
-            .arg(what, describeRequest(trace.plan))
-            .toStdString());
-  };
-  // Every op of every step belongs to the schedule, and every step has all of them (a smaller
-  // plan's ops are a subset of a larger one's, so membership alone would let it through).
-  std::map<int, std::vector<std::vector<bool>>> seen;
-  for (const auto &op : trace.ops) {
-    const int position = lookUp(positions, op);
-    if (position >= 0) {
-      auto &ranks = seen[op.step];
-      if (ranks.empty()) {
-        ranks.resize(schedule.ranks.size());
-        for (std::size_t r = 0; r < ranks.size(); ++r)
-          ranks[r].assign(schedule.ranks[r].size(), false);
-      }
-      ranks[static_cast<std::size_t>(op.rank)][static_cast<std::size_t>(position)] = true;
-      continue;
-    }
-    const QString where =
-        op.rank >= 0 && op.rank < schedule.pp()
-            ? QStringLiteral("op %1 on pipeline rank %2").arg(actionText(op)).arg(op.rank)
-            : QStringLiteral("pipeline rank %1").arg(op.rank);
-    return another(QStringLiteral("it has %1, which the schedule shown (%2) does not.")
-                       .arg(where, describeSchedule(schedule)));
-  }
-  for (const auto &[step, ranks] : seen) {
-    std::size_t found = 0;
-    for (const auto &rank : ranks)
-      found += static_cast<std::size_t>(std::count(rank.begin(), rank.end(), true));
-    if (found != schedule.opCount())
-      return another(QStringLiteral("its step %1 has %2 of the %3 ops of the schedule shown (%4).")
-                         .arg(step)
-                         .arg(found)
-                         .arg(schedule.opCount())
-                         .arg(describeSchedule(schedule)));
-  }
-  return Ok{};
+Status checkTraceFitsShownSchedule(const Trace &trace, const Schedule &schedule) {
+  auto status = pipescope::checkTraceMatchesSchedule(trace, schedule);
+  if (status || trace.ops.empty()) return status;
+  return makeError(status.error().message +
+                   " Open that plan first (File \u25b8 Open plan\u2026) or set the same "
+                   "schedule, P, M and V, then import the trace again.");
 }
 
 bool sameSchedule(const Schedule &a, const Schedule &b) {
@@ -163,13 +30,13 @@ Measurement::Measurement(Plan plan, Schedule schedule, double time_factor)
       time_factor_(time_factor > 0 && std::isfinite(time_factor) ? time_factor : 1) {
   device_trace_.source = "measured";
   device_trace_.plan = std::move(plan);
-  positions_ = positionsOf(schedule_);
+  positions_ = ScheduleOpIndex(schedule_);
   rebuildTraces();
 }
 
 Result<Measurement> Measurement::fromTrace(const Trace &trace, Schedule schedule,
                                            double time_factor) {
-  if (auto status = checkTraceMatchesSchedule(trace, schedule); !status) return status.error();
+  if (auto status = checkTraceFitsShownSchedule(trace, schedule); !status) return status.error();
   Measurement measurement(trace.plan, std::move(schedule), time_factor);
   measurement.device_trace_ = trace;
   measurement.device_trace_.ops.clear();
@@ -180,7 +47,7 @@ Result<Measurement> Measurement::fromTrace(const Trace &trace, Schedule schedule
 }
 
 int Measurement::positionOf(const TraceOp &op) const {
-  return lookUp(positions_, op);
+  return positions_.positionOf(op);
 }
 
 Status Measurement::addStep(int step, const std::vector<TraceOp> &ops) {
@@ -188,7 +55,7 @@ Status Measurement::addStep(int step, const std::vector<TraceOp> &ops) {
   Trace check;
   check.plan = device_trace_.plan;
   check.ops = ops;
-  if (auto status = checkTraceMatchesSchedule(check, schedule_); !status) return status;
+  if (auto status = checkTraceFitsShownSchedule(check, schedule_); !status) return status;
   auto &stored = step_ops_[step];
   stored = ops;
   for (auto &op : stored)
@@ -219,16 +86,7 @@ void Measurement::rebuildTraces() {
     device_trace_.bubble_fraction += step.bubble_fraction / n;
     device_trace_.bubble_ratio += step.bubble_ratio / n;
   }
-  trace_ = device_trace_;
-  for (auto &op : trace_.ops) {
-    op.start_us /= time_factor_;
-    op.end_us /= time_factor_;
-  }
-  for (auto &transfer : trace_.transfers) {
-    transfer.start_us /= time_factor_;
-    transfer.end_us /= time_factor_;
-  }
-  trace_.makespan_us /= time_factor_;
+  trace_ = inPlannedTime(device_trace_, time_factor_);
 }
 
 std::vector<int> Measurement::steps() const {

@@ -12,25 +12,16 @@
 #include "engine/calibration.h"
 #include "engine/evaluation.h"
 #include "engine/trace_file.h"
+#include "engine/trace_matching.h"
 
 namespace pipescope::gui {
 
-/// A measured trace file with what the backend writes beside the trace itself.
-struct MeasuredTraceFile {
-  Trace trace;
-  /// Device microseconds per planned microsecond (the backend's workload.expected_time_factor);
-  /// 0 when the file does not say (then 1 for an imported trace).
-  double time_factor = 0;
-};
-/// Reads a pipescope.trace; the error names the file and the field.
-Result<MeasuredTraceFile> loadMeasuredTrace(const std::string &path);
-
 /// "1F1B, P=4, M=8" (and ", V=2" when V > 1).
-QString describeSchedule(const Schedule &schedule);
+QString scheduleLabel(const Schedule &schedule);
 
-/// Whether every op of the trace belongs to the schedule (same rank, kind, stage, microbatch).
-/// The error says which op does not and what to do: open the trace's plan, or set its settings.
-Status checkTraceMatchesSchedule(const Trace &trace, const Schedule &schedule);
+/// Whether every op of the trace belongs to the schedule (engine/trace_matching.h), with the
+/// explorer's way to fix it: open the trace's plan, or set its settings.
+Status checkTraceFitsShownSchedule(const Trace &trace, const Schedule &schedule);
 
 /// Whether two schedules run the same ops in the same order on every rank.
 bool sameSchedule(const Schedule &a, const Schedule &b);
@@ -80,9 +71,7 @@ private:
   Trace trace_;        ///< the same in plan time
   double time_factor_ = 1;
   std::map<int, std::vector<TraceOp>> step_ops_; ///< device time, by step
-  /// (rank, kind, stage, microbatch) -> position in ranks[rank]; an overlapped pair answers to
-  /// its forward part (kind F) and its backward part (kind B).
-  std::unordered_map<std::uint64_t, int> positions_;
+  ScheduleOpIndex positions_;
   mutable std::map<int, std::shared_ptr<const Evaluation>> aligned_;
 };
 

@@ -400,7 +400,7 @@ bool RunPanel::startRun() {
   appendLog(QStringLiteral("$ ") + program + QLatin1Char(' ') + command->join(QLatin1Char(' ')),
             QStringLiteral("#1d4f91"));
   setStatus(tr("Running %1 on %2\u2026")
-                .arg(describeSchedule(evaluation.schedule).toHtmlEscaped(),
+                .arg(scheduleLabel(evaluation.schedule).toHtmlEscaped(),
                      launchTargetTitle(target()).toHtmlEscaped()),
             QStringLiteral("busy"));
   updateComparison();
@@ -590,7 +590,7 @@ Status RunPanel::importTrace(const MeasuredTraceFile &file) {
   const int steps = static_cast<int>(measurement_->steps().size());
   setStatus(tr("Imported a %1 trace of %2: %n step(s).", nullptr, steps)
                 .arg(QString::fromStdString(file.trace.source).toHtmlEscaped(),
-                     describeSchedule(measurement_->schedule()).toHtmlEscaped()),
+                     scheduleLabel(measurement_->schedule()).toHtmlEscaped()),
             QStringLiteral("ok"));
   updateComparison();
   updateButtons();
@@ -794,7 +794,7 @@ void RunPanel::fillTables() {
     note = tr("No measurement yet.");
   } else if (!measurementApplies()) {
     note = tr("The measurement is of %1, not of the schedule shown: set those settings to see it.")
-               .arg(describeSchedule(measurement_->schedule()));
+               .arg(scheduleLabel(measurement_->schedule()));
   } else {
     note = tr("%n step(s) measured", nullptr, static_cast<int>(measurement_->steps().size()));
     const double factor = measurement_->timeFactor();

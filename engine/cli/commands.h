@@ -12,6 +12,7 @@ int runValidate(const std::vector<std::string> &args);
 int runBench(const std::vector<std::string> &args);
 int runPresets(const std::vector<std::string> &args);
 int runSchedules(const std::vector<std::string> &args);
+int runCompare(const std::vector<std::string> &args);
 
 /// Prints "pipescope: <first line>" on stderr and the remaining lines (details such as the
 /// rank × step grid) after it; returns 2.

@@ -17,6 +17,7 @@ commands:
   simulate   generate or load a schedule, simulate one step and print its metrics
   table      bubble tables over lists of P and M for chosen schedules
   validate   check a plan or a custom schedule (JSON or PyTorch CSV)
+  compare    a measured trace against its plan's prediction, and calibration
   bench      time generation + lowering + simulation over a ladder of sizes
   schedules  list the schedule families and the P, M, V each accepts
   presets    list the model and hardware presets
@@ -39,10 +40,11 @@ int main(int argc, char **argv) {
   if (command == "simulate") return runSimulate(args);
   if (command == "table") return runTable(args);
   if (command == "validate") return runValidate(args);
+  if (command == "compare") return runCompare(args);
   if (command == "bench") return runBench(args);
   if (command == "presets") return runPresets(args);
   if (command == "schedules") return runSchedules(args);
-  return fail(
-      "unknown command '" + command +
-      "'; use simulate, table, validate, bench, schedules or presets (see pipescope --help)");
+  return fail("unknown command '" + command +
+              "'; use simulate, table, validate, compare, bench, schedules or presets (see "
+              "pipescope --help)");
 }

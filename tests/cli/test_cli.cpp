@@ -4,6 +4,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <cmath>
+#include <map>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 using nlohmann::json;
@@ -201,6 +205,81 @@ private slots:
     QVERIFY(run.err.startsWith(QStringLiteral("pipescope: ")));
     QVERIFY(run.err.contains(QStringLiteral("the schedule deadlocks")));
     QVERIFY(run.err.contains(QStringLiteral("[1F1]")));
+  }
+
+  // A "measurement" made by simulating slower ops (F=2, B=3, W=1.5) and stretching the times by
+  // the run's time factor 10: compare must undo the factor, find every op kind off by the known
+  // amount, and calibration must bring the prediction onto the measurement.
+  void compareAndCalibrateAMeasuredTrace() {
+    QTemporaryDir dir;
+    const QString plan = dir.filePath(QStringLiteral("plan.json"));
+    const QString slow = dir.filePath(QStringLiteral("slow.json"));
+    const QString measured = dir.filePath(QStringLiteral("measured.json"));
+    const QString calibrated = dir.filePath(QStringLiteral("calibrated.json"));
+    const QStringList shape{"--schedule", "zb-h1", "--pp", "4", "--microbatches", "8"};
+    const json predicted = simulateJson(shape + QStringList{"--save-plan", plan});
+    const json truth = simulateJson(shape + QStringList{"--forward", "2", "--backward", "3",
+                                                        "--weight", "1.5", "--trace", slow});
+    QFile slow_file(slow);
+    QVERIFY(slow_file.open(QIODevice::ReadOnly));
+    json trace = json::parse(slow_file.readAll().toStdString());
+    QFile plan_file(plan);
+    QVERIFY(plan_file.open(QIODevice::ReadOnly));
+    trace["plan"] = json::parse(plan_file.readAll().toStdString());
+    trace["source"] = "measured";
+    constexpr double kFactor = 10;
+    for (auto *list : {&trace["ops"], &trace["comms"]})
+      for (auto &record : *list) {
+        record["start_us"] = record["start_us"].get<double>() * kFactor;
+        record["end_us"] = record["end_us"].get<double>() * kFactor;
+      }
+    trace["backend"] = {{"workload", {{"expected_time_factor", kFactor}}}};
+    QFile out(measured);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(QByteArray::fromStdString(trace.dump()));
+    out.close();
+
+    const Run run = pipescope(
+        {"compare", "--measured", measured, "--calibrate", "--save-plan", calibrated, "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    QCOMPARE(result["time_factor"].get<double>(), kFactor);
+    const json &before = result["comparison"];
+    const double truth_makespan = truth["makespan"].get<double>();
+    const double predicted_makespan = predicted["makespan"].get<double>();
+    QCOMPARE(before["measured"]["makespan_us"].get<double>(), truth_makespan);
+    QCOMPARE(before["predicted"]["makespan_us"].get<double>(), predicted_makespan);
+    QVERIFY(std::abs(before["makespan_relative_error"].get<double>() -
+                     (truth_makespan - predicted_makespan) / predicted_makespan) < 1e-9);
+    QCOMPARE(before["unmatched_ops"].get<int>(), 0);
+    std::map<std::string, double> median;
+    for (const auto &kind : before["kinds"])
+      median[kind["kind"].get<std::string>()] = kind["median_signed_error"].get<double>();
+    QVERIFY(std::abs(median["forward"] - 1.0) < 1e-9);     // 2 against 1
+    QVERIFY(std::abs(median["input-grad"] - 0.5) < 1e-9);  // I = B - W: 1.5 against 1
+    QVERIFY(std::abs(median["weight-grad"] - 0.5) < 1e-9); // 1.5 against 1
+    const json &after = result["calibrated"];
+    QVERIFY(std::abs(after["makespan_relative_error"].get<double>()) < 1e-9);
+    for (const auto &kind : after["kinds"])
+      QVERIFY(kind["worst_relative_error"].get<double>() < 1e-9);
+    // The calibrated plan predicts the measurement by itself.
+    QCOMPARE(simulateJson({"--plan", calibrated})["makespan"].get<double>(), truth_makespan);
+
+    // The readable form names the schedule and the factor, and Markdown keeps its tables intact.
+    const Run text = pipescope({"compare", "--measured", measured, "--markdown"});
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains(QStringLiteral("ZB-H1, P=4, M=8")), qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("| step time")), qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("/ 10.0000")), qPrintable(text.out));
+
+    // Another plan's trace: one line that says so and how to fix it.
+    const QString other = dir.filePath(QStringLiteral("other.json"));
+    simulateJson({"--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--save-plan", other});
+    const Run refused = pipescope({"compare", "--measured", measured, "--plan", other});
+    QCOMPARE(refused.exit_code, 2);
+    QVERIFY2(refused.err.contains(QStringLiteral("another plan")), qPrintable(refused.err));
+    QVERIFY2(refused.err.contains(QStringLiteral("--plan")), qPrintable(refused.err));
+    QCOMPARE(refused.err.count('\n'), 1);
   }
 
   void schedulesAndBenchRun() {

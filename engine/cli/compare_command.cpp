@@ -1,0 +1,294 @@
+// `pipescope compare`: a measured trace against its plan's prediction, and the cost model refit to
+// it (DESIGN.md §7 "Calibration"). The explorer's Run tab shows the same tables; this is their
+// headless form, for scripts and for the measurement reports in docs/.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/calibration.h"
+#include "engine/cli/arguments.h"
+#include "engine/cli/commands.h"
+#include "engine/plan_file.h"
+#include "engine/trace_matching.h"
+
+namespace pipescope::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char *kCompareHelp = R"(usage: pipescope compare --measured TRACE [options]
+
+Compares a measured trace (written by pipescope-backend, or exported by the explorer) with the
+prediction of the plan it ran: step time, bubble_fraction and bubble_ratio of the median measured
+step, and per op kind the median and worst relative error of the op durations. Measured times are
+brought to planned time by the run's time factor (device microseconds per planned microsecond,
+which the backend records when it scales the work to the device).
+
+  --measured FILE      the measured pipescope.trace
+  --plan FILE          the plan it ran (default: the plan stored in the trace)
+  --time-factor X      device microseconds per planned microsecond (default: the trace's
+                       backend.workload.expected_time_factor, else 1)
+  --calibrate          refit F, B, W per stage, the F&B overlap and the transfer times to the
+                       measurement, predict again, and show the errors before and after
+  --save-plan FILE     with --calibrate: write the plan with the calibrated costs (and its
+                       lowered program, so pipescope-backend can run it again)
+  --markdown           tables in Markdown
+  --json               one JSON object
+)";
+
+std::string fixed(double value, int digits) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+std::string signedPercent(double fraction) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%+.1f %%", fraction * 100);
+  return buffer;
+}
+
+std::string percentText(double fraction) {
+  return fixed(fraction * 100, 1) + " %";
+}
+
+std::string pointsText(double difference) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%+.1f pts", difference * 100);
+  return buffer;
+}
+
+// Step times in the unit that keeps them short.
+std::string durationText(double us) {
+  if (std::abs(us) >= 1e6) return fixed(us * 1e-6, 3) + " s";
+  if (std::abs(us) >= 1e3) return fixed(us * 1e-3, 3) + " ms";
+  return fixed(us, 1) + " us";
+}
+
+using Table = std::vector<std::vector<std::string>>; // first row: the headers
+
+void printTable(const Table &table, bool markdown) {
+  if (table.empty()) return;
+  std::vector<std::size_t> widths(table.front().size(), 0);
+  for (const auto &row : table)
+    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c)
+      widths[c] = std::max(widths[c], row[c].size());
+  for (std::size_t r = 0; r < table.size(); ++r) {
+    std::string line = markdown ? "|" : "";
+    for (std::size_t c = 0; c < widths.size(); ++c) {
+      const std::string &cell = c < table[r].size() ? table[r][c] : std::string();
+      const std::string padded = cell + std::string(widths[c] - cell.size(), ' ');
+      line += markdown ? " " + padded + " |" : (c ? "   " : "") + padded;
+    }
+    while (!markdown && !line.empty() && line.back() == ' ')
+      line.pop_back();
+    std::cout << line << '\n';
+    if (markdown && r == 0) {
+      std::string rule = "|";
+      for (std::size_t c = 0; c < widths.size(); ++c)
+        rule += (c == 0 ? " :" : " ") + std::string(std::max<std::size_t>(widths[c], 3) - 1, '-') +
+                (c == 0 ? " |" : ": |");
+      std::cout << rule << '\n';
+    }
+  }
+}
+
+Table stepTable(const TraceComparison &before, const TraceComparison *after) {
+  Table table;
+  if (after)
+    table.push_back({"metric", "measured", "predicted before", "error before", "predicted after",
+                     "error after"});
+  else
+    table.push_back({"metric", "measured", "predicted", "error"});
+  const auto row = [&](const std::string &name, double measured, double predicted_before,
+                       const std::string &error_before, double predicted_after,
+                       const std::string &error_after, bool duration) {
+    const auto show = [duration](double value) {
+      return duration ? durationText(value) : percentText(value);
+    };
+    std::vector<std::string> cells{name, show(measured), show(predicted_before), error_before};
+    if (after) {
+      cells.push_back(show(predicted_after));
+      cells.push_back(error_after);
+    }
+    table.push_back(std::move(cells));
+  };
+  const TraceComparison &a = after ? *after : before;
+  row("step time", before.measured.makespan_us, before.predicted.makespan_us,
+      signedPercent(before.makespan_relative_error), a.predicted.makespan_us,
+      signedPercent(a.makespan_relative_error), true);
+  row("bubble_fraction", before.measured.bubble_fraction, before.predicted.bubble_fraction,
+      pointsText(before.bubble_fraction_difference), a.predicted.bubble_fraction,
+      pointsText(a.bubble_fraction_difference), false);
+  row("bubble_ratio", before.measured.bubble_ratio, before.predicted.bubble_ratio,
+      pointsText(before.bubble_ratio_difference), a.predicted.bubble_ratio,
+      pointsText(a.bubble_ratio_difference), false);
+  return table;
+}
+
+const KindError *findKind(const TraceComparison &comparison, OpKind kind) {
+  for (const auto &entry : comparison.kinds)
+    if (entry.kind == kind) return &entry;
+  return nullptr;
+}
+
+Table kindTable(const TraceComparison &before, const TraceComparison *after) {
+  Table table;
+  if (after)
+    table.push_back({"op kind", "ops", "median error before", "worst before", "median error after",
+                     "worst after"});
+  else
+    table.push_back({"op kind", "ops", "median error", "worst error", "median signed"});
+  for (const auto &entry : before.kinds) {
+    std::vector<std::string> cells{std::string(opKindName(entry.kind)), std::to_string(entry.count),
+                                   percentText(entry.median_relative_error),
+                                   percentText(entry.worst_relative_error)};
+    if (after) {
+      const KindError *refit = findKind(*after, entry.kind);
+      cells.push_back(refit ? percentText(refit->median_relative_error) : "-");
+      cells.push_back(refit ? percentText(refit->worst_relative_error) : "-");
+    } else {
+      cells.push_back(signedPercent(entry.median_signed_error));
+    }
+    table.push_back(std::move(cells));
+  }
+  return table;
+}
+
+json comparisonJson(const TraceComparison &c) {
+  const auto step = [](const StepMetrics &m) {
+    return json{{"step", m.step},
+                {"makespan_us", m.makespan_us},
+                {"bubble_fraction", m.bubble_fraction},
+                {"bubble_ratio", m.bubble_ratio}};
+  };
+  json kinds = json::array();
+  for (const auto &k : c.kinds)
+    kinds.push_back({{"kind", std::string(opKindName(k.kind))},
+                     {"count", k.count},
+                     {"median_relative_error", k.median_relative_error},
+                     {"worst_relative_error", k.worst_relative_error},
+                     {"median_signed_error", k.median_signed_error}});
+  return {{"predicted", step(c.predicted)},
+          {"measured", step(c.measured)},
+          {"makespan_relative_error", c.makespan_relative_error},
+          {"bubble_fraction_difference", c.bubble_fraction_difference},
+          {"bubble_ratio_difference", c.bubble_ratio_difference},
+          {"matched_ops", c.matched_ops},
+          {"unmatched_ops", c.unmatched_ops},
+          {"kinds", std::move(kinds)}};
+}
+
+} // namespace
+
+int runCompare(const std::vector<std::string> &args) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::cout << kCompareHelp;
+    return 0;
+  }
+  auto parsed = Arguments::parse(args, {"measured", "plan", "time-factor", "save-plan"},
+                                 {"calibrate", "markdown", "json"}, "compare");
+  if (!parsed) return fail(parsed.error().message);
+  const Arguments &a = *parsed;
+  const auto measured_path = a.text("measured");
+  if (!measured_path)
+    return fail("compare: give the measured trace with --measured FILE (see pipescope compare "
+                "--help)");
+  if (a.has("save-plan") && !a.has("calibrate"))
+    return fail("compare: --save-plan writes the calibrated plan; add --calibrate");
+  auto factor_option = a.number("time-factor", 1e-9, 1e12);
+  if (!factor_option) return fail(factor_option.error().message);
+
+  auto file = loadMeasuredTrace(*measured_path);
+  if (!file) return fail(file.error().message);
+  Plan plan = file->trace.plan;
+  if (auto path = a.text("plan")) {
+    auto loaded = loadPlan(*path);
+    if (!loaded) return fail(loaded.error().message);
+    plan = std::move(*loaded);
+  }
+  auto evaluation = evaluatePlan(plan);
+  if (!evaluation)
+    return fail("cannot predict the plan" +
+                (a.has("plan") ? " " + *a.text("plan") : std::string(" stored in the trace")) +
+                ": " + evaluation.error().message);
+  if (auto status = checkTraceMatchesSchedule(file->trace, evaluation->schedule); !status)
+    return fail(*measured_path + ": " + status.error().message +
+                (a.has("plan") ? " Give the plan it ran with --plan, or leave --plan out to use "
+                                 "the plan stored in the trace."
+                               : ""));
+  const double factor = factor_option->value_or(file->time_factor > 0 ? file->time_factor : 1.0);
+  const Trace measured = inPlannedTime(file->trace, factor);
+  const Trace predicted = traceFromEvaluation(plan, *evaluation);
+  const TraceComparison before = compareTraces(predicted, measured);
+
+  std::optional<TraceComparison> after;
+  std::optional<Costs> calibrated;
+  Plan calibrated_plan = plan;
+  if (a.has("calibrate")) {
+    auto current = planCosts(plan, evaluation->schedule.placement);
+    if (!current) return fail("cannot calibrate: " + current.error().message);
+    auto refit = calibrateCosts(evaluation->schedule, measured, *current);
+    if (!refit) return fail("cannot calibrate: " + refit.error().message);
+    // Calibrated costs are explicit per-stage op times: a model's derivation would override them.
+    calibrated_plan.model.reset();
+    calibrated_plan.costs = *refit;
+    auto again = evaluatePlan(calibrated_plan);
+    if (!again) return fail("cannot predict with the calibrated costs: " + again.error().message);
+    after = compareTraces(traceFromEvaluation(calibrated_plan, *again), measured);
+    calibrated = *refit;
+    if (auto path = a.text("save-plan")) {
+      if (auto status = savePlan(*path, calibrated_plan, &again->program); !status)
+        return fail(status.error().message);
+    }
+  }
+
+  const auto steps = traceStepMetrics(file->trace).size();
+  const std::string device = file->trace.devices.empty() ? "" : file->trace.devices.front();
+  if (a.has("json")) {
+    json out{{"schedule", describeSchedule(evaluation->schedule)},
+             {"source", file->trace.source},
+             {"devices", file->trace.devices},
+             {"steps", steps},
+             {"time_factor", factor},
+             {"clock_error_us", file->trace.clock_error_us},
+             {"comparison", comparisonJson(before)}};
+    if (after) out["calibrated"] = comparisonJson(*after);
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+  const bool markdown = a.has("markdown");
+  std::cout << (markdown ? "**" : "") << describeSchedule(evaluation->schedule)
+            << (markdown ? "**" : "") << ": " << file->trace.source << " trace, " << steps
+            << (steps == 1 ? " step" : " steps");
+  if (!device.empty()) std::cout << " on " << device;
+  std::cout << (markdown ? "  \n" : "\n");
+  if (factor != 1)
+    std::cout << "Times in planned microseconds: measured device time / " << fixed(factor, 4)
+              << " (the run's time factor; measured step "
+              << durationText(before.measured.makespan_us * factor) << " on the device)."
+              << (markdown ? "\n" : "\n");
+  std::cout << '\n';
+  printTable(stepTable(before, after ? &*after : nullptr), markdown);
+  std::cout << '\n';
+  printTable(kindTable(before, after ? &*after : nullptr), markdown);
+  if (before.unmatched_ops > 0)
+    std::cout << '\n' << before.unmatched_ops << " predicted ops have no measured counterpart.\n";
+  if (calibrated) {
+    std::cout << "\nCalibrated: per-stage F, B, W"
+              << (calibrated->boundary_transfer_us.empty() ? "" : ", transfer times")
+              << " refit to the measurement";
+    if (auto path = a.text("save-plan")) std::cout << "; written to " << *path;
+    std::cout << ".\n";
+  }
+  return 0;
+}
+
+} // namespace pipescope::cli
