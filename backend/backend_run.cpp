@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "backend/clock.h"
@@ -118,6 +119,7 @@ private:
     Status measured = Ok{};
     if (rank() == 0) {
       auto result = measureDeviceSpeed(options_.device, launch_.local_rank);
+      if (result) reference_gemm_tflops_ = result->flops_per_us * 1e-6;
       if (result && options_.size_scale <= 0)
         result = refineSpeedForModel(options_.device, plan_, evaluation_, derivation_, *result);
       if (result)
@@ -366,6 +368,7 @@ private:
             {"measured_steps", options_.measured_steps},
             {"workload", workload_.toJson()},
             {"timing_overhead_us_per_op", timing_overhead_us_},
+            {"throughput", throughputJson()},
             {"steps", std::move(steps)},
             {"simulated",
              metricsJson(evaluation_.simulation.makespan_us, evaluation_.simulation.bubble_fraction,
@@ -376,6 +379,44 @@ private:
     nlohmann::json document = traceToJson(builder_->trace());
     document["backend"] = backendInfo();
     return writeTextFileAtomically(options_.trace_path, document.dump(1) + "\n");
+  }
+
+  // Achieved GEMM-work throughput of the measured ops (each op's FLOPs from its stage's work over
+  // its measured time), per op kind and overall, against the rate of one large square GEMM that
+  // rank 0 timed at startup. An overlapped pair counts both halves' FLOPs over its one interval.
+  nlohmann::json throughputJson() const {
+    std::map<std::string, std::pair<double, double>> by_kind; // flops, microseconds
+    double flops = 0, busy = 0;
+    for (const auto &op : builder_->trace().ops) {
+      if (op.stage < 0 || static_cast<std::size_t>(op.stage) >= workload_.stages.size()) continue;
+      const kernels::StageWork &work = workload_.stages[static_cast<std::size_t>(op.stage)];
+      double op_flops = 0;
+      switch (op.kind) {
+      case OpKind::Forward: op_flops = work.forwardFlops(); break;
+      case OpKind::InputGrad: op_flops = work.inputGradFlops(); break;
+      case OpKind::WeightGrad: op_flops = work.weightGradFlops(); break;
+      case OpKind::FullBackward:
+      case OpKind::OverlappedPair: op_flops = work.inputGradFlops() + work.weightGradFlops(); break;
+      }
+      const double us =
+          op.overlapped && op.kind == OpKind::FullBackward ? 0 : op.end_us - op.start_us;
+      flops += op_flops;
+      busy += us;
+      auto &entry =
+          by_kind[op.overlapped ? std::string("overlapped") : std::string(opKindName(op.kind))];
+      entry.first += op_flops;
+      entry.second += us;
+    }
+    const auto tflops = [](double f, double us) { return us > 0 ? f / us * 1e-6 : 0.0; };
+    nlohmann::json kinds = nlohmann::json::object();
+    for (const auto &[kind, entry] : by_kind)
+      kinds[kind] = tflops(entry.first, entry.second);
+    const double overall = tflops(flops, busy);
+    return {{"tflops", overall},
+            {"tflops_by_kind", std::move(kinds)},
+            {"gemm_reference_tflops", reference_gemm_tflops_},
+            {"fraction_of_gemm_reference",
+             reference_gemm_tflops_ > 0 ? overall / reference_gemm_tflops_ : 0.0}};
   }
 
   void emitDone() const {
@@ -405,6 +446,7 @@ private:
          {"calibrated", std::move(calibrated)},
          {"clock_error_us", trace.clock_error_us},
          {"mean_op_us", mean_op_us},
+         {"throughput", throughputJson()},
          {"timing_overhead_fraction", mean_op_us > 0 ? timing_overhead_us_ / mean_op_us : 0.0}});
   }
 
@@ -423,6 +465,7 @@ private:
   std::optional<MeasuredTraceBuilder> builder_;
   ClockDomains clock_domains_;
   double timing_overhead_us_ = 0;
+  double reference_gemm_tflops_ = 0; ///< rank 0's large square GEMM rate at startup
 };
 
 } // namespace

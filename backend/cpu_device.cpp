@@ -14,8 +14,6 @@
 
 namespace pipescope::backend {
 
-namespace {
-
 std::string cpuModelName() {
   std::ifstream info("/proc/cpuinfo");
   std::string line;
@@ -26,6 +24,8 @@ std::string cpuModelName() {
     }
   return "unknown CPU";
 }
+
+namespace {
 
 std::string hostName() {
   char name[256] = "?";

@@ -4,6 +4,7 @@
 // the real buffers, the TP all-reduces inside the layers and the DP gradient all-reduce at the end
 // of the step as MPI collectives. Runs on every machine; the test suite uses it.
 #include <memory>
+#include <string>
 
 #include "backend/device.h"
 #include "backend/mpi_channel.h"
@@ -13,6 +14,9 @@ namespace pipescope::backend {
 
 /// Builds the rank's stages and communicators (collective over the world: every rank calls it).
 Result<std::unique_ptr<Device>> createCpuDevice(const RankSetup &setup, MpiChannel &channel);
+
+/// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it says none).
+std::string cpuModelName();
 
 /// Times the CPU's GEMMs: the unit GEMM of plans without a model and the rate for sizing models.
 DeviceSpeed measureCpuSpeed();

@@ -10,6 +10,7 @@
 #include "backend/control_channel.h"
 #include "backend/devices.h"
 #include "backend/events.h"
+#include "backend/gemm_bench.h"
 #include "backend/launch.h"
 #include "backend/mpi_channel.h"
 #include "backend/options.h"
@@ -47,6 +48,18 @@ static int runMain(int argc, char **argv) {
   }
   if (options->list_devices) {
     if (launch.rank == 0) emitEvent(listDevices());
+    return 0;
+  }
+  if (options->gemm_bench) {
+    auto benchmark = benchmarkGemms(options->device, launch.local_rank);
+    if (!benchmark) {
+      emitError(launch.rank, benchmark.error().message);
+      return kExitFailure;
+    }
+    for (auto &event : gemmBenchmarkEvents(*benchmark)) {
+      event["rank"] = launch.rank;
+      emitEvent(event);
+    }
     return 0;
   }
   installTerminationReport();

@@ -34,6 +34,9 @@ stream to stdout as JSON lines.
                        per planned microsecond. Default: automatic (cpu: ops of a few ms)
   --timeout S          a rank that makes no progress for S seconds stops the run (default 120)
   --list-devices       print what this build and machine can run, then exit
+  --gemm-bench         time the device's GEMMs (cuda, gpu-shared: cuBLAS bf16; cpu: fp32) over
+                       square sizes, against the datasheet peak where the GPU matches a
+                       hardware preset; needs no plan. Under mpirun every process times its own
   --help
 
 Launch one process per rank of the plan's mesh (dp x tp x pp):
@@ -77,6 +80,10 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       options.list_devices = true;
       continue;
     }
+    if (arg == "--gemm-bench") {
+      options.gemm_bench = true;
+      continue;
+    }
     if (i + 1 >= argc)
       return makeError(std::string(arg) + ": unknown option or missing value; see --help");
     const std::string value = argv[++i];
@@ -113,7 +120,7 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       return makeError(std::string(arg) + ": unknown option; see --help");
     }
   }
-  if (options.list_devices) return options;
+  if (options.list_devices || options.gemm_bench) return options;
   if (options.plan_path.empty())
     return makeError("--plan: missing; give the plan to run (pipescope simulate ... "
                      "--save-plan FILE writes one)");

@@ -23,6 +23,7 @@ struct BackendOptions {
   /// A rank that sees no progress for this long reports what it waits for and stops the run.
   double timeout_s = 120;
   bool list_devices = false; ///< print what this build and machine can run, then exit
+  bool gemm_bench = false;   ///< time the device's GEMMs over a ladder of sizes, then exit
   bool help = false;
 };
 

@@ -260,6 +260,11 @@ private slots:
     QCOMPARE(run.ofKind("step").size(), std::size_t(steps));
     QCOMPARE(run.ofKind("done").size(), std::size_t(1));
     QCOMPARE(run.ofKind("error").size(), std::size_t(0));
+    // Achieved throughput of the measured ops, per kind the schedule has.
+    const json throughput = run.ofKind("done")[0]["throughput"];
+    QVERIFY2(throughput["tflops"].get<double>() > 0, throughput.dump().c_str());
+    QVERIFY(throughput["gemm_reference_tflops"].get<double>() > 0);
+    QVERIFY(throughput["tflops_by_kind"].contains("forward"));
 
     auto loaded = loadTrace(trace.toStdString());
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
@@ -392,15 +397,40 @@ private slots:
     request.pp = 1;
     request.microbatches = 2;
     writePlan(path("one.plan"), request);
-    const BackendRun run =
-        runBackend(1, {"--plan", path("one.plan"), "--trace", path("x"), "--device", "cuda"});
-    QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
-    const auto errors = run.ofKind("error");
-    QCOMPARE(errors.size(), std::size_t(1));
-    const std::string message = errors[0]["message"];
-    QVERIFY2(message.find("GPU") != std::string::npos ||
-                 message.find("without CUDA") != std::string::npos,
-             message.c_str());
+    for (const QStringList &args :
+         {QStringList{"--plan", path("one.plan"), "--trace", path("x"), "--device", "cuda"},
+          QStringList{"--gemm-bench", "--device", "cuda"}}) {
+      const BackendRun run = runBackend(1, args);
+      QVERIFY2(run.finished && run.exit_code != 0, qPrintable(run.describe()));
+      const auto errors = run.ofKind("error");
+      QCOMPARE(errors.size(), std::size_t(1));
+      const std::string message = errors[0]["message"];
+      QVERIFY2(message.find("GPU") != std::string::npos ||
+                   message.find("without CUDA") != std::string::npos,
+               message.c_str());
+    }
+  }
+
+  // The GEMM ladder on the cpu device: one event per size, ascending, and a summary whose best
+  // rate is the best rung. (Rates are measured, so only their consistency is checked.)
+  void gemmBenchmarkReportsEverySize() {
+    const BackendRun run = runBackend(1, {"--gemm-bench"});
+    QVERIFY2(run.finished && run.exit_code == 0, qPrintable(run.describe()));
+    const auto rungs = run.ofKind("gemm");
+    QVERIFY2(rungs.size() >= 3, qPrintable(run.describe()));
+    double best = 0;
+    int previous = 0;
+    for (const auto &rung : rungs) {
+      QVERIFY(rung["m"].get<int>() > previous);
+      previous = rung["m"].get<int>();
+      QCOMPARE(rung["dtype"].get<std::string>(), std::string("fp32"));
+      QVERIFY(rung["tflops"].get<double>() > 0 && rung["us"].get<double>() > 0);
+      best = std::max(best, rung["tflops"].get<double>());
+    }
+    const auto summary = run.ofKind("gemm_summary");
+    QCOMPARE(summary.size(), std::size_t(1));
+    QCOMPARE(summary[0]["best_tflops"].get<double>(), best);
+    QVERIFY(summary[0]["datasheet_tflops"].is_null()); // no datasheet for a CPU
   }
 
   void refusesAnUnknownOption() {

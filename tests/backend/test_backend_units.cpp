@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "backend/clock_sync.h"
+#include "backend/gemm_bench.h"
 #include "backend/launch.h"
 #include "backend/measured_trace.h"
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
 #include "backend/workload.h"
+#include "engine/model/model_setup.h"
 #include "engine/plan_file.h"
 #include "kernels/cpu_elementwise.h"
 #include "kernels/cpu_gemm.h"
@@ -296,6 +298,22 @@ private slots:
     QVERIFY(!builder.addStep(1, records, 0)); // a rank's timings missing
   }
 
+  // --gemm-bench sets the measured peak beside the datasheet of the matching hardware preset; a
+  // GPU whose peak differs from every preset's (PCIe, NVL parts) gets none rather than a wrong one.
+  void gpuNamesMatchTheirDatasheetPresets() {
+    QCOMPARE(hardwarePresetForGpu("NVIDIA H100 80GB HBM3"), std::optional<std::string>("h100-sxm"));
+    QCOMPARE(hardwarePresetForGpu("NVIDIA H200"), std::optional<std::string>("h200"));
+    QCOMPARE(hardwarePresetForGpu("NVIDIA A100-SXM4-80GB"),
+             std::optional<std::string>("a100-80gb"));
+    QCOMPARE(hardwarePresetForGpu("NVIDIA H100 PCIe"), std::optional<std::string>());
+    QCOMPARE(hardwarePresetForGpu("NVIDIA H100 NVL"), std::optional<std::string>());
+    QCOMPARE(hardwarePresetForGpu("NVIDIA A100-SXM4-40GB"), std::optional<std::string>());
+    QCOMPARE(hardwarePresetForGpu("NVIDIA GeForce RTX 4090"), std::optional<std::string>());
+    // Every name the matcher returns is a preset that loads.
+    for (const char *name : {"h100-sxm", "h200", "a100-80gb"})
+      QVERIFY2(loadHardwareSpec(name), name);
+  }
+
   void optionsParse() {
     const char *good[] = {
         "pipescope-backend", "--plan", "p.json",  "--trace", "t.json",       "--device", "cuda",
@@ -313,6 +331,11 @@ private slots:
     QVERIFY(!parseOptions(3, const_cast<char **>(no_trace)));
     const char *fraction[] = {"x", "--plan", "p", "--trace", "t", "--steps", "1.5"};
     QVERIFY(!parseOptions(7, const_cast<char **>(fraction)));
+    // The GEMM benchmark needs no plan.
+    const char *bench[] = {"x", "--gemm-bench", "--device", "gpu-shared"};
+    auto gemm = parseOptions(4, const_cast<char **>(bench));
+    QVERIFY(gemm && gemm->gemm_bench);
+    QCOMPARE(gemm->device, DeviceKind::SharedGpu);
   }
 
   // The torchrun path's control channel: a TCP star on localhost, three ranks as threads.

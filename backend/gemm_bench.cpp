@@ -1,0 +1,134 @@
+#include "backend/gemm_bench.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "backend/clock.h"
+#include "backend/cpu_device.h"
+#include "engine/model/model_setup.h"
+#include "kernels/cpu_gemm.h"
+
+namespace pipescope::backend {
+
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+bool contains(const std::string &text, const char *part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The fp32 blocked GEMM on one core: sizes up to 1024 (2 GFLOP, about a second at worst).
+GemmBenchmark benchmarkCpuGemms() {
+  using kernels::Transpose;
+  GemmBenchmark benchmark;
+  benchmark.device = "cpu: " + cpuModelName() + ", fp32 blocked GEMM on one core";
+  for (int n : {128, 256, 512, 1024}) {
+    std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+      b[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
+    }
+    const auto once = [&] {
+      kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                    c.data(), n);
+    };
+    once(); // warm the caches and the page tables
+    // Enough GEMMs per batch for about 50 ms, as in nccl-tests' timed loop; best of 3 batches.
+    const double first_start = nowMicroseconds();
+    once();
+    const double estimate = std::max(1.0, nowMicroseconds() - first_start);
+    const int repetitions = std::clamp(static_cast<int>(50000 / estimate), 1, 1000);
+    double best = 1e300;
+    for (int batch = 0; batch < 3; ++batch) {
+      const double start = nowMicroseconds();
+      for (int i = 0; i < repetitions; ++i)
+        once();
+      best = std::min(best, (nowMicroseconds() - start) / repetitions);
+    }
+    GemmRate rate;
+    rate.size = n;
+    rate.dtype = "fp32";
+    rate.us = best;
+    rate.tflops = 2.0 * n * n * static_cast<double>(n) / best * 1e-6;
+    rate.repetitions = repetitions;
+    benchmark.rates.push_back(rate);
+  }
+  return benchmark;
+}
+
+} // namespace
+
+double GemmBenchmark::best_tflops() const {
+  double best = 0;
+  for (const auto &rate : rates)
+    best = std::max(best, rate.tflops);
+  return best;
+}
+
+std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name) {
+  const std::string name = lower(gpu_name);
+  // The presets' datasheet peaks are those of the SXM parts (H100 SXM5 989, H200 989, A100 SXM4
+  // 312 TFLOP/s dense bf16); the PCIe and NVL variants run at other clocks and power.
+  if (contains(name, "pcie") || contains(name, "nvl")) return std::nullopt;
+  if (contains(name, "h200")) return "h200";
+  if (contains(name, "h100")) return "h100-sxm";
+  if (contains(name, "a100") && contains(name, "80")) return "a100-80gb";
+  return std::nullopt;
+}
+
+Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank) {
+  GemmBenchmark benchmark;
+  if (kind == DeviceKind::Cpu) {
+    (void)local_rank;
+    benchmark = benchmarkCpuGemms();
+  } else {
+#ifdef PIPESCOPE_HAVE_CUDA
+    auto measured = benchmarkCudaGemms(local_rank);
+    if (!measured) return measured.error();
+    benchmark = std::move(*measured);
+#else
+    return makeError("--device " + deviceKindName(kind) +
+                     ": this pipescope-backend was built without CUDA; use --device cpu");
+#endif
+  }
+  if (!benchmark.gpu_name.empty()) {
+    benchmark.datasheet_preset = hardwarePresetForGpu(benchmark.gpu_name);
+    if (benchmark.datasheet_preset)
+      if (auto spec = loadHardwareSpec(*benchmark.datasheet_preset))
+        benchmark.datasheet_tflops = spec->peak_tflops;
+  }
+  return benchmark;
+}
+
+std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) {
+  std::vector<nlohmann::json> events;
+  const double best = benchmark.best_tflops();
+  for (const auto &rate : benchmark.rates)
+    events.push_back({{"event", "gemm"},
+                      {"m", rate.size},
+                      {"n", rate.size},
+                      {"k", rate.size},
+                      {"dtype", rate.dtype},
+                      {"us", rate.us},
+                      {"repetitions", rate.repetitions},
+                      {"tflops", rate.tflops},
+                      {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}});
+  nlohmann::json summary = {{"event", "gemm_summary"},     {"device", benchmark.device},
+                            {"best_tflops", best},         {"datasheet_preset", nullptr},
+                            {"datasheet_tflops", nullptr}, {"fraction_of_datasheet", nullptr}};
+  if (benchmark.datasheet_tflops > 0) {
+    summary["datasheet_preset"] = *benchmark.datasheet_preset;
+    summary["datasheet_tflops"] = benchmark.datasheet_tflops;
+    summary["fraction_of_datasheet"] = best / benchmark.datasheet_tflops;
+  }
+  events.push_back(std::move(summary));
+  return events;
+}
+
+} // namespace pipescope::backend

@@ -1,0 +1,50 @@
+#pragma once
+// `pipescope-backend --gemm-bench`: the device's GEMM throughput over a ladder of square sizes,
+// the reference that a run's achieved throughput is read against (DESIGN.md §7 "Compute"). On a
+// GPU the GEMMs are cuBLAS bf16 with fp32 accumulation, the kernels the stages run, and the best
+// rung is "cuBLAS's peak" on this GPU; it is also set beside the datasheet's dense bf16 peak
+// where the GPU matches a hardware preset. On the cpu device they are the blocked fp32 GEMM.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/options.h"
+#include "engine/result.h"
+
+namespace pipescope::backend {
+
+struct GemmRate {
+  int size = 0;        ///< m = n = k
+  std::string dtype;   ///< "bf16" (fp32 accumulation) or "fp32"
+  double us = 0;       ///< one GEMM, the best of the timed batches
+  double tflops = 0;   ///< 2·size³ / us
+  int repetitions = 0; ///< GEMMs per timed batch
+};
+
+struct GemmBenchmark {
+  std::string device;                          ///< the device's description
+  std::string gpu_name;                        ///< empty on the cpu
+  std::vector<GemmRate> rates;                 ///< ascending size
+  std::optional<std::string> datasheet_preset; ///< the hardware preset the GPU matched
+  double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)
+  double best_tflops() const;
+};
+
+/// Runs the ladder on this process's device (local rank picks the GPU).
+Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank);
+
+/// The hardware preset whose datasheet describes a GPU of this name ("NVIDIA H100 80GB HBM3" is
+/// h100-sxm), or nothing when none does (a PCIe H100 has another peak than the SXM part).
+std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
+
+/// One "gemm" event per rung, then the "gemm_summary" event.
+std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark);
+
+#ifdef PIPESCOPE_HAVE_CUDA
+/// The GPU ladder (gemm_bench_cuda.cpp).
+Result<GemmBenchmark> benchmarkCudaGemms(int local_rank);
+#endif
+
+} // namespace pipescope::backend
