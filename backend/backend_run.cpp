@@ -106,11 +106,11 @@ private:
     auto evaluated = evaluatePlan(plan_, {}, &derivation_);
     if (!evaluated) return everyRank("cannot run the plan: " + evaluated.error().message);
     evaluation_ = std::move(*evaluated);
-    if (auto failure = checkLaunch()) return failure;
-
-    // The device itself, on every rank (a missing GPU is refused here, before any work).
+    // The device itself, on every rank (a missing GPU is refused here, before any work), then
+    // whether the launch fits the plan's mesh.
     if (auto failure = agree(checkDeviceAvailable(options_.device, launch_.local_rank)))
       return failure;
+    if (auto failure = checkLaunch()) return failure;
     if (auto failure = agree(rank() == 0 ? checkWritable(options_.trace_path) : Status(Ok{})))
       return failure;
 

@@ -1,5 +1,7 @@
 #include "backend/cpu_device.h"
 
+#include "backend/cpu_speed.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,17 +15,6 @@
 #include "kernels/cpu_stage.h"
 
 namespace pipescope::backend {
-
-std::string cpuModelName() {
-  std::ifstream info("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(info, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  return "unknown CPU";
-}
 
 namespace {
 
@@ -281,44 +272,6 @@ Result<std::unique_ptr<Device>> createCpuDevice(const RankSetup &setup, MpiChann
   auto device = std::make_unique<CpuMpiDevice>(setup, channel);
   if (auto status = device->initialize(); !status) return status.error();
   return std::unique_ptr<Device>(std::move(device));
-}
-
-DeviceSpeed measureCpuSpeed() {
-  using kernels::Transpose;
-  DeviceSpeed speed;
-  const auto time_gemm = [](int n, int repeats) {
-    std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
-    double best = 1e300;
-    for (int trial = 0; trial < 3; ++trial) {
-      const double start = nowMicroseconds();
-      for (int i = 0; i < repeats; ++i)
-        kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                      c.data(), n);
-      best = std::min(best, (nowMicroseconds() - start) / repeats);
-    }
-    return best;
-  };
-  speed.unit = 64;
-  speed.unit_gemm_us = std::max(1e-3, time_gemm(speed.unit, 32));
-  const int n = 256;
-  speed.flops_per_us = 2.0 * n * n * n / std::max(1e-3, time_gemm(n, 2));
-  return speed;
-}
-
-Result<double> timeCpuForward(const kernels::StageWork &work) {
-  try {
-    kernels::CpuStage stage(work, 1);
-    std::vector<float> output(stage.activationElements());
-    double best = 1e300;
-    for (int trial = 0; trial < 2; ++trial) {
-      const double start = nowMicroseconds();
-      stage.forward(nullptr, output.data(), {});
-      best = std::min(best, nowMicroseconds() - start);
-    }
-    return best;
-  } catch (const std::bad_alloc &) {
-    return makeError("not enough memory to size the work; give a smaller --size-scale");
-  }
 }
 
 } // namespace pipescope::backend

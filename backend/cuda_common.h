@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include "backend/clock.h"
+#include "engine/op.h"
 #include "engine/result.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_kernels.h"
@@ -112,6 +113,30 @@ private:
   int microbatches_;
   std::unordered_map<long long, kernels::bf16 *> buffers_;
 };
+
+/// Runs an overlapped F&B pair (DualPipe) with its halves concurrent: the forward enqueued on
+/// `main`, the backward on `side`, forked from and joined back into `main` with two events, so the
+/// kernels of one half fill the gaps (communication, small kernels) of the other as DualPipe's
+/// overlap intends (DeepSeek-V3 technical report, §3.2.1). Work before the pair on `main` (its
+/// receives) comes before both halves; work after it comes after both. Each enqueue function gets
+/// the stream to use.
+template <typename EnqueueForward, typename EnqueueBackward>
+Status runPairConcurrently(cudaStream_t main, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join,
+                           EnqueueForward &&forward, EnqueueBackward &&backward) {
+  PIPESCOPE_CUDA_CHECK(cudaEventRecord(fork, main));
+  PIPESCOPE_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+  PIPESCOPE_TRY(forward(main));
+  PIPESCOPE_TRY(backward(side));
+  PIPESCOPE_CUDA_CHECK(cudaEventRecord(join, side));
+  PIPESCOPE_CUDA_CHECK(cudaStreamWaitEvent(main, join, 0));
+  return Ok{};
+}
+
+/// Whether an op is a pair whose halves can run at once: two different stages, so neither half
+/// touches the other's weights or scratch buffers.
+inline bool concurrentPair(const Op &op) {
+  return op.kind == OpKind::OverlappedPair && op.stage != op.backward_stage;
+}
 
 /// The device's name and shape, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90, 132 SMs)".
 std::string gpuDescription(int device);

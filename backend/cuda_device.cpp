@@ -92,13 +92,14 @@ public:
 
   ~CudaNcclDevice() override {
     stages_.clear();
-    std::vector<ncclComm_t> comms{world_, tensor_parallel_, data_parallel_};
+    std::vector<ncclComm_t> comms{world_, tensor_parallel_, side_tensor_parallel_, data_parallel_};
     for (auto &[pair, link] : links_) {
       comms.push_back(link.comm);
       if (link.stream) cudaStreamDestroy(link.stream);
     }
     for (ncclComm_t comm : comms)
       if (comm) failed_ ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+    if (side_) cudaStreamDestroy(side_);
     if (compute_) cudaStreamDestroy(compute_);
   }
 
@@ -145,6 +146,18 @@ public:
       PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
     }
     PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    // Overlapped pairs: a side stream for their backward halves and, with TP, a second TP
+    // communicator for its all-reduces (split in the same order on every rank).
+    bool pairs = false;
+    for (const auto &plan : setup_.schedule->ranks)
+      for (const Op &op : plan)
+        pairs = pairs || concurrentPair(op);
+    if (pairs) {
+      PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      if (setup_.tensorParallel())
+        PIPESCOPE_TRY(split(c.d * mesh.pp + c.p, c.t, &side_tensor_parallel_, deadline,
+                            "second TP (overlapped pairs)"));
+    }
 
     // Memory: refuse a size that cannot fit before allocating any of it.
     std::size_t needed = 0;
@@ -172,6 +185,7 @@ public:
     PIPESCOPE_TRY(op_events_.resize(2 * ops));
     PIPESCOPE_TRY(message_events_.resize(2 * setup_.program->messages.size()));
     PIPESCOPE_TRY(step_events_.resize(3));
+    PIPESCOPE_TRY(pair_events_.resize(2));
     return preallocate();
   }
 
@@ -209,13 +223,29 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], compute_));
-    // An overlapped pair runs its halves one after the other on the compute stream: the TP
-    // all-reduces of the two would otherwise share one communicator from two streams, which
-    // NCCL does not allow.
-    PIPESCOPE_TRY(runOpParts(
-        op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
-        [this](int stage, int microbatch) { return inputGrad(stage, microbatch); },
-        [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
+    if (concurrentPair(op)) {
+      // The backward half runs on the side stream, and its TP all-reduces on a communicator of
+      // their own: NCCL orders the calls on one communicator, so two streams must not share one.
+      CudaStage &backward = *stages_.at(op.backward_stage);
+      PIPESCOPE_TRY(runPairConcurrently(
+          compute_, side_, pair_events_[0], pair_events_[1],
+          [&](cudaStream_t) { return forward(op.stage, op.microbatch); },
+          [&](cudaStream_t side) -> Status {
+            backward.setStream(side);
+            auto status =
+                inputGrad(op.backward_stage, op.backward_microbatch, side_tensor_parallel_);
+            if (status) status = backward.weightGrad();
+            backward.setStream(compute_);
+            return status;
+          }));
+    } else {
+      PIPESCOPE_TRY(runOpParts(
+          op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
+          [this](int stage, int microbatch) {
+            return inputGrad(stage, microbatch, tensor_parallel_);
+          },
+          [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
+    }
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index + 1], compute_));
     return Ok{};
   }
@@ -331,12 +361,11 @@ private:
     return static_cast<const bf16 *>(*buffer);
   }
 
-  kernels::CudaAllReduceSum tensorParallelSum() {
-    if (!setup_.tensorParallel()) return {};
-    return [this](bf16 *data, std::size_t count, cudaStream_t stream) -> Status {
-      PIPESCOPE_NCCL_CHECK(
-          ncclAllReduce(data, data, count, ncclBfloat16, ncclSum, tensor_parallel_, stream));
-      return waitForComm(tensor_parallel_, deadline_us_, "posting a TP all-reduce");
+  kernels::CudaAllReduceSum tensorParallelSum(ncclComm_t comm) {
+    if (!setup_.tensorParallel() || !comm) return {};
+    return [this, comm](bf16 *data, std::size_t count, cudaStream_t stream) -> Status {
+      PIPESCOPE_NCCL_CHECK(ncclAllReduce(data, data, count, ncclBfloat16, ncclSum, comm, stream));
+      return waitForComm(comm, deadline_us_, "posting a TP all-reduce");
     };
   }
 
@@ -350,10 +379,10 @@ private:
       if (!buffer) return buffer.error();
       output = *buffer;
     }
-    return stages_.at(s)->forward(*input, output, tensorParallelSum());
+    return stages_.at(s)->forward(*input, output, tensorParallelSum(tensor_parallel_));
   }
 
-  Status inputGrad(int s, int microbatch) {
+  Status inputGrad(int s, int microbatch, ncclComm_t tensor_parallel) {
     const Placement &placement = setup_.schedule->placement;
     auto output_grad = inputOf(placement.nextStage(s), microbatch, true);
     if (!output_grad) return output_grad.error();
@@ -363,12 +392,12 @@ private:
       if (!buffer) return buffer.error();
       input_grad = *buffer;
     }
-    return stages_.at(s)->inputGrad(*output_grad, input_grad, tensorParallelSum());
+    return stages_.at(s)->inputGrad(*output_grad, input_grad, tensorParallelSum(tensor_parallel));
   }
 
   // Waits for the step's GPU work with a deadline, watching every communicator for errors.
   Status waitForStep() {
-    std::vector<ncclComm_t> comms{world_, tensor_parallel_, data_parallel_};
+    std::vector<ncclComm_t> comms{world_, tensor_parallel_, side_tensor_parallel_, data_parallel_};
     for (auto &[pair, link] : links_)
       comms.push_back(link.comm);
     for (;;) {
@@ -405,11 +434,13 @@ private:
   ControlChannel &channel_;
   int device_ = 0;
   ncclComm_t world_ = nullptr, tensor_parallel_ = nullptr, data_parallel_ = nullptr;
+  ncclComm_t side_tensor_parallel_ = nullptr; ///< TP all-reduces of overlapped pairs' backwards
   std::map<std::pair<int, int>, Link> links_;
   cudaStream_t compute_ = nullptr;
+  cudaStream_t side_ = nullptr; ///< backward halves of overlapped pairs (null: no pairs)
   std::map<int, std::unique_ptr<CudaStage>> stages_;
   ActivationBuffers outputs_, inbox_;
-  EventPool op_events_, message_events_, step_events_;
+  EventPool op_events_, message_events_, step_events_, pair_events_;
   EventClock clock_;
   double deadline_us_ = 0;
   StepTimings timings_;

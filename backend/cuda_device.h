@@ -3,8 +3,10 @@
 // - cuda: one rank per GPU (its local rank picks the GPU); NCCL communicators split per mesh group
 //   (TP, DP) and one two-rank communicator per direction of every pipeline link, so each link's
 //   sends and receives are matched in one order and a pre-posted receive never blocks other
-//   traffic; bf16 cuBLAS stages; device events around every op; non-blocking communicators that
-//   are aborted when a step makes no progress within the timeout or NCCL reports an error.
+//   traffic; bf16 cuBLAS stages; an overlapped F&B pair's halves on two streams at once (the
+//   backward's TP all-reduces on a second TP communicator); device events around every op;
+//   non-blocking communicators that are aborted when a step makes no progress within the timeout
+//   or NCCL reports an error.
 // - gpu-shared: all P stages of one pipeline on one GPU, a thread and a stream per stage, each
 //   stream in a green context holding its share of the SMs where the driver has them (the trace's
 //   device line says which), transfers as device-to-device copies.

@@ -4,8 +4,11 @@
 #include <vector>
 
 #include "backend/clock.h"
+#include "backend/cpu_speed.h"
+#ifdef PIPESCOPE_HAVE_MPI
 #include "backend/cpu_device.h"
 #include "backend/mpi_channel.h"
+#endif
 #include "kernels/cpu_gemm.h"
 #ifdef PIPESCOPE_HAVE_CUDA
 #include "backend/cuda_device.h"
@@ -49,7 +52,11 @@ Result<double> checkCpuKernels() {
 } // namespace
 
 Status checkDeviceAvailable(DeviceKind kind, int local_rank) {
+#ifdef PIPESCOPE_HAVE_MPI
   if (kind == DeviceKind::Cpu) return Ok{};
+#else
+  if (kind == DeviceKind::Cpu) return makeError(std::string("--device cpu: ") + kBuiltWithoutMpi);
+#endif
 #ifdef PIPESCOPE_HAVE_CUDA
   return checkCudaAvailable(local_rank);
 #else
@@ -103,6 +110,7 @@ Result<std::vector<std::unique_ptr<Device>>> createDevices(DeviceKind kind,
   std::vector<std::unique_ptr<Device>> devices;
   switch (kind) {
   case DeviceKind::Cpu: {
+#ifdef PIPESCOPE_HAVE_MPI
     if (!mpi)
       return makeError("--device cpu needs MPI between its processes: launch with mpirun or srun "
                        "(torchrun-style launches run --device cuda)");
@@ -110,6 +118,10 @@ Result<std::vector<std::unique_ptr<Device>>> createDevices(DeviceKind kind,
     if (!device) return device.error();
     devices.push_back(std::move(*device));
     return devices;
+#else
+    (void)mpi;
+    return makeError(kBuiltWithoutMpi);
+#endif
   }
   case DeviceKind::Cuda:
   case DeviceKind::SharedGpu:
@@ -148,7 +160,11 @@ double timingOverheadMicroseconds(DeviceKind kind) {
 }
 
 nlohmann::json listDevices() {
-  nlohmann::json out = {{"event", "devices"}, {"cpu", true}};
+#ifdef PIPESCOPE_HAVE_MPI
+  nlohmann::json out = {{"event", "devices"}, {"cpu", true}, {"mpi_built", true}};
+#else
+  nlohmann::json out = {{"event", "devices"}, {"cpu", false}, {"mpi_built", false}};
+#endif
 #ifdef PIPESCOPE_HAVE_CUDA
   out["cuda_built"] = true;
   out.update(describeCudaDevices());

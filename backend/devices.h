@@ -1,7 +1,7 @@
 #pragma once
 // Which devices this build has, and making them. The CUDA devices exist only where the configure
-// step found the CUDA toolkit and NCCL (PIPESCOPE_HAVE_CUDA); elsewhere asking for them is refused
-// with a message that says so.
+// step found the CUDA toolkit and NCCL (PIPESCOPE_HAVE_CUDA), the cpu device only where it found
+// MPI (PIPESCOPE_HAVE_MPI); elsewhere asking for them is refused with a message that says so.
 #include <memory>
 #include <vector>
 
@@ -15,6 +15,12 @@
 namespace pipescope::backend {
 
 class MpiChannel;
+
+/// Why a build without MPI cannot run the cpu device or an mpirun/srun launch, and the fix.
+inline constexpr const char *kBuiltWithoutMpi =
+    "this pipescope-backend was built without MPI (the configure step found none), so it runs "
+    "neither --device cpu nor mpirun/srun launches; install libopenmpi-dev and openmpi-bin and "
+    "rebuild, or run --device gpu-shared (one process) or --device cuda under torchrun";
 
 /// Whether this process can use the device at all (cuda: a GPU for its local rank); the error is
 /// the one clear message a person sees ("no CUDA GPU is visible ...").

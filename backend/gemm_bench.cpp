@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/clock.h"
-#include "backend/cpu_device.h"
+#include "backend/cpu_speed.h"
 #include "engine/model/model_setup.h"
 #include "kernels/cpu_gemm.h"
 

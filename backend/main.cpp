@@ -12,7 +12,9 @@
 #include "backend/events.h"
 #include "backend/gemm_bench.h"
 #include "backend/launch.h"
+#ifdef PIPESCOPE_HAVE_MPI
 #include "backend/mpi_channel.h"
+#endif
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
 
@@ -67,6 +69,13 @@ static int runMain(int argc, char **argv) {
 
   std::unique_ptr<ControlChannel> channel;
   MpiChannel *mpi = nullptr;
+#ifndef PIPESCOPE_HAVE_MPI
+  if (launch.usesMpi()) {
+    emitError(launch.rank,
+              std::string(launch.name()) + " started this process, but " + kBuiltWithoutMpi);
+    return kExitFailure;
+  }
+#endif
   if (launch.launcher == Launcher::Torchrun) {
     auto connected = connectTcpChannel(launch.rank, launch.world_size, launch.master_addr,
                                        rendezvousPort(launch), options->timeout_s);
@@ -78,6 +87,7 @@ static int runMain(int argc, char **argv) {
   } else if (launch.launcher == Launcher::Single && options->device == DeviceKind::SharedGpu) {
     channel = makeSingleProcessChannel(); // one process, no MPI needed
   } else {
+#ifdef PIPESCOPE_HAVE_MPI
     auto initialized = MpiChannel::initialize(&argc, &argv);
     if (!initialized) {
       emitError(launch.rank, initialized.error().message);
@@ -85,6 +95,9 @@ static int runMain(int argc, char **argv) {
     }
     mpi = initialized->get();
     channel = std::move(*initialized);
+#else
+    channel = makeSingleProcessChannel(); // one process: cuda on one GPU; cpu is refused later
+#endif
   }
 
   const auto failure = runBackend(*options, launch, *channel, mpi);

@@ -1,6 +1,7 @@
 // The gpu-shared device: all P stages of one pipeline on one GPU, so that a machine with a single
-// GPU can check predictions. Each pipeline rank is a thread with its own stream; where the driver
-// has green contexts (CUDA 12.4+), each stream lives in a green context that holds 1/P of the SMs,
+// GPU can check predictions. Each pipeline rank is a thread with its own stream (and a side stream
+// on which an overlapped pair's backward half runs beside its forward half); where the driver
+// has green contexts (CUDA 12.4+), the streams live in a green context that holds 1/P of the SMs,
 // so a stage cannot borrow another's compute, as on separate GPUs. Transfers are device-to-device
 // copies on a per-stage copy stream; a consumer thread waits (bounded) until the producer thread
 // has enqueued the copy, then makes its stream wait for the copy's event.
@@ -46,6 +47,7 @@ struct SharedGpu {
   int device = 0;
   int stages = 1;
   std::vector<cudaStream_t> streams;      ///< per pipeline rank: compute (in its green context)
+  std::vector<cudaStream_t> side_streams; ///< per pipeline rank: overlapped pairs' backward halves
   std::vector<cudaStream_t> copy_streams; ///< per pipeline rank: outgoing copies
   std::vector<CUgreenCtx> green_contexts;
   decltype(&cuGreenCtxDestroy) destroy_green_context = nullptr;
@@ -58,10 +60,9 @@ struct SharedGpu {
   std::condition_variable posted;
 
   ~SharedGpu() {
-    for (cudaStream_t s : streams)
-      if (s) cudaStreamDestroy(s);
-    for (cudaStream_t s : copy_streams)
-      if (s) cudaStreamDestroy(s);
+    for (auto *list : {&streams, &side_streams, &copy_streams})
+      for (cudaStream_t s : *list)
+        if (s) cudaStreamDestroy(s);
     for (CUgreenCtx g : green_contexts)
       if (destroy_green_context) destroy_green_context(g);
   }
@@ -73,11 +74,13 @@ struct SharedGpu {
     PIPESCOPE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     auto green = makeGreenStreams();
     if (green) return Ok{};
-    for (cudaStream_t s : streams)
-      if (s) cudaStreamDestroy(s);
-    streams.assign(static_cast<std::size_t>(stages), nullptr);
-    for (auto &s : streams)
-      PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (auto *list : {&streams, &side_streams}) {
+      for (cudaStream_t s : *list)
+        if (s) cudaStreamDestroy(s);
+      list->assign(static_cast<std::size_t>(stages), nullptr);
+      for (auto &s : *list)
+        PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    }
     partition = "no green contexts (" + green.error().message + "): the " + std::to_string(stages) +
                 " stages share all " + std::to_string(properties.multiProcessorCount) + " SMs";
     return Ok{};
@@ -119,6 +122,7 @@ struct SharedGpu {
     if (CUresult r = split(parts.data(), &groups, &all, nullptr, 0, count); r != CUDA_SUCCESS)
       return makeError(driverFailure("cuDevSmResourceSplitByCount", r));
     streams.assign(wanted, nullptr);
+    side_streams.assign(wanted, nullptr);
     for (unsigned i = 0; i < wanted; ++i) {
       CUdevResourceDesc desc{};
       if (CUresult r = describe(&desc, &parts[i], 1); r != CUDA_SUCCESS)
@@ -127,11 +131,15 @@ struct SharedGpu {
       if (CUresult r = create(&context, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM); r != CUDA_SUCCESS)
         return makeError(driverFailure("cuGreenCtxCreate", r));
       green_contexts.push_back(context);
-      CUstream stream = nullptr;
-      if (CUresult r = stream_create(&stream, context, CU_STREAM_NON_BLOCKING, 0);
-          r != CUDA_SUCCESS)
-        return makeError(driverFailure("cuGreenCtxStreamCreate", r));
-      streams[i] = stream;
+      // Two streams in the stage's partition: its compute, and the side stream on which an
+      // overlapped pair's backward half runs beside the forward half, on the same SMs.
+      for (auto *list : {&streams, &side_streams}) {
+        CUstream stream = nullptr;
+        if (CUresult r = stream_create(&stream, context, CU_STREAM_NON_BLOCKING, 0);
+            r != CUDA_SUCCESS)
+          return makeError(driverFailure("cuGreenCtxStreamCreate", r));
+        (*list)[i] = stream;
+      }
     }
     partition = "green contexts: " + std::to_string(stages) + " partitions of " +
                 std::to_string(parts[0].sm.smCount) + " of " + std::to_string(all.sm.smCount) +
@@ -150,6 +158,8 @@ public:
   Status initialize() {
     PIPESCOPE_CUDA_CHECK(cudaSetDevice(gpu_->device));
     stream_ = gpu_->streams[static_cast<std::size_t>(setup_.pipelineRank())];
+    side_stream_ = gpu_->side_streams[static_cast<std::size_t>(setup_.pipelineRank())];
+    PIPESCOPE_TRY(pair_events_.resize(2));
     for (int s : setup_.localStages()) {
       auto stage = CudaStage::create(setup_.stages[static_cast<std::size_t>(s)],
                                      static_cast<std::uint32_t>(s * 7919 + 1), stream_);
@@ -172,7 +182,8 @@ public:
   std::string description() const override {
     return "gpu-shared: " + gpuDescription(gpu_->device) + ", pipeline rank " +
            std::to_string(setup_.pipelineRank()) + " of " + std::to_string(gpu_->stages) +
-           " on one stream; " + gpu_->partition + "; transfers as device-to-device copies";
+           " on one stream (and a side stream for overlapped pairs); " + gpu_->partition +
+           "; transfers as device-to-device copies";
   }
 
   Status beginStep() override {
@@ -189,10 +200,24 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], stream_));
-    PIPESCOPE_TRY(runOpParts(
-        op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
-        [this](int stage, int microbatch) { return inputGrad(stage, microbatch); },
-        [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
+    if (concurrentPair(op)) {
+      CudaStage &backward = *stages_.at(op.backward_stage);
+      PIPESCOPE_TRY(runPairConcurrently(
+          stream_, side_stream_, pair_events_[0], pair_events_[1],
+          [&](cudaStream_t) { return forward(op.stage, op.microbatch); },
+          [&](cudaStream_t side) -> Status {
+            backward.setStream(side);
+            auto status = inputGrad(op.backward_stage, op.backward_microbatch);
+            if (status) status = backward.weightGrad();
+            backward.setStream(stream_);
+            return status;
+          }));
+    } else {
+      PIPESCOPE_TRY(runOpParts(
+          op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
+          [this](int stage, int microbatch) { return inputGrad(stage, microbatch); },
+          [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
+    }
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index + 1], stream_));
     return Ok{};
   }
@@ -304,10 +329,10 @@ private:
 
   const RankSetup &setup_;
   std::shared_ptr<SharedGpu> gpu_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr, side_stream_ = nullptr;
   std::map<int, std::unique_ptr<CudaStage>> stages_;
   ActivationBuffers outputs_;
-  EventPool op_events_, sent_events_;
+  EventPool op_events_, sent_events_, pair_events_;
   EventClock clock_;
   int step_ = 0;
   double deadline_us_ = 0;

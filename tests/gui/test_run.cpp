@@ -983,7 +983,7 @@ private slots:
 
   void runsTheRealBackendOnTheCpu() {
 #ifndef PIPESCOPE_BACKEND_EXECUTABLE
-    QSKIP("pipescope-backend is not built here (it needs MPI)");
+    QSKIP("pipescope-backend is not built here with MPI (its cpu device needs it)");
 #else
     const QString backend = QStringLiteral(PIPESCOPE_BACKEND_EXECUTABLE);
     if (!QFileInfo(backend).isExecutable()) QSKIP("the pipescope-backend executable is missing");

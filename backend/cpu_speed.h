@@ -1,0 +1,20 @@
+#pragma once
+// What the backend measures of the CPU itself, with or without MPI: its name, its GEMM rate (to
+// size the cpu device's work) and the time of one stage forward (to refine a model's size).
+#include <string>
+
+#include "backend/workload.h"
+#include "kernels/stage_work.h"
+
+namespace pipescope::backend {
+
+/// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it says none).
+std::string cpuModelName();
+
+/// Times the CPU's GEMMs: the unit GEMM of plans without a model and the rate for sizing models.
+DeviceSpeed measureCpuSpeed();
+
+/// Time of one forward of a stage on this CPU (the best of two), to refine the automatic size.
+Result<double> timeCpuForward(const kernels::StageWork &work);
+
+} // namespace pipescope::backend

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Measures this machine against the engine's predictions and writes a Markdown report:
+#   1. the device's GEMM ladder (pipescope-backend --gemm-bench), against the datasheet peak
+#      where the GPU matches a hardware preset;
+#   2. for 1F1B, interleaved 1F1B and ZB-H1, a plan run on the device (pipescope-backend), then
+#      `pipescope compare --calibrate`: measured against predicted step time, bubble_fraction,
+#      bubble_ratio and per-op-kind errors, before and after calibrating the cost model.
+# It builds what it needs (Release, no GUI) unless PIPESCOPE_BUILD_DIR already holds the two
+# executables. Nothing here needs more than bash, CMake and the backend's own dependencies.
+#
+# usage: ./measure.sh [--device cpu|gpu-shared|cuda] [--pp P] [--microbatches M] [--steps N]
+#                     [--warmup N] [--size-scale X] [--out FILE] [-- simulate options...]
+# Options after "--" go to `pipescope simulate` for every plan (e.g. -- --model llama3-8b
+# --hardware h100-sxm). The report goes to docs/measurements/<device>.md unless --out says.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+device=cpu
+pp=""
+microbatches=16
+steps=10
+warmup=2
+size_scale=""
+out=""
+simulate_extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device="$2"; shift 2 ;;
+    --pp) pp="$2"; shift 2 ;;
+    --microbatches) microbatches="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --size-scale) size_scale="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --) shift; simulate_extra=("$@"); break ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "measure.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$device" in cpu|gpu-shared|cuda) ;; *)
+  echo "measure.sh: --device must be cpu, gpu-shared or cuda, not '$device'" >&2; exit 2 ;;
+esac
+# The cpu device runs one process per rank: more ranks than cores measures contention, not the
+# schedule, so it takes at most as many ranks as there are cores.
+if [ -z "$pp" ]; then
+  pp=4
+  if [ "$device" = cpu ] && [ "$(nproc)" -lt 4 ]; then pp=$(nproc); fi
+  [ "$pp" -lt 2 ] && pp=2
+fi
+out="${out:-docs/measurements/$device.md}"
+
+build="${PIPESCOPE_BUILD_DIR:-build-measure}"
+cli="$build/engine/cli/pipescope"
+backend="$build/backend/pipescope-backend"
+if [ ! -x "$cli" ] || [ ! -x "$backend" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPESCOPE_BUILD_GUI=OFF \
+    -DPIPESCOPE_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target pipescope pipescope-backend
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# How to start P processes: mpirun for cpu and cuda, one process for gpu-shared.
+launch=()
+if [ "$device" != gpu-shared ]; then
+  mpirun_bin="$(command -v mpirun || true)"
+  if [ -z "$mpirun_bin" ]; then
+    echo "measure.sh: --device $device starts one process per rank with mpirun, which is not on PATH" >&2
+    exit 1
+  fi
+  launch=("$mpirun_bin" -np "$pp")
+  if mpirun --version 2>&1 | grep -q "Open MPI"; then
+    [ "$(id -u)" -eq 0 ] && launch+=(--allow-run-as-root)
+    launch+=(--oversubscribe --mca btl_vader_single_copy_mechanism none)
+  fi
+fi
+if [ "$device" = cuda ]; then
+  gpus=$("$backend" --list-devices | sed -n 's/.*"gpus":\([0-9]*\).*/\1/p')
+  if [ "${gpus:-0}" -lt "$pp" ]; then
+    echo "measure.sh: --device cuda needs $pp GPUs (one per rank) but this machine has ${gpus:-0}; use --device gpu-shared or a smaller --pp" >&2
+    exit 1
+  fi
+fi
+
+# A number (field) or string (text) of a flat JSON event line.
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" | head -n 1; }
+text() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" | head -n 1; }
+fmt() { awk -v v="$1" -v d="${2:-3}" 'BEGIN { printf "%.*f", d, v }'; }
+
+mkdir -p "$(dirname "$out")"
+{
+  echo "# Measured against predicted: --device $device"
+  echo
+  echo "Written by \`./measure.sh --device $device\` on $(date -u +%Y-%m-%d) from commit" \
+    "$(git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(uname -n)" \
+    "($(nproc) cores). Plans: P=$pp, M=$microbatches${simulate_extra[*]:+, simulate options: ${simulate_extra[*]}};" \
+    "$warmup warm-up and $steps measured steps each."
+  echo
+  echo "## GEMM throughput"
+  echo
+} >"$out"
+
+"$backend" --gemm-bench --device "$device" >"$work/gemm.jsonl" 2>&1 || {
+  echo "measure.sh: the GEMM benchmark failed:" >&2
+  cat "$work/gemm.jsonl" >&2
+  exit 1
+}
+summary=$(grep '"gemm_summary"' "$work/gemm.jsonl")
+best=$(echo "$summary" | field best_tflops)
+datasheet=$(echo "$summary" | field datasheet_tflops)
+{
+  echo "$(echo "$summary" | text device)"
+  echo
+  echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best |"
+  echo "| --: | :-- | --: | --: | --: |"
+  grep '"event":"gemm"' "$work/gemm.jsonl" | while read -r line; do
+    echo "| $(echo "$line" | field m) | $(echo "$line" | text dtype) |" \
+      "$(fmt "$(echo "$line" | field us)" 1) us | $(fmt "$(echo "$line" | field tflops)" 3) |" \
+      "$(fmt "$(awk -v f="$(echo "$line" | field fraction_of_best)" 'BEGIN { print f * 100 }')" 1) % |"
+  done
+  echo
+  if [ "$datasheet" != "null" ] && [ -n "$datasheet" ]; then
+    echo "Best: $(fmt "$best" 1) TFLOP/s, $(fmt "$(awk -v b="$best" -v d="$datasheet" 'BEGIN { print 100 * b / d }')" 1) %" \
+      "of the datasheet's $(fmt "$datasheet" 0) TFLOP/s dense bf16 ($(echo "$summary" | text datasheet_preset) preset)."
+  else
+    echo "Best: $(fmt "$best" 4) TFLOP/s (no datasheet peak for this device)."
+  fi
+  echo
+  echo "## Schedules"
+  echo
+  echo "Each run's ops are timed on the device; \`pipescope compare\` brings them to planned time"
+  echo "by the run's time factor and compares the median measured step with the prediction, then"
+  echo "refits F, B, W per stage and the transfer times (calibration) and predicts again."
+  echo "Before calibration the error also holds how well the startup GEMM timing foresaw the"
+  echo "device's speed during the run (the time factor sizes every op from it); after, only what"
+  echo "per-stage op times and transfer times cannot explain: contention, jitter, stalls."
+} >>"$out"
+
+for schedule in 1f1b interleaved-1f1b zb-h1; do
+  plan="$work/$schedule.plan.json"
+  trace="$work/$schedule.trace.json"
+  chunks=()
+  [ "$schedule" = interleaved-1f1b ] && chunks=(--virtual-stages 2)
+  "$cli" simulate --schedule "$schedule" --pp "$pp" --microbatches "$microbatches" \
+    "${chunks[@]}" "${simulate_extra[@]}" --save-plan "$plan" >/dev/null
+  args=(--plan "$plan" --trace "$trace" --device "$device" --warmup "$warmup" --steps "$steps")
+  [ -n "$size_scale" ] && args+=(--size-scale "$size_scale")
+  echo "measure.sh: running $schedule on --device $device" >&2
+  if ! "${launch[@]}" "$backend" "${args[@]}" >"$work/$schedule.jsonl" 2>"$work/$schedule.err"; then
+    {
+      echo
+      echo "### $schedule: the run failed"
+      echo
+      echo '```'
+      grep '"error"' "$work/$schedule.jsonl" | head -n 3 || tail -n 5 "$work/$schedule.err"
+      echo '```'
+    } >>"$out"
+    continue
+  fi
+  done_line=$(grep '"event":"done"' "$work/$schedule.jsonl")
+  throughput=$(echo "$done_line" | sed -n 's/.*"throughput":{\([^}]*}[^}]*\)}.*/\1/p')
+  {
+    echo
+    echo "### $schedule"
+    echo
+    "$cli" compare --measured "$trace" --calibrate --markdown
+    echo
+    echo "Achieved $(fmt "$(echo "$throughput" | field tflops)" 4) TFLOP/s over the ops' time," \
+      "$(fmt "$(awk -v f="$(echo "$throughput" | field fraction_of_gemm_reference)" 'BEGIN { print 100 * f }')" 1) %" \
+      "of the startup GEMM rate ($(fmt "$(echo "$throughput" | field gemm_reference_tflops)" 4) TFLOP/s);" \
+      "timing overhead $(fmt "$(awk -v f="$(echo "$done_line" | field timing_overhead_fraction)" 'BEGIN { print 100 * f }')" 4) % of a mean op;" \
+      "clock error bound $(fmt "$(echo "$done_line" | field clock_error_us)" 1) us."
+  } >>"$out"
+done
+echo "measure.sh: wrote $out" >&2
