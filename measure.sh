@@ -93,7 +93,7 @@ mkdir -p "$(dirname "$out")"
   echo "# Measured against predicted: --device $device"
   echo
   echo "Written by \`./measure.sh --device $device\` on $(date -u +%Y-%m-%d) from commit" \
-    "$(git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(uname -n)" \
+    "$(git describe --always --dirty 2>/dev/null || echo unknown) on $(uname -n)" \
     "($(nproc) cores). Plans: P=$pp, M=$microbatches${simulate_extra[*]:+, simulate options: ${simulate_extra[*]}};" \
     "$warmup warm-up and $steps measured steps each."
   echo

@@ -201,6 +201,18 @@ ModelSetup tinyModel() {
   return setup;
 }
 
+// GPUs this machine's backend sees (0 without CUDA or a driver).
+int gpuCount() {
+  QProcess list;
+  list.start(QStringLiteral(PIPESCOPE_BACKEND), {QStringLiteral("--list-devices")});
+  if (!list.waitForFinished(30000)) return 0;
+  try {
+    return json::parse(list.readAllStandardOutput().toStdString()).value("gpus", 0);
+  } catch (const json::exception &) {
+    return 0;
+  }
+}
+
 } // namespace
 
 class TestBackendRuns : public QObject {
@@ -208,6 +220,60 @@ class TestBackendRuns : public QObject {
 
   QTemporaryDir dir_;
   QString path(const QString &name) const { return dir_.filePath(name); }
+
+  // Runs a plan without a model on a device and checks the run and its trace (see the file's
+  // header). tp > 1 makes a mesh with tensor parallelism (cuda only).
+  void runAndCheck(const QString &name, int pp, int microbatches, int chunks, const QString &device,
+                   int tp) {
+    ScheduleRequest request;
+    request.name = name.toStdString();
+    request.pp = pp;
+    request.microbatches = microbatches;
+    request.chunks = chunks;
+    Mesh mesh;
+    mesh.tp = tp;
+    const QString tag =
+        device + QStringLiteral("-") + name + QStringLiteral("-tp") + QString::number(tp);
+    const QString plan = path(tag + QStringLiteral(".plan")),
+                  trace = path(tag + QStringLiteral(".trace"));
+    writePlan(plan, request, mesh);
+    const int steps = 2;
+    QStringList args{"--plan",   plan,  "--trace", trace, "--steps", QString::number(steps),
+                     "--device", device};
+    if (device == QStringLiteral("cpu"))
+      args << "--size-scale"
+           << "600";
+    const int processes = device == QStringLiteral("gpu-shared") ? 1 : pp * tp;
+    const BackendRun run = runBackend(processes, args);
+    QVERIFY2(run.finished, qPrintable(run.describe()));
+    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
+    QVERIFY2(run.all_lines_json, qPrintable(run.describe()));
+    QCOMPARE(run.ofKind("step").size(), std::size_t(steps));
+    QCOMPARE(run.ofKind("done").size(), std::size_t(1));
+    QCOMPARE(run.ofKind("error").size(), std::size_t(0));
+    // Achieved throughput of the measured ops, per kind the schedule has.
+    const json throughput = run.ofKind("done")[0]["throughput"];
+    QVERIFY2(throughput["tflops"].get<double>() > 0, throughput.dump().c_str());
+    QVERIFY(throughput["gemm_reference_tflops"].get<double>() > 0);
+    QVERIFY(throughput["tflops_by_kind"].contains("forward"));
+
+    auto loaded = loadTrace(trace.toStdString());
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    QCOMPARE(loaded->source, std::string("measured"));
+    QCOMPARE(loaded->devices.size(),
+             std::size_t(device == QStringLiteral("gpu-shared") ? pp : pp * tp));
+    QVERIFY(loaded->clock_error_us >= 0 && loaded->clock_error_us < 10000);
+    QVERIFY(loaded->makespan_us > 0);
+    auto schedule = generateSchedule(request);
+    QVERIFY(schedule);
+    const std::string problem = checkTrace(*loaded, *schedule, steps);
+    QVERIFY2(problem.empty(), problem.c_str());
+    // The live step lines carry the same ops as the file.
+    std::size_t streamed = 0;
+    for (const auto &step : run.ofKind("step"))
+      streamed += step["ops"].size();
+    QCOMPARE(streamed, loaded->ops.size());
+  }
 
 private slots:
   void initTestCase() {
@@ -244,43 +310,44 @@ private slots:
     QFETCH(int, pp);
     QFETCH(int, microbatches);
     QFETCH(int, chunks);
-    ScheduleRequest request;
-    request.name = name.toStdString();
-    request.pp = pp;
-    request.microbatches = microbatches;
-    request.chunks = chunks;
-    const QString plan = path(name + ".plan"), trace = path(name + ".trace");
-    writePlan(plan, request);
-    const int steps = 2;
-    const BackendRun run = runBackend(pp, {"--plan", plan, "--trace", trace, "--steps",
-                                           QString::number(steps), "--size-scale", "600"});
-    QVERIFY2(run.finished, qPrintable(run.describe()));
-    QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
-    QVERIFY2(run.all_lines_json, qPrintable(run.describe()));
-    QCOMPARE(run.ofKind("step").size(), std::size_t(steps));
-    QCOMPARE(run.ofKind("done").size(), std::size_t(1));
-    QCOMPARE(run.ofKind("error").size(), std::size_t(0));
-    // Achieved throughput of the measured ops, per kind the schedule has.
-    const json throughput = run.ofKind("done")[0]["throughput"];
-    QVERIFY2(throughput["tflops"].get<double>() > 0, throughput.dump().c_str());
-    QVERIFY(throughput["gemm_reference_tflops"].get<double>() > 0);
-    QVERIFY(throughput["tflops_by_kind"].contains("forward"));
+    runAndCheck(name, pp, microbatches, chunks, QStringLiteral("cpu"), 1);
+  }
 
-    auto loaded = loadTrace(trace.toStdString());
-    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
-    QCOMPARE(loaded->source, std::string("measured"));
-    QCOMPARE(loaded->devices.size(), std::size_t(pp));
-    QVERIFY(loaded->clock_error_us >= 0 && loaded->clock_error_us < 10000);
-    QVERIFY(loaded->makespan_us > 0);
-    auto schedule = generateSchedule(request);
-    QVERIFY(schedule);
-    const std::string problem = checkTrace(*loaded, *schedule, steps);
-    QVERIFY2(problem.empty(), problem.c_str());
-    // The live step lines carry the same ops as the file.
-    std::size_t streamed = 0;
-    for (const auto &step : run.ofKind("step"))
-      streamed += step["ops"].size();
-    QCOMPARE(streamed, loaded->ops.size());
+  // The GPU devices, where this machine has GPUs (skipped elsewhere): the same checks of the
+  // trace for gpu-shared (one process, every stage on GPU 0; dualpipe exercises the two-stream
+  // F&B pairs) and for cuda (one rank per GPU; the last row needs 4 GPUs and runs the pairs'
+  // backward TP all-reduces on the second TP communicator).
+  void runsOnGpus_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<int>("microbatches");
+    QTest::addColumn<int>("chunks");
+    QTest::addColumn<int>("tp");
+    for (const char *device : {"gpu-shared", "cuda"}) {
+      const QString d = QString::fromLatin1(device);
+      QTest::newRow(qPrintable(d + " 1f1b P=4 M=8")) << d << "1f1b" << 4 << 8 << 1 << 1;
+      QTest::newRow(qPrintable(d + " interleaved P=2 V=2 M=8"))
+          << d << "interleaved-1f1b" << 2 << 8 << 2 << 1;
+      QTest::newRow(qPrintable(d + " zb-h1 P=4 M=8")) << d << "zb-h1" << 4 << 8 << 1 << 1;
+      QTest::newRow(qPrintable(d + " dualpipe P=4 M=8")) << d << "dualpipe" << 4 << 8 << 1 << 1;
+    }
+    QTest::newRow("cuda dualpipe P=2 tp=2 M=4") << "cuda"
+                                                << "dualpipe" << 2 << 4 << 1 << 2;
+  }
+
+  void runsOnGpus() {
+    QFETCH(QString, device);
+    QFETCH(QString, name);
+    QFETCH(int, pp);
+    QFETCH(int, microbatches);
+    QFETCH(int, chunks);
+    QFETCH(int, tp);
+    const int gpus = gpuCount();
+    if (gpus == 0) QSKIP("no CUDA GPU on this machine");
+    const int needed = device == QStringLiteral("cuda") ? pp * tp : 1;
+    if (gpus < needed) QSKIP(qPrintable(QStringLiteral("needs %1 GPUs").arg(needed)));
+    runAndCheck(name, pp, microbatches, chunks, device, tp);
   }
 
   // A model plan with tensor parallelism: real layer shapes and TP all-reduces inside layers.
