@@ -176,6 +176,11 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   times_form->addRow(tr("W"), weight_);
   times_form->addRow(tr("F&&B pair"), overlapped_);
   times_form->addRow(tr("p2p latency"), latency_);
+  stage_costs_note_ = new QLabel(op_times_group_);
+  stage_costs_note_->setWordWrap(true);
+  stage_costs_note_->setObjectName(QStringLiteral("stageCostsNote"));
+  stage_costs_note_->setVisible(false);
+  times_form->addRow(stage_costs_note_);
   source_layout->addWidget(op_times_group_);
 
   model_group_ = new QGroupBox(source_group);
@@ -262,12 +267,42 @@ void ControlsPanel::setPlan(const Plan &plan) {
   weight_->setValue(plan.costs.weight_us);
   overlapped_->setValue(plan.costs.overlapped_us);
   latency_->setValue(plan.costs.p2p_latency_us);
+  showStageCosts(plan.costs);
   if (plan.model) remembered_model_ = plan.model;
   model_button_->setChecked(plan.model.has_value());
   op_times_button_->setChecked(!plan.model.has_value());
   selectModelPresets();
   updateApplicability();
   updating_ = false;
+}
+
+void ControlsPanel::showStageCosts(const Costs &costs) {
+  if (costs.stage_overrides.empty()) {
+    stage_costs_note_->setVisible(false);
+    return;
+  }
+  double low[3] = {1e300, 1e300, 1e300}, high[3] = {0, 0, 0};
+  for (const auto &stage : costs.stage_overrides) {
+    const double values[3] = {stage.forward_us, stage.backward_us, stage.weight_us};
+    for (int i = 0; i < 3; ++i) {
+      low[i] = std::min(low[i], values[i]);
+      high[i] = std::max(high[i], values[i]);
+    }
+  }
+  const auto range = [&](int i) {
+    return low[i] == high[i]
+               ? QString::number(low[i], 'g', 4)
+               : QStringLiteral("%1\u2013%2")
+                     .arg(QString::number(low[i], 'g', 4), QString::number(high[i], 'g', 4));
+  };
+  const int stages = static_cast<int>(costs.stage_overrides.size());
+  stage_costs_note_->setText(
+      tr("<i>Per-stage times in use for %1%2: F %3, B %4, W %5 \u00b5s. Editing F, B or W, the "
+         "latency or the stages (P, V, schedule) replaces them.</i>")
+          .arg(stages == 1 ? tr("1 stage") : tr("%1 stages").arg(stages),
+               costs.boundary_transfer_us.empty() ? QString() : tr(" and their transfer times"),
+               range(0), range(1), range(2)));
+  stage_costs_note_->setVisible(true);
 }
 
 void ControlsPanel::selectModelPresets() {
@@ -316,6 +351,7 @@ void ControlsPanel::readControls() {
   plan.costs.weight_us = weight_->value();
   plan.costs.overlapped_us = overlapped_->value();
   plan.costs.p2p_latency_us = latency_->value();
+
   if (model_button_->isChecked()) {
     const bool fresh = !remembered_model_;
     ModelSetup setup = remembered_model_.value_or(ModelSetup{});

@@ -65,6 +65,8 @@ public:
   QComboBox *recomputeBox() const { return recompute_; }
   QDoubleSpinBox *deviceMemoryBox() const { return device_memory_; }
   QDoubleSpinBox *forwardBox() const { return forward_; }
+  /// Says when per-stage op times (from Calibrate or a plan file) stand in for F, B, W.
+  QLabel *stageCostsNote() const { return stage_costs_note_; }
 
 signals:
   void planEdited(const pipescope::Plan &plan);
@@ -73,6 +75,7 @@ private:
   void readControls();
   void updateApplicability();
   void selectModelPresets();
+  void showStageCosts(const Costs &costs);
 
   Plan plan_;
   bool updating_ = false;
@@ -91,6 +94,7 @@ private:
   QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
+  QLabel *stage_costs_note_ = nullptr;
 };
 
 } // namespace pipescope::gui

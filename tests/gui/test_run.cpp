@@ -952,6 +952,10 @@ private slots:
     QVERIFY(!calibrated.model);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("step_time")),
              formatDuration(window.snapshot()->evaluation->simulation.makespan_us));
+    // The settings say that per-stage times stand in for the uniform F, B, W they still show.
+    QVERIFY(window.controls()->stageCostsNote()->isVisibleTo(window.controls()));
+    QVERIFY2(window.controls()->stageCostsNote()->text().contains(QStringLiteral("4 stages")),
+             qPrintable(window.controls()->stageCostsNote()->text()));
     // Before and after side by side.
     QTableWidget *table = panel->stepTable();
     QCOMPARE(table->columnCount(), 5);
@@ -965,6 +969,7 @@ private slots:
     window.settle();
     QVERIFY(!panel->showingCalibration());
     QVERIFY(window.snapshot()->plan.costs.stage_overrides.empty());
+    QVERIFY(!window.controls()->stageCostsNote()->isVisibleTo(window.controls()));
     QCOMPARE(panel->stepTable()->columnCount(), 3);
     QVERIFY(std::abs(panel->comparison()->makespan_relative_error - before) < 1e-12);
 
