@@ -22,35 +22,41 @@ std::string cpuModelName() {
   return "unknown CPU";
 }
 
-DeviceSpeed measureCpuSpeed() {
+double timeCpuGemm(int n, double batch_us, int batches, int *repetitions) {
   using kernels::Transpose;
-  DeviceSpeed speed;
-  // The best of 5 trials of about 10 ms each, after one untimed GEMM: every op of the run is
-  // sized from these numbers, so a trial slowed by a clock ramp or a busy neighbour must not set
-  // them (on 2 vCPUs that share a core, the other rank's start-up slows this one's GEMMs).
-  const auto time_gemm = [](int n) {
-    std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
-    const auto once = [&] {
-      kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                    c.data(), n);
-    };
-    const double first = nowMicroseconds();
-    once();
-    const int repeats =
-        std::clamp(static_cast<int>(1e4 / std::max(1.0, nowMicroseconds() - first)), 1, 4096);
-    double best = 1e300;
-    for (int trial = 0; trial < 5; ++trial) {
-      const double start = nowMicroseconds();
-      for (int i = 0; i < repeats; ++i)
-        once();
-      best = std::min(best, (nowMicroseconds() - start) / repeats);
-    }
-    return best;
+  std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+    b[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
+  }
+  const auto once = [&] {
+    kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                  c.data(), n);
   };
+  const double first = nowMicroseconds();
+  once();
+  const int count =
+      std::clamp(static_cast<int>(batch_us / std::max(1.0, nowMicroseconds() - first)), 1, 4096);
+  double best = 1e300;
+  for (int batch = 0; batch < batches; ++batch) {
+    const double start = nowMicroseconds();
+    for (int i = 0; i < count; ++i)
+      once();
+    best = std::min(best, (nowMicroseconds() - start) / count);
+  }
+  if (repetitions) *repetitions = count;
+  return std::max(1e-3, best);
+}
+
+DeviceSpeed measureCpuSpeed() {
+  // The best of 5 batches of about 10 ms: every op of the run is sized from these numbers, so a
+  // batch slowed by a clock ramp or a busy neighbour must not set them (on 2 vCPUs that share a
+  // core, the other rank's start-up slows this one's GEMMs).
+  DeviceSpeed speed;
   speed.unit = 64;
-  speed.unit_gemm_us = std::max(1e-3, time_gemm(speed.unit));
+  speed.unit_gemm_us = timeCpuGemm(speed.unit, 1e4, 5);
   const int n = 256;
-  speed.flops_per_us = 2.0 * n * n * n / std::max(1e-3, time_gemm(n));
+  speed.flops_per_us = 2.0 * n * n * n / timeCpuGemm(n, 1e4, 5);
   return speed;
 }
 

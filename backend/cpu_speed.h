@@ -11,6 +11,10 @@ namespace pipescope::backend {
 /// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it says none).
 std::string cpuModelName();
 
+/// One n×n×n fp32 GEMM on this core: the best of `batches` timed batches of about `batch_us`
+/// each, after an untimed one that warms the caches. `repetitions` receives the batch length.
+double timeCpuGemm(int n, double batch_us, int batches, int *repetitions = nullptr);
+
 /// Times the CPU's GEMMs: the unit GEMM of plans without a model and the rate for sizing models.
 DeviceSpeed measureCpuSpeed();
 

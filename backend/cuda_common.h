@@ -14,6 +14,7 @@
 #include "engine/result.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_kernels.h"
+#include "kernels/cuda_stage.h"
 
 /// Check macro for NCCL calls; ncclInProgress (non-blocking communicators) is not a failure.
 #define PIPESCOPE_NCCL_CHECK(call)                                                                 \
@@ -115,18 +116,22 @@ private:
 };
 
 /// Runs an overlapped F&B pair (DualPipe) with its halves concurrent: the forward enqueued on
-/// `main`, the backward on `side`, forked from and joined back into `main` with two events, so the
-/// kernels of one half fill the gaps (communication, small kernels) of the other as DualPipe's
-/// overlap intends (DeepSeek-V3 technical report, §3.2.1). Work before the pair on `main` (its
-/// receives) comes before both halves; work after it comes after both. Each enqueue function gets
-/// the stream to use.
+/// `main`, the backward (its stage `backward_stage` moved to `side` meanwhile) forked from and
+/// joined back into `main` with two events, so the kernels of one half fill the gaps
+/// (communication, small kernels) of the other as DualPipe's overlap intends (DeepSeek-V3
+/// technical report, §3.2.1). Work before the pair on `main` (its receives) comes before both
+/// halves; work after it comes after both.
 template <typename EnqueueForward, typename EnqueueBackward>
 Status runPairConcurrently(cudaStream_t main, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join,
-                           EnqueueForward &&forward, EnqueueBackward &&backward) {
+                           kernels::CudaStage &backward_stage, EnqueueForward &&forward,
+                           EnqueueBackward &&backward) {
   PIPESCOPE_CUDA_CHECK(cudaEventRecord(fork, main));
   PIPESCOPE_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
-  PIPESCOPE_TRY(forward(main));
-  PIPESCOPE_TRY(backward(side));
+  PIPESCOPE_TRY(forward());
+  backward_stage.setStream(side);
+  const Status status = backward();
+  backward_stage.setStream(main);
+  PIPESCOPE_TRY(status);
   PIPESCOPE_CUDA_CHECK(cudaEventRecord(join, side));
   PIPESCOPE_CUDA_CHECK(cudaStreamWaitEvent(main, join, 0));
   return Ok{};

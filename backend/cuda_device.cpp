@@ -224,19 +224,15 @@ public:
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], compute_));
     if (concurrentPair(op)) {
-      // The backward half runs on the side stream, and its TP all-reduces on a communicator of
-      // their own: NCCL orders the calls on one communicator, so two streams must not share one.
-      CudaStage &backward = *stages_.at(op.backward_stage);
+      // The backward half's TP all-reduces go through a communicator of their own: NCCL orders
+      // the calls on one communicator, so two streams must not share one.
       PIPESCOPE_TRY(runPairConcurrently(
-          compute_, side_, pair_events_[0], pair_events_[1],
-          [&](cudaStream_t) { return forward(op.stage, op.microbatch); },
-          [&](cudaStream_t side) -> Status {
-            backward.setStream(side);
-            auto status =
-                inputGrad(op.backward_stage, op.backward_microbatch, side_tensor_parallel_);
-            if (status) status = backward.weightGrad();
-            backward.setStream(compute_);
-            return status;
+          compute_, side_, pair_events_[0], pair_events_[1], *stages_.at(op.backward_stage),
+          [&] { return forward(op.stage, op.microbatch); },
+          [&]() -> Status {
+            PIPESCOPE_TRY(
+                inputGrad(op.backward_stage, op.backward_microbatch, side_tensor_parallel_));
+            return stages_.at(op.backward_stage)->weightGrad();
           }));
     } else {
       PIPESCOPE_TRY(runOpParts(

@@ -4,10 +4,8 @@
 #include <cctype>
 #include <vector>
 
-#include "backend/clock.h"
 #include "backend/cpu_speed.h"
 #include "engine/model/model_setup.h"
-#include "kernels/cpu_gemm.h"
 
 namespace pipescope::backend {
 
@@ -23,46 +21,30 @@ bool contains(const std::string &text, const char *part) {
   return text.find(part) != std::string::npos;
 }
 
-// The fp32 blocked GEMM on one core: sizes up to 1024 (2 GFLOP, about a second at worst).
+// The fp32 blocked GEMM on one core: sizes up to 1024 (2 GFLOP, about a second at worst), each
+// the best of 3 batches of about 50 ms, as nccl-tests times a loop rather than one call.
 GemmBenchmark benchmarkCpuGemms() {
-  using kernels::Transpose;
   GemmBenchmark benchmark;
   benchmark.device = "cpu: " + cpuModelName() + ", fp32 blocked GEMM on one core";
   for (int n : {128, 256, 512, 1024}) {
-    std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      a[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
-      b[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
-    }
-    const auto once = [&] {
-      kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                    c.data(), n);
-    };
-    once(); // warm the caches and the page tables
-    // Enough GEMMs per batch for about 50 ms, as in nccl-tests' timed loop; best of 3 batches.
-    const double first_start = nowMicroseconds();
-    once();
-    const double estimate = std::max(1.0, nowMicroseconds() - first_start);
-    const int repetitions = std::clamp(static_cast<int>(50000 / estimate), 1, 1000);
-    double best = 1e300;
-    for (int batch = 0; batch < 3; ++batch) {
-      const double start = nowMicroseconds();
-      for (int i = 0; i < repetitions; ++i)
-        once();
-      best = std::min(best, (nowMicroseconds() - start) / repetitions);
-    }
-    GemmRate rate;
-    rate.size = n;
-    rate.dtype = "fp32";
-    rate.us = best;
-    rate.tflops = 2.0 * n * n * static_cast<double>(n) / best * 1e-6;
-    rate.repetitions = repetitions;
-    benchmark.rates.push_back(rate);
+    int repetitions = 0;
+    const double us = timeCpuGemm(n, 5e4, 3, &repetitions);
+    benchmark.rates.push_back(gemmRate(n, "fp32", us, repetitions));
   }
   return benchmark;
 }
 
 } // namespace
+
+GemmRate gemmRate(int size, std::string dtype, double us, int repetitions) {
+  GemmRate rate;
+  rate.size = size;
+  rate.dtype = std::move(dtype);
+  rate.us = us;
+  rate.tflops = us > 0 ? 2.0 * size * size * static_cast<double>(size) / us * 1e-6 : 0.0;
+  rate.repetitions = repetitions;
+  return rate;
+}
 
 double GemmBenchmark::best_tflops() const {
   double best = 0;

@@ -23,6 +23,9 @@ struct GemmRate {
   int repetitions = 0; ///< GEMMs per timed batch
 };
 
+/// A rung from its measured time: tflops = 2·size³ / us.
+GemmRate gemmRate(int size, std::string dtype, double us, int repetitions);
+
 struct GemmBenchmark {
   std::string device;                          ///< the device's description
   std::string gpu_name;                        ///< empty on the cpu

@@ -74,13 +74,7 @@ Result<GemmRate> timeRung(int n) {
     if (!us) return us.error();
     best = std::min(best, *us);
   }
-  GemmRate rate;
-  rate.size = n;
-  rate.dtype = "bf16";
-  rate.us = best;
-  rate.tflops = 2.0 * n * n * static_cast<double>(n) / best * 1e-6;
-  rate.repetitions = repetitions;
-  return rate;
+  return gemmRate(n, "bf16", best, repetitions);
 }
 
 } // namespace

@@ -201,16 +201,12 @@ public:
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], stream_));
     if (concurrentPair(op)) {
-      CudaStage &backward = *stages_.at(op.backward_stage);
       PIPESCOPE_TRY(runPairConcurrently(
-          stream_, side_stream_, pair_events_[0], pair_events_[1],
-          [&](cudaStream_t) { return forward(op.stage, op.microbatch); },
-          [&](cudaStream_t side) -> Status {
-            backward.setStream(side);
-            auto status = inputGrad(op.backward_stage, op.backward_microbatch);
-            if (status) status = backward.weightGrad();
-            backward.setStream(stream_);
-            return status;
+          stream_, side_stream_, pair_events_[0], pair_events_[1], *stages_.at(op.backward_stage),
+          [&] { return forward(op.stage, op.microbatch); },
+          [&]() -> Status {
+            PIPESCOPE_TRY(inputGrad(op.backward_stage, op.backward_microbatch));
+            return stages_.at(op.backward_stage)->weightGrad();
           }));
     } else {
       PIPESCOPE_TRY(runOpParts(

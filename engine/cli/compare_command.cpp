@@ -273,8 +273,7 @@ int runCompare(const std::vector<std::string> &args) {
   if (factor != 1)
     std::cout << "Times in planned microseconds: measured device time / " << fixed(factor, 4)
               << " (the run's time factor; measured step "
-              << durationText(before.measured.makespan_us * factor) << " on the device)."
-              << (markdown ? "\n" : "\n");
+              << durationText(before.measured.makespan_us * factor) << " on the device).\n";
   std::cout << '\n';
   printTable(stepTable(before, after ? &*after : nullptr), markdown);
   std::cout << '\n';
