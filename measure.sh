@@ -88,12 +88,14 @@ field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" | head -n 1; }
 text() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" | head -n 1; }
 fmt() { awk -v v="$1" -v d="${2:-3}" 'BEGIN { printf "%.*f", d, v }'; }
 
+# Described before the report is written: rewriting a tracked report would mark the tree dirty.
+commit="$(git describe --always --dirty 2>/dev/null || echo unknown)"
 mkdir -p "$(dirname "$out")"
 {
   echo "# Measured against predicted: --device $device"
   echo
   echo "Written by \`./measure.sh --device $device\` on $(date -u +%Y-%m-%d) from commit" \
-    "$(git describe --always --dirty 2>/dev/null || echo unknown) on $(uname -n)" \
+    "$commit on $(uname -n)" \
     "($(nproc) cores). Plans: P=$pp, M=$microbatches${simulate_extra[*]:+, simulate options: ${simulate_extra[*]}};" \
     "$warmup warm-up and $steps measured steps each."
   echo
