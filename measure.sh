@@ -88,8 +88,11 @@ field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" | head -n 1; }
 text() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" | head -n 1; }
 fmt() { awk -v v="$1" -v d="${2:-3}" 'BEGIN { printf "%.*f", d, v }'; }
 
-# Described before the report is written: rewriting a tracked report would mark the tree dirty.
-commit="$(git describe --always --dirty 2>/dev/null || echo unknown)"
+# The commit measured, and whether the tree differs from it (the report itself aside).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if git status --porcelain --untracked-files=no -- . ":(exclude)$out" 2>/dev/null | grep -q .; then
+  commit="$commit (with uncommitted changes)"
+fi
 mkdir -p "$(dirname "$out")"
 {
   echo "# Measured against predicted: --device $device"
