@@ -2,6 +2,8 @@
 // Pieces the cuda and gpu-shared devices share: the NCCL check macro, the mapping of device events
 // onto the host clock, and the activation buffers keyed by the tensor they hold.
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -10,6 +12,7 @@
 #include <nccl.h>
 
 #include "backend/clock.h"
+#include "backend/device.h"
 #include "engine/op.h"
 #include "engine/result.h"
 #include "kernels/cuda_check.h"
@@ -141,6 +144,34 @@ Status runPairConcurrently(cudaStream_t main, cudaStream_t side, cudaEvent_t for
 /// touches the other's weights or scratch buffers.
 inline bool concurrentPair(const Op &op) {
   return op.kind == OpKind::OverlappedPair && op.stage != op.backward_stage;
+}
+
+/// The streams and events an overlapped pair forks onto and joins back from.
+struct PairStreams {
+  cudaStream_t main = nullptr, side = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+
+/// Enqueues one compute op of a GPU device: its parts through runOpParts (device.h), except a
+/// concurrent pair, whose backward half runs on the side stream (runPairConcurrently).
+/// `input_grad(stage, microbatch, on_side)` says which stream's collectives it may use.
+template <typename Forward, typename InputGrad>
+Status runGpuOp(const Op &op, const PairStreams &streams,
+                const std::map<int, std::unique_ptr<kernels::CudaStage>> &stages, Forward &&forward,
+                InputGrad &&input_grad) {
+  const auto weight_grad = [&](int stage, int) { return stages.at(stage)->weightGrad(); };
+  if (!concurrentPair(op))
+    return runOpParts(
+        op, forward,
+        [&](int stage, int microbatch) { return input_grad(stage, microbatch, false); },
+        weight_grad);
+  return runPairConcurrently(
+      streams.main, streams.side, streams.fork, streams.join, *stages.at(op.backward_stage),
+      [&] { return forward(op.stage, op.microbatch); },
+      [&]() -> Status {
+        PIPESCOPE_TRY(input_grad(op.backward_stage, op.backward_microbatch, true));
+        return weight_grad(op.backward_stage, op.backward_microbatch);
+      });
 }
 
 /// The device's name and shape, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90, 132 SMs)".

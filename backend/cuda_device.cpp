@@ -223,25 +223,15 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], compute_));
-    if (concurrentPair(op)) {
-      // The backward half's TP all-reduces go through a communicator of their own: NCCL orders
-      // the calls on one communicator, so two streams must not share one.
-      PIPESCOPE_TRY(runPairConcurrently(
-          compute_, side_, pair_events_[0], pair_events_[1], *stages_.at(op.backward_stage),
-          [&] { return forward(op.stage, op.microbatch); },
-          [&]() -> Status {
-            PIPESCOPE_TRY(
-                inputGrad(op.backward_stage, op.backward_microbatch, side_tensor_parallel_));
-            return stages_.at(op.backward_stage)->weightGrad();
-          }));
-    } else {
-      PIPESCOPE_TRY(runOpParts(
-          op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
-          [this](int stage, int microbatch) {
-            return inputGrad(stage, microbatch, tensor_parallel_);
-          },
-          [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
-    }
+    // A pair's backward half (on the side stream) sends its TP all-reduces through a
+    // communicator of its own: NCCL orders the calls on one communicator, so two streams must
+    // not share one.
+    PIPESCOPE_TRY(runGpuOp(
+        op, {compute_, side_, pair_events_[0], pair_events_[1]}, stages_,
+        [this](int stage, int microbatch) { return forward(stage, microbatch); },
+        [this](int stage, int microbatch, bool on_side) {
+          return inputGrad(stage, microbatch, on_side ? side_tensor_parallel_ : tensor_parallel_);
+        }));
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index + 1], compute_));
     return Ok{};
   }

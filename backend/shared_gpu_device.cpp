@@ -200,20 +200,10 @@ public:
 
   Status compute(std::size_t index, const Op &op) override {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index], stream_));
-    if (concurrentPair(op)) {
-      PIPESCOPE_TRY(runPairConcurrently(
-          stream_, side_stream_, pair_events_[0], pair_events_[1], *stages_.at(op.backward_stage),
-          [&] { return forward(op.stage, op.microbatch); },
-          [&]() -> Status {
-            PIPESCOPE_TRY(inputGrad(op.backward_stage, op.backward_microbatch));
-            return stages_.at(op.backward_stage)->weightGrad();
-          }));
-    } else {
-      PIPESCOPE_TRY(runOpParts(
-          op, [this](int stage, int microbatch) { return forward(stage, microbatch); },
-          [this](int stage, int microbatch) { return inputGrad(stage, microbatch); },
-          [this](int stage, int) { return stages_.at(stage)->weightGrad(); }));
-    }
+    PIPESCOPE_TRY(runGpuOp(
+        op, {stream_, side_stream_, pair_events_[0], pair_events_[1]}, stages_,
+        [this](int stage, int microbatch) { return forward(stage, microbatch); },
+        [this](int stage, int microbatch, bool) { return inputGrad(stage, microbatch); }));
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(op_events_[2 * index + 1], stream_));
     return Ok{};
   }
