@@ -5,7 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash .ci/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+source .ci/configure.sh
+configure build -DCMAKE_BUILD_TYPE=Release
+if ! grep -q '^PIPESCOPE_GUI_CONFIGURED:INTERNAL=ON' build/CMakeCache.txt; then
+  echo "pipescope: the explorer was not configured (Qt 6 Widgets or Charts missing; see the" \
+    "configure output above); install qt6-base-dev qt6-charts-dev libqt6opengl6-dev" >&2
+  exit 2
+fi
 cmake --build build -j2 --target pipescope pipescope-gui
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
   exec build/gui/pipescope-gui "$@"

@@ -124,7 +124,16 @@ int main(int argc, char *argv[]) {
                      chunks,        dp,        tp,    model,     hardware, tab,
                      highlight,     playhead,  zoom,  hover_gpu, measured, overlay,
                      measured_step, calibrate, run,   size});
+  // A plan given alone, as the desktop entry's %f passes a double-clicked file.
+  parser.addPositionalArgument(QStringLiteral("plan"), QStringLiteral("A plan file to open."),
+                               QStringLiteral("[PLAN]"));
   parser.process(app);
+  if (parser.positionalArguments().size() > 1 ||
+      (parser.positionalArguments().size() == 1 && parser.isSet(plan_file)))
+    return fail(QStringLiteral("give one plan file, either alone or with --plan"));
+  const QString plan_path = parser.positionalArguments().isEmpty()
+                                ? parser.value(plan_file)
+                                : parser.positionalArguments().constFirst();
 
   if (parser.isSet(bench)) {
     QTextStream out(stdout);
@@ -141,8 +150,7 @@ int main(int argc, char *argv[]) {
   options.use_settings = screenshot_path.isEmpty();
   options.animate = screenshot_path.isEmpty();
   MainWindow window(options);
-  if (parser.isSet(plan_file) && !window.openPlan(parser.value(plan_file)) &&
-      !screenshot_path.isEmpty())
+  if (!plan_path.isEmpty() && !window.openPlan(plan_path) && !screenshot_path.isEmpty())
     return fail(window.errorMessage());
 
   // Command-line settings on top of the plan, as a person would move the sliders.
