@@ -115,21 +115,30 @@ Result<std::string> readPipe(int fd, const std::string &path, const ReadLimits &
 Result<std::string> readRegularFile(int fd, const std::string &path, std::size_t size,
                                     const ReadLimits &limits) {
   if (size > limits.max_bytes) return makeError(sizeError(path, size, limits.max_bytes));
-  std::string text;
-  text.resize(size);
+  // The size fstat gave, in place; then pieces from a small buffer until the end (a file that
+  // grows while read, or one that reports size 0 as /proc files do), so the text is never copied
+  // into a doubled buffer.
+  std::string text(size, '\0');
   std::size_t done = 0;
-  while (true) {
-    // One byte past the limit tells a file that grew beyond it while being read.
-    if (done == text.size()) text.resize(std::min(limits.max_bytes + 1, done + (1 << 16)));
-    const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+  while (done < size) {
+    const ssize_t got = ::read(fd, text.data() + done, size - done);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
     if (got == 0) break;
     done += static_cast<std::size_t>(got);
-    if (done > limits.max_bytes) return makeError(sizeError(path, done, limits.max_bytes));
   }
   text.resize(done);
-  return text;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
+    if (got == 0) return text;
+    if (text.size() + static_cast<std::size_t>(got) > limits.max_bytes)
+      return makeError(
+          sizeError(path, text.size() + static_cast<std::size_t>(got), limits.max_bytes));
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
 }
 
 class FileDescriptor {
