@@ -1,8 +1,15 @@
 #include "engine/json_io.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace pipescope {
 
@@ -10,70 +17,211 @@ using nlohmann::json;
 
 namespace {
 
-// Nesting depth of JSON text, scanned before parsing so that a hostile file cannot drive
-// nlohmann/json's recursive parser, copy or dump into a stack overflow.
-int nestingDepth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}')
-      --depth;
+// A streaming pass over JSON text that builds nothing: it counts nesting depth and values and
+// stops at the first limit passed, so a hostile or huge file is refused before nlohmann/json
+// builds a document (whose copy and dump recurse, and which costs far more memory than its text).
+class LimitCheck : public nlohmann::json_sax<json> {
+public:
+  explicit LimitCheck(const JsonLimits &limits) : limits_(limits) {}
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t &) override { return value(); }
+  bool string(string_t &) override { return value(); }
+  bool binary(binary_t &) override { return value(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t &) override { return true; }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    error_ = "not valid JSON: " + stripJsonExceptionPrefix(e.what());
+    return false;
   }
-  return deepest;
+
+  const std::string &error() const { return error_; }
+
+private:
+  static std::string stripJsonExceptionPrefix(std::string message) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, ...".
+    const auto at = message.find(" at ");
+    if (message.starts_with("[json.exception") && at != std::string::npos)
+      return message.substr(at + 4);
+    return message;
+  }
+  bool value() {
+    if (++values_ <= limits_.max_values) return true;
+    error_ = "the JSON holds more than " + std::to_string(limits_.max_values) +
+             " values; pipescope reads at most that many (its largest plans and traces hold far "
+             "fewer)";
+    return false;
+  }
+  bool open() {
+    if (++depth_ > limits_.max_depth) {
+      error_ = "the JSON nests deeper than " + std::to_string(limits_.max_depth) +
+               " levels; pipescope files are a few levels deep, so this is not one";
+      return false;
+    }
+    return value();
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  const JsonLimits &limits_;
+  std::size_t values_ = 0;
+  int depth_ = 0;
+  std::string error_;
+};
+
+std::string sizeError(const std::string &path, std::size_t size, std::size_t limit) {
+  return "'" + escapeControlCharacters(path) + "' is " + (size > limit ? "over " : "") +
+         std::to_string(std::min(size, limit)) + " bytes; at most " + std::to_string(limit) +
+         " are read";
 }
 
-std::string stripJsonExceptionPrefix(std::string message) {
-  // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, ...".
-  const auto at = message.find(" at ");
-  if (message.starts_with("[json.exception") && at != std::string::npos)
-    return message.substr(at + 4);
-  return message;
+// Reads a pipe or FIFO (opened non-blocking) to its end, waiting at most `silence_ms` for each
+// piece, so a FIFO nobody writes to is refused instead of blocking forever.
+Result<std::string> readPipe(int fd, const std::string &path, const ReadLimits &limits) {
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    pollfd waiting{fd, POLLIN, 0};
+    const int ready = ::poll(&waiting, 1, limits.pipe_silence_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
+    if (ready == 0)
+      return makeError("'" + escapeControlCharacters(path) + "' is a pipe or FIFO and nothing " +
+                       (text.empty() ? "was written to it" : "more arrived") + " for " +
+                       (limits.pipe_silence_ms % 1000 == 0
+                            ? std::to_string(limits.pipe_silence_ms / 1000) + " s"
+                            : std::to_string(limits.pipe_silence_ms) + " ms") +
+                       "; start the program that writes it, or give a file");
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
+    if (got == 0) return text;
+    if (text.size() + static_cast<std::size_t>(got) > limits.max_bytes)
+      return makeError(
+          sizeError(path, text.size() + static_cast<std::size_t>(got), limits.max_bytes));
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
 }
+
+Result<std::string> readRegularFile(int fd, const std::string &path, std::size_t size,
+                                    const ReadLimits &limits) {
+  if (size > limits.max_bytes) return makeError(sizeError(path, size, limits.max_bytes));
+  // The size fstat gave, in place; then pieces from a small buffer until the end (a file that
+  // grows while read, or one that reports size 0 as /proc files do), so the text is never copied
+  // into a doubled buffer.
+  std::string text(size, '\0');
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(fd, text.data() + done, size - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  text.resize(done);
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return makeError("cannot read '" + escapeControlCharacters(path) + "'");
+    if (got == 0) return text;
+    if (text.size() + static_cast<std::size_t>(got) > limits.max_bytes)
+      return makeError(
+          sizeError(path, text.size() + static_cast<std::size_t>(got), limits.max_bytes));
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor &) = delete;
+  FileDescriptor &operator=(const FileDescriptor &) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+private:
+  int fd_;
+};
 
 } // namespace
 
-Result<json> parseJsonLimited(std::string_view text) {
-  if (text.size() > kMaxJsonBytes)
+std::string escapeControlCharacters(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+Result<json> parseJsonLimited(std::string_view text, const JsonLimits &limits) {
+  if (text.size() > limits.max_bytes)
     return makeError("the JSON is " + std::to_string(text.size()) + " bytes; at most " +
-                     std::to_string(kMaxJsonBytes) + " are read");
-  if (nestingDepth(text, kMaxJsonDepth) > kMaxJsonDepth)
-    return makeError("the JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
-                     " levels; pipescope files are a few levels deep, so this is not one");
+                     std::to_string(limits.max_bytes) + " are read");
+  LimitCheck check(limits);
+  if (!json::sax_parse(text, &check)) return makeError(escapeControlCharacters(check.error()));
   try {
     return json::parse(text);
   } catch (const json::exception &e) {
-    return makeError("not valid JSON: " + stripJsonExceptionPrefix(e.what()));
+    return makeError("not valid JSON: " + escapeControlCharacters(e.what()));
   }
 }
 
-Result<std::string> readTextFile(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return makeError("cannot open '" + path + "': no such file or not readable");
-  file.seekg(0, std::ios::end);
-  const auto size = file.tellg();
-  if (size < 0) return makeError("cannot read '" + path + "' (is it a directory?)");
-  if (static_cast<std::size_t>(size) > kMaxJsonBytes)
-    return makeError("'" + path + "' is " + std::to_string(static_cast<long long>(size)) +
-                     " bytes; at most " + std::to_string(kMaxJsonBytes) + " are read");
-  file.seekg(0);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  file.read(text.data(), size);
-  if (!file) return makeError("cannot read '" + path + "'");
-  return text;
+Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits) {
+  const std::string shown = "'" + escapeControlCharacters(path) + "'";
+  // Opened once and asked what it is through the descriptor, so nothing can swap the file
+  // between the check and the read. O_NONBLOCK keeps opening a FIFO with no writer from blocking.
+  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (file.get() < 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR)
+      return makeError("cannot open " + shown + ": no such file");
+    if (error == EACCES || error == EPERM)
+      return makeError("cannot open " + shown + ": permission denied");
+    return makeError("cannot open " + shown + ": " + std::strerror(error));
+  }
+  struct stat status {};
+  if (::fstat(file.get(), &status) != 0)
+    return makeError("cannot read " + shown + ": " + std::strerror(errno));
+  if (S_ISDIR(status.st_mode)) return makeError(shown + " is a directory; give a file in it");
+  if (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode))
+    return readPipe(file.get(), path, limits);
+  if (!S_ISREG(status.st_mode))
+    return makeError(shown + " is " +
+                     (S_ISCHR(status.st_mode)   ? "a character device"
+                      : S_ISBLK(status.st_mode) ? "a block device"
+                                                : "something else") +
+                     ", not a regular file; give a file");
+  // A regular file blocks as files do; O_NONBLOCK only mattered for opening FIFOs.
+  ::fcntl(file.get(), F_SETFL, ::fcntl(file.get(), F_GETFL) & ~O_NONBLOCK);
+  return readRegularFile(file.get(), path,
+                         static_cast<std::size_t>(std::max<off_t>(0, status.st_size)), limits);
 }
 
 Status writeTextFileAtomically(const std::string &path, std::string_view text) {

@@ -14,11 +14,41 @@ namespace pipescope {
 inline constexpr int kMaxJsonDepth = 64;
 /// Largest file any reader accepts.
 inline constexpr std::size_t kMaxJsonBytes = std::size_t{512} << 20;
+/// Most JSON values (objects, arrays, strings, numbers, booleans, nulls) any reader builds.
+/// Measured (nlohmann/json 3.11, x86-64, glibc): a built document costs about 95 bytes per value
+/// for trace op records (21.3 M values, 262 MB of text: +2.0 GB) and 76 for the cheapest text per
+/// value, "[{},{},...]" (26.2 M values, 79 MB: +2.0 GB). So this cap keeps any accepted document
+/// near 2.4 GB; at 512 MiB, only files of long strings reach kMaxJsonBytes. A trace of 2.4 M op
+/// records (about 290 MB) fits. The streaming pass that enforces it reads 100 MB/s and little
+/// memory, so a file past it is refused in seconds.
+inline constexpr std::size_t kMaxJsonValues = std::size_t{24} << 20;
+/// How long a pipe or FIFO may stay silent before reading it is given up, in milliseconds.
+inline constexpr int kPipeSilenceMs = 5000;
 
-/// Parses JSON text with the depth and size limits; the error says where parsing failed.
-Result<nlohmann::json> parseJsonLimited(std::string_view text);
-/// Reads a whole file (size-limited); the error names the path.
-Result<std::string> readTextFile(const std::string &path);
+/// What parseJsonLimited accepts; tests lower them.
+struct JsonLimits {
+  std::size_t max_bytes = kMaxJsonBytes;
+  int max_depth = kMaxJsonDepth;
+  std::size_t max_values = kMaxJsonValues;
+};
+
+/// What readTextFile accepts; tests lower them.
+struct ReadLimits {
+  std::size_t max_bytes = kMaxJsonBytes;
+  int pipe_silence_ms = kPipeSilenceMs;
+};
+
+/// The text with control characters escaped ("\r", "\n", "\t", others "\xNN"), for quoting
+/// file content or a path in a message.
+std::string escapeControlCharacters(std::string_view text);
+
+/// Parses JSON text with the size, depth and value-count limits, checked by a streaming pass
+/// before any document is built; the error says where parsing failed.
+Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits &limits = {});
+/// Reads a whole file, opened once: a regular file (size-limited), or a pipe or FIFO (streamed,
+/// size-limited, given up after `pipe_silence_ms` without data). Directories and devices are
+/// refused. The error names the path.
+Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits = {});
 /// Writes a file through a temporary and a rename, so a failure never leaves half a file.
 Status writeTextFileAtomically(const std::string &path, std::string_view text);
 
@@ -28,9 +58,9 @@ Result<T> loadJsonFile(const std::string &path, Result<T> (*fromJson)(const nloh
   auto text = readTextFile(path);
   if (!text) return text.error();
   auto parsed = parseJsonLimited(*text);
-  if (!parsed) return makeError(path + ": " + parsed.error().message);
+  if (!parsed) return makeError(escapeControlCharacters(path) + ": " + parsed.error().message);
   auto value = fromJson(*parsed);
-  if (!value) return makeError(path + ": " + value.error().message);
+  if (!value) return makeError(escapeControlCharacters(path) + ": " + value.error().message);
   return value;
 }
 

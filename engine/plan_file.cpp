@@ -367,20 +367,21 @@ Result<Plan> loadPlan(const std::string &path) {
 Result<Schedule> loadCustomSchedule(const std::string &path) {
   auto text = readTextFile(path);
   if (!text) return text.error();
+  const std::string shown = escapeControlCharacters(path);
   const auto first = text->find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (*text)[first] == '{') {
     auto parsed = parseJsonLimited(*text);
-    if (!parsed) return makeError(path + ": " + parsed.error().message);
+    if (!parsed) return makeError(shown + ": " + parsed.error().message);
     if (auto status = checkFormatAndVersion(*parsed, "pipescope.schedule", 1); !status)
-      return makeError(path + ": " + status.error().message);
+      return makeError(shown + ": " + status.error().message);
     auto schedule = customFromJson(*parsed, "");
-    if (!schedule) return makeError(path + ": " + schedule.error().message);
+    if (!schedule) return makeError(shown + ": " + schedule.error().message);
     return schedule;
   }
   auto lists = parsePytorchCsv(*text);
-  if (!lists) return makeError(path + ": " + lists.error().message);
+  if (!lists) return makeError(shown + ": " + lists.error().message);
   auto schedule = makeCustomSchedule(std::move(*lists));
-  if (!schedule) return makeError(path + ": " + schedule.error().message);
+  if (!schedule) return makeError(shown + ": " + schedule.error().message);
   return schedule;
 }
 

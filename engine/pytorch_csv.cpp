@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "engine/json_io.h"
+
 namespace pipescope {
 
 std::string scheduleToPytorchCsv(const Schedule &schedule) {
@@ -34,26 +36,47 @@ bool isCommunicationAction(std::string_view cell) {
 }
 
 std::string_view trimCell(std::string_view cell) {
-  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '"'))
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t' || cell.front() == '"'))
     cell.remove_prefix(1);
-  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"' || cell.back() == '\r'))
+  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '"'))
     cell.remove_suffix(1);
   return cell;
+}
+
+// The next line of `text`, which ends at "\n", "\r\n" or a lone "\r" (all three are written by
+// spreadsheets and editors); `text` moves past it and its ending.
+std::string_view nextLine(std::string_view &text) {
+  const auto end = text.find_first_of("\r\n");
+  const std::string_view line = text.substr(0, end);
+  if (end == std::string_view::npos) {
+    text = {};
+  } else {
+    const bool crlf = text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n';
+    text.remove_prefix(end + (crlf ? 2 : 1));
+  }
+  return line;
+}
+
+bool isBlank(std::string_view line) {
+  return line.find_first_not_of(" \t") == std::string_view::npos;
 }
 
 } // namespace
 
 Result<std::vector<std::vector<Op>>> parsePytorchCsv(std::string_view text) {
+  // Excel and other spreadsheets start UTF-8 CSV files with a byte-order mark.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   std::vector<std::vector<Op>> ranks;
-  std::size_t row = 0;
+  std::size_t line_number = 0;
   while (!text.empty()) {
-    const auto newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text = newline == std::string_view::npos ? std::string_view{} : text.substr(newline + 1);
-    ++row;
-    if (trimCell(line).empty() && text.empty()) break; // trailing newline
+    std::string_view line = nextLine(text);
+    ++line_number;
+    // Blank lines (between rows or after the last) hold no rank.
+    if (isBlank(line)) continue;
     if (static_cast<int>(ranks.size()) >= kMaxPipelineRanks)
       return makeError("CSV has more than " + std::to_string(kMaxPipelineRanks) + " rows (ranks)");
+    const std::string row =
+        "CSV row " + std::to_string(line_number) + " (rank " + std::to_string(ranks.size()) + ")";
     auto &ops = ranks.emplace_back();
     std::size_t column = 0;
     while (true) {
@@ -63,15 +86,15 @@ Result<std::vector<std::vector<Op>>> parsePytorchCsv(std::string_view text) {
       if (!cell.empty() && !isCommunicationAction(cell)) {
         auto op = parseOp(cell);
         if (!op)
-          return makeError("CSV row " + std::to_string(row) + " (rank " + std::to_string(row - 1) +
-                           "), column " + std::to_string(column) + ": '" + std::string(cell) +
+          return makeError(row + ", column " + std::to_string(column) + ": '" +
+                           escapeControlCharacters(cell) +
                            "' is not an action; expected e.g. 2F0, 1I3, 0W2, 3B1 or "
                            "(0F7;7B3)OVERLAP_F_B");
         if (op->stage >= kMaxPipelineRanks * kMaxChunks || op->microbatch >= kMaxMicrobatches ||
             op->backward_stage >= kMaxPipelineRanks * kMaxChunks ||
             op->backward_microbatch >= kMaxMicrobatches)
-          return makeError("CSV row " + std::to_string(row) + ", column " + std::to_string(column) +
-                           ": '" + std::string(cell) +
+          return makeError(row + ", column " + std::to_string(column) + ": '" +
+                           escapeControlCharacters(cell) +
                            "' has a stage or microbatch beyond pipescope's limits");
         ops.push_back(*op);
       }

@@ -1,6 +1,12 @@
 #include "engine/trace_file.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <tuple>
+
 #include "engine/json_fields.h"
+#include "engine/json_io.h"
 
 namespace pipescope {
 
@@ -104,7 +110,110 @@ Result<OpKind> kindFromLetter(const std::string &letter, const std::string &poin
   if (letter == "I") return OpKind::InputGrad;
   if (letter == "W") return OpKind::WeightGrad;
   if (letter == "B") return OpKind::FullBackward;
-  return makeError(pointer + ": expected one of F, I, W, B, got \"" + letter + "\"");
+  return makeError(pointer + ": expected one of F, I, W, B, got \"" +
+                   escapeControlCharacters(letter) + "\"");
+}
+
+std::string opPointer(std::size_t i) {
+  return "/ops/" + std::to_string(i);
+}
+
+std::string describeTraceOp(const TraceOp &op) {
+  return "rank " + std::to_string(op.rank) + " " + std::string(opKindLetter(op.kind)) + " stage " +
+         std::to_string(op.stage) + " microbatch " + std::to_string(op.microbatch) +
+         (op.step != 0 ? " step " + std::to_string(op.step) : std::string());
+}
+
+// Virtual stages of the plan's schedule, without generating it.
+int planStageCount(const Plan &plan) {
+  if (plan.custom) return plan.custom->placement.stageCount();
+  const ScheduleFamily *family = findScheduleFamily(plan.request.name);
+  const bool loop = !family || family->placement == PlacementKind::Loop;
+  return plan.request.pp * (loop ? plan.request.chunks : 2);
+}
+
+// What no real run records: an op on a rank, stage or microbatch the plan does not have, the same
+// op twice in one step, or two ops at once on one lane of a rank. The two parts of an overlapped
+// F&B pair share their start and end on purpose; they are the one exception.
+Status checkTraceOps(const Trace &trace) {
+  const auto &ops = trace.ops;
+  const int pp = trace.plan.request.pp;
+  const int stages = planStageCount(trace.plan);
+  const int microbatches = trace.plan.request.microbatches;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const TraceOp &op = ops[i];
+    if (op.rank >= pp)
+      return makeError(opPointer(i) + "/rank: " + std::to_string(op.rank) +
+                       " is not a pipeline rank of the plan, which has P=" + std::to_string(pp));
+    if (op.stage >= stages)
+      return makeError(opPointer(i) + "/stage: " + std::to_string(op.stage) +
+                       " is not a stage of the plan, which has " + std::to_string(stages));
+    if (op.microbatch >= microbatches)
+      return makeError(
+          opPointer(i) + "/microbatch: " + std::to_string(op.microbatch) +
+          " is not a microbatch of the plan, which has M=" + std::to_string(microbatches));
+  }
+  std::vector<std::size_t> order(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  // Duplicates: equal (rank, step, kind, stage, microbatch) sort next to each other, the first
+  // record first; the one reported is the earliest record that repeats another.
+  const auto identity = [&](std::size_t i) {
+    const TraceOp &op = ops[i];
+    return std::tuple(op.rank, op.step, static_cast<int>(op.kind), op.stage, op.microbatch);
+  };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(identity(a), a) < std::pair(identity(b), b);
+  });
+  std::optional<std::pair<std::size_t, std::size_t>> duplicate; // (repeat, first)
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    if (identity(order[k]) != identity(order[k - 1])) continue;
+    std::size_t first = order[k - 1];
+    while (k < order.size() && identity(order[k]) == identity(first)) {
+      if (!duplicate || order[k] < duplicate->first) duplicate = std::pair(order[k], first);
+      ++k;
+    }
+  }
+  if (duplicate)
+    return makeError(opPointer(duplicate->first) + ": duplicate of " +
+                     opPointer(duplicate->second) + " (" + describeTraceOp(ops[duplicate->second]) +
+                     ")");
+  // Overlaps: on each (rank, lane), by start, every record begins where the latest end so far
+  // is, or later. A tiny tolerance absorbs rounding in measured and rescaled times.
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const TraceOp &x = ops[a], &y = ops[b];
+    return std::tuple(x.rank, x.lane, x.start_us, x.end_us, a) <
+           std::tuple(y.rank, y.lane, y.start_us, y.end_us, b);
+  });
+  std::optional<std::pair<std::size_t, std::size_t>> overlap; // (later, earlier)
+  for (std::size_t k = 1, latest = order[0]; k < order.size(); ++k) {
+    const TraceOp &op = ops[order[k]];
+    const TraceOp &before = ops[latest];
+    if (op.rank != before.rank || op.lane != before.lane) {
+      latest = order[k];
+      continue;
+    }
+    const double tolerance = 1e-3 + 1e-9 * std::abs(before.end_us);
+    const bool pair = op.overlapped && before.overlapped &&
+                      std::abs(op.start_us - before.start_us) <= tolerance &&
+                      std::abs(op.end_us - before.end_us) <= tolerance;
+    if (op.start_us < before.end_us - tolerance && !pair) {
+      const std::size_t later = std::max(order[k], latest), earlier = std::min(order[k], latest);
+      if (!overlap || later < overlap->first) overlap = std::pair(later, earlier);
+    }
+    if (op.end_us > before.end_us) latest = order[k];
+  }
+  if (overlap) {
+    const TraceOp &a = ops[overlap->first], &b = ops[overlap->second];
+    return makeError(opPointer(overlap->first) + ": overlaps " + opPointer(overlap->second) +
+                     " on rank " + std::to_string(a.rank) + " lane " + std::to_string(a.lane) +
+                     " (" + std::string(opKindLetter(a.kind)) + " stage " +
+                     std::to_string(a.stage) + " microbatch " + std::to_string(a.microbatch) +
+                     " runs " + json(a.start_us).dump() + "-" + json(a.end_us).dump() + " us, " +
+                     describeTraceOp(b) + " runs " + json(b.start_us).dump() + "-" +
+                     json(b.end_us).dump() + " us); one lane runs one op at a time");
+  }
+  return Ok{};
 }
 
 } // namespace
@@ -122,8 +231,8 @@ Result<Trace> traceFromJson(const json &document) {
   root.number("clock_error_us", trace.clock_error_us, 0, 1e12);
   if (!root.ok()) return root.error();
   if (trace.source != "simulated" && trace.source != "measured")
-    return makeError("/source: expected \"simulated\" or \"measured\", got \"" + trace.source +
-                     "\"");
+    return makeError("/source: expected \"simulated\" or \"measured\", got \"" +
+                     escapeControlCharacters(trace.source) + "\"");
   auto parsed_plan = planFromJson(*plan);
   if (!parsed_plan)
     return makeError("/plan" +
@@ -144,8 +253,8 @@ Result<Trace> traceFromJson(const json &document) {
         .text("kind", kind, true)
         .integer("stage", op.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
         .integer("microbatch", op.microbatch, 0, kMaxMicrobatches, true)
-        .number("start_us", op.start_us, -kHuge, kHuge, true)
-        .number("end_us", op.end_us, -kHuge, kHuge, true)
+        .number("start_us", op.start_us, 0, kHuge, true)
+        .number("end_us", op.end_us, 0, kHuge, true)
         .integer("lane", op.lane, 0, 1 << 16)
         .boolean("overlapped", op.overlapped);
     if (!f.ok()) return f.error();
@@ -157,6 +266,7 @@ Result<Trace> traceFromJson(const json &document) {
                        json(op.start_us).dump() + ")");
     trace.ops.push_back(op);
   }
+  if (auto status = checkTraceOps(trace); !status) return status.error();
   if (comms) {
     for (std::size_t i = 0; i < comms->size(); ++i) {
       const std::string at = "/comms/" + std::to_string(i);
@@ -168,13 +278,13 @@ Result<Trace> traceFromJson(const json &document) {
           .integer("stage", t.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
           .integer("microbatch", t.microbatch, 0, kMaxMicrobatches, true)
           .text("kind", kind, true)
-          .number("start_us", t.start_us, -kHuge, kHuge, true)
-          .number("end_us", t.end_us, -kHuge, kHuge, true)
+          .number("start_us", t.start_us, 0, kHuge, true)
+          .number("end_us", t.end_us, 0, kHuge, true)
           .number("bytes", t.bytes, 0, kHuge);
       if (!f.ok()) return f.error();
       if (kind != "activation" && kind != "gradient")
-        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" + kind +
-                         "\"");
+        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" +
+                         escapeControlCharacters(kind) + "\"");
       t.gradient = kind == "gradient";
       trace.transfers.push_back(t);
     }

@@ -119,9 +119,9 @@ Result<MeasuredTraceFile> loadMeasuredTrace(const std::string &path) {
   auto text = readTextFile(path);
   if (!text) return text.error();
   auto json = parseJsonLimited(*text);
-  if (!json) return makeError(path + ": " + json.error().message);
+  if (!json) return makeError(escapeControlCharacters(path) + ": " + json.error().message);
   auto trace = traceFromJson(*json);
-  if (!trace) return makeError(path + ": " + trace.error().message);
+  if (!trace) return makeError(escapeControlCharacters(path) + ": " + trace.error().message);
   MeasuredTraceFile file;
   file.trace = std::move(*trace);
   // pipescope-backend keeps its run's details beside the trace; the factor between planned and

@@ -554,10 +554,10 @@ int runValidate(const std::vector<std::string> &args) {
   bool is_plan = false;
   if (first != std::string::npos && (*text)[first] == '{') {
     auto parsed = parseJsonLimited(*text);
-    if (!parsed) return fail(path + ": " + parsed.error().message);
+    if (!parsed) return fail(escapeControlCharacters(path) + ": " + parsed.error().message);
     if (const auto f = parsed->find("format"); f != parsed->end() && *f == kPlanFormat) {
       auto loaded = planFromJson(*parsed);
-      if (!loaded) return fail(path + ": " + loaded.error().message);
+      if (!loaded) return fail(escapeControlCharacters(path) + ": " + loaded.error().message);
       plan = std::move(*loaded);
       is_plan = true;
     }
@@ -572,7 +572,7 @@ int runValidate(const std::vector<std::string> &args) {
     plan.custom = std::move(*schedule);
   }
   auto evaluation = evaluatePlan(plan);
-  if (!evaluation) return fail(path + ": " + evaluation.error().message);
+  if (!evaluation) return fail(escapeControlCharacters(path) + ": " + evaluation.error().message);
   const auto &e = *evaluation;
   std::cout << path << ": valid " << (is_plan ? "plan" : "custom schedule") << " ("
             << e.schedule.name << ", P=" << e.schedule.pp() << " M=" << e.schedule.microbatches()

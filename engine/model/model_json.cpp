@@ -84,15 +84,18 @@ Result<Spec> loadSpec(const std::string &name_or_path, std::string_view folder,
     text = std::string(*embedded);
     where = std::string(kind) + " preset '" + name_or_path + "'";
   } else {
+    // Read first (opened once, whatever it is); only a name that is nothing at all gets the list
+    // of presets.
+    auto read =
+        name_or_path.empty() ? Result<std::string>(makeError("")) : readTextFile(name_or_path);
     std::error_code ec;
-    if (name_or_path.empty() || !std::filesystem::is_regular_file(name_or_path, ec))
-      return makeError("no " + std::string(kind) + " preset or file named '" + name_or_path +
-                       "'; presets: " + joined(names) + " (or give the path of a \"" +
-                       std::string(format) + "\" JSON file)");
-    auto read = readTextFile(name_or_path);
+    if (!read && !std::filesystem::exists(std::filesystem::symlink_status(name_or_path, ec)))
+      return makeError("no " + std::string(kind) + " preset or file named '" +
+                       escapeControlCharacters(name_or_path) + "'; presets: " + joined(names) +
+                       " (or give the path of a \"" + std::string(format) + "\" JSON file)");
     if (!read) return read.error();
     text = std::move(*read);
-    where = "'" + name_or_path + "'";
+    where = "'" + escapeControlCharacters(name_or_path) + "'";
   }
   auto json = parseJsonLimited(text);
   if (!json) return makeError(where + ": " + json.error().message);

@@ -1,4 +1,5 @@
-// Fuzz target for every reader of outside input: plan JSON, trace JSON, custom schedule JSON
+// Fuzz target for every reader of outside input: plan JSON, trace JSON (and its matching against
+// its plan), custom schedule JSON
 // and PyTorch's schedule CSV. Whatever the bytes, the readers must return a value or an error —
 // never crash, hang or run away with memory. Built with libFuzzer by tests/fuzz/run-fuzzer.sh,
 // and replayed over the seed corpus by the CTest suite (replay_main.cpp).
@@ -10,6 +11,7 @@
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
 #include "engine/trace_file.h"
+#include "engine/trace_matching.h"
 
 namespace {
 
@@ -29,7 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
       auto schedule = pipescope::planSchedule(*plan);
       if (schedule) simulateIfSmall(*schedule);
     }
-    (void)pipescope::traceFromJson(*json);
+    // Traces: duplicates, impossible ranks and stages, overlaps and non-finite times are refused
+    // by the reader; what it accepts is matched against its own plan's schedule.
+    if (auto trace = pipescope::traceFromJson(*json)) {
+      if (static_cast<long long>(trace->plan.request.pp) * trace->plan.request.microbatches <=
+          4096) {
+        if (auto schedule = pipescope::planSchedule(trace->plan))
+          (void)pipescope::checkTraceMatchesSchedule(*trace, *schedule);
+      }
+    }
   }
   if (auto lists = pipescope::parsePytorchCsv(text)) {
     if (auto schedule = pipescope::makeCustomSchedule(std::move(*lists)))
