@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           qt6-base-dev qt6-charts-dev libgl-dev libxkbcommon-dev
           nlohmann-json3-dev libopenmpi-dev openmpi-bin
+          zlib1g-dev # gzip-streamed traces (any output named *.gz) and reading them back
           xvfb xauth clang clang-tidy clang-format)
 missing=()
 for package in "${packages[@]}"; do

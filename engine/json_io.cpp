@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <zlib.h>
+
 namespace pipescope {
 
 using nlohmann::json;
@@ -44,6 +46,45 @@ std::string stripJsonExceptionPrefix(std::string message) {
   return message;
 }
 
+// A gzipped file (pipescope writes one for any output name ending in .gz), inflated with the same
+// size limit as plain text.
+Result<std::string> gunzip(const std::string &path, const std::string &compressed) {
+  z_stream zip{};
+  if (inflateInit2(&zip, 15 + 32) != Z_OK) // 15 + 32: gzip or zlib header, detected
+    return makeError("cannot read '" + path + "': zlib could not start");
+  zip.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(compressed.data()));
+  zip.avail_in = static_cast<uInt>(compressed.size());
+  std::string text;
+  std::size_t used = 0;
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    if (text.size() - used < (std::size_t{1} << 20)) {
+      if (text.size() >= kMaxJsonBytes) {
+        inflateEnd(&zip);
+        return makeError("'" + path + "' inflates to more than " + std::to_string(kMaxJsonBytes) +
+                         " bytes; at most that many are read");
+      }
+      text.resize(std::min(kMaxJsonBytes + 1, std::max(text.size() * 2, std::size_t{1} << 22)));
+    }
+    zip.next_out = reinterpret_cast<Bytef *>(text.data() + used);
+    zip.avail_out = static_cast<uInt>(text.size() - used);
+    status = inflate(&zip, Z_NO_FLUSH);
+    used = text.size() - zip.avail_out;
+    if (status == Z_STREAM_END) break;
+    if (status != Z_OK) {
+      inflateEnd(&zip);
+      return makeError("cannot read '" + path + "': the gzip data is " +
+                       (status == Z_BUF_ERROR ? "cut short" : "damaged"));
+    }
+  }
+  inflateEnd(&zip);
+  if (used > kMaxJsonBytes)
+    return makeError("'" + path + "' inflates to more than " + std::to_string(kMaxJsonBytes) +
+                     " bytes; at most that many are read");
+  text.resize(used);
+  return text;
+}
+
 } // namespace
 
 Result<json> parseJsonLimited(std::string_view text) {
@@ -73,26 +114,8 @@ Result<std::string> readTextFile(const std::string &path) {
   std::string text(static_cast<std::size_t>(size), '\0');
   file.read(text.data(), size);
   if (!file) return makeError("cannot read '" + path + "'");
+  if (text.starts_with("\x1f\x8b")) return gunzip(path, text);
   return text;
-}
-
-Status writeTextFileAtomically(const std::string &path, std::string_view text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) return makeError("cannot write '" + path + "': the folder is missing or read-only");
-    file.write(text.data(), static_cast<std::streamsize>(text.size()));
-    file.flush();
-    if (!file) {
-      std::remove(temporary.c_str());
-      return makeError("cannot write '" + path + "': the disk may be full");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return makeError("cannot replace '" + path + "'");
-  }
-  return Ok{};
 }
 
 } // namespace pipescope

@@ -1,6 +1,6 @@
 #pragma once
 // Reading and writing the project's JSON files safely: size and nesting limits before parsing
-// (nlohmann/json recurses when it copies and dumps), and writes that never leave half a file.
+// (nlohmann/json recurses when it copies and dumps). Writing is engine/output_file.h.
 #include <string>
 #include <string_view>
 
@@ -17,10 +17,8 @@ inline constexpr std::size_t kMaxJsonBytes = std::size_t{512} << 20;
 
 /// Parses JSON text with the depth and size limits; the error says where parsing failed.
 Result<nlohmann::json> parseJsonLimited(std::string_view text);
-/// Reads a whole file (size-limited); the error names the path.
+/// Reads a whole file (size-limited, gzip inflated); the error names the path.
 Result<std::string> readTextFile(const std::string &path);
-/// Writes a file through a temporary and a rename, so a failure never leaves half a file.
-Status writeTextFileAtomically(const std::string &path, std::string_view text);
 
 /// Reads, parses and converts a JSON file; every error is prefixed with the path.
 template <typename T>
