@@ -405,7 +405,8 @@ private slots:
     const std::string text((std::istreambuf_iterator<char>(file)),
                            std::istreambuf_iterator<char>());
     QVERIFY(text.starts_with("\x1f\x8b"));
-    QVERIFY(writeTextFile(dir.filePath("cut2.json").toStdString(), text.substr(0, text.size() / 2)));
+    QVERIFY(
+        writeTextFile(dir.filePath("cut2.json").toStdString(), text.substr(0, text.size() / 2)));
     const auto loaded = loadTrace(dir.filePath("cut2.json").toStdString());
     QVERIFY(!loaded);
     QVERIFY2(loaded.error().message.find("gzip") != std::string::npos,
