@@ -30,8 +30,9 @@ packages=(
   # development files are only a Recommends of qt6-base-dev: without libqt6opengl6-dev
   # find_package(Qt6 ... Charts) fails and there is no pipescope-gui target.
   qt6-charts-dev libqt6opengl6-dev
-  # nlohmann/json, the engine's one dependency.
-  nlohmann-json3-dev
+  # nlohmann/json and zlib, the engine's dependencies (zlib: gzip-streamed outputs, any name
+  # ending in .gz, and reading them back).
+  nlohmann-json3-dev zlib1g-dev
   # MPI for the backend's cpu device and mpirun, which the backend tests launch.
   libopenmpi-dev openmpi-bin
 )

@@ -376,9 +376,7 @@ private:
   }
 
   Status writeTrace() const {
-    nlohmann::json document = traceToJson(builder_->trace());
-    document["backend"] = backendInfo();
-    return writeTextFileAtomically(options_.trace_path, document.dump(1) + "\n");
+    return saveTrace(options_.trace_path, builder_->trace(), {{"backend", backendInfo()}});
   }
 
   // Achieved GEMM-work throughput of the measured ops (each op's FLOPs from its stage's work over

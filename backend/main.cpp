@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "backend/backend_run.h"
@@ -17,6 +18,7 @@
 #endif
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
+#include "engine/schedule.h"
 
 using namespace pipescope;
 using namespace pipescope::backend;
@@ -128,6 +130,15 @@ int main(int argc, char **argv) {
   // library running out of memory. Say so, as every other error, rather than abort silently.
   try {
     return runMain(argc, argv);
+  } catch (const std::bad_alloc &) {
+    // One line on stderr, without allocating: the plan (at most kMaxScheduleOps ops) with its
+    // lowered program and the measured trace did not fit in this machine's free memory.
+    std::fprintf(stderr,
+                 "pipescope-backend: out of memory while building the plan's program or the "
+                 "measured trace (plans hold at most %zu ops, which needs up to about %zu MB); "
+                 "run a smaller plan or free memory\n",
+                 kMaxScheduleOps, kMaxScheduleOps * kPeakBytesPerOp / 1000000);
+    return kExitUsage;
   } catch (const std::exception &e) {
     emitError(detectLaunch().rank, std::string("internal error: ") + e.what());
     return kExitFailure;

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace pipescope {
 
@@ -155,6 +156,52 @@ private:
   int fd_;
 };
 
+// A gzipped file (pipescope writes one for any output name ending in .gz), inflated with the same
+// size limit as plain text.
+Result<std::string> gunzip(const std::string &path, const std::string &compressed,
+                           std::size_t max_bytes) {
+  z_stream zip{};
+  if (inflateInit2(&zip, 15 + 32) != Z_OK) // 15 + 32: gzip or zlib header, detected
+    return makeError("cannot read '" + escapeControlCharacters(path) + "': zlib could not start");
+  zip.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(compressed.data()));
+  zip.avail_in = static_cast<uInt>(compressed.size());
+  const std::string too_big = "'" + escapeControlCharacters(path) + "' inflates to more than " +
+                              std::to_string(max_bytes) + " bytes; at most that many are read";
+  std::string text;
+  std::size_t used = 0;
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    if (text.size() - used < (std::size_t{1} << 20)) {
+      if (text.size() > max_bytes) {
+        inflateEnd(&zip);
+        return makeError(too_big);
+      }
+      text.resize(std::min(max_bytes + 1, std::max(text.size() * 2, std::size_t{1} << 22)));
+    }
+    zip.next_out = reinterpret_cast<Bytef *>(text.data() + used);
+    zip.avail_out = static_cast<uInt>(text.size() - used);
+    status = inflate(&zip, Z_NO_FLUSH);
+    used = text.size() - zip.avail_out;
+    if (status == Z_STREAM_END) break;
+    if (status != Z_OK) {
+      inflateEnd(&zip);
+      return makeError("cannot read '" + escapeControlCharacters(path) + "': the gzip data is " +
+                       (status == Z_BUF_ERROR ? "cut short" : "damaged"));
+    }
+  }
+  inflateEnd(&zip);
+  if (used > max_bytes) return makeError(too_big);
+  text.resize(used);
+  return text;
+}
+
+// The file's text, inflated when it is gzip (by its magic bytes, whatever its name).
+Result<std::string> inflatedIfGzip(Result<std::string> text, const std::string &path,
+                                   std::size_t max_bytes) {
+  if (text && text->starts_with("\x1f\x8b")) return gunzip(path, *text, max_bytes);
+  return text;
+}
+
 } // namespace
 
 std::string escapeControlCharacters(std::string_view text) {
@@ -211,7 +258,7 @@ Result<std::string> readTextFile(const std::string &path, const ReadLimits &limi
     return makeError("cannot read " + shown + ": " + std::strerror(errno));
   if (S_ISDIR(status.st_mode)) return makeError(shown + " is a directory; give a file in it");
   if (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode))
-    return readPipe(file.get(), path, limits);
+    return inflatedIfGzip(readPipe(file.get(), path, limits), path, limits.max_bytes);
   if (!S_ISREG(status.st_mode))
     return makeError(shown + " is " +
                      (S_ISCHR(status.st_mode)   ? "a character device"
@@ -220,27 +267,10 @@ Result<std::string> readTextFile(const std::string &path, const ReadLimits &limi
                      ", not a regular file; give a file");
   // A regular file blocks as files do; O_NONBLOCK only mattered for opening FIFOs.
   ::fcntl(file.get(), F_SETFL, ::fcntl(file.get(), F_GETFL) & ~O_NONBLOCK);
-  return readRegularFile(file.get(), path,
-                         static_cast<std::size_t>(std::max<off_t>(0, status.st_size)), limits);
-}
-
-Status writeTextFileAtomically(const std::string &path, std::string_view text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) return makeError("cannot write '" + path + "': the folder is missing or read-only");
-    file.write(text.data(), static_cast<std::streamsize>(text.size()));
-    file.flush();
-    if (!file) {
-      std::remove(temporary.c_str());
-      return makeError("cannot write '" + path + "': the disk may be full");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return makeError("cannot replace '" + path + "'");
-  }
-  return Ok{};
+  return inflatedIfGzip(
+      readRegularFile(file.get(), path,
+                      static_cast<std::size_t>(std::max<off_t>(0, status.st_size)), limits),
+      path, limits.max_bytes);
 }
 
 } // namespace pipescope

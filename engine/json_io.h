@@ -1,6 +1,6 @@
 #pragma once
 // Reading and writing the project's JSON files safely: size and nesting limits before parsing
-// (nlohmann/json recurses when it copies and dumps), and writes that never leave half a file.
+// (nlohmann/json recurses when it copies and dumps). Writing is engine/output_file.h.
 #include <string>
 #include <string_view>
 
@@ -47,10 +47,9 @@ std::string escapeControlCharacters(std::string_view text);
 Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits &limits = {});
 /// Reads a whole file, opened once: a regular file (size-limited), or a pipe or FIFO (streamed,
 /// size-limited, given up after `pipe_silence_ms` without data). Directories and devices are
-/// refused. The error names the path.
+/// refused; gzip (by its magic bytes) is
+/// inflated within the same size limit. The error names the path.
 Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits = {});
-/// Writes a file through a temporary and a rename, so a failure never leaves half a file.
-Status writeTextFileAtomically(const std::string &path, std::string_view text);
 
 /// Reads, parses and converts a JSON file; every error is prefixed with the path.
 template <typename T>

@@ -1,6 +1,7 @@
 #include "engine/plan_file.h"
 
 #include "engine/json_fields.h"
+#include "engine/output_file.h"
 #include "engine/pytorch_csv.h"
 
 namespace pipescope {
@@ -132,7 +133,7 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
 }
 
 Status savePlan(const std::string &path, const Plan &plan, const LoweredProgram *program) {
-  return writeTextFileAtomically(path, planToJson(plan, program).dump(2) + "\n");
+  return writeTextFile(path, planToJson(plan, program).dump(2) + "\n");
 }
 
 // ---------------------------------------------------------------------------------------------

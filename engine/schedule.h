@@ -53,6 +53,9 @@ const ScheduleFamily *findScheduleFamily(const std::string &name);
 
 /// Size guard: the most compute ops one schedule may have (keeps memory and time bounded).
 inline constexpr std::size_t kMaxScheduleOps = std::size_t{1} << 25;
+/// Peak memory per op of `pipescope simulate --chrome-trace` (the costliest run), measured with
+/// /usr/bin/time -v (README.md, "Memory"): what the out-of-memory message quotes.
+inline constexpr std::size_t kPeakBytesPerOp = 140;
 inline constexpr int kMaxPipelineRanks = 16384;
 inline constexpr int kMaxMicrobatches = 1 << 22;
 inline constexpr int kMaxChunks = 64;

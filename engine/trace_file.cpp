@@ -2,28 +2,44 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <tuple>
 
 #include "engine/json_fields.h"
 #include "engine/json_io.h"
+#include "engine/json_text.h"
+#include "engine/output_file.h"
 
 namespace pipescope {
 
 using nlohmann::json;
 
-void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, const Op &op,
-                   double start_us, double end_us) {
+namespace {
+
+// The record(s) of one executed op, handed to `emit`: one, or for an overlapped F&B pair its
+// two parts with the same start and end, each marked `overlapped`.
+template <typename Emit>
+void forEachRecordOf(int rank, int step, int index, const Op &op, double start_us, double end_us,
+                     Emit &&emit) {
   TraceOp record{rank, step, index, op.kind, op.stage, op.microbatch, start_us, end_us, 0, false};
   if (op.kind == OpKind::OverlappedPair) {
     record.kind = OpKind::Forward;
     record.overlapped = true;
-    ops.push_back(record);
+    emit(record);
     record.kind = OpKind::FullBackward;
     record.stage = op.backward_stage;
     record.microbatch = op.backward_microbatch;
   }
-  ops.push_back(record);
+  emit(record);
+}
+
+} // namespace
+
+void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, const Op &op,
+                   double start_us, double end_us) {
+  forEachRecordOf(rank, step, index, op, start_us, end_us,
+                  [&](const TraceOp &record) { ops.push_back(record); });
 }
 
 Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
@@ -56,51 +72,6 @@ Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
         {rank.busy_us, rank.idle_us, rank.peak_inflight, rank.peak_inflight_microbatches});
   trace.memory = simulation.memory;
   return trace;
-}
-
-json traceToJson(const Trace &trace) {
-  json out;
-  out["format"] = kTraceFormat;
-  out["version"] = kTraceVersion;
-  out["source"] = trace.source;
-  out["plan"] = planToJson(trace.plan);
-  json ops = json::array();
-  for (const auto &op : trace.ops) {
-    json record = {{"rank", op.rank},         {"step", op.step},
-                   {"index", op.index},       {"kind", std::string(opKindLetter(op.kind))},
-                   {"stage", op.stage},       {"microbatch", op.microbatch},
-                   {"start_us", op.start_us}, {"end_us", op.end_us},
-                   {"lane", op.lane}};
-    if (op.overlapped) record["overlapped"] = true;
-    ops.push_back(std::move(record));
-  }
-  out["ops"] = std::move(ops);
-  json transfers = json::array();
-  for (const auto &t : trace.transfers)
-    transfers.push_back({{"from_rank", t.from_rank},
-                         {"to_rank", t.to_rank},
-                         {"stage", t.stage},
-                         {"microbatch", t.microbatch},
-                         {"kind", t.gradient ? "gradient" : "activation"},
-                         {"start_us", t.start_us},
-                         {"end_us", t.end_us},
-                         {"bytes", t.bytes}});
-  out["comms"] = std::move(transfers);
-  json ranks = json::array();
-  for (const auto &r : trace.ranks)
-    ranks.push_back({{"busy", r.busy_us},
-                     {"idle", r.idle_us},
-                     {"peak_inflight", r.peak_inflight},
-                     {"peak_inflight_microbatches", r.peak_inflight_microbatches}});
-  out["metrics"] = {{"makespan", trace.makespan_us},
-                    {"bubble_fraction", trace.bubble_fraction},
-                    {"bubble_ratio", trace.bubble_ratio},
-                    {"ranks", std::move(ranks)}};
-  if (trace.source == "measured") {
-    out["devices"] = trace.devices;
-    out["clock_error_us"] = trace.clock_error_us;
-  }
-  return out;
 }
 
 namespace {
@@ -319,88 +290,319 @@ Result<Trace> loadTrace(const std::string &path) {
   return loadJsonFile(path, &traceFromJson);
 }
 
-Status saveTrace(const std::string &path, const Trace &trace) {
-  return writeTextFileAtomically(path, traceToJson(trace).dump(1) + "\n");
+// ---------------------------------------------------------------------------------------------
+// Writing, record by record: a trace of millions of ops never exists as one JSON document.
+
+namespace {
+
+using json_text::appendField;
+using json_text::appendKey;
+using json_text::appendNumber;
+
+// What the writers read: a Trace, or an evaluation's schedule and simulation without copying
+// them into one.
+struct TraceView {
+  std::string source;
+  const Plan *plan = nullptr;
+  std::function<void(const std::function<void(const TraceOp &)> &)> for_each_op;
+  std::function<void(const std::function<void(const TraceTransfer &)> &)> for_each_transfer;
+  double makespan_us = 0, bubble_fraction = 0, bubble_ratio = 0;
+  std::vector<TraceRank> ranks;
+  const std::vector<std::string> *devices = nullptr;
+  double clock_error_us = 0;
+  const std::vector<std::vector<MemoryPoint>> *memory = nullptr;
+};
+
+TraceView viewOf(const Trace &trace) {
+  TraceView view;
+  view.source = trace.source;
+  view.plan = &trace.plan;
+  view.for_each_op = [&trace](const std::function<void(const TraceOp &)> &emit) {
+    for (const auto &op : trace.ops)
+      emit(op);
+  };
+  view.for_each_transfer = [&trace](const std::function<void(const TraceTransfer &)> &emit) {
+    for (const auto &t : trace.transfers)
+      emit(t);
+  };
+  view.makespan_us = trace.makespan_us;
+  view.bubble_fraction = trace.bubble_fraction;
+  view.bubble_ratio = trace.bubble_ratio;
+  view.ranks = trace.ranks;
+  view.devices = &trace.devices;
+  view.clock_error_us = trace.clock_error_us;
+  view.memory = &trace.memory;
+  return view;
+}
+
+// The same records traceFromEvaluation would build, produced on the fly.
+TraceView viewOf(const Plan &plan, const Evaluation &evaluation) {
+  TraceView view;
+  view.source = "simulated";
+  view.plan = &plan;
+  view.for_each_op = [&evaluation](const std::function<void(const TraceOp &)> &emit) {
+    const auto &schedule = evaluation.schedule;
+    for (std::size_t r = 0; r < schedule.ranks.size(); ++r)
+      for (std::size_t i = 0; i < schedule.ranks[r].size(); ++i) {
+        const OpTiming &t = evaluation.simulation.op_times[r][i];
+        forEachRecordOf(static_cast<int>(r), 0, static_cast<int>(i), schedule.ranks[r][i],
+                        t.start_us, t.end_us, emit);
+      }
+  };
+  view.for_each_transfer = [&plan,
+                            &evaluation](const std::function<void(const TraceTransfer &)> &emit) {
+    const auto &messages = evaluation.program.messages;
+    for (std::size_t id = 0; id < messages.size(); ++id) {
+      const Message &m = messages[id];
+      const TransferTiming &t = evaluation.simulation.transfers[id];
+      emit({m.from_rank, m.to_rank, m.stage, m.microbatch, m.gradient, t.start_us, t.end_us,
+            plan.costs.activation_bytes});
+    }
+  };
+  const auto &simulation = evaluation.simulation;
+  view.makespan_us = simulation.makespan_us;
+  view.bubble_fraction = simulation.bubble_fraction;
+  view.bubble_ratio = simulation.bubble_ratio;
+  for (const auto &rank : simulation.ranks)
+    view.ranks.push_back(
+        {rank.busy_us, rank.idle_us, rank.peak_inflight, rank.peak_inflight_microbatches});
+  view.memory = &simulation.memory;
+  return view;
+}
+
+void streamTraceView(const TextSink &write, const TraceView &view, const json &extra_fields) {
+  std::string text = "{\"format\":";
+  text += json(kTraceFormat).dump();
+  text += ",\"version\":" + json(kTraceVersion).dump();
+  text += ",\"source\":" + json(view.source).dump();
+  text += ",\"plan\":" + planToJson(*view.plan).dump();
+  text += ",\n\"ops\":[";
+  write(text);
+  bool first = true;
+  std::string record;
+  view.for_each_op([&](const TraceOp &op) {
+    record.assign(first ? "\n{" : ",\n{");
+    first = false;
+    appendField(record, "rank", op.rank);
+    record += ',';
+    appendField(record, "step", op.step);
+    record += ',';
+    appendField(record, "index", op.index);
+    record += ',';
+    appendField(record, "kind", opKindLetter(op.kind));
+    record += ',';
+    appendField(record, "stage", op.stage);
+    record += ',';
+    appendField(record, "microbatch", op.microbatch);
+    record += ',';
+    appendField(record, "start_us", op.start_us);
+    record += ',';
+    appendField(record, "end_us", op.end_us);
+    record += ',';
+    appendField(record, "lane", op.lane);
+    if (op.overlapped) record += ",\"overlapped\":true";
+    record += '}';
+    write(record);
+  });
+  write("\n],\n\"comms\":[");
+  first = true;
+  view.for_each_transfer([&](const TraceTransfer &t) {
+    record.assign(first ? "\n{" : ",\n{");
+    first = false;
+    appendField(record, "from_rank", t.from_rank);
+    record += ',';
+    appendField(record, "to_rank", t.to_rank);
+    record += ',';
+    appendField(record, "stage", t.stage);
+    record += ',';
+    appendField(record, "microbatch", t.microbatch);
+    record += ',';
+    appendField(record, "kind", t.gradient ? "gradient" : "activation");
+    record += ',';
+    appendField(record, "start_us", t.start_us);
+    record += ',';
+    appendField(record, "end_us", t.end_us);
+    record += ',';
+    appendField(record, "bytes", t.bytes);
+    record += '}';
+    write(record);
+  });
+  json ranks = json::array();
+  for (const auto &r : view.ranks)
+    ranks.push_back({{"busy", r.busy_us},
+                     {"idle", r.idle_us},
+                     {"peak_inflight", r.peak_inflight},
+                     {"peak_inflight_microbatches", r.peak_inflight_microbatches}});
+  const json metrics = {{"makespan", view.makespan_us},
+                        {"bubble_fraction", view.bubble_fraction},
+                        {"bubble_ratio", view.bubble_ratio},
+                        {"ranks", std::move(ranks)}};
+  text = "\n],\n\"metrics\":" + metrics.dump();
+  if (view.source == "measured") {
+    text += ",\"devices\":" + (view.devices ? json(*view.devices) : json::array()).dump();
+    text += ",\"clock_error_us\":" + json(view.clock_error_us).dump();
+  }
+  if (extra_fields.is_object())
+    for (const auto &[key, value] : extra_fields.items())
+      text += ",\n" + json(key).dump() + ":" + value.dump();
+  text += "}\n";
+  write(text);
+}
+
+void streamChromeView(const TextSink &write, const TraceView &view) {
+  int max_rank = -1;
+  view.for_each_op([&](const TraceOp &op) { max_rank = std::max(max_rank, op.rank); });
+  write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+  bool first = true;
+  std::string record;
+  const auto begin = [&] {
+    record.assign(first ? "\n{" : ",\n{");
+    first = false;
+  };
+  for (int r = 0; r <= max_rank; ++r) {
+    begin();
+    record += "\"name\":\"process_name\",\"ph\":\"M\",";
+    appendField(record, "pid", r);
+    record += ",\"args\":{";
+    appendField(record, "name", "rank " + std::to_string(r));
+    record += "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",";
+    appendField(record, "pid", r);
+    record +=
+        ",\"tid\":0,\"args\":{\"name\":\"compute\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\",";
+    appendField(record, "pid", r);
+    record += ",\"tid\":1,\"args\":{\"name\":\"p2p\"}}";
+    write(record);
+  }
+  view.for_each_op([&](const TraceOp &op) {
+    begin();
+    appendKey(record, "name");
+    json_text::appendString(record, std::string(opKindLetter(op.kind)) +
+                                        std::to_string(op.microbatch) + " (stage " +
+                                        std::to_string(op.stage) + ")");
+    record += ',';
+    appendField(record, "cat", opKindName(op.kind));
+    record += ",\"ph\":\"X\",";
+    appendField(record, "pid", op.rank);
+    record += ',';
+    appendField(record, "tid", op.lane);
+    record += ',';
+    appendField(record, "ts", op.start_us);
+    record += ',';
+    appendField(record, "dur", op.end_us - op.start_us);
+    record += ",\"args\":{";
+    appendField(record, "stage", op.stage);
+    record += ',';
+    appendField(record, "microbatch", op.microbatch);
+    record += ',';
+    appendField(record, "kind", opKindName(op.kind));
+    record += ',';
+    appendField(record, "step", op.step);
+    if (op.overlapped) record += ",\"overlapped\":true";
+    record += "}}";
+    write(record);
+  });
+  // Each transfer: a slice on the sender's p2p lane and a flow arrow to the receiver.
+  std::size_t id = 0;
+  view.for_each_transfer([&](const TraceTransfer &t) {
+    begin();
+    appendKey(record, "name");
+    json_text::appendString(
+        record, std::string(t.gradient ? "grad " : "act ") + std::to_string(t.stage) + ":" +
+                    std::to_string(t.microbatch) + " → rank " + std::to_string(t.to_rank));
+    record += ",\"cat\":\"p2p\",\"ph\":\"X\",";
+    appendField(record, "pid", t.from_rank);
+    record += ",\"tid\":1,";
+    appendField(record, "ts", t.start_us);
+    record += ',';
+    appendField(record, "dur", std::max(0.0, t.end_us - t.start_us));
+    record += ",\"args\":{";
+    appendField(record, "bytes", t.bytes);
+    record += ',';
+    appendField(record, "to_rank", t.to_rank);
+    record += "}},\n{\"name\":\"p2p\",\"cat\":\"p2p\",\"ph\":\"s\",";
+    appendField(record, "id", id);
+    record += ',';
+    appendField(record, "pid", t.from_rank);
+    record += ",\"tid\":1,";
+    appendField(record, "ts", t.start_us);
+    record += "},\n{\"name\":\"p2p\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",";
+    appendField(record, "id", id);
+    record += ',';
+    appendField(record, "pid", t.to_rank);
+    record += ",\"tid\":0,";
+    appendField(record, "ts", t.end_us);
+    record += '}';
+    write(record);
+    ++id;
+  });
+  if (view.memory)
+    for (std::size_t r = 0; r < view.memory->size(); ++r)
+      for (const auto &point : (*view.memory)[r]) {
+        begin();
+        record += "\"name\":\"in-flight activations\",\"ph\":\"C\",";
+        appendField(record, "pid", static_cast<int>(r));
+        record += ',';
+        appendField(record, "ts", point.time_us);
+        record += ",\"args\":{";
+        appendField(record, "chunks", point.inflight_chunks);
+        record += ',';
+        appendField(record, "microbatches", point.inflight_microbatches);
+        record += "}}";
+        write(record);
+      }
+  write("\n]}\n");
+}
+
+TextSink sinkOf(OutputFile &out) {
+  return [&out](std::string_view text) { out.write(text); };
+}
+
+json parsedText(const std::function<void(const TextSink &)> &produce) {
+  std::string text;
+  produce([&text](std::string_view piece) { text += piece; });
+  return json::parse(text);
+}
+
+template <typename Write> Status saveTo(const std::string &path, Write &&write) {
+  auto out = OutputFile::open(path);
+  if (!out) return out.error();
+  write(sinkOf(*out));
+  return out->commit();
+}
+
+} // namespace
+
+void streamTrace(const TextSink &write, const Trace &trace, const json &extra_fields) {
+  streamTraceView(write, viewOf(trace), extra_fields);
+}
+
+void streamSimulatedTrace(const TextSink &write, const Plan &plan, const Evaluation &evaluation) {
+  streamTraceView(write, viewOf(plan, evaluation), nullptr);
+}
+
+void streamChromeTrace(const TextSink &write, const Trace &trace) {
+  streamChromeView(write, viewOf(trace));
+}
+
+void streamSimulatedChromeTrace(const TextSink &write, const Plan &plan,
+                                const Evaluation &evaluation) {
+  streamChromeView(write, viewOf(plan, evaluation));
+}
+
+json traceToJson(const Trace &trace) {
+  return parsedText([&](const TextSink &write) { streamTrace(write, trace); });
 }
 
 json chromeTrace(const Trace &trace) {
-  json events = json::array();
-  int max_rank = -1;
-  for (const auto &op : trace.ops)
-    max_rank = std::max(max_rank, op.rank);
-  for (int r = 0; r <= max_rank; ++r) {
-    events.push_back({{"name", "process_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"args", {{"name", "rank " + std::to_string(r)}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 0},
-                      {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 1},
-                      {"args", {{"name", "p2p"}}}});
-  }
-  for (const auto &op : trace.ops) {
-    const std::string name = std::string(opKindLetter(op.kind)) + std::to_string(op.microbatch) +
-                             " (stage " + std::to_string(op.stage) + ")";
-    json args = {{"stage", op.stage},
-                 {"microbatch", op.microbatch},
-                 {"kind", std::string(opKindName(op.kind))},
-                 {"step", op.step}};
-    if (op.overlapped) args["overlapped"] = true;
-    events.push_back({{"name", name},
-                      {"cat", std::string(opKindName(op.kind))},
-                      {"ph", "X"},
-                      {"pid", op.rank},
-                      {"tid", op.lane},
-                      {"ts", op.start_us},
-                      {"dur", op.end_us - op.start_us},
-                      {"args", std::move(args)}});
-  }
-  // Each transfer: a slice on the sender's p2p lane and a flow arrow to the receiver.
-  for (std::size_t i = 0; i < trace.transfers.size(); ++i) {
-    const auto &t = trace.transfers[i];
-    const std::string name = std::string(t.gradient ? "grad " : "act ") + std::to_string(t.stage) +
-                             ":" + std::to_string(t.microbatch) + " → rank " +
-                             std::to_string(t.to_rank);
-    events.push_back({{"name", name},
-                      {"cat", "p2p"},
-                      {"ph", "X"},
-                      {"pid", t.from_rank},
-                      {"tid", 1},
-                      {"ts", t.start_us},
-                      {"dur", std::max(0.0, t.end_us - t.start_us)},
-                      {"args", {{"bytes", t.bytes}, {"to_rank", t.to_rank}}}});
-    events.push_back({{"name", "p2p"},
-                      {"cat", "p2p"},
-                      {"ph", "s"},
-                      {"id", i},
-                      {"pid", t.from_rank},
-                      {"tid", 1},
-                      {"ts", t.start_us}});
-    events.push_back({{"name", "p2p"},
-                      {"cat", "p2p"},
-                      {"ph", "f"},
-                      {"bp", "e"},
-                      {"id", i},
-                      {"pid", t.to_rank},
-                      {"tid", 0},
-                      {"ts", t.end_us}});
-  }
-  for (std::size_t r = 0; r < trace.memory.size(); ++r)
-    for (const auto &point : trace.memory[r])
-      events.push_back(
-          {{"name", "in-flight activations"},
-           {"ph", "C"},
-           {"pid", static_cast<int>(r)},
-           {"ts", point.time_us},
-           {"args",
-            {{"chunks", point.inflight_chunks}, {"microbatches", point.inflight_microbatches}}}});
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
+  return parsedText([&](const TextSink &write) { streamChromeTrace(write, trace); });
+}
+
+Status saveTrace(const std::string &path, const Trace &trace, const json &extra_fields) {
+  return saveTo(path, [&](const TextSink &write) { streamTrace(write, trace, extra_fields); });
+}
+
+Status saveChromeTrace(const std::string &path, const Trace &trace) {
+  return saveTo(path, [&](const TextSink &write) { streamChromeTrace(write, trace); });
 }
 
 } // namespace pipescope

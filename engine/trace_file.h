@@ -1,7 +1,9 @@
 #pragma once
 // Traces (DESIGN.md §6): per-op and per-transfer records of one step, simulated or measured,
 // with the plan they came from and their metrics; and the Chrome trace-event export.
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -64,14 +66,35 @@ void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, con
 /// The simulated trace of an evaluated plan.
 Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation);
 
-nlohmann::json traceToJson(const Trace &trace);
-Result<Trace> traceFromJson(const nlohmann::json &json);
-Result<Trace> loadTrace(const std::string &path);
-Status saveTrace(const std::string &path, const Trace &trace);
+/// Where the streaming writers send their text, piece by piece (an OutputFile, a string...).
+using TextSink = std::function<void(std::string_view)>;
+
+/// The trace file's JSON, written record by record (one op or transfer per line), so a trace of
+/// millions of ops never exists as one JSON document. `extra_fields` (an object) adds top-level
+/// keys, such as the backend's "backend" block.
+void streamTrace(const TextSink &write, const Trace &trace,
+                 const nlohmann::json &extra_fields = nullptr);
+/// The same text as streamTrace(write, traceFromEvaluation(plan, evaluation)), without the copy.
+void streamSimulatedTrace(const TextSink &write, const Plan &plan, const Evaluation &evaluation);
 
 /// Chrome trace-event JSON: pid = rank, tid = lane, complete ("X") events, flow arrows from each
 /// send to its recv, counter tracks for in-flight activations. Perfetto and chrome://tracing
-/// open it.
+/// open it (also gzipped).
+void streamChromeTrace(const TextSink &write, const Trace &trace);
+/// The same text as streamChromeTrace(write, traceFromEvaluation(plan, evaluation)).
+void streamSimulatedChromeTrace(const TextSink &write, const Plan &plan,
+                                const Evaluation &evaluation);
+
+/// The streamed text parsed back: for small traces and tests.
+nlohmann::json traceToJson(const Trace &trace);
 nlohmann::json chromeTrace(const Trace &trace);
+
+Result<Trace> traceFromJson(const nlohmann::json &json);
+/// Reads a trace file, gzipped or not.
+Result<Trace> loadTrace(const std::string &path);
+/// Writes through OutputFile (atomic for regular files, gzip for names ending in .gz).
+Status saveTrace(const std::string &path, const Trace &trace,
+                 const nlohmann::json &extra_fields = nullptr);
+Status saveChromeTrace(const std::string &path, const Trace &trace);
 
 } // namespace pipescope

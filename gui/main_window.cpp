@@ -24,6 +24,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "engine/output_file.h"
 #include "engine/trace_file.h"
 #include "gui/chart_panels.h"
 #include "gui/compare_view.h"
@@ -556,8 +557,7 @@ bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
         tr("No measurement to export: run the plan or import a measured trace first"), 8000);
     return false;
   }
-  auto status = writeTextFileAtomically(
-      path.toStdString(), chromeTrace(run_panel_->measurement()->deviceTrace()).dump());
+  auto status = saveChromeTrace(path.toStdString(), run_panel_->measurement()->deviceTrace());
   if (!status)
     showError(QString::fromStdString(status.error().message));
   else
@@ -715,7 +715,7 @@ bool MainWindow::exportPng(const QString &path) {
 
 bool MainWindow::exportSvg(const QString &path) {
   const QString svg = timelineSvg(timeline_->model(), timeline_->mapping(), timeline_->size());
-  auto status = writeTextFileAtomically(path.toStdString(), svg.toStdString());
+  auto status = writeTextFile(path.toStdString(), svg.toStdString());
   if (!status)
     showError(QString::fromStdString(status.error().message));
   else
@@ -725,8 +725,8 @@ bool MainWindow::exportSvg(const QString &path) {
 
 bool MainWindow::exportChromeTrace(const QString &path) {
   if (!shown_) return false;
-  const Trace trace = traceFromEvaluation(shown_->plan, *shown_->evaluation);
-  auto status = writeTextFileAtomically(path.toStdString(), chromeTrace(trace).dump());
+  auto status =
+      saveChromeTrace(path.toStdString(), traceFromEvaluation(shown_->plan, *shown_->evaluation));
   if (!status)
     showError(QString::fromStdString(status.error().message));
   else

@@ -11,7 +11,9 @@
 
 #include "engine/cli/arguments.h"
 #include "engine/evaluation.h"
+#include "engine/json_text.h"
 #include "engine/model/model_setup.h"
+#include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
 #include "engine/trace_file.h"
@@ -19,6 +21,12 @@
 namespace pipescope::cli {
 
 using nlohmann::json;
+
+std::string &currentActivity() {
+  static std::string activity = "starting";
+  activity.reserve(256);
+  return activity;
+}
 
 int fail(const std::string &message) {
   const auto newline = message.find('\n');
@@ -261,9 +269,35 @@ int runSimulate(const std::vector<std::string> &args) {
   auto plan = planFromArguments(a);
   if (!plan) return fail(plan.error().message);
 
+  // Every output is opened before the simulation, so a missing folder or a read-only file is
+  // reported at once; all of them appear together or none does (OutputTransaction).
+  const std::vector<std::string> kOutputFlags = {"save-plan", "csv", "trace", "chrome-trace"};
+  int to_standard_output = a.has("json") ? 1 : 0;
+  for (const auto &flag : kOutputFlags)
+    if (auto path = a.text(flag); path && isStandardOutput(*path)) ++to_standard_output;
+  if (to_standard_output > 1)
+    return fail("only one output can go to standard output: give the others a file name ('-' "
+                "is standard output, and --json prints there)");
+  OutputTransaction outputs;
+  std::vector<std::string> output_kinds; // the flag behind outputs.output(i)
+  for (const auto &flag : kOutputFlags)
+    if (auto path = a.text(flag)) {
+      auto added = outputs.add(*path);
+      if (!added) return fail(added.error().message);
+      output_kinds.push_back(flag);
+    }
+  if (a.has("json")) {
+    auto added = outputs.add("-");
+    if (!added) return fail(added.error().message);
+    output_kinds.emplace_back("json");
+  }
+
   SimulationOptions options;
-  options.memory_timeline = a.has("chrome-trace") || a.has("trace");
+  // Only the Chrome trace draws the in-flight counters; the pipescope.trace file has no memory
+  // timeline, so --trace alone does not pay for one.
+  options.memory_timeline = a.has("chrome-trace");
   ModelDerivation derivation;
+  currentActivity() = "generating, lowering and simulating the schedule";
   auto evaluation = evaluatePlan(*plan, options, &derivation);
   if (!evaluation) return fail(evaluation.error().message);
   const auto &e = *evaluation;
@@ -271,22 +305,9 @@ int runSimulate(const std::vector<std::string> &args) {
   std::optional<ModelReport> report;
   if (plan->model) report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
 
-  // Files first, so a failure to write is reported before any summary.
-  if (auto path = a.text("save-plan"))
-    if (auto s = savePlan(*path, *plan, &e.program); !s) return fail(s.error().message);
-  if (auto path = a.text("csv"))
-    if (auto s = writeTextFileAtomically(*path, scheduleToPytorchCsv(e.schedule)); !s)
-      return fail(s.error().message);
-  if (a.has("trace") || a.has("chrome-trace")) {
-    const Trace trace = traceFromEvaluation(*plan, e);
-    if (auto path = a.text("trace"))
-      if (auto s = saveTrace(*path, trace); !s) return fail(s.error().message);
-    if (auto path = a.text("chrome-trace"))
-      if (auto s = writeTextFileAtomically(*path, chromeTrace(trace).dump()); !s)
-        return fail(s.error().message);
-  }
-
-  if (a.has("json")) {
+  // The --json document: the summary through nlohmann/json, then the ops (--ops, millions of
+  // them) streamed record by record.
+  const auto writeJson = [&](const TextSink &write) {
     json out;
     out["schedule"] = e.schedule.name;
     out["pp"] = e.schedule.pp();
@@ -322,69 +343,117 @@ int runSimulate(const std::vector<std::string> &args) {
                               {"pp", communicationJson(report->pp)},
                               {"dp", communicationJson(report->dp)}};
     }
-    if (a.has("ops")) {
-      json ops = json::array();
-      for (std::size_t r = 0; r < e.schedule.ranks.size(); ++r)
-        for (std::size_t i = 0; i < e.schedule.ranks[r].size(); ++i) {
-          const Op &op = e.schedule.ranks[r][i];
-          const OpTiming &t = sim.op_times[r][i];
-          json record = {{"rank", r},           {"kind", std::string(opKindLetter(op.kind))},
-                         {"stage", op.stage},   {"microbatch", op.microbatch},
-                         {"start", t.start_us}, {"end", t.end_us}};
-          if (op.kind == OpKind::OverlappedPair) {
-            record["backward_stage"] = op.backward_stage;
-            record["backward_microbatch"] = op.backward_microbatch;
-          }
-          ops.push_back(std::move(record));
-        }
-      out["ops"] = std::move(ops);
+    std::string text = out.dump(2);
+    if (!a.has("ops")) {
+      write(text + "\n");
+      return;
     }
-    std::cout << out.dump(2) << '\n';
-    return 0;
-  }
+    text.erase(text.find_last_of('}')); // reopen the object to append "ops"
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    text += ",\n  \"ops\": [";
+    write(text);
+    std::string record;
+    bool first = true;
+    for (std::size_t r = 0; r < e.schedule.ranks.size(); ++r)
+      for (std::size_t i = 0; i < e.schedule.ranks[r].size(); ++i) {
+        const Op &op = e.schedule.ranks[r][i];
+        const OpTiming &t = sim.op_times[r][i];
+        using json_text::appendField;
+        record.assign(first ? "\n    {" : ",\n    {");
+        first = false;
+        appendField(record, "rank", r);
+        record += ',';
+        appendField(record, "kind", opKindLetter(op.kind));
+        record += ',';
+        appendField(record, "stage", op.stage);
+        record += ',';
+        appendField(record, "microbatch", op.microbatch);
+        record += ',';
+        appendField(record, "start", t.start_us);
+        record += ',';
+        appendField(record, "end", t.end_us);
+        if (op.kind == OpKind::OverlappedPair) {
+          record += ',';
+          appendField(record, "backward_stage", op.backward_stage);
+          record += ',';
+          appendField(record, "backward_microbatch", op.backward_microbatch);
+        }
+        record += '}';
+        write(record);
+      }
+    write("\n  ]\n}\n");
+  };
 
+  // Staged files first, in-place outputs (devices, FIFOs, standard output) last: a failure
+  // anywhere withholds every staged file (see OutputTransaction).
+  for (const std::size_t index : outputs.writeOrder()) {
+    OutputFile &file = outputs.output(index);
+    const TextSink write = [&file](std::string_view text) { file.write(text); };
+    const std::string &kind = output_kinds[index];
+    currentActivity() = "writing --" + kind + " " + file.path();
+    if (kind == "save-plan")
+      write(planToJson(*plan, &e.program).dump(2) + "\n");
+    else if (kind == "csv")
+      write(scheduleToPytorchCsv(e.schedule));
+    else if (kind == "trace")
+      streamSimulatedTrace(write, *plan, e);
+    else if (kind == "chrome-trace")
+      streamSimulatedChromeTrace(write, *plan, e);
+    else if (kind == "json")
+      writeJson(write);
+    if (!file.good()) break;
+  }
+  if (auto status = outputs.commit(); !status) {
+    // The reader of standard output went away (`| head`): a quiet, normal end (see main.cpp).
+    if (outputs.brokenPipe()) return 0;
+    return fail(status.error().message);
+  }
+  if (a.has("json")) return 0;
+
+  // With a file on standard output the summary goes to standard error, out of the data's way.
+  std::ostream &summary = to_standard_output > 0 ? std::cerr : std::cout;
   const auto *family = findScheduleFamily(e.schedule.name);
-  std::cout << (family ? family->title : e.schedule.name) << ": P=" << e.schedule.pp()
-            << " M=" << e.schedule.microbatches() << " V=" << e.schedule.chunks() << " ("
-            << placementName(e.schedule.placement.kind) << " placement, " << e.schedule.opCount()
-            << " ops)\n";
+  summary << (family ? family->title : e.schedule.name) << ": P=" << e.schedule.pp()
+          << " M=" << e.schedule.microbatches() << " V=" << e.schedule.chunks() << " ("
+          << placementName(e.schedule.placement.kind) << " placement, " << e.schedule.opCount()
+          << " ops)\n";
   if (!plan->model)
-    std::cout << "costs: F=" << number(plan->costs.forward_us)
-              << " B=" << number(plan->costs.backward_us) << " W=" << number(plan->costs.weight_us)
-              << " us per rank share"
-              << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0
-                      ? ", priced transfers"
-                      : ", free transfers")
-              << "\n";
-  const TimeUnit unit = unitFor(sim.makespan_us);
-  std::cout << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
+    summary << "costs: F=" << number(plan->costs.forward_us)
+            << " B=" << number(plan->costs.backward_us) << " W=" << number(plan->costs.weight_us)
+            << " us per rank share"
+            << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0
+                    ? ", priced transfers"
+                    : ", free transfers")
             << "\n";
-  std::cout << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";
-  if (e.analytic) std::cout << "   analytic " << percent(e.analytic->bubble_fraction);
-  std::cout << "\nbubble_ratio     " << percent(sim.bubble_ratio) << "   (idle / busy time)";
-  if (e.analytic) std::cout << "   analytic " << percent(e.analytic->bubble_ratio);
-  std::cout << '\n';
+  const TimeUnit unit = unitFor(sim.makespan_us);
+  summary << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
+          << "\n";
+  summary << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";
+  if (e.analytic) summary << "   analytic " << percent(e.analytic->bubble_fraction);
+  summary << "\nbubble_ratio     " << percent(sim.bubble_ratio) << "   (idle / busy time)";
+  if (e.analytic) summary << "   analytic " << percent(e.analytic->bubble_ratio);
+  summary << '\n';
   if (e.analytic)
-    std::cout << "closed form      " << e.analytic->bubble_formula << "\n                 "
-              << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
-  std::cout << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
-            << unit.name << ")  idle (" << unit.name
-            << ")   peak in-flight (chunks / microbatches)";
-  if (report) std::cout << "   memory (params+grads+optimizer+activations / capacity)";
-  std::cout << '\n';
+    summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
+            << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
+  summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
+          << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
+  if (report) summary << "   memory (params+grads+optimizer+activations / capacity)";
+  summary << '\n';
   for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
     const auto &s = sim.ranks[r];
     char line[160];
     std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r,
                   s.busy_us * unit.per_us, s.idle_us * unit.per_us, s.peak_inflight,
                   s.peak_inflight_microbatches);
-    std::cout << line;
+    summary << line;
     if (report) {
       const auto &m = report->memory[r];
-      std::cout << "          " << bytesText(m.total) << " / " << bytesText(m.capacity)
-                << (m.fits ? "" : "  OUT OF MEMORY");
+      summary << "          " << bytesText(m.total) << " / " << bytesText(m.capacity)
+              << (m.fits ? "" : "  OUT OF MEMORY");
     }
-    std::cout << '\n';
+    summary << '\n';
   }
   if (report) {
     char line[256];
@@ -395,7 +464,7 @@ int runSimulate(const std::vector<std::string> &args) {
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
-    std::cout << line;
+    summary << line;
   }
   return 0;
 }

@@ -14,6 +14,10 @@ int runPresets(const std::vector<std::string> &args);
 int runSchedules(const std::vector<std::string> &args);
 int runCompare(const std::vector<std::string> &args);
 
+/// What the command is doing now ("simulating the schedule", "writing out.json"), for the
+/// out-of-memory message in main.
+std::string &currentActivity();
+
 /// Prints "pipescope: <first line>" on stderr and the remaining lines (details such as the
 /// rank × step grid) after it; returns 2.
 int fail(const std::string &message);

@@ -9,6 +9,7 @@
 
 #include "resources/embedded_resources.h"
 
+#include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
 #include "engine/trace_file.h"
@@ -275,8 +276,8 @@ private slots:
     QTemporaryDir dir;
     const std::string csv = dir.filePath("s.csv").toStdString();
     const std::string json_path = dir.filePath("s.json").toStdString();
-    QVERIFY(writeTextFileAtomically(csv, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"));
-    QVERIFY(writeTextFileAtomically(
+    QVERIFY(writeTextFile(csv, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"));
+    QVERIFY(writeTextFile(
         json_path,
         R"({"format":"pipescope.schedule","version":1,"ranks":[["0F0","0F1","0B0","0B1"],["1F0","1B0","1F1","1B1"]]})"));
     auto from_csv = loadCustomSchedule(csv);
@@ -293,9 +294,8 @@ private slots:
   void failedWritesLeaveTheOldFile() {
     QTemporaryDir dir;
     const std::string path = dir.filePath("keep.json").toStdString();
-    QVERIFY(writeTextFileAtomically(path, "old"));
-    const auto bad =
-        writeTextFileAtomically(dir.filePath("missing/dir/x.json").toStdString(), "new");
+    QVERIFY(writeTextFile(path, "old"));
+    const auto bad = writeTextFile(dir.filePath("missing/dir/x.json").toStdString(), "new");
     QVERIFY(!bad);
     QVERIFY(bad.error().message.find("cannot write") == 0);
     QCOMPARE(*readTextFile(path), std::string("old"));
