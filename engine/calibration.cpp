@@ -165,7 +165,7 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
       if (!std::isfinite(value) || value <= 0)
         return makeError(
             "stage " + std::to_string(s) + "'s " + what + " would calibrate to " +
-            std::to_string(value) + " us: " +
+            nlohmann::json(value).dump() + " us: " +
             (measured_it ? std::string("its measured ops last a median of 0 us (an all-zero or "
                                        "broken measurement); measure again")
                          : std::string("the measurement has none of its ops and the current "
