@@ -22,6 +22,10 @@ namespace {
 Failure everyRank(std::string message) {
   return {std::move(message), FailureScope::AllRanks, 0};
 }
+// The plan, the options or the launch is wrong: every rank found it, the exit says bad input.
+Failure badInput(std::string message) {
+  return {std::move(message), FailureScope::AllRanks, 0, true};
+}
 Failure thisRank(std::string message) {
   return {std::move(message), FailureScope::ThisRank, 0};
 }
@@ -86,32 +90,32 @@ private:
   int rank() const { return channel_.rank(); }
 
   // A status every rank computed for itself: if any failed, the lowest failing rank reports.
-  std::optional<Failure> agree(const Status &local) {
+  std::optional<Failure> agree(const Status &local, bool bad_input = false) {
     auto first = channel_.firstFailure(local.ok(), options_.timeout_s);
     if (!first) return thisRank(first.error().message);
     if (*first < 0) return std::nullopt;
-    return Failure{local.ok() ? std::string() : local.error().message, FailureScope::Agreed,
-                   *first};
+    return Failure{local.ok() ? std::string() : local.error().message, FailureScope::Agreed, *first,
+                   bad_input};
   }
 
   std::optional<Failure> prepare() {
     auto loaded = loadPlan(options_.plan_path);
-    if (!loaded) return everyRank("cannot run the plan: " + loaded.error().message);
+    if (!loaded) return badInput("cannot run the plan: " + loaded.error().message);
     plan_ = std::move(*loaded);
     if (!plan_.program)
-      return everyRank(options_.plan_path +
-                       ": the plan has no lowered program (\"program\"); the backend runs exactly "
-                       "a plan's program, so write one with `pipescope simulate --plan " +
-                       options_.plan_path + " --save-plan PLAN` (or Save plan in the GUI)");
+      return badInput(options_.plan_path +
+                      ": the plan has no lowered program (\"program\"); the backend runs exactly "
+                      "a plan's program, so write one with `pipescope simulate --plan " +
+                      options_.plan_path + " --save-plan PLAN` (or Save plan in the GUI)");
     auto evaluated = evaluatePlan(plan_, {}, &derivation_);
-    if (!evaluated) return everyRank("cannot run the plan: " + evaluated.error().message);
+    if (!evaluated) return badInput("cannot run the plan: " + evaluated.error().message);
     evaluation_ = std::move(*evaluated);
     // The device itself, on every rank (a missing GPU is refused here, before any work), then
     // whether the launch fits the plan's mesh.
     if (auto failure = agree(checkDeviceAvailable(options_.device, launch_.local_rank)))
       return failure;
     if (auto failure = checkLaunch()) return failure;
-    if (auto failure = agree(rank() == 0 ? checkWritable(options_.trace_path) : Status(Ok{})))
+    if (auto failure = agree(rank() == 0 ? checkWritable(options_.trace_path) : Status(Ok{}), true))
       return failure;
 
     // Rank 0 times its device; every rank sizes the work from the same numbers.
@@ -189,14 +193,14 @@ private:
                                   " x pp " + std::to_string(mesh.pp) + ")";
     if (options_.device == DeviceKind::SharedGpu) {
       if (mesh.dp * mesh.tp != 1)
-        return everyRank("--device gpu-shared runs one pipeline on one GPU, but the plan's mesh "
-                         "has dp " +
-                         std::to_string(mesh.dp) + " x tp " + std::to_string(mesh.tp) +
-                         "; use a plan with dp = tp = 1, or --device cuda");
+        return badInput("--device gpu-shared runs one pipeline on one GPU, but the plan's mesh "
+                        "has dp " +
+                        std::to_string(mesh.dp) + " x tp " + std::to_string(mesh.tp) +
+                        "; use a plan with dp = tp = 1, or --device cuda");
       if (world != 1)
-        return everyRank("--device gpu-shared runs all " + std::to_string(mesh.pp) +
-                         " stages in one process, but the launch started " + std::to_string(world) +
-                         "; start it without mpirun (or with -np 1)");
+        return badInput("--device gpu-shared runs all " + std::to_string(mesh.pp) +
+                        " stages in one process, but the launch started " + std::to_string(world) +
+                        "; start it without mpirun (or with -np 1)");
       single_replica_ = false;
       return std::nullopt;
     }
@@ -210,7 +214,7 @@ private:
                            "without the TP and DP collectives");
       return std::nullopt;
     }
-    return everyRank(
+    return badInput(
         "the plan's mesh needs " + mesh_text + " but the launch started " + std::to_string(world) +
         "; start " + std::to_string(needed) + " (mpirun -np " + std::to_string(needed) + " ...)" +
         (options_.device == DeviceKind::Cpu && needed != mesh.pp

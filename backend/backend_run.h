@@ -24,6 +24,8 @@ struct Failure {
   std::string message;
   FailureScope scope = FailureScope::ThisRank;
   int reporter = 0;
+  /// The plan, the options or the launch is wrong (exit 2), not the run (exit 1).
+  bool bad_input = false;
 };
 
 /// Runs the backend; nothing on success.

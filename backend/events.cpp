@@ -74,6 +74,10 @@ void setActivity(int rank, const std::string &activity, int waiting_for_rank) {
   current_line.store(next);
 }
 
+void clearActivity() {
+  current_line.store(-1);
+}
+
 void installTerminationReport() {
   struct sigaction action {};
   action.sa_handler = reportTermination;

@@ -27,5 +27,8 @@ void emitWarning(int rank, const std::string &message);
 void setActivity(int rank, const std::string &activity, int waiting_for_rank = -1);
 /// Installs the SIGTERM/SIGINT handler that writes that line and exits with status 143/130.
 void installTerminationReport();
+/// Nothing to report on termination any more: the run's end was already reported (an agreed
+/// failure), so a launcher stopping this rank on its way out adds no second error event.
+void clearActivity();
 
 } // namespace pipescope::backend

@@ -1,5 +1,6 @@
 // pipescope-backend: runs a plan's lowered program on real devices and writes the measured trace
 // (DESIGN.md §7). Only this file decides how the process ends (STYLE.md 18).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -25,8 +26,22 @@ using namespace pipescope::backend;
 
 namespace {
 
+// Exit codes (listed in --help): 0 the run completed; 1 a runtime fault (a rank died or timed out,
+// a device or the MPI/rendezvous set-up failed, an internal error); 2 bad usage or bad input (an
+// unknown option, a plan that cannot be read or evaluated, a plan without its lowered program, a
+// launch that does not match the plan's mesh, a trace path that cannot be written).
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
+
+/// Bad usage and bad input: the JSON error event on stdout for the programs that follow the run,
+/// and the same reason as one line on stderr for the person at the terminal.
+void reportBadInput(int rank, const std::string &message) {
+  emitError(rank, message);
+  std::string line = message;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  std::fprintf(stderr, "pipescope-backend: %s\n", line.c_str());
+  std::fflush(stderr);
+}
 
 /// torchrun's agent serves its store on MASTER_PORT; the backend's own rendezvous takes the next
 /// port unless PIPESCOPE_RENDEZVOUS_PORT says otherwise.
@@ -43,7 +58,7 @@ static int runMain(int argc, char **argv) {
   auto options = parseOptions(argc, argv);
   if (!options) {
     // Every process parses the same command line: one of them says what is wrong.
-    if (launch.rank == 0) emitError(0, options.error().message);
+    if (launch.rank == 0) reportBadInput(0, options.error().message);
     return kExitUsage;
   }
   if (options->help) {
@@ -107,15 +122,25 @@ static int runMain(int argc, char **argv) {
     channel->finish();
     return 0;
   }
+  const auto report = [&](int rank) {
+    if (failure->bad_input)
+      reportBadInput(rank, failure->message);
+    else
+      emitError(rank, failure->message);
+  };
+  const int code = failure->bad_input ? kExitUsage : kExitFailure;
+  // Every rank ends on its own here; the launcher may stop the slower ones once the first exits
+  // non-zero, and that is no second failure to report.
+  if (failure->scope != FailureScope::ThisRank) clearActivity();
   switch (failure->scope) {
   case FailureScope::AllRanks:
-    if (channel->rank() == 0) emitError(0, failure->message);
+    if (channel->rank() == 0) report(0);
     channel->finish();
-    return kExitFailure;
+    return code;
   case FailureScope::Agreed:
-    if (channel->rank() == failure->reporter) emitError(channel->rank(), failure->message);
+    if (channel->rank() == failure->reporter) report(channel->rank());
     channel->finish();
-    return kExitFailure;
+    return code;
   case FailureScope::ThisRank: break;
   }
   // A failure in the middle of the run: say which rank and what, then stop every rank (the

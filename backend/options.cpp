@@ -42,6 +42,15 @@ stream to stdout as JSON lines.
 Launch one process per rank of the plan's mesh (dp x tp x pp):
   mpirun -np N pipescope-backend ...      srun -n N pipescope-backend ...
   torchrun --nproc-per-node N --no-python pipescope-backend ... (cuda)
+
+Exit codes (every error is also a JSON "error" event on stdout):
+  0  the run completed and the trace is written
+  1  a runtime fault: a rank died, stalled past --timeout or failed its device; the device, MPI
+     or the torchrun rendezvous could not start; an internal error. Steps already measured stay
+     in the trace
+  2  bad usage or bad input, with the reason on stderr too: an unknown option or value, a plan
+     that cannot be read or evaluated, a plan without its lowered program, a launch whose
+     process count does not match the plan's mesh, a --trace path that cannot be written
 )";
 }
 

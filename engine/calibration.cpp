@@ -155,6 +155,21 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
           base->full_backward[s] > 0 ? base->weight_grad[s] / base->full_backward[s] : 0.5;
       cost.weight_us = cost.backward_us * share;
     }
+    // A stage whose ops measured no time (an all-zero trace, a broken timer) would calibrate
+    // into a plan that predicts nothing and that the backend refuses to size.
+    const bool measured_forward = !forward[s].empty();
+    const bool measured_backward = !input_grad[s].empty() || !full[s].empty();
+    for (const auto &[value, what, measured_it] :
+         {std::tuple{cost.forward_us, "forward (F)", measured_forward},
+          std::tuple{cost.backward_us, "backward (B = I + W)", measured_backward}})
+      if (!std::isfinite(value) || value <= 0)
+        return makeError(
+            "stage " + std::to_string(s) + "'s " + what + " would calibrate to " +
+            nlohmann::json(value).dump() + " us: " +
+            (measured_it ? std::string("its measured ops last a median of 0 us (an all-zero or "
+                                       "broken measurement); measure again")
+                         : std::string("the measurement has none of its ops and the current "
+                                       "cost is not positive")));
     calibrated.stage_overrides[s] = cost;
   }
   // Overlap factor: a pair's time over the F + B it overlaps.
@@ -173,7 +188,11 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
           }
       }
     if (!ratios.empty()) {
-      const double factor = median(ratios);
+      // The cost model holds a pair between its longer part and F + B (Costs::check): a pair
+      // measured outside that range (contention, timer noise) is held to its nearest end.
+      const double F = calibrated.forward_us, B = calibrated.backward_us;
+      const double lowest = F + B > 0 ? std::max(F, B) / (F + B) : 1.0;
+      const double factor = std::clamp(median(ratios), lowest, 1.0);
       calibrated.overlapped_us = factor * (calibrated.forward_us + calibrated.backward_us);
     }
   }

@@ -1,57 +1,114 @@
 #include "engine/costs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace pipescope {
 
 namespace {
 
-Status checkTime(double value, const std::string &field) {
-  if (!std::isfinite(value) || value < 0)
-    return makeError(field + " must be a finite, non-negative number of microseconds, got " +
-                     std::to_string(value));
+// Shortest text that reads back as the same double ("1e-300", "0.5", "4000000").
+std::string numberText(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6g", value);
+  return buffer;
+}
+
+// The name of a cost field in a message. `key` is the plan file's key; `index` >= 0 names an
+// entry of a per-stage list, `sub` its field.
+std::string fieldName(CostNaming naming, const std::string &key, int index = -1,
+                      const std::string &sub = "") {
+  const bool has_option = index < 0 && key != "gradient_sync";
+  if (naming == CostNaming::CommandLine && has_option) {
+    std::string option = "--" + key;
+    std::replace(option.begin(), option.end(), '_', '-');
+    return option;
+  }
+  if (naming == CostNaming::Field)
+    return key + (index >= 0 ? "[" + std::to_string(index) + "]" : "") +
+           (sub.empty() ? "" : "." + sub);
+  return "/costs/" + key + (index >= 0 ? "/" + std::to_string(index) : "") +
+         (sub.empty() ? "" : "/" + sub);
+}
+
+Status checkRange(double value, const std::string &field, double max, const char *unit) {
+  if (!std::isfinite(value) || value < 0 || value > max)
+    return makeError(field + ": expected a finite number of " + unit + " from 0 to " +
+                     numberText(max) + ", got " + numberText(value));
   return Ok{};
+}
+
+Status checkTime(double value, const std::string &field) {
+  return checkRange(value, field, kMaxCostMicroseconds, "microseconds");
 }
 
 } // namespace
 
-Status Costs::check(int stage_count) const {
+Status Costs::check(int stage_count, CostNaming naming) const {
+  const auto name = [naming](const std::string &key, int index = -1, const std::string &sub = "") {
+    return fieldName(naming, key, index, sub);
+  };
   const struct {
     double value;
-    const char *field;
-  } fields[] = {{forward_us, "forward"},
-                {backward_us, "backward"},
-                {weight_us, "weight"},
-                {overlapped_us, "overlapped"},
-                {p2p_latency_us, "p2p_latency"},
-                {p2p_bandwidth_gbps, "p2p_bandwidth"},
-                {activation_bytes, "activation_bytes"},
-                {gradient_sync_us, "gradient_sync"}};
-  for (const auto &f : fields)
-    if (auto s = checkTime(f.value, f.field); !s) return s;
+    const char *key;
+  } times[] = {{forward_us, "forward"},         {backward_us, "backward"},
+               {weight_us, "weight"},           {overlapped_us, "overlapped"},
+               {p2p_latency_us, "p2p_latency"}, {gradient_sync_us, "gradient_sync"}};
+  for (const auto &f : times)
+    if (auto s = checkTime(f.value, name(f.key)); !s) return s;
+  if (auto s = checkRange(activation_bytes, name("activation_bytes"), kMaxActivationBytes, "bytes");
+      !s)
+    return s;
+  if (!std::isfinite(p2p_bandwidth_gbps) || p2p_bandwidth_gbps < 0 ||
+      p2p_bandwidth_gbps > kMaxLinkBandwidthGbps ||
+      (p2p_bandwidth_gbps > 0 && p2p_bandwidth_gbps < kMinLinkBandwidthGbps)) {
+    std::string message =
+        name("p2p_bandwidth") + ": expected 0 (transfers cost only the latency) or from " +
+        numberText(kMinLinkBandwidthGbps) + " to " + numberText(kMaxLinkBandwidthGbps) +
+        " GB/s, got " + numberText(p2p_bandwidth_gbps);
+    if (p2p_bandwidth_gbps > 0 && p2p_bandwidth_gbps < kMinLinkBandwidthGbps &&
+        activation_bytes > 0)
+      message += " (a " + numberText(activation_bytes) + "-byte transfer would take " +
+                 numberText(activation_bytes / (p2p_bandwidth_gbps * 1e3)) + " us)";
+    return makeError(message);
+  }
   if (weight_us > backward_us)
-    return makeError("weight (W = " + std::to_string(weight_us) +
-                     ") must not exceed backward (B = I + W = " + std::to_string(backward_us) +
+    return makeError(name("weight") + ": W (" + numberText(weight_us) + ") must not exceed " +
+                     name("backward") + " (B = I + W = " + numberText(backward_us) +
                      "); B is the full backward");
-  if (!stage_overrides.empty() && static_cast<int>(stage_overrides.size()) != stage_count)
-    return makeError("stage_overrides has " + std::to_string(stage_overrides.size()) +
+  // An overlapped F&B pair runs both parts at once: it cannot end before the longer part would
+  // alone, nor take longer than the two one after the other.
+  if (overlapped_us > 0) {
+    const double lower = std::max(forward_us, backward_us), upper = forward_us + backward_us;
+    if (overlapped_us < lower || overlapped_us > upper)
+      return makeError(name("overlapped") + ": the F&B pair time (" + numberText(overlapped_us) +
+                       " us) must be from max(F, B) = " + numberText(lower) + " to F + B = " +
+                       numberText(upper) + " us, or 0 for F + B (no overlap gain)");
+  }
+  if (stage_count >= 0 && !stage_overrides.empty() &&
+      static_cast<int>(stage_overrides.size()) != stage_count)
+    return makeError(name("stage_overrides") + ": has " + std::to_string(stage_overrides.size()) +
                      " entries; give one per virtual stage (" + std::to_string(stage_count) + ")");
   for (std::size_t s = 0; s < stage_overrides.size(); ++s) {
     const auto &o = stage_overrides[s];
-    const std::string at = "stage_overrides[" + std::to_string(s) + "].";
-    if (auto st = checkTime(o.forward_us, at + "forward"); !st) return st;
-    if (auto st = checkTime(o.backward_us, at + "backward"); !st) return st;
-    if (auto st = checkTime(o.weight_us, at + "weight"); !st) return st;
+    const int i = static_cast<int>(s);
+    if (auto st = checkTime(o.forward_us, name("stage_overrides", i, "forward")); !st) return st;
+    if (auto st = checkTime(o.backward_us, name("stage_overrides", i, "backward")); !st) return st;
+    if (auto st = checkTime(o.weight_us, name("stage_overrides", i, "weight")); !st) return st;
     if (o.weight_us > o.backward_us)
-      return makeError(at + "weight must not exceed " + at + "backward (B = I + W)");
+      return makeError(name("stage_overrides", i, "weight") + ": must not exceed " +
+                       name("stage_overrides", i, "backward") + " (B = I + W)");
   }
-  if (!boundary_transfer_us.empty() && static_cast<int>(boundary_transfer_us.size()) != stage_count)
-    return makeError("boundary_transfer has " + std::to_string(boundary_transfer_us.size()) +
+  if (stage_count >= 0 && !boundary_transfer_us.empty() &&
+      static_cast<int>(boundary_transfer_us.size()) != stage_count)
+    return makeError(name("boundary_transfer") + ": has " +
+                     std::to_string(boundary_transfer_us.size()) +
                      " entries; give one per virtual stage (" + std::to_string(stage_count) + ")");
   for (std::size_t s = 0; s < boundary_transfer_us.size(); ++s)
     if (auto st =
-            checkTime(boundary_transfer_us[s], "boundary_transfer[" + std::to_string(s) + "]");
+            checkTime(boundary_transfer_us[s], name("boundary_transfer", static_cast<int>(s)));
         !st)
       return st;
   return Ok{};

@@ -7,6 +7,18 @@
 
 namespace pipescope {
 
+/// Bounds every reader of costs shares: the command line, plan files and the model derivation
+/// all go through Costs::check, so a number refused in one is refused in all.
+inline constexpr double kMaxCostMicroseconds = 1e15; ///< about 31 years: any op or transfer
+inline constexpr double kMaxActivationBytes = 1e15;  ///< a petabyte per stage boundary
+/// Slowest link pipescope prices (1 MB/s); 0 means transfers take only the latency.
+inline constexpr double kMinLinkBandwidthGbps = 1e-3;
+inline constexpr double kMaxLinkBandwidthGbps = 1e9;
+
+/// How Costs::check names a field in its message: as the engine's field ("forward"), as the plan
+/// file's JSON pointer ("/costs/forward") or as the command line's option ("--forward").
+enum class CostNaming { Field, PlanFile, CommandLine };
+
 /// Explicit per-stage durations that replace the share-scaled defaults for one virtual stage.
 struct StageCost {
   double forward_us = 0;
@@ -37,8 +49,12 @@ struct Costs {
   /// DP gradient all-reduce added after each rank's last op (0 = not modeled).
   double gradient_sync_us = 0;
 
-  /// Whether every number is finite and non-negative and W <= B; the error names the field.
-  Status check(int stage_count) const;
+  /// Whether every number is finite and within its bounds (times and bytes non-negative and at
+  /// most kMaxCost*, a bandwidth 0 or at least kMinLinkBandwidthGbps), W <= B, an overlapped
+  /// F&B time 0 or between max(F, B) and F + B, and the per-stage lists have one entry per
+  /// virtual stage (not checked when stage_count < 0). The error names the field as `naming`
+  /// says and what would be accepted.
+  Status check(int stage_count, CostNaming naming = CostNaming::Field) const;
 };
 
 /// Costs resolved for one placement: what the simulator reads per op.

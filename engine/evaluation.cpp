@@ -1,6 +1,9 @@
 #include "engine/evaluation.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
 
 namespace pipescope {
 
@@ -9,7 +12,11 @@ namespace {
 // Fills the two bubble metrics from a makespan T and per-rank busy time under uniform ops.
 AnalyticMetrics fromMakespan(double makespan, double busy_per_rank, int pp) {
   AnalyticMetrics metrics;
-  metrics.makespan_us = makespan;
+  // Outside its regime (e.g. ZB-V's formula, written for F = I = W, at other op times) a closed
+  // form can fall below the work each rank does; no step is shorter than that work, so the
+  // closed form is held at it rather than reporting a negative bubble.
+  metrics.makespan_us = std::max(makespan, busy_per_rank);
+  makespan = metrics.makespan_us;
   const double capacity = pp * makespan;
   const double busy = pp * busy_per_rank;
   metrics.bubble_fraction = capacity > 0 ? 1.0 - busy / capacity : 0.0;
@@ -119,8 +126,10 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     const double pair = costs.overlapped_us > 0 ? costs.overlapped_us : F + B;
     const bool v = name == "dualpipev";
     const int half_ranks = P / 2; // DualPipe accepts only even P
+    // The closed form counts W passes filling the bubble; with W above (F&B + B)/3 it would
+    // go negative, which no step can: idle time is at least 0.
     const double bubble =
-        v ? (P - 1) * (pair + B - 3 * W) / 2 : (half_ranks - 1) * (pair + B - 3 * W);
+        std::max(0.0, v ? (P - 1) * (pair + B - 3 * W) / 2 : (half_ranks - 1) * (pair + B - 3 * W));
     auto m = fromMakespan(M * (F + B) + bubble, M * (F + B), P);
     m.bubble_formula =
         v ? "bubble per rank = (P-1)(F&B + B - 3W)/2 (the README's (PP/2-1)(F&B+B-3W) "
@@ -140,6 +149,72 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
 
 namespace {
 
+std::string figureText(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6g", value);
+  return buffer;
+}
+
+// Why a makespan is not finite: the cost that makes one op or transfer take forever.
+std::string infiniteCause(const Costs &costs, const StageTimes &times) {
+  if (costs.p2p_bandwidth_gbps > 0 && costs.activation_bytes > 0) {
+    const double transfer = costs.activation_bytes / (costs.p2p_bandwidth_gbps * 1e3);
+    if (!std::isfinite(transfer) || transfer > kMaxCostMicroseconds)
+      return ": the p2p bandwidth " + figureText(costs.p2p_bandwidth_gbps) + " GB/s makes a " +
+             figureText(costs.activation_bytes) + "-byte transfer take " + figureText(transfer) +
+             " us; use a bandwidth of at least " +
+             figureText(costs.activation_bytes / (kMaxCostMicroseconds * 1e3)) + " GB/s";
+  }
+  for (std::size_t s = 0; s < times.forward.size(); ++s)
+    for (double t :
+         {times.forward[s], times.full_backward[s], times.send_forward[s], times.send_backward[s]})
+      if (!std::isfinite(t) || t > kMaxCostMicroseconds)
+        return ": stage " + std::to_string(s) + " has an op or transfer of " + figureText(t) +
+               " us; give op times and transfers of at most " + figureText(kMaxCostMicroseconds) +
+               " us";
+  return ": the op times add up beyond what a double holds; use smaller op times or fewer "
+         "microbatches";
+}
+
+} // namespace
+
+Status checkEvaluationFigures(const Evaluation &evaluation, const Costs &costs) {
+  const auto &sim = evaluation.simulation;
+  const auto bad = [](double v) { return !std::isfinite(v) || v < 0; };
+  if (!std::isfinite(sim.makespan_us))
+    return makeError("the makespan is infinite" + infiniteCause(costs, evaluation.times));
+  if (bad(sim.makespan_us))
+    return makeError("the makespan is " + figureText(sim.makespan_us) +
+                     " us; a step cannot take negative time (check the op times)");
+  for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
+    const auto &rank = sim.ranks[r];
+    const std::string where = "rank " + std::to_string(r) + ": ";
+    if (bad(rank.busy_us) || bad(rank.idle_us))
+      return makeError(where + "busy " + figureText(rank.busy_us) + " us and idle " +
+                       figureText(rank.idle_us) +
+                       " us must be finite and non-negative; an overlapped F&B pair shorter "
+                       "than its parts, or op times that add up beyond a double, make them so");
+    if (bad(rank.peak_inflight_microbatches) || bad(rank.peak_activation_bytes))
+      return makeError(where + "the peak activations (" +
+                       figureText(rank.peak_inflight_microbatches) + " microbatches, " +
+                       figureText(rank.peak_activation_bytes) +
+                       " bytes) must be finite and non-negative");
+  }
+  if (bad(sim.bubble_fraction) || bad(sim.bubble_ratio))
+    return makeError("the bubble (fraction " + figureText(sim.bubble_fraction) + ", ratio " +
+                     figureText(sim.bubble_ratio) +
+                     ") must be finite and non-negative; the ranks were busy longer than the "
+                     "step, which an overlapped F&B pair shorter than its F or B parts causes");
+  if (const auto &a = evaluation.analytic;
+      a && (bad(a->makespan_us) || bad(a->bubble_fraction) || bad(a->bubble_ratio)))
+    return makeError("the closed form " + a->bubble_formula + " gives a makespan of " +
+                     figureText(a->makespan_us) + " us and a bubble fraction of " +
+                     figureText(a->bubble_fraction) + "; its op times are out of its range");
+  return Ok{};
+}
+
+namespace {
+
 Result<Evaluation> lowerAndSimulate(Schedule schedule, const Costs &costs,
                                     const SimulationOptions &options) {
   auto times = resolveStageTimes(costs, schedule.placement);
@@ -152,6 +227,7 @@ Result<Evaluation> lowerAndSimulate(Schedule schedule, const Costs &costs,
   evaluation.schedule = std::move(schedule);
   evaluation.times = std::move(*times);
   evaluation.simulation = std::move(*simulation);
+  if (auto status = checkEvaluationFigures(evaluation, costs); !status) return status.error();
   return evaluation;
 }
 

@@ -36,6 +36,12 @@ struct Evaluation {
   std::optional<AnalyticMetrics> analytic;
 };
 
+/// Whether every figure an evaluation reports is finite and non-negative: the makespan, each
+/// rank's busy, idle and peak figures, both bubble metrics and the analytic ones. The error names
+/// the figure and, for a non-finite one, the cost that made it so and what would work.
+/// evaluateSchedule and evaluate run it, so nothing impossible reaches a report or a file.
+Status checkEvaluationFigures(const Evaluation &evaluation, const Costs &costs);
+
 /// Checks op coverage, lowers, resolves costs and simulates a schedule.
 Result<Evaluation> evaluateSchedule(Schedule schedule, const Costs &costs,
                                     const SimulationOptions &options = {});

@@ -1,5 +1,7 @@
 #include "engine/plan_file.h"
 
+#include <limits>
+
 #include "engine/json_fields.h"
 #include "engine/output_file.h"
 #include "engine/pytorch_csv.h"
@@ -143,25 +145,27 @@ namespace {
 
 Result<Costs> costsFromJson(const json &object) {
   Costs costs;
-  constexpr double kHuge = 1e15;
+  // Only the types are read here; the bounds are Costs::check's, the same as on the command line.
+  constexpr double kLow = std::numeric_limits<double>::lowest();
+  constexpr double kHigh = std::numeric_limits<double>::max();
   JsonFields fields(object, "/costs");
-  fields.number("forward", costs.forward_us, 0, kHuge)
-      .number("backward", costs.backward_us, 0, kHuge)
-      .number("weight", costs.weight_us, 0, kHuge)
-      .number("overlapped", costs.overlapped_us, 0, kHuge)
-      .number("p2p_latency", costs.p2p_latency_us, 0, kHuge)
-      .number("p2p_bandwidth", costs.p2p_bandwidth_gbps, 0, kHuge)
-      .number("activation_bytes", costs.activation_bytes, 0, kHuge)
-      .number("gradient_sync", costs.gradient_sync_us, 0, kHuge);
+  fields.number("forward", costs.forward_us, kLow, kHigh)
+      .number("backward", costs.backward_us, kLow, kHigh)
+      .number("weight", costs.weight_us, kLow, kHigh)
+      .number("overlapped", costs.overlapped_us, kLow, kHigh)
+      .number("p2p_latency", costs.p2p_latency_us, kLow, kHigh)
+      .number("p2p_bandwidth", costs.p2p_bandwidth_gbps, kLow, kHigh)
+      .number("activation_bytes", costs.activation_bytes, kLow, kHigh)
+      .number("gradient_sync", costs.gradient_sync_us, kLow, kHigh);
   if (const auto *stages = fields.array("stage_overrides")) {
     if (stages->size() > static_cast<std::size_t>(kMaxPipelineRanks) * kMaxChunks)
       fields.fail("stage_overrides", "too many entries");
     for (std::size_t i = 0; fields.ok() && i < stages->size(); ++i) {
       StageCost stage;
       JsonFields sf((*stages)[i], "/costs/stage_overrides/" + std::to_string(i));
-      sf.number("forward", stage.forward_us, 0, kHuge, true)
-          .number("backward", stage.backward_us, 0, kHuge, true)
-          .number("weight", stage.weight_us, 0, kHuge, true);
+      sf.number("forward", stage.forward_us, kLow, kHigh, true)
+          .number("backward", stage.backward_us, kLow, kHigh, true)
+          .number("weight", stage.weight_us, kLow, kHigh, true);
       if (!sf.ok()) return sf.error();
       costs.stage_overrides.push_back(stage);
     }
@@ -171,17 +175,15 @@ Result<Costs> costsFromJson(const json &object) {
       fields.fail("boundary_transfer", "too many entries");
     for (std::size_t i = 0; fields.ok() && i < transfers->size(); ++i) {
       const auto &value = (*transfers)[i];
-      if (!value.is_number() || value.get<double>() < 0)
+      if (!value.is_number())
         return makeError("/costs/boundary_transfer/" + std::to_string(i) +
-                         ": expected a non-negative number of microseconds, got " + value.dump());
+                         ": expected a number of microseconds, got " + jsonTypeName(value));
       costs.boundary_transfer_us.push_back(value.get<double>());
     }
   }
   if (!fields.ok()) return fields.error();
-  if (costs.weight_us > costs.backward_us)
-    return makeError("/costs/weight: W (" + json(costs.weight_us).dump() +
-                     ") must not exceed backward B = I + W (" + json(costs.backward_us).dump() +
-                     ")");
+  // The per-stage list lengths are checked against the schedule once it is known.
+  if (auto status = costs.check(-1, CostNaming::PlanFile); !status) return status.error();
   return costs;
 }
 

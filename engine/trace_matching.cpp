@@ -131,9 +131,16 @@ Result<MeasuredTraceFile> loadMeasuredTrace(const std::string &path) {
     const auto workload = backend->find("workload");
     if (workload != backend->end() && workload->is_object()) {
       const auto factor = workload->find("expected_time_factor");
-      if (factor != workload->end() && factor->is_number()) {
-        const double value = factor->get<double>();
-        if (std::isfinite(value) && value > 0) file.time_factor = value;
+      if (factor != workload->end() && !factor->is_null()) {
+        // Every measured time is divided by it: 0, a negative or a non-finite factor would turn
+        // the comparison into nonsense, so the file is refused rather than read as factor 1.
+        const double value = factor->is_number() ? factor->get<double>() : 0;
+        if (!factor->is_number() || !std::isfinite(value) || value <= 0)
+          return makeError(path +
+                           ": /backend/workload/expected_time_factor: expected a positive, "
+                           "finite number (device microseconds per planned microsecond), got " +
+                           factor->dump());
+        file.time_factor = value;
       }
     }
   }

@@ -198,6 +198,11 @@ int main(int argc, char *argv[]) {
     if (window.tabs()->tabText(index).toLower() == tab_name) window.tabs()->setCurrentIndex(index);
   window.show();
   window.settle();
+  // A plan that loads but cannot be evaluated (a schedule that cannot complete, a model the mesh
+  // cannot hold, an impossible figure) is as bad an input as one that does not load: headless,
+  // say why and exit 2 rather than save a picture of the error.
+  if (parser.isSet(plan_file) && !screenshot_path.isEmpty() && !window.errorMessage().isEmpty())
+    return fail(parser.value(plan_file) + QStringLiteral(": ") + window.errorMessage());
   if (parser.isSet(zoom))
     window.timeline()->setMapping(window.timeline()->mapping().zoomedAround(
         window.timeline()->mapping().xLeft() + window.timeline()->mapping().widthPx() / 2,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -133,7 +134,42 @@ Result<Plan> planFromArguments(const Arguments &a) {
     if (*v) *o.target = **v;
   }
   plan.mesh.pp = plan.request.pp;
-  constexpr double kHuge = 1e15;
+  // Option combinations that would be silently ignored are refused with what would apply.
+  static constexpr const char *kCostOptions[] = {"forward",         "backward",    "weight",
+                                                 "overlapped",      "p2p-latency", "p2p-bandwidth",
+                                                 "activation-bytes"};
+  if (a.has("custom"))
+    for (const char *name :
+         {"schedule", "pp", "microbatches", "virtual-stages", "microbatch-group"})
+      if (a.has(name))
+        return makeError(std::string("--") + name +
+                         " does not apply with --custom: the custom schedule file sets the "
+                         "schedule and its P, M and V; leave --" +
+                         name + " out, or drop --custom to generate a schedule");
+  const bool model_options = a.has("model") || a.has("hardware");
+  if (model_options || plan.model)
+    for (const char *name : kCostOptions)
+      if (a.has(name))
+        return makeError(std::string("--") + name + " does not apply with " +
+                         (model_options ? "--model and --hardware" : "the plan's model") +
+                         ": every cost is derived from the model, hardware and mesh; drop --" +
+                         name + ", or drop the model to give explicit costs");
+  if (!a.has("custom")) {
+    const auto *family = findScheduleFamily(plan.request.name);
+    if (family && a.has("virtual-stages") && family->placement != PlacementKind::Loop) {
+      auto v = a.integer("virtual-stages", 1, kMaxChunks);
+      if (v && *v && **v != 2)
+        return makeError("--virtual-stages " + std::to_string(**v) + " does not apply to " +
+                         family->name + ": its " + std::string(placementName(family->placement)) +
+                         " placement fixes V = 2; leave --virtual-stages out");
+    }
+    if (family && a.has("microbatch-group") && !family->uses_microbatch_group)
+      return makeError("--microbatch-group does not apply to " + family->name +
+                       ": only interleaved-1f1b groups microbatches; leave it out, or use "
+                       "--schedule interleaved-1f1b");
+  }
+  if (a.has("ops") && !a.has("json"))
+    return makeError("--ops lists every op in the JSON output; add --json");
   struct NumberOption {
     const char *name;
     double *target;
@@ -145,14 +181,21 @@ Result<Plan> planFromArguments(const Arguments &a) {
                  {"p2p-bandwidth", &plan.costs.p2p_bandwidth_gbps},
                  {"activation-bytes", &plan.costs.activation_bytes}};
   for (const auto &o : numbers) {
-    auto v = a.number(o.name, 0, kHuge);
+    // Only the syntax here; the bounds are Costs::check's, the same as a plan file's.
+    auto v =
+        a.number(o.name, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
     if (!v) return v.error();
     if (*v) *o.target = **v;
   }
+  if (auto status = plan.costs.check(-1, CostNaming::CommandLine); !status) return status.error();
   if (plan.costs.p2p_bandwidth_gbps > 0 && plan.costs.activation_bytes == 0 &&
       a.has("p2p-bandwidth"))
     return makeError("--p2p-bandwidth needs --activation-bytes (the bytes sent per boundary per "
                      "microbatch)");
+  if (a.has("activation-bytes") && plan.costs.p2p_bandwidth_gbps == 0)
+    return makeError("--activation-bytes does not apply without a bandwidth: with "
+                     "--p2p-bandwidth 0 transfers cost only the latency; add --p2p-bandwidth "
+                     "GB/s");
   if (auto order = a.text("rank-order")) {
     auto parsed = Mesh::parseOrder(*order);
     if (!parsed) return parsed.error();
@@ -169,7 +212,6 @@ Result<Plan> planFromArguments(const Arguments &a) {
   } else if (a.has("schedule") || a.has("pp") || a.has("microbatches") || a.has("virtual-stages")) {
     plan.custom.reset();
   }
-  const bool model_options = a.has("model") || a.has("hardware");
   if (model_options || plan.model) {
     ModelSetup setup = plan.model.value_or(ModelSetup{});
     if (model_options && (!a.has("model") || !a.has("hardware")) && !plan.model)
@@ -302,8 +344,21 @@ int runSimulate(const std::vector<std::string> &args) {
   if (!evaluation) return fail(evaluation.error().message);
   const auto &e = *evaluation;
   const auto &sim = e.simulation;
+  if (a.has("overlapped")) {
+    bool has_pairs = false;
+    for (const auto &ops : e.schedule.ranks)
+      for (const auto &op : ops)
+        has_pairs = has_pairs || op.kind == OpKind::OverlappedPair;
+    if (!has_pairs)
+      return fail("--overlapped does not apply to " + e.schedule.name +
+                  ": it has no overlapped F&B pairs; use it with dualpipe or dualpipev (or a "
+                  "custom schedule with OVERLAP_F_B actions)");
+  }
   std::optional<ModelReport> report;
-  if (plan->model) report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
+  if (plan->model) {
+    report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
+    if (auto status = checkModelReport(*report); !status) return fail(status.error().message);
+  }
 
   // The --json document: the summary through nlohmann/json, then the ops (--ops, millions of
   // them) streamed record by record.
@@ -511,6 +566,9 @@ int runTable(const std::vector<std::string> &args) {
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   const auto schedules = splitList(a.text("schedules").value_or("gpipe"));
+  if (schedules.empty())
+    return fail("--schedules lists no schedule; give comma-separated names such as "
+                "gpipe,1f1b,interleaved-1f1b (see 'pipescope schedules')");
   auto pps = a.integerList("pp", 1, 4096);
   auto ms = a.integerList("microbatches", 1, 1 << 16);
   auto v = a.integer("virtual-stages", 1, kMaxChunks);
@@ -529,13 +587,23 @@ int runTable(const std::vector<std::string> &args) {
   for (auto [name, target] :
        {std::pair{"forward", &costs.forward_us}, std::pair{"backward", &costs.backward_us},
         std::pair{"weight", &costs.weight_us}}) {
-    auto value = a.number(name, 0, 1e12);
+    auto value =
+        a.number(name, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
     if (!value) return fail(value.error().message);
     if (*value) *target = **value;
   }
-  for (const auto &name : schedules)
-    if (!findScheduleFamily(name))
-      return fail("unknown schedule '" + name + "'; see 'pipescope schedules'");
+  if (auto status = costs.check(-1, CostNaming::CommandLine); !status)
+    return fail(status.error().message);
+  bool any_uses_chunks = false;
+  for (const auto &name : schedules) {
+    const auto *family = findScheduleFamily(name);
+    if (!family) return fail("unknown schedule '" + name + "'; see 'pipescope schedules'");
+    any_uses_chunks = any_uses_chunks || family->uses_chunks;
+  }
+  if (a.has("virtual-stages") && !any_uses_chunks)
+    return fail("--virtual-stages does not apply to " + a.text("schedules").value_or("gpipe") +
+                ": only interleaved-1f1b takes a V; leave it out, or add interleaved-1f1b to "
+                "--schedules");
 
   json tables = json::array();
   std::ostringstream text, csv;
@@ -607,14 +675,23 @@ int runTable(const std::vector<std::string> &args) {
 // validate
 
 int runValidate(const std::vector<std::string> &args) {
-  if (wantsHelp(args) || args.size() != 1) {
+  if (wantsHelp(args)) {
     std::cout
         << "usage: pipescope validate FILE\n\nChecks a plan (pipescope.plan JSON) or a custom "
            "schedule (pipescope.schedule JSON or PyTorch's schedule CSV): every op once on "
            "its owning rank, and the lowered program runs to completion. Prints a summary, "
            "or the precise problem.\n";
-    return wantsHelp(args) ? 0 : 2;
+    return 0;
   }
+  if (args.size() != 1)
+    return fail(std::string(args.empty() ? "validate needs the FILE to check"
+                                         : "validate takes one FILE, got " +
+                                               std::to_string(args.size()) + " arguments") +
+                "; usage: pipescope validate FILE (see 'pipescope validate --help')");
+  if (args[0].starts_with("--"))
+    return fail("unknown option " + args[0] +
+                " for 'validate'; usage: pipescope validate FILE (see 'pipescope validate "
+                "--help')");
   const std::string &path = args[0];
   auto text = readTextFile(path);
   if (!text) return fail(text.error().message);

@@ -201,6 +201,9 @@ int runCompare(const std::vector<std::string> &args) {
   if (!measured_path)
     return fail("compare: give the measured trace with --measured FILE (see pipescope compare "
                 "--help)");
+  if (a.has("markdown") && a.has("json"))
+    return fail("compare: --markdown formats the text tables and does not apply with --json; "
+                "choose one");
   if (a.has("save-plan") && !a.has("calibrate"))
     return fail("compare: --save-plan writes the calibrated plan; add --calibrate");
   auto factor_option = a.number("time-factor", 1e-9, 1e12);

@@ -680,4 +680,31 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   return report;
 }
 
+Status checkModelReport(const ModelReport &report) {
+  const auto bad = [](double v) { return !std::isfinite(v) || v < 0; };
+  const auto text = [](double v) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.6g", v);
+    return std::string(buffer);
+  };
+  if (bad(report.step_time_s) || report.step_time_s == 0)
+    return makeError("the step time is " + text(report.step_time_s) +
+                     " s; a step takes a positive, finite time (check the model and hardware)");
+  if (bad(report.tokens_per_s) || bad(report.mfu))
+    return makeError("tokens/s (" + text(report.tokens_per_s) + ") and MFU (" + text(report.mfu) +
+                     ") must be finite and non-negative");
+  for (std::size_t r = 0; r < report.memory.size(); ++r) {
+    const auto &m = report.memory[r];
+    for (double v : {m.params, m.grads, m.optimizer, m.activations_peak, m.total, m.capacity})
+      if (bad(v))
+        return makeError("rank " + std::to_string(r) + ": a memory figure is " + text(v) +
+                         " bytes; memory must be finite and non-negative");
+  }
+  for (const auto *kind : {&report.tp, &report.pp, &report.dp})
+    if (bad(kind->bytes) || bad(kind->time_s) || bad(kind->exposed_time_s))
+      return makeError("communication of " + text(kind->bytes) + " bytes taking " +
+                       text(kind->time_s) + " s must be finite and non-negative");
+  return Ok{};
+}
+
 } // namespace pipescope

@@ -248,17 +248,22 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       !s)
     return s.error();
   HardwareSpec hw;
-  constexpr double kTiny = 1e-9, kHuge = 1e9;
+  // Links and latencies share the bounds of the plan's p2p costs (costs.h), so a hardware file
+  // cannot price a transfer that the explicit costs would refuse. 1 GFLOP/s and 0.1 % efficiency
+  // keep every derived op time finite.
+  constexpr double kMinTflops = 1e-3, kMinEfficiency = 1e-3, kHuge = 1e9;
   fields.text("name", hw.name)
       .text("source", hw.source)
       .text("notes", hw.notes)
-      .number("peak_tflops", hw.peak_tflops, kTiny, kHuge, true)
-      .number("efficiency", hw.efficiency, kTiny, 1)
-      .number("memory_gib", hw.memory_gib, kTiny, kHuge, true)
-      .number("intra_node_gbps", hw.intra_node_gbps, kTiny, kHuge, true)
-      .number("intra_node_latency_us", hw.intra_node_latency_us, 0, kHuge)
-      .number("inter_node_gbps", hw.inter_node_gbps, kTiny, kHuge, true)
-      .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kHuge)
+      .number("peak_tflops", hw.peak_tflops, kMinTflops, kHuge, true)
+      .number("efficiency", hw.efficiency, kMinEfficiency, 1)
+      .number("memory_gib", hw.memory_gib, 1e-9, kHuge, true)
+      .number("intra_node_gbps", hw.intra_node_gbps, kMinLinkBandwidthGbps, kMaxLinkBandwidthGbps,
+              true)
+      .number("intra_node_latency_us", hw.intra_node_latency_us, 0, kMaxCostMicroseconds)
+      .number("inter_node_gbps", hw.inter_node_gbps, kMinLinkBandwidthGbps, kMaxLinkBandwidthGbps,
+              true)
+      .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
       .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true);
   if (!fields.ok()) return fields.error();
   return hw;

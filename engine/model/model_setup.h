@@ -123,6 +123,11 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
 ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedule &schedule,
                         const ModelDerivation &derivation, const SimulationResult &simulation);
 
+/// Whether every figure of the report is finite and non-negative (memory, step time, tokens/s,
+/// MFU, communication) and the step time positive; the error names the figure. Callers check
+/// before they print or save a report.
+Status checkModelReport(const ModelReport &report);
+
 /// Presets shipped under resources/presets (names such as "llama3-8b", "h100-sxm").
 std::vector<std::string> modelPresetNames();
 std::vector<std::string> hardwarePresetNames();

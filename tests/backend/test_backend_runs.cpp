@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -452,6 +453,66 @@ private slots:
     QVERIFY2(message.find("needs 4 processes") != std::string::npos &&
                  message.find("started 2") != std::string::npos,
              message.c_str());
+  }
+
+  // Bad input and bad usage end with exit 2 (runtime faults keep 1), the reason as one line on
+  // stderr for the person and as the JSON error event on stdout for the programs that follow.
+  void badInputExitsTwo_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("plan"); // written by the test: bad, bare, four
+    QTest::addColumn<QStringList>("extra");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("bad plan") << 2 << "bad" << QStringList{} << "/schedule/name";
+    QTest::newRow("plan without program") << 2 << "bare" << QStringList{} << "--save-plan";
+    QTest::newRow("launch/mesh mismatch") << 2 << "four" << QStringList{} << "needs 4 processes";
+    QTest::newRow("unknown option") << 2 << "four" << QStringList{"--stpes", "3"} << "--stpes";
+    QTest::newRow("bad value") << 1 << "four" << QStringList{"--steps", "0"} << "--steps";
+    QTest::newRow("unwritable trace")
+        << 4 << "four" << QStringList{"--trace", "/nonexistent/dir/t.trace"} << "cannot write";
+  }
+  void badInputExitsTwo() {
+    QFETCH(int, ranks);
+    QFETCH(QString, plan);
+    QFETCH(QStringList, extra);
+    QFETCH(QString, expected);
+    const QString file = path(QStringLiteral("exit2-") + plan + QStringLiteral(".plan"));
+    if (plan == "bad") {
+      QFile bad(file);
+      QVERIFY(bad.open(QIODevice::WriteOnly));
+      bad.write(R"({"format": "pipescope.plan", "version": 1, "schedule": {"name": 3}})");
+    } else if (plan == "bare") {
+      Plan bare;
+      bare.request.pp = 2;
+      bare.request.microbatches = 4;
+      bare.mesh.pp = 2;
+      QVERIFY(savePlan(file.toStdString(), bare)); // no program
+    } else {
+      ScheduleRequest request;
+      request.pp = 4;
+      request.microbatches = 4;
+      writePlan(file, request);
+    }
+    const QString trace = path(QStringLiteral("exit2.trace"));
+    QStringList args{"--plan", file, "--trace", trace};
+    args << extra; // a later --trace replaces the first
+    const BackendRun run = runBackend(ranks, args);
+    QVERIFY2(run.finished && run.exit_code == 2, qPrintable(run.describe()));
+    // stderr: the reason once, on one line of its own (mpirun adds its own notes around it).
+    const QStringList lines = run.err.split('\n');
+    const auto ours = std::count_if(lines.begin(), lines.end(), [](const QString &line) {
+      return line.startsWith(QStringLiteral("pipescope-backend: "));
+    });
+    QVERIFY2(ours == 1, qPrintable(run.describe()));
+    for (const QString &line : lines)
+      if (line.startsWith(QStringLiteral("pipescope-backend: ")))
+        QVERIFY2(line.contains(expected), qPrintable(run.describe()));
+    // stdout: the JSON error event with the same reason, from rank 0.
+    bool found = false;
+    for (const auto &error : run.ofKind("error"))
+      found = found || (error["rank"] == 0 && error["message"].get<std::string>().find(
+                                                  expected.toStdString()) != std::string::npos);
+    QVERIFY2(found, qPrintable(run.describe()));
+    QVERIFY(!QFile::exists(trace));
   }
 
   void refusesAMissingGpu() {

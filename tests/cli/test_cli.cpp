@@ -179,8 +179,8 @@ private slots:
                             << "--pp must be between 1 and 16384";
     QTest::newRow("missing file") << QStringList{"validate", "/nonexistent/plan.json"}
                                   << "cannot open '/nonexistent/plan.json'";
-    QTest::newRow("negative time")
-        << QStringList{"simulate", "--forward", "-2"} << "--forward must be between 0";
+    QTest::newRow("negative time") << QStringList{"simulate", "--forward", "-2"}
+                                   << "--forward: expected a finite number of microseconds from 0";
     QTest::newRow("bandwidth without bytes") << QStringList{"simulate", "--p2p-bandwidth", "10"}
                                              << "--p2p-bandwidth needs --activation-bytes";
   }

@@ -204,10 +204,11 @@ private slots:
       p["schedule"]["microbatches"] = 4096;
       p["schedule"]["virtual_stages"] = 8;
     }) << "ops; pipescope simulates at most";
-    QTest::newRow("negative cost") << with([](json &p) { p["costs"]["forward"] = -1; })
-                                   << "/costs/forward: expected a number between 0";
+    QTest::newRow("negative cost")
+        << with([](json &p) { p["costs"]["forward"] = -1; })
+        << "/costs/forward: expected a finite number of microseconds from 0";
     QTest::newRow("W above B") << with([](json &p) { p["costs"]["weight"] = 9; })
-                               << "/costs/weight: W (9.0) must not exceed";
+                               << "/costs/weight: W (9) must not exceed";
     QTest::newRow("bad rank order") << with([](json &p) { p["mesh"]["rank_order"] = "tp-tp-dp"; })
                                     << "/mesh/rank_order: rank order 'tp-tp-dp' is not valid";
     QTest::newRow("mesh pp mismatch")

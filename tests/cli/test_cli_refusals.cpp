@@ -1,0 +1,253 @@
+// `pipescope` refuses what it cannot honestly report: impossible costs and results (in files as
+// on the command line), bad time factors and measurements, and options that would be silently
+// ignored. Each row: the arguments, the exit code (2), a substring stderr must contain, and
+// whether stdout stays empty. Every refusal is one line on stderr.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  QString out, err;
+};
+
+Run pipescope(const QStringList &args) {
+  QProcess process;
+  process.start(QStringLiteral(PIPESCOPE_CLI), args);
+  process.waitForFinished(120000);
+  return {process.exitCode(), QString::fromUtf8(process.readAllStandardOutput()),
+          QString::fromUtf8(process.readAllStandardError())};
+}
+
+void writeFile(const QString &path, const std::string &text) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(path));
+  file.write(text.data(), static_cast<qint64>(text.size()));
+}
+
+json readJson(const QString &path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+  return json::parse(file.readAll().toStdString());
+}
+
+std::string plan(const std::string &schedule, const json &costs) {
+  return json{{"format", "pipescope.plan"},
+              {"version", 1},
+              {"schedule", {{"name", schedule}, {"pp", 4}, {"microbatches", 8}}},
+              {"costs", costs}}
+      .dump();
+}
+
+} // namespace
+
+class TestCliRefusals : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString path(const QString &name) const { return dir_.filePath(name); }
+
+private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    writeFile(path("tiny-bandwidth.plan"),
+              plan("1f1b", {{"p2p_bandwidth", 1e-300}, {"activation_bytes", 4e6}}));
+    writeFile(path("huge-transfer.plan"),
+              plan("1f1b", {{"boundary_transfer", json::array({1.7e308, 1.7e308, 1.7e308, 0})}}));
+    writeFile(path("short-pair.plan"),
+              plan("dualpipe", {{"forward", 1}, {"backward", 2}, {"overlapped", 1}}));
+    writeFile(path("negative.plan"), plan("1f1b", {{"forward", -1}}));
+    writeFile(path("custom.csv"), "0F0,0B0\n");
+    writeFile(path("slow-link.json"), json{{"format", "pipescope.hardware"},
+                                           {"version", 1},
+                                           {"peak_tflops", 989},
+                                           {"memory_gib", 80},
+                                           {"intra_node_gbps", 1e-300},
+                                           {"inter_node_gbps", 50},
+                                           {"gpus_per_node", 8}}
+                                          .dump());
+    // Measured traces, made from a simulated one as a backend would write them.
+    const Run simulated = pipescope(
+        {"simulate", "--pp", "2", "--microbatches", "4", "--trace", path("simulated.trace")});
+    QCOMPARE(simulated.exit_code, 0);
+    json trace = readJson(path("simulated.trace"));
+    trace["source"] = "measured";
+    for (const double factor : {0.0, -2.0}) {
+      trace["backend"] = {{"workload", {{"expected_time_factor", factor}}}};
+      writeFile(path(QStringLiteral("factor%1.trace").arg(factor)), trace.dump());
+    }
+    trace.erase("backend");
+    for (auto &op : trace["ops"])
+      op["end_us"] = op["start_us"]; // every op 0 us long, at distinct times
+    writeFile(path("all-zero.trace"), trace.dump());
+  }
+
+  void refusedWithTheReason_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("code");
+    QTest::addColumn<QString>("expected");
+    QTest::addColumn<bool>("stdout_empty");
+    const QString d = dir_.path() + QStringLiteral("/");
+
+    // Impossible costs in files, exactly as on the command line.
+    QTest::newRow("validate: tiny bandwidth")
+        << QStringList{"validate", d + "tiny-bandwidth.plan"} << 2
+        << "/costs/p2p_bandwidth: expected 0 (transfers cost only the latency) or from 0.001"
+        << true;
+    QTest::newRow("validate: huge transfer") << QStringList{"validate", d + "huge-transfer.plan"}
+                                             << 2 << "/costs/boundary_transfer/0" << true;
+    QTest::newRow("validate: pair shorter than B")
+        << QStringList{"validate", d + "short-pair.plan"} << 2
+        << "/costs/overlapped: the F&B pair time (1 us) must be from max(F, B) = 2" << true;
+    QTest::newRow("validate: negative F")
+        << QStringList{"validate", d + "negative.plan"} << 2 << "/costs/forward: expected" << true;
+    QTest::newRow("simulate --plan: tiny bandwidth")
+        << QStringList{"simulate", "--plan", d + "tiny-bandwidth.plan"} << 2
+        << "/costs/p2p_bandwidth" << true;
+    QTest::newRow("simulate: tiny bandwidth")
+        << QStringList{"simulate", "--p2p-bandwidth", "1e-300", "--activation-bytes", "4e6"} << 2
+        << "--p2p-bandwidth: expected 0 (transfers cost only the latency) or from 0.001" << true;
+    QTest::newRow("simulate: pair shorter than B")
+        << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "1"} << 2
+        << "--overlapped: the F&B pair time (1 us) must be from max(F, B) = 2" << true;
+    QTest::newRow("simulate: pair longer than F+B")
+        << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "4"} << 2
+        << "to F + B = 3 us" << true;
+    QTest::newRow("simulate: huge F") << QStringList{"simulate", "--forward", "1e300"} << 2
+                                      << "--forward: expected a finite number" << true;
+    QTest::newRow("simulate: NaN F")
+        << QStringList{"simulate", "--forward", "nan"} << 2 << "--forward expects a number" << true;
+    QTest::newRow("table: negative B") << QStringList{"table", "--backward", "-1"} << 2
+                                       << "--backward: expected a finite number" << true;
+    QTest::newRow("hardware file: tiny link")
+        << QStringList{"simulate", "--model", "llama3-8b", "--hardware", d + "slow-link.json"} << 2
+        << "/intra_node_gbps" << true;
+
+    // Time factors and measurements.
+    QTest::newRow("compare: time factor 0")
+        << QStringList{"compare", "--measured", d + "factor0.trace"} << 2
+        << "/backend/workload/expected_time_factor: expected a positive, finite number" << true;
+    QTest::newRow("compare: time factor -2")
+        << QStringList{"compare", "--measured", d + "factor-2.trace"} << 2 << "expected_time_factor"
+        << true;
+    QTest::newRow("compare: all-zero calibration")
+        << QStringList{"compare",     "--measured",  d + "all-zero.trace",
+                       "--calibrate", "--save-plan", d + "calibrated.plan"}
+        << 2 << "cannot calibrate: stage 0's forward (F) would calibrate to 0" << true;
+
+    // Options that would be silently ignored.
+    QTest::newRow("zb-v with V=3")
+        << QStringList{"simulate", "--schedule", "zb-v", "--virtual-stages", "3"} << 2
+        << "--virtual-stages 3 does not apply to zb-v" << true;
+    QTest::newRow("dualpipe with V=4")
+        << QStringList{"simulate", "--schedule", "dualpipe", "--virtual-stages", "4"} << 2
+        << "fixes V = 2" << true;
+    QTest::newRow("custom with schedule")
+        << QStringList{"simulate", "--custom", d + "custom.csv", "--schedule", "gpipe"} << 2
+        << "--schedule does not apply with --custom" << true;
+    QTest::newRow("custom with pp")
+        << QStringList{"simulate", "--custom", d + "custom.csv", "--pp", "4"} << 2
+        << "--pp does not apply with --custom" << true;
+    QTest::newRow("ops without json") << QStringList{"simulate", "--ops"} << 2
+                                      << "--ops lists every op in the JSON output" << true;
+    QTest::newRow("microbatch group with 1f1b")
+        << QStringList{"simulate", "--schedule", "1f1b", "--microbatch-group", "4"} << 2
+        << "--microbatch-group does not apply to 1f1b" << true;
+    QTest::newRow("activation bytes without bandwidth")
+        << QStringList{"simulate", "--activation-bytes", "4e6"} << 2
+        << "--activation-bytes does not apply without a bandwidth" << true;
+    QTest::newRow("activation bytes with bandwidth 0")
+        << QStringList{"simulate", "--activation-bytes", "4e6", "--p2p-bandwidth", "0"} << 2
+        << "--activation-bytes does not apply without a bandwidth" << true;
+    QTest::newRow("overlapped without pairs")
+        << QStringList{"simulate", "--schedule", "1f1b", "--overlapped", "3"} << 2
+        << "--overlapped does not apply to 1f1b" << true;
+    QTest::newRow("costs with a model")
+        << QStringList{"simulate", "--model",   "llama3-8b", "--hardware",
+                       "h100-sxm", "--forward", "3"}
+        << 2 << "--forward does not apply with --model and --hardware" << true;
+    QTest::newRow("empty schedules")
+        << QStringList{"table", "--schedules", ""} << 2 << "--schedules lists no schedule" << true;
+    QTest::newRow("only commas") << QStringList{"table", "--schedules", ",,"} << 2
+                                 << "--schedules lists no schedule" << true;
+    QTest::newRow("table V without interleaving")
+        << QStringList{"table", "--schedules", "gpipe,1f1b", "--virtual-stages", "3"} << 2
+        << "--virtual-stages does not apply to gpipe,1f1b" << true;
+    QTest::newRow("compare markdown and json")
+        << QStringList{"compare", "--measured", d + "simulated.trace", "--markdown", "--json"} << 2
+        << "--markdown formats the text tables and does not apply with --json" << true;
+
+    // Usage errors of validate go to stderr.
+    QTest::newRow("validate without file")
+        << QStringList{"validate"} << 2 << "validate needs the FILE to check" << true;
+    QTest::newRow("validate with two files")
+        << QStringList{"validate", d + "negative.plan", d + "short-pair.plan"} << 2
+        << "validate takes one FILE, got 2 arguments" << true;
+    QTest::newRow("validate with an option")
+        << QStringList{"validate", "--bogus"} << 2 << "unknown option --bogus" << true;
+  }
+  void refusedWithTheReason() {
+    QFETCH(QStringList, args);
+    QFETCH(int, code);
+    QFETCH(QString, expected);
+    QFETCH(bool, stdout_empty);
+    const Run run = pipescope(args);
+    const QString describe = QStringLiteral("exit %1\nstdout:\n%2\nstderr:\n%3")
+                                 .arg(run.exit_code)
+                                 .arg(run.out.left(2000), run.err.left(2000));
+    QVERIFY2(run.exit_code == code, qPrintable(describe));
+    QVERIFY2(run.err.startsWith(QStringLiteral("pipescope: ")), qPrintable(describe));
+    QVERIFY2(run.err.contains(expected), qPrintable(describe));
+    QVERIFY2(run.err.count('\n') == 1, qPrintable(describe)); // one line
+    QVERIFY2(run.out.isEmpty() == stdout_empty, qPrintable(describe));
+  }
+
+  // Nothing is written when the refusal comes after the files were named.
+  void refusedCalibrationWritesNoPlan() {
+    const Run run = pipescope({"compare", "--measured", path("all-zero.trace"), "--calibrate",
+                               "--save-plan", path("calibrated.plan")});
+    QCOMPARE(run.exit_code, 2);
+    QVERIFY(!QFile::exists(path("calibrated.plan")));
+  }
+
+  // The same options are accepted where they apply, so the refusals above are about the
+  // combination, not the option.
+  void acceptedWhereTheyApply_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::newRow("zb-v with V=2")
+        << QStringList{"simulate", "--schedule", "zb-v", "--virtual-stages", "2"};
+    QTest::newRow("ops with json") << QStringList{"simulate", "--ops", "--json"};
+    QTest::newRow("group with interleaving") << QStringList{"simulate",
+                                                            "--schedule",
+                                                            "interleaved-1f1b",
+                                                            "--virtual-stages",
+                                                            "2",
+                                                            "--microbatches",
+                                                            "8",
+                                                            "--microbatch-group",
+                                                            "8"};
+    QTest::newRow("bytes with bandwidth")
+        << QStringList{"simulate", "--activation-bytes", "4e6", "--p2p-bandwidth", "0.001"};
+    QTest::newRow("pair in range")
+        << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "2.5"};
+    QTest::newRow("table with interleaving")
+        << QStringList{"table", "--schedules", "gpipe,interleaved-1f1b", "--virtual-stages", "2"};
+  }
+  void acceptedWhereTheyApply() {
+    QFETCH(QStringList, args);
+    const Run run = pipescope(args);
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    QVERIFY(!run.out.isEmpty());
+    QVERIFY(run.err.isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliRefusals)
+#include "test_cli_refusals.moc"
