@@ -1,8 +1,11 @@
 #pragma once
 // Reading and writing the project's JSON files safely: size and nesting limits before parsing
 // (nlohmann/json recurses when it copies and dumps), and writes that never leave half a file.
+#include <memory>
+#include <streambuf>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +45,9 @@ struct ReadLimits {
 /// file content or a path in a message.
 std::string escapeControlCharacters(std::string_view text);
 
+/// "not valid JSON: line 1, column 2: ..." from a nlohmann/json parse error's what().
+std::string describeJsonParseError(std::string message);
+
 /// Parses JSON text with the size, depth and value-count limits, checked by a streaming pass
 /// before any document is built; the error says where parsing failed.
 Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits &limits = {});
@@ -49,6 +55,38 @@ Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits 
 /// size-limited, given up after `pipe_silence_ms` without data). Directories and devices are
 /// refused. The error names the path.
 Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits = {});
+/// A file opened as readTextFile opens it (a regular file, a pipe or a FIFO; nothing else) and
+/// read piece by piece as a std::streambuf, for parsers that stream (a std::istream over it, or a
+/// decompressing streambuf stacked on it). Reading past `max_bytes`, a failed read, or a pipe
+/// silent for `pipe_silence_ms` ends the stream early with error() set, naming the path.
+class InputFile : public std::streambuf {
+public:
+  static Result<std::unique_ptr<InputFile>> open(const std::string &path,
+                                                 const ReadLimits &limits = {});
+  InputFile(const InputFile &) = delete;
+  InputFile &operator=(const InputFile &) = delete;
+  ~InputFile() override;
+  /// Why reading stopped before the end; empty when it did not.
+  const std::string &error() const { return error_; }
+  std::size_t bytesRead() const { return bytes_; }
+
+protected:
+  int_type underflow() override;
+
+private:
+  InputFile(int fd, bool pipe, std::string path, const ReadLimits &limits);
+  int_type stop(std::string error);
+
+  int fd_;
+  bool pipe_;
+  std::string path_;
+  ReadLimits limits_;
+  std::vector<char> buffer_;
+  std::size_t bytes_ = 0;
+  bool done_ = false;
+  std::string error_;
+};
+
 /// Writes a file through a temporary and a rename, so a failure never leaves half a file.
 Status writeTextFileAtomically(const std::string &path, std::string_view text);
 

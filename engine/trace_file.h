@@ -1,12 +1,15 @@
 #pragma once
 // Traces (DESIGN.md §6): per-op and per-transfer records of one step, simulated or measured,
 // with the plan they came from and their metrics; and the Chrome trace-event export.
+#include <cstddef>
+#include <istream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/evaluation.h"
+#include "engine/json_io.h"
 #include "engine/plan_file.h"
 
 namespace pipescope {
@@ -64,8 +67,41 @@ void appendTraceOp(std::vector<TraceOp> &ops, int rank, int step, int index, con
 /// The simulated trace of an evaluated plan.
 Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation);
 
+/// Most records the trace readers take in each of `ops` and `comms`: one step of the largest
+/// schedule pipescope simulates (kMaxScheduleOps), each op as two records in case all are
+/// overlapped pairs. At sizeof(TraceOp) = sizeof(TraceTransfer) = 48 bytes that is 3 GiB of
+/// records per array, the most a trace pipescope wrote can need.
+inline constexpr std::size_t kMaxTraceRecords = 2 * kMaxScheduleOps;
+/// Largest trace file read: kMaxTraceRecords records at 128 bytes each (pipescope writes about
+/// 110 to 190 per op or comm record, compact or indented). The reader streams, so this bounds the
+/// reading time (about a minute per 4 GiB), not the memory.
+inline constexpr std::size_t kMaxTraceBytes = kMaxTraceRecords * 128;
+
+/// What the streaming trace reader accepts; tests lower them. `json.max_values` caps only what is
+/// built as a document at once (everything but the op and comm records, and the record being
+/// read); the records are capped by `max_records` per array.
+struct TraceReadLimits {
+  JsonLimits json{kMaxTraceBytes, kMaxJsonDepth, kMaxJsonValues};
+  std::size_t max_records = kMaxTraceRecords;
+};
+
+/// A trace read from a file, and the rest of its document (everything but `ops` and `comms`),
+/// for readers of other fields (pipescope-backend's `backend` block).
+struct TraceDocument {
+  Trace trace;
+  nlohmann::json rest;
+};
+
 nlohmann::json traceToJson(const Trace &trace);
+/// The trace of a document already parsed.
 Result<Trace> traceFromJson(const nlohmann::json &json);
+/// Reads a pipescope.trace from a stream in memory bounded by its records (about 48 bytes per op
+/// and per comm record), not by a document: `ops` and `comms` are decoded record by record while
+/// parsing. Same checks and messages as traceFromJson. Any std::istream (a decompressing one too).
+Result<TraceDocument> readTraceDocument(std::istream &input, const TraceReadLimits &limits = {});
+/// readTraceDocument on a file, opened as readTextFile opens files; errors start with the path.
+Result<TraceDocument> loadTraceDocument(const std::string &path,
+                                        const TraceReadLimits &limits = {});
 Result<Trace> loadTrace(const std::string &path);
 Status saveTrace(const std::string &path, const Trace &trace);
 
