@@ -39,20 +39,13 @@ public:
   bool end_array() override { return close(); }
   bool parse_error(std::size_t, const std::string &,
                    const nlohmann::detail::exception &e) override {
-    error_ = "not valid JSON: " + stripJsonExceptionPrefix(e.what());
+    error_ = describeJsonParseError(e.what());
     return false;
   }
 
   const std::string &error() const { return error_; }
 
 private:
-  static std::string stripJsonExceptionPrefix(std::string message) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, ...".
-    const auto at = message.find(" at ");
-    if (message.starts_with("[json.exception") && at != std::string::npos)
-      return message.substr(at + 4);
-    return message;
-  }
   bool value() {
     if (++values_ <= limits_.max_values) return true;
     error_ = "the JSON holds more than " + std::to_string(limits_.max_values) +
@@ -151,6 +144,11 @@ public:
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
 private:
   int fd_;
@@ -204,6 +202,14 @@ Result<std::string> inflatedIfGzip(Result<std::string> text, const std::string &
 
 } // namespace
 
+std::string describeJsonParseError(std::string message) {
+  // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, ...".
+  const auto at = message.find(" at ");
+  if (message.starts_with("[json.exception") && at != std::string::npos)
+    message = message.substr(at + 4);
+  return "not valid JSON: " + message;
+}
+
 std::string escapeControlCharacters(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -240,12 +246,21 @@ Result<json> parseJsonLimited(std::string_view text, const JsonLimits &limits) {
   }
 }
 
-Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits) {
+namespace {
+
+// What readTextFile and InputFile accept: a file opened once and asked what it is through the
+// descriptor, so nothing can swap the file between the check and the read. O_NONBLOCK keeps
+// opening a FIFO with no writer from blocking; a regular file is switched back to blocking.
+struct OpenedFile {
+  int fd = -1;
+  bool pipe = false;
+  std::size_t size = 0; ///< fstat's size of a regular file
+};
+
+Result<OpenedFile> openForReading(const std::string &path) {
   const std::string shown = "'" + escapeControlCharacters(path) + "'";
-  // Opened once and asked what it is through the descriptor, so nothing can swap the file
-  // between the check and the read. O_NONBLOCK keeps opening a FIFO with no writer from blocking.
-  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-  if (file.get() < 0) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR)
       return makeError("cannot open " + shown + ": no such file");
@@ -253,24 +268,139 @@ Result<std::string> readTextFile(const std::string &path, const ReadLimits &limi
       return makeError("cannot open " + shown + ": permission denied");
     return makeError("cannot open " + shown + ": " + std::strerror(error));
   }
+  FileDescriptor file(fd);
   struct stat status {};
   if (::fstat(file.get(), &status) != 0)
     return makeError("cannot read " + shown + ": " + std::strerror(errno));
   if (S_ISDIR(status.st_mode)) return makeError(shown + " is a directory; give a file in it");
-  if (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode))
-    return inflatedIfGzip(readPipe(file.get(), path, limits), path, limits.max_bytes);
-  if (!S_ISREG(status.st_mode))
+  OpenedFile opened;
+  if (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode)) {
+    opened.pipe = true;
+  } else if (!S_ISREG(status.st_mode)) {
     return makeError(shown + " is " +
                      (S_ISCHR(status.st_mode)   ? "a character device"
                       : S_ISBLK(status.st_mode) ? "a block device"
                                                 : "something else") +
                      ", not a regular file; give a file");
-  // A regular file blocks as files do; O_NONBLOCK only mattered for opening FIFOs.
-  ::fcntl(file.get(), F_SETFL, ::fcntl(file.get(), F_GETFL) & ~O_NONBLOCK);
-  return inflatedIfGzip(
-      readRegularFile(file.get(), path,
-                      static_cast<std::size_t>(std::max<off_t>(0, status.st_size)), limits),
-      path, limits.max_bytes);
+  } else {
+    ::fcntl(file.get(), F_SETFL, ::fcntl(file.get(), F_GETFL) & ~O_NONBLOCK);
+    opened.size = static_cast<std::size_t>(std::max<off_t>(0, status.st_size));
+  }
+  opened.fd = file.release();
+  return opened;
+}
+
+} // namespace
+
+Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits) {
+  auto opened = openForReading(path);
+  if (!opened) return opened.error();
+  const FileDescriptor file(opened->fd);
+  if (opened->pipe)
+    return inflatedIfGzip(readPipe(file.get(), path, limits), path, limits.max_bytes);
+  return inflatedIfGzip(readRegularFile(file.get(), path, opened->size, limits), path,
+                        limits.max_bytes);
+}
+
+Result<std::unique_ptr<InputFile>> InputFile::open(const std::string &path,
+                                                   const ReadLimits &limits) {
+  auto opened = openForReading(path);
+  if (!opened) return opened.error();
+  if (!opened->pipe && opened->size > limits.max_bytes) {
+    ::close(opened->fd);
+    return makeError(sizeError(path, opened->size, limits.max_bytes));
+  }
+  return std::unique_ptr<InputFile>(new InputFile(opened->fd, opened->pipe, path, limits));
+}
+
+InputFile::InputFile(int fd, bool pipe, std::string path, const ReadLimits &limits)
+    : fd_(fd), pipe_(pipe), path_(std::move(path)), limits_(limits), buffer_(1 << 16) {}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+long InputFile::readRaw() {
+  const std::string shown = "'" + escapeControlCharacters(path_) + "'";
+  while (true) {
+    if (pipe_) {
+      pollfd waiting{fd_, POLLIN, 0};
+      const int ready = ::poll(&waiting, 1, limits_.pipe_silence_ms);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return stop("cannot read " + shown), -1;
+      if (ready == 0)
+        return stop(shown + " is a pipe or FIFO and nothing " +
+                    (bytes_ == 0 ? "was written to it" : "more arrived") + " for " +
+                    (limits_.pipe_silence_ms % 1000 == 0
+                         ? std::to_string(limits_.pipe_silence_ms / 1000) + " s"
+                         : std::to_string(limits_.pipe_silence_ms) + " ms") +
+                    "; start the program that writes it, or give a file"),
+               -1;
+    }
+    const ssize_t got = ::read(fd_, raw_.data(), raw_.size());
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) return stop("cannot read " + shown), -1;
+    return got;
+  }
+}
+
+InputFile::int_type InputFile::underflow() {
+  if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+  if (!error_.empty() || done_) return traits_type::eof();
+  if (raw_.empty()) raw_.resize(1 << 16);
+  auto *zip = static_cast<z_stream *>(gzip_.get());
+  std::size_t produced = 0;
+  if (zip == nullptr) {
+    const long got = readRaw();
+    if (got < 0) return traits_type::eof();
+    if (got == 0) {
+      done_ = true;
+      return traits_type::eof();
+    }
+    // The first bytes tell gzip (pipescope writes it for any output name ending in .gz).
+    if (bytes_ == 0 && got >= 2 && raw_[0] == '\x1f' && raw_[1] == '\x8b') {
+      auto stream = std::make_shared<z_stream>();
+      if (inflateInit2(stream.get(), 15 + 32) != Z_OK)
+        return stop("cannot read '" + escapeControlCharacters(path_) + "': zlib could not start");
+      gzip_ = std::shared_ptr<void>(stream.get(), [stream](void *) { inflateEnd(stream.get()); });
+      zip = stream.get();
+      zip->next_in = reinterpret_cast<Bytef *>(raw_.data());
+      zip->avail_in = static_cast<uInt>(got);
+    } else {
+      std::copy_n(raw_.data(), got, buffer_.data());
+      produced = static_cast<std::size_t>(got);
+    }
+  }
+  while (zip != nullptr && produced == 0) {
+    if (zip->avail_in == 0) {
+      const long got = readRaw();
+      if (got < 0) return traits_type::eof();
+      if (got == 0)
+        return stop("cannot read '" + escapeControlCharacters(path_) +
+                    "': the gzip data is cut short");
+      zip->next_in = reinterpret_cast<Bytef *>(raw_.data());
+      zip->avail_in = static_cast<uInt>(got);
+    }
+    zip->next_out = reinterpret_cast<Bytef *>(buffer_.data());
+    zip->avail_out = static_cast<uInt>(buffer_.size());
+    const int status = inflate(zip, Z_NO_FLUSH);
+    produced = buffer_.size() - zip->avail_out;
+    if (status == Z_STREAM_END) {
+      done_ = true;
+      if (produced == 0) return traits_type::eof();
+    } else if (status != Z_OK && status != Z_BUF_ERROR) {
+      return stop("cannot read '" + escapeControlCharacters(path_) + "': the gzip data is damaged");
+    }
+  }
+  bytes_ += produced;
+  if (bytes_ > limits_.max_bytes) return stop(sizeError(path_, bytes_, limits_.max_bytes));
+  setg(buffer_.data(), buffer_.data(), buffer_.data() + produced);
+  return traits_type::to_int_type(*gptr());
+}
+
+InputFile::int_type InputFile::stop(std::string error) {
+  error_ = std::move(error);
+  return traits_type::eof();
 }
 
 } // namespace pipescope

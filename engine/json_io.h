@@ -1,8 +1,11 @@
 #pragma once
 // Reading and writing the project's JSON files safely: size and nesting limits before parsing
 // (nlohmann/json recurses when it copies and dumps). Writing is engine/output_file.h.
+#include <memory>
+#include <streambuf>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +45,9 @@ struct ReadLimits {
 /// file content or a path in a message.
 std::string escapeControlCharacters(std::string_view text);
 
+/// "not valid JSON: line 1, column 2: ..." from a nlohmann/json parse error's what().
+std::string describeJsonParseError(std::string message);
+
 /// Parses JSON text with the size, depth and value-count limits, checked by a streaming pass
 /// before any document is built; the error says where parsing failed.
 Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits &limits = {});
@@ -50,6 +56,44 @@ Result<nlohmann::json> parseJsonLimited(std::string_view text, const JsonLimits 
 /// refused; gzip (by its magic bytes) is
 /// inflated within the same size limit. The error names the path.
 Result<std::string> readTextFile(const std::string &path, const ReadLimits &limits = {});
+/// A file opened as readTextFile opens it (a regular file, a pipe or a FIFO; nothing else) and
+/// read piece by piece as a std::streambuf, for parsers that stream (a std::istream over it).
+/// gzip (by its magic bytes) is inflated as it streams. Reading past `max_bytes` (of text, after
+/// inflating), a failed read, damaged gzip, or a pipe silent for `pipe_silence_ms` ends the
+/// stream early with error() set, naming the path.
+class InputFile : public std::streambuf {
+public:
+  static Result<std::unique_ptr<InputFile>> open(const std::string &path,
+                                                 const ReadLimits &limits = {});
+  InputFile(const InputFile &) = delete;
+  InputFile &operator=(const InputFile &) = delete;
+  ~InputFile() override;
+  /// Why reading stopped before the end; empty when it did not.
+  const std::string &error() const { return error_; }
+  std::size_t bytesRead() const { return bytes_; }
+  /// Whether the file is gzip, inflated as it is read.
+  bool compressed() const { return gzip_ != nullptr; }
+
+protected:
+  int_type underflow() override;
+
+private:
+  InputFile(int fd, bool pipe, std::string path, const ReadLimits &limits);
+  int_type stop(std::string error);
+  /// Reads raw bytes into raw_; 0 at the end, -1 after stop().
+  long readRaw();
+
+  int fd_;
+  bool pipe_;
+  std::string path_;
+  ReadLimits limits_;
+  std::vector<char> buffer_;   ///< what the stream hands out (inflated when gzip)
+  std::vector<char> raw_;      ///< compressed input when gzip
+  std::shared_ptr<void> gzip_; ///< the zlib stream once gzip was detected
+  std::size_t bytes_ = 0;
+  bool done_ = false;
+  std::string error_;
+};
 
 /// Reads, parses and converts a JSON file; every error is prefixed with the path.
 template <typename T>

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <istream>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "engine/json_fields.h"
 #include "engine/json_io.h"
@@ -189,15 +191,84 @@ Status checkTraceOps(const Trace &trace) {
 
 } // namespace
 
-Result<Trace> traceFromJson(const json &document) {
+namespace {
+
+constexpr double kHuge = 1e15;
+
+// One op record; `at` is its JSON pointer ("/ops/12"). Shared by the document and the streaming
+// readers, so both refuse the same records with the same messages.
+Result<TraceOp> traceOpFromJson(const json &record, const std::string &at) {
+  JsonFields f(record, at);
+  TraceOp op;
+  std::string kind;
+  f.integer("rank", op.rank, 0, kMaxWorldSize, true)
+      .integer("step", op.step, 0, 1 << 30)
+      .integer("index", op.index, 0, 1 << 30)
+      .text("kind", kind, true)
+      .integer("stage", op.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
+      .integer("microbatch", op.microbatch, 0, kMaxMicrobatches, true)
+      .number("start_us", op.start_us, 0, kHuge, true)
+      .number("end_us", op.end_us, 0, kHuge, true)
+      .integer("lane", op.lane, 0, 1 << 16)
+      .boolean("overlapped", op.overlapped);
+  if (!f.ok()) return f.error();
+  auto k = kindFromLetter(kind, at + "/kind");
+  if (!k) return k.error();
+  op.kind = *k;
+  if (op.end_us < op.start_us)
+    return makeError(at + "/end_us: ends before it starts (" + json(op.end_us).dump() + " < " +
+                     json(op.start_us).dump() + ")");
+  return op;
+}
+
+// One comm record; `at` is its JSON pointer ("/comms/3").
+Result<TraceTransfer> traceTransferFromJson(const json &record, const std::string &at) {
+  JsonFields f(record, at);
+  TraceTransfer t;
+  std::string kind;
+  f.integer("from_rank", t.from_rank, 0, kMaxWorldSize, true)
+      .integer("to_rank", t.to_rank, 0, kMaxWorldSize, true)
+      .integer("stage", t.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
+      .integer("microbatch", t.microbatch, 0, kMaxMicrobatches, true)
+      .text("kind", kind, true)
+      .number("start_us", t.start_us, 0, kHuge, true)
+      .number("end_us", t.end_us, 0, kHuge, true)
+      .number("bytes", t.bytes, 0, kHuge);
+  if (!f.ok()) return f.error();
+  if (kind != "activation" && kind != "gradient")
+    return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" +
+                     escapeControlCharacters(kind) + "\"");
+  t.gradient = kind == "gradient";
+  return t;
+}
+
+std::string tooManyRecords(const char *array, std::size_t limit) {
+  return std::string("/") + array + ": more than " + std::to_string(limit) +
+         " records; pipescope reads at most that many (twice the ops of the largest schedule it "
+         "simulates)";
+}
+
+// The records of the `ops` and `comms` arrays, decoded one by one (by the streaming reader as it
+// parses, or out of a whole document), up to the first bad one.
+struct TraceRecords {
+  bool ops_read = false, comms_read = false; ///< the key held an array, decoded here
+  std::vector<TraceOp> ops;
+  std::vector<TraceTransfer> transfers;
+  std::optional<Error> ops_error, comms_error; ///< the first bad record, if any
+};
+
+// The trace from the rest of its document and its decoded records, checked in the order the
+// fields are read, so both readers give the same first error for the same file. `document`'s
+// `ops` and `comms` are looked at only when they were not decoded (absent or not arrays).
+Result<Trace> assembleTrace(const json &document, TraceRecords records) {
   if (auto status = checkFormatAndVersion(document, kTraceFormat, kTraceVersion); !status)
     return status.error();
   Trace trace;
   JsonFields root(document, "");
   root.text("source", trace.source, true);
   const auto *plan = root.object("plan", true);
-  const auto *ops = root.array("ops", true);
-  const auto *comms = root.array("comms");
+  if (!records.ops_read) root.array("ops", true);
+  if (!records.comms_read) root.array("comms");
   const auto *metrics = root.object("metrics");
   root.number("clock_error_us", trace.clock_error_us, 0, 1e12);
   if (!root.ok()) return root.error();
@@ -210,56 +281,11 @@ Result<Trace> traceFromJson(const json &document) {
                      (parsed_plan.error().message.starts_with("/") ? "" : std::string(": ")) +
                      parsed_plan.error().message);
   trace.plan = std::move(*parsed_plan);
-  if (ops->size() > kMaxScheduleOps * 2 * 64) return makeError("/ops: too many records");
-  trace.ops.reserve(ops->size());
-  constexpr double kHuge = 1e15;
-  for (std::size_t i = 0; i < ops->size(); ++i) {
-    const std::string at = "/ops/" + std::to_string(i);
-    JsonFields f((*ops)[i], at);
-    TraceOp op;
-    std::string kind;
-    f.integer("rank", op.rank, 0, kMaxWorldSize, true)
-        .integer("step", op.step, 0, 1 << 30)
-        .integer("index", op.index, 0, 1 << 30)
-        .text("kind", kind, true)
-        .integer("stage", op.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
-        .integer("microbatch", op.microbatch, 0, kMaxMicrobatches, true)
-        .number("start_us", op.start_us, 0, kHuge, true)
-        .number("end_us", op.end_us, 0, kHuge, true)
-        .integer("lane", op.lane, 0, 1 << 16)
-        .boolean("overlapped", op.overlapped);
-    if (!f.ok()) return f.error();
-    auto k = kindFromLetter(kind, at + "/kind");
-    if (!k) return k.error();
-    op.kind = *k;
-    if (op.end_us < op.start_us)
-      return makeError(at + "/end_us: ends before it starts (" + json(op.end_us).dump() + " < " +
-                       json(op.start_us).dump() + ")");
-    trace.ops.push_back(op);
-  }
+  if (records.ops_error) return *records.ops_error;
+  trace.ops = std::move(records.ops);
   if (auto status = checkTraceOps(trace); !status) return status.error();
-  if (comms) {
-    for (std::size_t i = 0; i < comms->size(); ++i) {
-      const std::string at = "/comms/" + std::to_string(i);
-      JsonFields f((*comms)[i], at);
-      TraceTransfer t;
-      std::string kind;
-      f.integer("from_rank", t.from_rank, 0, kMaxWorldSize, true)
-          .integer("to_rank", t.to_rank, 0, kMaxWorldSize, true)
-          .integer("stage", t.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
-          .integer("microbatch", t.microbatch, 0, kMaxMicrobatches, true)
-          .text("kind", kind, true)
-          .number("start_us", t.start_us, 0, kHuge, true)
-          .number("end_us", t.end_us, 0, kHuge, true)
-          .number("bytes", t.bytes, 0, kHuge);
-      if (!f.ok()) return f.error();
-      if (kind != "activation" && kind != "gradient")
-        return makeError(at + "/kind: expected \"activation\" or \"gradient\", got \"" +
-                         escapeControlCharacters(kind) + "\"");
-      t.gradient = kind == "gradient";
-      trace.transfers.push_back(t);
-    }
-  }
+  if (records.comms_error) return *records.comms_error;
+  trace.transfers = std::move(records.transfers);
   if (metrics) {
     JsonFields f(*metrics, "/metrics");
     f.number("makespan", trace.makespan_us, 0, kHuge)
@@ -286,8 +312,283 @@ Result<Trace> traceFromJson(const json &document) {
   return trace;
 }
 
+// Builds a JSON document from SAX events, as json::parse would (a later duplicate key replaces
+// the earlier one).
+class DomBuilder {
+public:
+  void reset() {
+    root_ = json();
+    stack_.clear();
+    member_ = nullptr;
+  }
+  template <typename Value> void value(Value &&v) { place(json(std::forward<Value>(v))); }
+  void open(json container) { stack_.push_back(place(std::move(container))); }
+  void key(const std::string &name) { member_ = &(*stack_.back())[name]; }
+  void close() { stack_.pop_back(); }
+  json &root() { return root_; }
+
+private:
+  json *place(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json &parent = *stack_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    *member_ = std::move(v);
+    return member_;
+  }
+
+  json root_;
+  std::vector<json *> stack_;
+  json *member_ = nullptr;
+};
+
+// The streaming trace reader: the root object's `ops` and `comms` arrays are decoded record by
+// record into TraceOps and TraceTransfers as they are parsed (each record built as a small JSON
+// object and decoded by the shared per-record code, then dropped); the rest of the document, which
+// is small, is built. The depth limit applies everywhere; the value cap applies to what is built
+// at once (the rest and the record being read); the streamed arrays are capped by record count.
+class TraceSax : public nlohmann::json_sax<json> {
+public:
+  explicit TraceSax(const TraceReadLimits &limits) : limits_(limits) {}
+
+  bool null() override { return scalar(nullptr); }
+  bool boolean(bool v) override { return scalar(v); }
+  bool number_integer(number_integer_t v) override { return scalar(v); }
+  bool number_unsigned(number_unsigned_t v) override { return scalar(v); }
+  bool number_float(number_float_t v, const string_t &) override { return scalar(v); }
+  bool string(string_t &v) override { return scalar(std::move(v)); }
+  bool binary(binary_t &) override { return fail("binary values are not JSON"); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t &name) override {
+    if (stream_ != Stream::None) {
+      if (!skipping()) record_.key(name);
+      return true;
+    }
+    if (depth_ == 1) {
+      root_key_ = name;
+      // A repeated key replaces the earlier value, as in json::parse.
+      if (name == "ops") resetOps();
+      if (name == "comms") resetComms();
+    }
+    rest_.key(name);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    if (error_.empty()) error_ = describeJsonParseError(e.what());
+    return false;
+  }
+
+  const std::string &error() const { return error_; }
+  json &rest() { return rest_.root(); }
+  TraceRecords &records() { return records_; }
+
+private:
+  enum class Stream { None, Ops, Comms };
+
+  bool fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+    return false;
+  }
+  bool count() {
+    if (++values_ <= limits_.json.max_values) return true;
+    return fail("the JSON holds more than " + std::to_string(limits_.json.max_values) +
+                " values outside its op and comm records; pipescope reads at most that many");
+  }
+  bool skipping() const {
+    return stream_ == Stream::Ops ? records_.ops_error.has_value()
+                                  : records_.comms_error.has_value();
+  }
+  void resetOps() {
+    records_.ops_read = false;
+    records_.ops.clear();
+    records_.ops_error.reset();
+  }
+  void resetComms() {
+    records_.comms_read = false;
+    records_.transfers.clear();
+    records_.comms_error.reset();
+  }
+  // A record begins (at the streamed array's level): counted against the record cap.
+  bool beginRecord() {
+    const std::size_t read = stream_ == Stream::Ops ? ops_seen_ : comms_seen_;
+    if (read >= limits_.max_records)
+      return fail(tooManyRecords(stream_ == Stream::Ops ? "ops" : "comms", limits_.max_records));
+    record_.reset();
+    record_values_ = 0;
+    return true;
+  }
+  // A record is complete: decoded, kept, and its values given back to the cap.
+  void endRecord() {
+    values_ -= record_values_;
+    if (stream_ == Stream::Ops) {
+      const std::size_t i = ops_seen_++;
+      if (records_.ops_error) return;
+      auto op = traceOpFromJson(record_.root(), opPointer(i));
+      if (op)
+        records_.ops.push_back(*op);
+      else
+        records_.ops_error = op.error();
+    } else {
+      const std::size_t i = comms_seen_++;
+      if (records_.comms_error) return;
+      auto t = traceTransferFromJson(record_.root(), "/comms/" + std::to_string(i));
+      if (t)
+        records_.transfers.push_back(*t);
+      else
+        records_.comms_error = t.error();
+    }
+    record_.reset();
+  }
+  template <typename Value> bool scalar(Value &&v) {
+    if (stream_ == Stream::None) {
+      if (!count()) return false;
+      rest_.value(std::forward<Value>(v));
+      return true;
+    }
+    const bool alone = depth_ == stream_depth_; // a record that is not an object
+    if (alone && !beginRecord()) return false;
+    if (!skipping()) {
+      if (!count()) return false;
+      ++record_values_;
+      record_.value(std::forward<Value>(v));
+    }
+    if (alone) endRecord();
+    return true;
+  }
+  bool open(json container) {
+    if (++depth_ > limits_.json.max_depth)
+      return fail("the JSON nests deeper than " + std::to_string(limits_.json.max_depth) +
+                  " levels; pipescope files are a few levels deep, so this is not one");
+    if (stream_ != Stream::None) {
+      if (depth_ == stream_depth_ + 1 && !beginRecord()) return false;
+      if (!skipping()) {
+        if (!count()) return false;
+        ++record_values_;
+        record_.open(std::move(container));
+      }
+      return true;
+    }
+    if (depth_ == 1) root_is_object_ = container.is_object();
+    if (depth_ == 2 && root_is_object_ && container.is_array() &&
+        (root_key_ == "ops" || root_key_ == "comms")) {
+      rest_.root().erase(root_key_); // the member key() made; the records go elsewhere
+      stream_ = root_key_ == "ops" ? Stream::Ops : Stream::Comms;
+      stream_depth_ = depth_;
+      if (stream_ == Stream::Ops) {
+        records_.ops_read = true;
+        ops_seen_ = 0;
+      } else {
+        records_.comms_read = true;
+        comms_seen_ = 0;
+      }
+      return true;
+    }
+    if (!count()) return false;
+    rest_.open(std::move(container));
+    return true;
+  }
+  bool close() {
+    if (stream_ != Stream::None) {
+      if (depth_ == stream_depth_) {
+        stream_ = Stream::None;
+      } else {
+        if (!skipping()) record_.close();
+        if (depth_ == stream_depth_ + 1) endRecord();
+      }
+    } else {
+      rest_.close();
+    }
+    --depth_;
+    return true;
+  }
+
+  const TraceReadLimits &limits_;
+  DomBuilder rest_, record_;
+  TraceRecords records_;
+  Stream stream_ = Stream::None;
+  int depth_ = 0, stream_depth_ = 0;
+  bool root_is_object_ = false;
+  std::string root_key_;
+  std::size_t values_ = 0, record_values_ = 0, ops_seen_ = 0, comms_seen_ = 0;
+  std::string error_;
+};
+
+} // namespace
+
+Result<Trace> traceFromJson(const json &document) {
+  TraceRecords records;
+  if (document.is_object()) {
+    if (const auto ops = document.find("ops"); ops != document.end() && ops->is_array()) {
+      if (ops->size() > kMaxTraceRecords) return makeError(tooManyRecords("ops", kMaxTraceRecords));
+      records.ops_read = true;
+      records.ops.reserve(ops->size());
+      for (std::size_t i = 0; i < ops->size() && !records.ops_error; ++i) {
+        auto op = traceOpFromJson((*ops)[i], opPointer(i));
+        if (op)
+          records.ops.push_back(*op);
+        else
+          records.ops_error = op.error();
+      }
+    }
+    if (const auto comms = document.find("comms"); comms != document.end() && comms->is_array()) {
+      if (comms->size() > kMaxTraceRecords)
+        return makeError(tooManyRecords("comms", kMaxTraceRecords));
+      records.comms_read = true;
+      records.transfers.reserve(comms->size());
+      for (std::size_t i = 0; i < comms->size() && !records.comms_error; ++i) {
+        auto t = traceTransferFromJson((*comms)[i], "/comms/" + std::to_string(i));
+        if (t)
+          records.transfers.push_back(*t);
+        else
+          records.comms_error = t.error();
+      }
+    }
+  }
+  return assembleTrace(document, std::move(records));
+}
+
+Result<TraceDocument> readTraceDocument(std::istream &input, const TraceReadLimits &limits) {
+  TraceSax sax(limits);
+  const bool parsed = json::sax_parse(input, &sax);
+  if (!parsed || !sax.error().empty())
+    return makeError(
+        escapeControlCharacters(sax.error().empty() ? std::string("not valid JSON") : sax.error()));
+  auto trace = assembleTrace(sax.rest(), std::move(sax.records()));
+  if (!trace) return trace.error();
+  return TraceDocument{std::move(*trace), std::move(sax.rest())};
+}
+
+Result<TraceDocument> loadTraceDocument(const std::string &path, const TraceReadLimits &limits) {
+  ReadLimits read;
+  read.max_bytes = limits.json.max_bytes;
+  auto file = InputFile::open(path, read);
+  if (!file) return file.error();
+  std::istream input(file->get());
+  auto document = readTraceDocument(input, limits);
+  // Damaged gzip first shows to the parser as bad text: read on to find the real reason.
+  if (!document && (*file)->compressed())
+    while ((*file)->error().empty() && input.rdbuf()->sbumpc() != std::char_traits<char>::eof()) {
+    }
+  // A read that stopped early (size limit, silent pipe) shows to the parser as a truncated file;
+  // the reason is the reader's.
+  if (!(*file)->error().empty()) return makeError((*file)->error());
+  if (!document) return makeError(escapeControlCharacters(path) + ": " + document.error().message);
+  return document;
+}
+
 Result<Trace> loadTrace(const std::string &path) {
-  return loadJsonFile(path, &traceFromJson);
+  auto document = loadTraceDocument(path);
+  if (!document) return document.error();
+  return std::move(document->trace);
 }
 
 // ---------------------------------------------------------------------------------------------

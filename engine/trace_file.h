@@ -1,7 +1,9 @@
 #pragma once
 // Traces (DESIGN.md §6): per-op and per-transfer records of one step, simulated or measured,
 // with the plan they came from and their metrics; and the Chrome trace-event export.
+#include <cstddef>
 #include <functional>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/evaluation.h"
+#include "engine/json_io.h"
 #include "engine/plan_file.h"
 
 namespace pipescope {
@@ -76,6 +79,44 @@ void streamTrace(const TextSink &write, const Trace &trace,
                  const nlohmann::json &extra_fields = nullptr);
 /// The same text as streamTrace(write, traceFromEvaluation(plan, evaluation)), without the copy.
 void streamSimulatedTrace(const TextSink &write, const Plan &plan, const Evaluation &evaluation);
+
+/// Most records the trace readers take in each of `ops` and `comms`: one step of the largest
+/// schedule pipescope simulates (kMaxScheduleOps), each op as two records in case all are
+/// overlapped pairs. At sizeof(TraceOp) = sizeof(TraceTransfer) = 48 bytes that is 3 GiB of
+/// records per array, the most a trace pipescope wrote can need.
+inline constexpr std::size_t kMaxTraceRecords = 2 * kMaxScheduleOps;
+/// Largest trace file read: kMaxTraceRecords records at 128 bytes each (pipescope writes about
+/// 110 to 190 per op or comm record, compact or indented). The reader streams, so this bounds the
+/// reading time (about a minute per 4 GiB), not the memory.
+inline constexpr std::size_t kMaxTraceBytes = kMaxTraceRecords * 128;
+
+/// What the streaming trace reader accepts; tests lower them. `json.max_values` caps only what is
+/// built as a document at once (everything but the op and comm records, and the record being
+/// read); the records are capped by `max_records` per array.
+struct TraceReadLimits {
+  JsonLimits json{kMaxTraceBytes, kMaxJsonDepth, kMaxJsonValues};
+  std::size_t max_records = kMaxTraceRecords;
+};
+
+/// A trace read from a file, and the rest of its document (everything but `ops` and `comms`),
+/// for readers of other fields (pipescope-backend's `backend` block).
+struct TraceDocument {
+  Trace trace;
+  nlohmann::json rest;
+};
+
+/// Reads a pipescope.trace from a stream in memory bounded by its records (about 48 bytes per op
+/// and per comm record), not by a document: `ops` and `comms` are decoded record by record while
+/// parsing. Same checks and messages as traceFromJson. Any std::istream (a decompressing one too).
+/// Measured (Release, x86-64, glibc; interleaved-1f1b P=64 M=1024 V=8: 1,048,576 ops and
+/// 1,046,528 comms, 357 MB indented): parse into a document then convert, 6.3 s and 2.42 GB peak
+/// RSS; this reader, 3.3 s and 126 MB (about 60 bytes per record, the vectors and their growth).
+/// `pipescope compare` on that file: 6.3 s, 2.45 GB before; 3.8 s, 535 MB after (its own
+/// re-simulation is most of that).
+Result<TraceDocument> readTraceDocument(std::istream &input, const TraceReadLimits &limits = {});
+/// readTraceDocument on a file, opened as readTextFile opens files; errors start with the path.
+Result<TraceDocument> loadTraceDocument(const std::string &path,
+                                        const TraceReadLimits &limits = {});
 
 /// Chrome trace-event JSON: pid = rank, tid = lane, complete ("X") events, flow arrows from each
 /// send to its recv, counter tracks for in-flight activations. Perfetto and chrome://tracing

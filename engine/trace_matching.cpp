@@ -116,18 +116,15 @@ Status checkTraceMatchesSchedule(const Trace &trace, const Schedule &schedule) {
 }
 
 Result<MeasuredTraceFile> loadMeasuredTrace(const std::string &path) {
-  auto text = readTextFile(path);
-  if (!text) return text.error();
-  auto json = parseJsonLimited(*text);
-  if (!json) return makeError(escapeControlCharacters(path) + ": " + json.error().message);
-  auto trace = traceFromJson(*json);
-  if (!trace) return makeError(escapeControlCharacters(path) + ": " + trace.error().message);
+  auto document = loadTraceDocument(path);
+  if (!document) return document.error();
   MeasuredTraceFile file;
-  file.trace = std::move(*trace);
+  file.trace = std::move(document->trace);
   // pipescope-backend keeps its run's details beside the trace; the factor between planned and
   // device time is among them.
-  const auto backend = json->find("backend");
-  if (backend != json->end() && backend->is_object()) {
+  const nlohmann::json &rest = document->rest;
+  const auto backend = rest.find("backend");
+  if (backend != rest.end() && backend->is_object()) {
     const auto workload = backend->find("workload");
     if (workload != backend->end() && workload->is_object()) {
       const auto factor = workload->find("expected_time_factor");

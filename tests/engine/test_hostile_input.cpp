@@ -5,6 +5,7 @@
 
 #include <QTemporaryDir>
 
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -46,6 +47,58 @@ json simulatedTrace(const std::string &schedule) {
   auto evaluation = evaluatePlan(plan);
   if (!evaluation) return json();
   return traceToJson(traceFromEvaluation(plan, *evaluation));
+}
+
+Trace simulated(const std::string &schedule, int pp, int microbatches, int chunks = 1) {
+  Plan plan;
+  plan.request.name = schedule;
+  plan.request.pp = plan.mesh.pp = pp;
+  plan.request.microbatches = microbatches;
+  plan.request.chunks = chunks;
+  if (schedule == "dualpipe" || schedule == "dualpipev") plan.costs.overlapped_us = 2.5;
+  auto evaluation = evaluatePlan(plan);
+  if (!evaluation) return Trace{};
+  return traceFromEvaluation(plan, *evaluation);
+}
+
+// The streaming reader on JSON text in memory.
+Result<TraceDocument> readTraceText(const std::string &text, const TraceReadLimits &limits = {}) {
+  std::istringstream input(text);
+  return readTraceDocument(input, limits);
+}
+
+// Field by field, so a failure says which record differs.
+std::string differences(const Trace &a, const Trace &b) {
+  if (a.source != b.source) return "source";
+  if (a.ops.size() != b.ops.size())
+    return "op count " + std::to_string(a.ops.size()) + " vs " + std::to_string(b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const TraceOp &x = a.ops[i], &y = b.ops[i];
+    if (x.rank != y.rank || x.step != y.step || x.index != y.index || x.kind != y.kind ||
+        x.stage != y.stage || x.microbatch != y.microbatch || x.start_us != y.start_us ||
+        x.end_us != y.end_us || x.lane != y.lane || x.overlapped != y.overlapped)
+      return "op " + std::to_string(i);
+  }
+  if (a.transfers.size() != b.transfers.size()) return "transfer count";
+  for (std::size_t i = 0; i < a.transfers.size(); ++i) {
+    const TraceTransfer &x = a.transfers[i], &y = b.transfers[i];
+    if (x.from_rank != y.from_rank || x.to_rank != y.to_rank || x.stage != y.stage ||
+        x.microbatch != y.microbatch || x.gradient != y.gradient || x.start_us != y.start_us ||
+        x.end_us != y.end_us || x.bytes != y.bytes)
+      return "transfer " + std::to_string(i);
+  }
+  if (a.makespan_us != b.makespan_us || a.bubble_fraction != b.bubble_fraction ||
+      a.bubble_ratio != b.bubble_ratio)
+    return "metrics";
+  if (a.ranks.size() != b.ranks.size()) return "rank count";
+  for (std::size_t i = 0; i < a.ranks.size(); ++i)
+    if (a.ranks[i].busy_us != b.ranks[i].busy_us || a.ranks[i].idle_us != b.ranks[i].idle_us ||
+        a.ranks[i].peak_inflight != b.ranks[i].peak_inflight ||
+        a.ranks[i].peak_inflight_microbatches != b.ranks[i].peak_inflight_microbatches)
+      return "rank " + std::to_string(i);
+  if (a.devices != b.devices || a.clock_error_us != b.clock_error_us) return "devices";
+  if (planToJson(a.plan) != planToJson(b.plan)) return "plan";
+  return "";
 }
 
 std::size_t opCount(const std::vector<std::vector<Op>> &ranks) {
@@ -355,6 +408,206 @@ private slots:
     QVERIFY(!refused);
     QVERIFY2(refused.error().message.find(expected.toStdString()) != std::string::npos,
              refused.error().message.c_str());
+    // The streaming reader refuses its text with the message the document reader gives for the
+    // same text (NaN and infinity are written as null, so compare with the text's document).
+    for (const int indent : {-1, 1}) {
+      const std::string text = trace.dump(indent);
+      auto streamed = readTraceText(text);
+      QVERIFY(!streamed);
+      QCOMPARE(streamed.error().message, traceFromJson(json::parse(text)).error().message);
+    }
+  }
+
+  void streamedTracesLoadBackEqual_data() {
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<int>("chunks");
+    QTest::newRow("1f1b") << "1f1b" << 1;
+    QTest::newRow("gpipe") << "gpipe" << 1;
+    QTest::newRow("interleaved-1f1b V=3") << "interleaved-1f1b" << 3;
+    QTest::newRow("zb-h1") << "zb-h1" << 1;
+    QTest::newRow("zb-v") << "zb-v" << 1;
+    QTest::newRow("dualpipe") << "dualpipe" << 1;
+    QTest::newRow("dualpipev") << "dualpipev" << 1;
+  }
+  void streamedTracesLoadBackEqual() {
+    QFETCH(QString, schedule);
+    QFETCH(int, chunks);
+    const Trace trace = simulated(schedule.toStdString(), 4, 12, chunks);
+    QVERIFY(!trace.ops.empty());
+    QVERIFY(!trace.transfers.empty());
+    if (schedule.startsWith("dualpipe")) {
+      const auto pairs = std::count_if(trace.ops.begin(), trace.ops.end(),
+                                       [](const TraceOp &op) { return op.overlapped; });
+      QVERIFY(pairs > 0);
+    }
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("trace.json").toStdString();
+    QVERIFY(saveTrace(path, trace));
+    auto loaded = loadTrace(path);
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    QCOMPARE(QString::fromStdString(differences(trace, *loaded)), QString());
+    // The document reader agrees, and compact text (as streamed writers write it) reads the same.
+    auto fromDocument = traceFromJson(traceToJson(trace));
+    QVERIFY(fromDocument);
+    QCOMPARE(QString::fromStdString(differences(trace, *fromDocument)), QString());
+    auto compact = readTraceText(traceToJson(trace).dump());
+    QVERIFY2(compact, compact ? "" : compact.error().message.c_str());
+    QCOMPARE(QString::fromStdString(differences(trace, compact->trace)), QString());
+    // A measured trace keeps its devices, and the rest of the document keeps extra blocks.
+    Trace measured = trace;
+    measured.source = "measured";
+    measured.devices = {"gpu0", "gpu1", "gpu2", "gpu3"};
+    measured.clock_error_us = 1.5;
+    json document = traceToJson(measured);
+    document["backend"] = {{"workload", {{"expected_time_factor", 2.0}}}};
+    auto withExtra = readTraceText(document.dump());
+    QVERIFY2(withExtra, withExtra ? "" : withExtra.error().message.c_str());
+    QCOMPARE(QString::fromStdString(differences(measured, withExtra->trace)), QString());
+    QCOMPARE(withExtra->rest["backend"]["workload"]["expected_time_factor"].get<double>(), 2.0);
+    QVERIFY(!withExtra->rest.contains("ops"));
+    QVERIFY(!withExtra->rest.contains("comms"));
+  }
+
+  void badRecordDeepInTheOpsIsRefusedByPointer_data() {
+    QTest::addColumn<QString>("defect");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("string time") << "string"
+                                 << "start_us: expected a number, got a string";
+    QTest::newRow("not an object") << "scalar"
+                                   << ": expected an object, got an integer";
+    QTest::newRow("array record") << "array"
+                                  << ": expected an object, got an array";
+    QTest::newRow("unknown kind") << "kind"
+                                  << "/kind: expected one of F, I, W, B, got \"X\"";
+    QTest::newRow("ends before it starts") << "backwards"
+                                           << "/end_us: ends before it starts";
+    QTest::newRow("missing stage") << "missing"
+                                   << "/stage: missing; expected an integer";
+  }
+  void badRecordDeepInTheOpsIsRefusedByPointer() {
+    QFETCH(QString, defect);
+    QFETCH(QString, expected);
+    json trace = traceToJson(simulated("interleaved-1f1b", 8, 32, 2));
+    auto &ops = trace["ops"];
+    QVERIFY(ops.size() > 1000);
+    const std::size_t at = ops.size() - 7;
+    if (defect == "string")
+      ops[at]["start_us"] = "12";
+    else if (defect == "scalar")
+      ops[at] = 5;
+    else if (defect == "array")
+      ops[at] = json::array({1, 2});
+    else if (defect == "kind")
+      ops[at]["kind"] = "X";
+    else if (defect == "backwards")
+      ops[at]["end_us"] = 0.0;
+    else if (defect == "missing")
+      ops[at].erase("stage");
+    // A later bad record is not the one reported.
+    ops[at + 3]["rank"] = "late";
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = writeFile(dir, "trace.json", trace.dump(1));
+    auto loaded = loadTrace(path);
+    QVERIFY(!loaded);
+    const std::string wanted = path + ": /ops/" + std::to_string(at);
+    QVERIFY2(loaded.error().message.starts_with(wanted), loaded.error().message.c_str());
+    QVERIFY2(loaded.error().message.find(expected.toStdString()) != std::string::npos,
+             loaded.error().message.c_str());
+    auto document = traceFromJson(trace);
+    QVERIFY(!document);
+    QCOMPARE(path + ": " + document.error().message, loaded.error().message);
+  }
+
+  void tracesPastTheValueCapLoad() {
+    // The value cap bounds what is built at once; streamed op and comm records do not count.
+    // Lowered here so a small trace is past it: 1536 ops of about 10 values each.
+    const Trace trace = simulated("1f1b", 8, 96);
+    QCOMPARE(trace.ops.size(), std::size_t{8 * 96 * 2});
+    const std::string text = traceToJson(trace).dump();
+    TraceReadLimits limits;
+    limits.json.max_values = 2000;
+    JsonLimits documentLimits;
+    documentLimits.max_values = limits.json.max_values;
+    auto document = parseJsonLimited(text, documentLimits);
+    QVERIFY(!document);
+    QVERIFY2(document.error().message.find("holds more than 2000 values") != std::string::npos,
+             document.error().message.c_str());
+    auto streamed = readTraceText(text, limits);
+    QVERIFY2(streamed, streamed ? "" : streamed.error().message.c_str());
+    QCOMPARE(QString::fromStdString(differences(trace, streamed->trace)), QString());
+    // The records have their own cap, per array.
+    limits.max_records = trace.ops.size() - 1;
+    auto tooMany = readTraceText(text, limits);
+    QVERIFY(!tooMany);
+    QVERIFY2(tooMany.error().message.starts_with("/comms: more than 1535 records") ||
+                 tooMany.error().message.starts_with("/ops: more than 1535 records"),
+             tooMany.error().message.c_str());
+    limits.max_records = std::max(trace.ops.size(), trace.transfers.size());
+    QVERIFY(readTraceText(text, limits));
+    // One record cannot hold more than the value cap, nor the rest of the document.
+    json huge = traceToJson(trace);
+    huge["ops"][100]["padding"] = json::array();
+    for (int i = 0; i < 3000; ++i)
+      huge["ops"][100]["padding"].push_back(i);
+    auto refused = readTraceText(huge.dump(), limits);
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().message.find("more than 2000 values") != std::string::npos,
+             refused.error().message.c_str());
+    json extra = traceToJson(trace);
+    extra["extra"] = json::array();
+    for (int i = 0; i < 3000; ++i)
+      extra["extra"].push_back(i);
+    QVERIFY(!readTraceText(extra.dump(), limits));
+  }
+
+  void streamedTraceLimits() {
+    const Trace trace = simulated("1f1b", 4, 8);
+    json document = traceToJson(trace);
+    // Depth, everywhere including inside a record.
+    json deep = 1;
+    for (int i = 0; i < 70; ++i)
+      deep = json::array({deep});
+    json nested = document;
+    nested["ops"][3]["lane"] = deep;
+    auto refused = readTraceText(nested.dump());
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().message.find("nests deeper than 64 levels") != std::string::npos,
+             refused.error().message.c_str());
+    // Broken text, and a file past the byte limit named with its path.
+    auto broken = readTraceText(document.dump().substr(0, 5000));
+    QVERIFY(!broken);
+    QVERIFY2(broken.error().message.starts_with("not valid JSON: "),
+             broken.error().message.c_str());
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = writeFile(dir, "trace.json", document.dump());
+    TraceReadLimits limits;
+    limits.json.max_bytes = 4000;
+    auto big = loadTraceDocument(path, limits);
+    QVERIFY(!big);
+    QVERIFY2(big.error().message.find("at most 4000 are read") != std::string::npos,
+             big.error().message.c_str());
+    QVERIFY2(big.error().message.find(path) != std::string::npos, big.error().message.c_str());
+    // Not a trace: the format check still speaks first, and ops that are not an array are named.
+    auto plan = readTraceText(document["plan"].dump());
+    QVERIFY(!plan);
+    QCOMPARE(plan.error().message, traceFromJson(document["plan"]).error().message);
+    json scalarOps = document;
+    scalarOps["ops"] = 3;
+    auto notArray = readTraceText(scalarOps.dump());
+    QVERIFY(!notArray);
+    QCOMPARE(notArray.error().message, traceFromJson(scalarOps).error().message);
+    QVERIFY2(notArray.error().message.starts_with("/ops: "), notArray.error().message.c_str());
+    // A repeated key replaces the earlier value, as json::parse does.
+    std::string text = document.dump();
+    text.insert(1, "\"ops\":[1,2],");
+    auto repeated = readTraceText(text);
+    QVERIFY2(repeated, repeated ? "" : repeated.error().message.c_str());
+    QCOMPARE(repeated->trace.ops.size(), trace.ops.size());
+    QVERIFY(!readTraceText("[1,2,3]"));
+    QVERIFY(!readTraceText(""));
   }
 
   void overlappedPairsAreNotOverlaps() {
