@@ -34,7 +34,7 @@ cp "$root"/tests/fuzz/corpus_arguments/* "$out/corpus_arguments/" 2>/dev/null ||
 sources=$(ls "$root"/engine/*.cpp "$root"/engine/generators/*.cpp "$root"/engine/model/*.cpp)
 # shellcheck disable=SC2086
 clang++ "${flags[@]}" $sources "$build/resources/embedded_resources.cpp" \
-  "$root/tests/fuzz/fuzz_readers.cpp" -o "$out/fuzz_readers"
+  "$root/tests/fuzz/fuzz_readers.cpp" -lz -o "$out/fuzz_readers"
 clang++ "${flags[@]}" "$root/engine/cli/arguments.cpp" "$root/tests/fuzz/fuzz_arguments.cpp" \
   -o "$out/fuzz_arguments"
 
