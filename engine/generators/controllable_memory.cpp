@@ -28,9 +28,7 @@
 // The order does not depend on op times; the simulation times it.
 #include <algorithm>
 #include <array>
-#include <functional>
-#include <queue>
-#include <tuple>
+#include <cstdint>
 
 #include "engine/generators/generators.h"
 
@@ -130,26 +128,52 @@ int peakActivations(const RankSlots &slots) {
   return peak;
 }
 
-// Visits every op of every rank in the order of (slot, rank, type), the reference's global order.
-// `visit(rank, type, m)` may move the op it is given; ops not yet visited keep their slots.
-void visitInSlotOrder(const Slots &slots, const std::function<void(int, int, int)> &visit) {
-  using Head = std::tuple<int, int, int>; // slot, rank, type
-  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-  std::vector<std::vector<std::size_t>> next(slots.size());
-  for (std::size_t r = 0; r < slots.size(); ++r) {
-    next[r].assign(slots[r].size(), 0);
+// Visits every op of every rank in the order of (slot, rank, type, microbatch), the reference's
+// global order; `visit(rank, type, m)` may move the op it is given. An op's slot changes only when
+// it is visited, so the order is that of the slots on entry: a counting sort by slot, filled in
+// (rank, type, microbatch) order so that ties keep it.
+template <typename Visit> void visitInSlotOrder(const Slots &slots, Visit &&visit) {
+  std::size_t slot_count = 0;
+  for (const auto &rank : slots)
+    slot_count = std::max(slot_count, static_cast<std::size_t>(lastSlot(rank) + 1));
+  std::vector<std::size_t> begin(slot_count + 1, 0);
+  for (const auto &rank : slots)
+    for (const auto &list : rank)
+      for (int slot : list)
+        ++begin[static_cast<std::size_t>(slot) + 1];
+  for (std::size_t i = 1; i <= slot_count; ++i)
+    begin[i] += begin[i - 1];
+  // rank (14 bits), type (3 bits), microbatch (the rest) in one word.
+  static_assert(kMaxPipelineRanks <= (1 << 14));
+  std::vector<std::uint64_t> order(begin[slot_count]);
+  for (std::size_t r = 0; r < slots.size(); ++r)
     for (std::size_t t = 0; t < slots[r].size(); ++t)
-      if (!slots[r][t].empty()) heads.emplace(slots[r][t][0], int(r), int(t));
+      for (std::size_t m = 0; m < slots[r][t].size(); ++m)
+        order[begin[static_cast<std::size_t>(slots[r][t][m])]++] = (std::uint64_t{m} << 17) |
+                                                                   (std::uint64_t{r} << 3) | t;
+  for (const std::uint64_t entry : order)
+    visit(static_cast<int>((entry >> 3) & 0x3fff), static_cast<int>(entry & 7),
+          static_cast<int>(entry >> 17));
+}
+
+// The slot of a rank's k-th input-grad (0-based) of either chunk: the k-th smallest of the two
+// increasing lists of B and b slots (a rank's slots are distinct), found by bisection.
+int kthInputGradSlot(const RankSlots &own, int k) {
+  const auto &ones = own[kInput1], &zeros = own[kInput0];
+  const int count_ones = static_cast<int>(ones.size()), count_zeros = static_cast<int>(zeros.size());
+  // Take `low` of the k+1 smallest from `ones` and the rest from `zeros`.
+  int low = std::max(0, k + 1 - count_zeros), high = std::min(k + 1, count_ones);
+  while (low < high) {
+    const int from_ones = (low + high) / 2;
+    const int from_zeros = k + 1 - from_ones;
+    if (ones[static_cast<std::size_t>(from_ones)] < zeros[static_cast<std::size_t>(from_zeros - 1)])
+      low = from_ones + 1;
+    else
+      high = from_ones;
   }
-  while (!heads.empty()) {
-    const auto [slot, rank, type] = heads.top();
-    heads.pop();
-    auto &position = next[static_cast<std::size_t>(rank)][static_cast<std::size_t>(type)];
-    const int m = static_cast<int>(position++);
-    visit(rank, type, m);
-    const auto &list = slots[static_cast<std::size_t>(rank)][static_cast<std::size_t>(type)];
-    if (position < list.size()) heads.emplace(list[position], rank, type);
-  }
+  const int from_zeros = k + 1 - low;
+  return std::max(low > 0 ? ones[static_cast<std::size_t>(low - 1)] : -1,
+                  from_zeros > 0 ? zeros[static_cast<std::size_t>(from_zeros - 1)] : -1);
 }
 
 // The slot each op's dependencies end in (-1: none), as the reference counts them: the same
@@ -168,15 +192,7 @@ int dependencySlot(const Slots &slots, int rank, int type, int m) {
   if ((type == kForward1 || type == kInput0) && rank + 1 < pp)
     slot = std::max(slot, at(rank + 1, type, m));
   if (type > kForward0 && type < kWeight1) slot = std::max(slot, at(rank, type - 1, m));
-  if (type == kWeight1) {
-    // The m-th input-grad of either chunk, merging the two increasing lists.
-    const auto &ones = own[kInput1], &zeros = own[kInput0];
-    std::size_t i = 0, j = 0;
-    int kth = -1;
-    for (int k = 0; k <= m; ++k)
-      kth = (j >= zeros.size() || (i < ones.size() && ones[i] <= zeros[j])) ? ones[i++] : zeros[j++];
-    slot = std::max(slot, kth);
-  }
+  if (type == kWeight1) slot = std::max(slot, kthInputGradSlot(own, m));
   if (m > 0) slot = std::max(slot, at(rank, type, m - 1));
   return slot;
 }
@@ -207,6 +223,113 @@ Slots replayAsSoonAsPossible(const Slots &slots) {
   return start;
 }
 
+// A rank's activation profile during the squeeze, answering mem_of_stage(...) <= cap for one
+// tentative move without walking the whole rank (the reference re-walks it per candidate slot,
+// O(M) each, which is what made large P and M slow).
+//   With explicit W's, held(t) is the sum over ops in slots <= t of +1 (F, f) and -1 (W), so
+//   moving an F or f from `original` to `candidate` adds 1 on [candidate, original) and moving a W
+//   subtracts 1 there; B and b hold nothing. The peak never exceeds the cap (moves that would are
+//   refused), so a move fits when max(held[candidate..original)) + 1 <= cap.
+//   Without W's, each idle slot frees one activation of a waiting input-grad, so a move reshapes
+//   the profile after `candidate`. The state (held, waiting, peak so far) before `candidate` is
+//   cached and unchanged by a move later than it; only the suffix is replayed.
+class RankMemory {
+public:
+  RankMemory(const RankSlots &slots, bool explicit_weights, int cap)
+      : explicit_(explicit_weights), cap_(cap) {
+    const int last = lastSlot(slots);
+    at_.assign(static_cast<std::size_t>(last + 1), -1);
+    for (std::size_t t = 0; t < slots.size(); ++t)
+      for (int slot : slots[t])
+        at_[static_cast<std::size_t>(slot)] = static_cast<int>(t);
+    if (explicit_) {
+      held_.resize(at_.size());
+      int held = 0;
+      for (std::size_t t = 0; t < at_.size(); ++t)
+        held_[t] = held += change(at_[t]);
+    } else {
+      states_.resize(at_.size());
+    }
+  }
+
+  bool occupied(int slot) const { return at_[static_cast<std::size_t>(slot)] >= 0; }
+
+  /// Prepares fits() for moving an op of `type` out of `original` to candidates from `first` on.
+  void beginMove(int type, int first, int original) {
+    type_ = type;
+    original_ = original;
+    if (!explicit_ || change(type) <= 0) return;
+    // Suffix maxima of held over [candidate, original).
+    window_max_.assign(static_cast<std::size_t>(std::max(0, original - first)), 0);
+    int best = -1 << 30;
+    for (int t = original - 1; t >= first; --t)
+      window_max_[static_cast<std::size_t>(t - first)] = best =
+          std::max(best, held_[static_cast<std::size_t>(t)]);
+    first_ = first;
+  }
+
+  /// Whether the rank's peak stays within the cap with the op moved to `candidate`.
+  bool fits(int candidate) {
+    if (explicit_)
+      return change(type_) <= 0 ||
+             window_max_[static_cast<std::size_t>(candidate - first_)] + 1 <= cap_;
+    extendCache(candidate - 1);
+    State state = candidate > 0 ? states_[static_cast<std::size_t>(candidate - 1)] : State{};
+    for (int t = candidate; t < static_cast<int>(at_.size()); ++t) {
+      const int type = t == candidate ? type_ : t == original_ ? -1 : at_[static_cast<std::size_t>(t)];
+      state = step(state, type);
+      if (state.peak > cap_) return false;
+    }
+    return true;
+  }
+
+  void move(int candidate) {
+    at_[static_cast<std::size_t>(original_)] = -1;
+    at_[static_cast<std::size_t>(candidate)] = type_;
+    if (explicit_) {
+      for (int t = candidate; t < original_; ++t)
+        held_[static_cast<std::size_t>(t)] += change(type_);
+    } else {
+      valid_ = std::min(valid_, candidate - 1);
+    }
+  }
+
+private:
+  struct State {
+    int held = 0, waiting = 0, peak = 0;
+  };
+  static int change(int type) {
+    return type == kForward0 || type == kForward1 ? 1 : type == kWeight1 ? -1 : 0;
+  }
+  // mem_of_stage's step without W's: an idle slot frees one activation of a waiting input-grad.
+  static State step(State state, int type) {
+    if (type == kForward0 || type == kForward1) ++state.held;
+    if (type == kInput1 || type == kInput0) ++state.waiting;
+    if (type < 0 && state.waiting > 0) {
+      --state.held;
+      --state.waiting;
+    }
+    state.peak = std::max(state.peak, state.held);
+    return state;
+  }
+  void extendCache(int until) {
+    for (int t = valid_ + 1; t <= until; ++t)
+      states_[static_cast<std::size_t>(t)] =
+          step(t > 0 ? states_[static_cast<std::size_t>(t - 1)] : State{},
+               at_[static_cast<std::size_t>(t)]);
+    valid_ = std::max(valid_, until);
+  }
+
+  bool explicit_;
+  int cap_;
+  std::vector<int> at_;   ///< op type in each slot, -1 when idle
+  std::vector<int> held_; ///< explicit W's: activations held after each slot
+  std::vector<State> states_;
+  int valid_ = -1; ///< states_[0..valid_] are current
+  std::vector<int> window_max_;
+  int type_ = 0, original_ = 0, first_ = 0;
+};
+
 // reorder: the greedy squeeze. Returns the compact slots of the result, with one W queue.
 Slots squeeze(Slots slots, bool with_weights, int microbatches) {
   if (with_weights)
@@ -215,38 +338,32 @@ Slots squeeze(Slots slots, bool with_weights, int microbatches) {
   int memory_cap = 0;
   for (const auto &rank : slots)
     memory_cap = std::max(memory_cap, peakActivations(rank));
-  std::vector<std::vector<char>> occupied;
+  std::vector<RankMemory> memory;
+  memory.reserve(slots.size());
   for (const auto &rank : slots)
-    occupied.emplace_back(static_cast<std::size_t>(lastSlot(rank) + 1), 0);
+    memory.emplace_back(rank, with_weights, memory_cap);
 
   enum Phase { kWarmUp, kSteady, kCoolDown } phase = kWarmUp;
   visitInSlotOrder(slots, [&](int rank, int type, int m) {
-    auto &own = slots[static_cast<std::size_t>(rank)];
-    int &slot = own[static_cast<std::size_t>(type)][static_cast<std::size_t>(m)];
-    auto &taken = occupied[static_cast<std::size_t>(rank)];
     if (phase == kWarmUp && type == kInput0 && rank == 0) phase = kSteady;
     // The steady state (up to the last microbatch's first F, included) keeps the building block;
     // the squeeze without W's also keeps the warm-up.
-    bool keep = phase == kWarmUp && !with_weights;
     if (phase == kSteady) {
-      keep = true;
       if (type == kForward0 && m == microbatches - 1) phase = kCoolDown;
+      return;
     }
-    if (!keep) {
-      const int original = slot;
-      bool moved = false;
-      for (int candidate = dependencySlot(slots, rank, type, m) + 1; candidate < original;
-           ++candidate) {
-        if (taken[static_cast<std::size_t>(candidate)] != 0) continue;
+    if (phase == kWarmUp && !with_weights) return;
+    int &slot = slots[static_cast<std::size_t>(rank)][static_cast<std::size_t>(type)]
+                     [static_cast<std::size_t>(m)];
+    auto &profile = memory[static_cast<std::size_t>(rank)];
+    const int first = dependencySlot(slots, rank, type, m) + 1;
+    profile.beginMove(type, first, slot);
+    for (int candidate = first; candidate < slot; ++candidate)
+      if (!profile.occupied(candidate) && profile.fits(candidate)) {
+        profile.move(candidate);
         slot = candidate;
-        if (peakActivations(own) <= memory_cap) {
-          moved = true;
-          break;
-        }
+        break;
       }
-      if (!moved) slot = original;
-    }
-    taken[static_cast<std::size_t>(slot)] = 1;
   });
   if (!with_weights)
     for (auto &rank : slots)
@@ -301,10 +418,21 @@ RankOps buildControllableMemoryV(bool minimum_memory, int pp, int microbatches) 
 
 } // namespace
 
-// Both accept any P >= 1 and M >= 1; V = 2 is fixed by the V-shape (request.chunks is ignored,
-// as for zb-v). The reference builds every such P and M; with M below about P the steady state
-// never forms and the squeeze alone shapes the schedule.
-Status checkControllableMemoryV(const ScheduleRequest &) {
+// Both accept any M >= 1 and P from 1 to kMaxControllableMemoryRanks; V = 2 is fixed by the
+// V-shape (request.chunks is ignored, as for zb-v). The reference builds every such P and M; with
+// M below about P the steady state never forms and the squeeze alone shapes the schedule. The
+// squeeze's work grows as P^3 (O(P^2) warm-up and cool-down ops per rank pass, each looking back
+// O(P) slots): measured 1.5 s at P = M = 512 and 15 s at P = M = 1024 on this project's 2-core
+// machine, hence the bound on P.
+constexpr int kMaxControllableMemoryRanks = 512;
+
+Status checkControllableMemoryV(const ScheduleRequest &request) {
+  if (request.pp > kMaxControllableMemoryRanks)
+    return makeError(request.name + " builds its order greedily, in time growing as P^3; " +
+                     "pipescope builds it for P <= " + std::to_string(kMaxControllableMemoryRanks) +
+                     ", got P = " + std::to_string(request.pp) +
+                     "; use P <= " + std::to_string(kMaxControllableMemoryRanks) +
+                     ", or zb-v for a V-shape schedule at this P");
   return Ok{};
 }
 
