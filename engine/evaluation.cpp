@@ -141,6 +141,26 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     m.exact_when = uniform + ", M >= 2P-1";
     return m;
   }
+  if (name == "interleaved-zb") {
+    // No closed form is published for PyTorch's interleaved zero bubble. This one is ZB-H1's step
+    // (above) with the fill shrunk by V, as Narayanan et al. 2021 shrink 1F1B's: pipescope's
+    // derivation, confirmed exactly by simulation (test_schedules) for M >= P.
+    const double fill = (P - 1) * (F + I - std::min({F, I, W})) / V;
+    auto m = fromMakespan(M * (F + B) + fill, M * (F + B), P);
+    m.bubble_formula = "bubble per rank = (P-1)(F+I-min(F,I,W))/V, (P-1)(F+I-W)/V when W <= "
+                       "min(F, I): ZB-H1's bubble shrunk by V (derived, not published)";
+    // PyTorch's rounds: max(1, floor(M/P)) of R microbatches; the warm-up holds (V-1)R + P-1-r
+    // chunks, and rank r's W's lag r behind its I's, so every rank peaks at (V-1)R + P.
+    const int per_round = M / std::max(1, M / P);
+    m.peak_inflight.assign(static_cast<std::size_t>(P), std::min(V * M, (V - 1) * per_round + P));
+    m.memory_formula = "min(V·M, (V-1)R + P) chunks on every rank, R = M / max(1, floor(M/P)) "
+                       "microbatches per round: V·P chunks (P microbatches, 1F1B's rank-0 peak) "
+                       "when P divides M";
+    m.source = "derived from Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024) and "
+               "Narayanan et al. (SC 2021); PyTorch ScheduleInterleavedZeroBubble";
+    m.exact_when = uniform + ", M >= P";
+    return m;
+  }
   if (name == "zb-v") {
     // Qi et al. 2024 (controllable memory): with F = I = W = t per rank share, the only idle
     // time is the start offset, T = 3Mt + max((P-1)t/2, (2P-1-M)t).
