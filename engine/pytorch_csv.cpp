@@ -26,7 +26,7 @@ namespace {
 // pipeline_order ends every rank with REDUCE_GRAD, WAIT_REDUCE_GRAD).
 bool isCommunicationAction(std::string_view cell) {
   static constexpr std::array<std::string_view, 10> kinds = {
-      "SEND_F",  "RECV_F",  "SEND_B",      "RECV_B",      "UNSHARD",
+      "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
       "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
   std::size_t i = 0;
   while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9')

@@ -61,7 +61,8 @@ const std::vector<FamilyEntry> &familyEntries() {
        generators::checkInterleaved,
        generators::interleaved},
       {{"looped-bfs", "Looped BFS",
-        "Each rank holds V model chunks (stage s on rank s mod P) and runs every forward of a chunk "
+        "Each rank holds V model chunks (stage s on rank s mod P) and runs every forward of a "
+        "chunk "
         "before the next chunk, all forwards before any backward, then the backwards chunk by "
         "chunk in reverse (last microbatch first). GPipe's memory (all V*M chunk activations per "
         "rank) with the interleaved bubble of the fill; suits FSDP, where each chunk's "

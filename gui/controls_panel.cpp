@@ -416,11 +416,12 @@ void ControlsPanel::updateApplicability() {
   const bool group_applies = family && family->uses_microbatch_group;
   microbatch_group_->setEnabled(group_applies);
   microbatch_group_->setToolTip(
-      group_applies ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
-                         "depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B in "
-                         "its steady state; PyTorch's ScheduleLoopedBFS is the Looped BFS "
-                         "schedule).")
-                    : tr("The microbatch group applies to Interleaved 1F1B only."));
+      group_applies
+          ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
+               "depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B in "
+               "its steady state; PyTorch's ScheduleLoopedBFS is the Looped BFS "
+               "schedule).")
+          : tr("The microbatch group applies to Interleaved 1F1B only."));
   const bool model = plan_.model.has_value();
   op_times_group_->setEnabled(!model);
   op_times_group_->setToolTip(

@@ -106,7 +106,8 @@ void placeWeightGrads(RankSlots &slots, bool split) {
 }
 
 // mem_of_stage: a rank's peak, in chunk activations. A forward takes one; a weight-grad frees one
-// (with explicit W lists, when it runs; without, each idle slot frees one for a waiting input-grad).
+// (with explicit W lists, when it runs; without, each idle slot frees one for a waiting
+// input-grad).
 int peakActivations(const RankSlots &slots) {
   const bool explicit_weights = slots.size() > 4;
   int held = 0, peak = 0, waiting = 0;
@@ -135,7 +136,7 @@ int peakActivations(const RankSlots &slots) {
 template <typename Visit> void visitInSlotOrder(const Slots &slots, Visit &&visit) {
   std::size_t slot_count = 0;
   for (const auto &rank : slots)
-    slot_count = std::max(slot_count, static_cast<std::size_t>(lastSlot(rank) + 1));
+    slot_count = std::max(slot_count, static_cast<std::size_t>(lastSlot(rank)) + 1);
   std::vector<std::size_t> begin(slot_count + 1, 0);
   for (const auto &rank : slots)
     for (const auto &list : rank)
@@ -149,8 +150,8 @@ template <typename Visit> void visitInSlotOrder(const Slots &slots, Visit &&visi
   for (std::size_t r = 0; r < slots.size(); ++r)
     for (std::size_t t = 0; t < slots[r].size(); ++t)
       for (std::size_t m = 0; m < slots[r][t].size(); ++m)
-        order[begin[static_cast<std::size_t>(slots[r][t][m])]++] = (std::uint64_t{m} << 17) |
-                                                                   (std::uint64_t{r} << 3) | t;
+        order[begin[static_cast<std::size_t>(slots[r][t][m])]++] =
+            (std::uint64_t{m} << 17) | (std::uint64_t{r} << 3) | t;
   for (const std::uint64_t entry : order)
     visit(static_cast<int>((entry >> 3) & 0x3fff), static_cast<int>(entry & 7),
           static_cast<int>(entry >> 17));
@@ -160,7 +161,8 @@ template <typename Visit> void visitInSlotOrder(const Slots &slots, Visit &&visi
 // increasing lists of B and b slots (a rank's slots are distinct), found by bisection.
 int kthInputGradSlot(const RankSlots &own, int k) {
   const auto &ones = own[kInput1], &zeros = own[kInput0];
-  const int count_ones = static_cast<int>(ones.size()), count_zeros = static_cast<int>(zeros.size());
+  const int count_ones = static_cast<int>(ones.size()),
+            count_zeros = static_cast<int>(zeros.size());
   // Take `low` of the k+1 smallest from `ones` and the rest from `zeros`.
   int low = std::max(0, k + 1 - count_zeros), high = std::min(k + 1, count_ones);
   while (low < high) {
@@ -188,7 +190,8 @@ int dependencySlot(const Slots &slots, int rank, int type, int m) {
                 [static_cast<std::size_t>(i)];
   };
   int slot = -1;
-  if ((type == kForward0 || type == kInput1) && rank > 0) slot = std::max(slot, at(rank - 1, type, m));
+  if ((type == kForward0 || type == kInput1) && rank > 0)
+    slot = std::max(slot, at(rank - 1, type, m));
   if ((type == kForward1 || type == kInput0) && rank + 1 < pp)
     slot = std::max(slot, at(rank + 1, type, m));
   if (type > kForward0 && type < kWeight1) slot = std::max(slot, at(rank, type - 1, m));
@@ -238,7 +241,7 @@ public:
   RankMemory(const RankSlots &slots, bool explicit_weights, int cap)
       : explicit_(explicit_weights), cap_(cap) {
     const int last = lastSlot(slots);
-    at_.assign(static_cast<std::size_t>(last + 1), -1);
+    at_.assign(static_cast<std::size_t>(last) + 1, -1);
     for (std::size_t t = 0; t < slots.size(); ++t)
       for (int slot : slots[t])
         at_[static_cast<std::size_t>(slot)] = static_cast<int>(t);
@@ -276,7 +279,9 @@ public:
     extendCache(candidate - 1);
     State state = candidate > 0 ? states_[static_cast<std::size_t>(candidate - 1)] : State{};
     for (int t = candidate; t < static_cast<int>(at_.size()); ++t) {
-      const int type = t == candidate ? type_ : t == original_ ? -1 : at_[static_cast<std::size_t>(t)];
+      const int type = t == candidate   ? type_
+                       : t == original_ ? -1
+                                        : at_[static_cast<std::size_t>(t)];
       state = step(state, type);
       if (state.peak > cap_) return false;
     }

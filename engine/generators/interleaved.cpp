@@ -116,16 +116,17 @@ int pytorchMicrobatchesPerRound(int pp, int microbatches) {
 // any M <= P and any multiple of P, among others.
 Status checkInterleavedZeroBubble(const ScheduleRequest &request) {
   if (request.chunks < 2)
-    return makeError("interleaved-zb needs V >= 2 chunks per rank, got V = " +
-                     std::to_string(request.chunks) +
-                     "; for V = 1 use zb-h1 (the same order PyTorch generates for one stage per "
-                     "rank)");
+    return makeError(
+        "interleaved-zb needs V >= 2 chunks per rank, got V = " + std::to_string(request.chunks) +
+        "; for V = 1 use zb-h1 (the same order PyTorch generates for one stage per "
+        "rank)");
   if (pytorchMicrobatchesPerRound(request.pp, request.microbatches) == 0) {
     const int rounds = std::max(1, request.microbatches / request.pp);
     const int lower = request.microbatches / rounds * rounds;
     return makeError("interleaved-zb needs M to be a multiple of its number of rounds, max(1, "
                      "floor(M/P)) = " +
-                     std::to_string(rounds) + " (PyTorch's ScheduleInterleavedZeroBubble), got M = " +
+                     std::to_string(rounds) +
+                     " (PyTorch's ScheduleInterleavedZeroBubble), got M = " +
                      std::to_string(request.microbatches) + "; use M = " + std::to_string(lower) +
                      " or a multiple of P = " + std::to_string(request.pp));
   }
@@ -188,9 +189,9 @@ RankOps interleavedZeroBubble(const ScheduleRequest &request, const Placement &p
 // backwards in reverse microbatch order; gpipe is the V = 1 family).
 Status checkLoopedBfs(const ScheduleRequest &request) {
   if (request.chunks < 2)
-    return makeError("looped-bfs needs V >= 2 chunks per rank, got V = " +
-                     std::to_string(request.chunks) +
-                     "; for V = 1 use gpipe (all forwards, then all backwards)");
+    return makeError(
+        "looped-bfs needs V >= 2 chunks per rank, got V = " + std::to_string(request.chunks) +
+        "; for V = 1 use gpipe (all forwards, then all backwards)");
   return Ok{};
 }
 

@@ -87,9 +87,9 @@ std::map<std::string, int> compareAll(const nlohmann::json &document) {
     }
     auto theirs = parsePytorchCsv(point.csv);
     if (!theirs) {
-      QTest::qFail(qPrintable(describe(point) + ": " +
-                              QString::fromStdString(theirs.error().message)),
-                   __FILE__, __LINE__);
+      QTest::qFail(
+          qPrintable(describe(point) + ": " + QString::fromStdString(theirs.error().message)),
+          __FILE__, __LINE__);
       return {};
     }
     const std::string difference = firstDifference(ours->ranks, *theirs);
