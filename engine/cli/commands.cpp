@@ -742,13 +742,16 @@ int runBench(const std::vector<std::string> &args) {
     std::cout << "usage: pipescope bench [--schedules LIST] [--repeat N] [--json]\n\nTimes "
                  "generation + lowering + simulation over a ladder of sizes up to P=64, M=1024, "
                  "V=4 (about a million ops; one rung beyond at M=2048) and prints ops per second "
-                 "(the best of N runs, default 5).\n";
+                 "(the best of N runs, default 5). Default schedules: 1f1b, interleaved-1f1b, "
+                 "looped-bfs, zb-h1, interleaved-zb, zb-v, v-half, v-min, dualpipev.\n";
     return 0;
   }
   auto parsed = Arguments::parse(args, {"schedules", "repeat"}, {"json"}, "bench");
   if (!parsed) return fail(parsed.error().message);
-  const auto schedules =
-      splitList(parsed->text("schedules").value_or("1f1b,interleaved-1f1b,zb-h1,zb-v,dualpipev"));
+  const auto schedules = splitList(
+      parsed->text("schedules")
+          .value_or(
+              "1f1b,interleaved-1f1b,looped-bfs,zb-h1,interleaved-zb,zb-v,v-half,v-min,dualpipev"));
   auto repeat = parsed->integer("repeat", 1, 1000);
   if (!repeat) return fail(repeat.error().message);
   const int runs = repeat->value_or(5);
