@@ -121,14 +121,20 @@ Status checkInterleavedZeroBubble(const ScheduleRequest &request) {
         "; for V = 1 use zb-h1 (the same order PyTorch generates for one stage per "
         "rank)");
   if (pytorchMicrobatchesPerRound(request.pp, request.microbatches) == 0) {
+    // The nearest M on either side that splits into rounds (M <= P always does, so both exist
+    // within a round of M).
+    int lower = request.microbatches - 1, higher = request.microbatches + 1;
+    while (pytorchMicrobatchesPerRound(request.pp, lower) == 0)
+      --lower;
+    while (pytorchMicrobatchesPerRound(request.pp, higher) == 0)
+      ++higher;
     const int rounds = std::max(1, request.microbatches / request.pp);
-    const int lower = request.microbatches / rounds * rounds;
-    return makeError("interleaved-zb needs M to be a multiple of its number of rounds, max(1, "
-                     "floor(M/P)) = " +
-                     std::to_string(rounds) +
-                     " (PyTorch's ScheduleInterleavedZeroBubble), got M = " +
-                     std::to_string(request.microbatches) + "; use M = " + std::to_string(lower) +
-                     " or a multiple of P = " + std::to_string(request.pp));
+    return makeError(
+        "interleaved-zb needs M to be a multiple of its number of rounds, max(1, "
+        "floor(M/P)) = " +
+        std::to_string(rounds) + " (PyTorch's ScheduleInterleavedZeroBubble), got M = " +
+        std::to_string(request.microbatches) + "; use M = " + std::to_string(lower) + " or " +
+        std::to_string(higher) + ", or any multiple of P = " + std::to_string(request.pp));
   }
   return Ok{};
 }

@@ -464,7 +464,7 @@ private slots:
     QTest::newRow("V=1 looped-bfs") << "looped-bfs" << 4 << 8 << 1 << "for V = 1 use gpipe";
     QTest::newRow("V=1 interleaved-zb") << "interleaved-zb" << 4 << 8 << 1 << "use zb-h1";
     QTest::newRow("rounds interleaved-zb")
-        << "interleaved-zb" << 4 << 9 << 2 << "use M = 8 or a multiple of P = 4";
+        << "interleaved-zb" << 4 << 9 << 2 << "use M = 8 or 10, or any multiple of P = 4";
     QTest::newRow("rounds interleaved-zb 3")
         << "interleaved-zb" << 4 << 13 << 2 << "its number of rounds, max(1, floor(M/P)) = 3";
     QTest::newRow("large P v-min") << "v-min" << 600 << 8 << 2 << "or zb-v for a V-shape schedule";
