@@ -77,6 +77,44 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     m.exact_when = uniform + ", M a multiple of P, G = P";
     return m;
   }
+  if (name == "looped-bfs") {
+    // Lamy-Poirier, Breadth-First Pipeline Parallelism (MLSys 2023): with M >= P the breadth-first
+    // loop has the interleaved bubble, (P-1)(F+B)/V. With M < P each chunk's forwards wait for the
+    // pipe to fill: a microbatch crosses the P ranks once per chunk, P(F+B) in all, and the other
+    // M-1 follow 1/V of a rank share behind. Both cases, max(M,P)(F+B) + (min(M,P)-1)(F+B)/V,
+    // match the simulation exactly (uniform ops, free transfers; checked in test_schedules).
+    const int fill = std::min(M, P);
+    auto m = fromMakespan(std::max(M, P) * (F + B) + (fill - 1) * (F + B) / V, M * (F + B), P);
+    m.bubble_formula = "bubble per rank = (P-1)(F+B)/V for M >= P (the interleaved bubble); "
+                       "(P-M)(F+B) + (M-1)(F+B)/V for M < P";
+    m.peak_inflight.assign(static_cast<std::size_t>(P), V * M);
+    m.memory_formula = "V·M chunks (all M microbatches) on every rank, as GPipe";
+    m.source = "Lamy-Poirier, Breadth-First Pipeline Parallelism (MLSys 2023)";
+    m.exact_when = uniform;
+    return m;
+  }
+  if (name == "v-half" || name == "v-min") {
+    // Qi et al. 2024 (controllable memory), Table 1 and the authors' summary: with F = I = W the
+    // bubble rate is about P/(2M) for V-Half and 2P/(3M) for V-Min (1F1B: P/M), i.e. a bubble of
+    // about P/2 and 2P/3 rank shares of F+B per rank; peak activations (P+2)//2 and (P+4)//3
+    // microbatches, half-size chunks counted twice. The bubble is an approximation ("~"): the
+    // simulated one lies below it by at most 7/6 (F+B) once M >= 2P (test_schedules).
+    const bool half = name == "v-half";
+    const double bubble = (half ? P / 2.0 : 2.0 * P / 3.0) * (F + B);
+    auto m = fromMakespan(M * (F + B) + bubble, M * (F + B), P);
+    m.bubble_formula = half ? "bubble per rank ≈ P(F+B)/2 (bubble rate ≈ P/(2M)) for F = I = W"
+                            : "bubble per rank ≈ 2P(F+B)/3 (bubble rate ≈ 2P/(3M)) for F = I = W";
+    const int microbatches_held = half ? (P + 2) / 2 : (P + 4) / 3;
+    m.peak_inflight.assign(static_cast<std::size_t>(P), std::min(2 * microbatches_held, 2 * M));
+    m.memory_formula = half ? "at most min((P+2)//2, M) microbatches (half-size chunks counted "
+                              "twice) on a rank: about 1/2 of 1F1B's P"
+                            : "at most min((P+4)//3, M) microbatches (half-size chunks counted "
+                              "twice) on a rank: about 1/3 of 1F1B's P";
+    m.source = "Qi et al., Pipeline Parallelism with Controllable Memory (NeurIPS 2024)";
+    m.exact_when = "the busiest rank's peak once M >= P; the bubble only approximately (F = I = "
+                   "W, M >= 2P: the simulation is at most 7/6 (F+B) below it)";
+    return m;
+  }
   if (name == "zb-h1") {
     // Qi et al. 2024, §3.1: W passes fill the cool-down. The simulation's exact makespan is
     // M(F+I+W) + (P-1)(F+I-min(F,I,W)), the paper's (P-1)(F+I-W) bubble when W <= min(F, I).
@@ -101,6 +139,26 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     m.memory_formula = "min(M, 2P-1) microbatches on every rank (about twice 1F1B)";
     m.source = "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024)";
     m.exact_when = uniform + ", M >= 2P-1";
+    return m;
+  }
+  if (name == "interleaved-zb") {
+    // No closed form is published for PyTorch's interleaved zero bubble. This one is ZB-H1's step
+    // (above) with the fill shrunk by V, as Narayanan et al. 2021 shrink 1F1B's: pipescope's
+    // derivation, confirmed exactly by simulation (test_schedules) for M >= P.
+    const double fill = (P - 1) * (F + I - std::min({F, I, W})) / V;
+    auto m = fromMakespan(M * (F + B) + fill, M * (F + B), P);
+    m.bubble_formula = "bubble per rank = (P-1)(F+I-min(F,I,W))/V, (P-1)(F+I-W)/V when W <= "
+                       "min(F, I): ZB-H1's bubble shrunk by V (derived, not published)";
+    // PyTorch's rounds: max(1, floor(M/P)) of R microbatches; the warm-up holds (V-1)R + P-1-r
+    // chunks, and rank r's W's lag r behind its I's, so every rank peaks at (V-1)R + P.
+    const int per_round = M / std::max(1, M / P);
+    m.peak_inflight.assign(static_cast<std::size_t>(P), std::min(V * M, (V - 1) * per_round + P));
+    m.memory_formula = "min(V·M, (V-1)R + P) chunks on every rank, R = M / max(1, floor(M/P)) "
+                       "microbatches per round: V·P chunks (P microbatches, 1F1B's rank-0 peak) "
+                       "when P divides M";
+    m.source = "derived from Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024) and "
+               "Narayanan et al. (SC 2021); PyTorch ScheduleInterleavedZeroBubble";
+    m.exact_when = uniform + ", M >= P";
     return m;
   }
   if (name == "zb-v") {

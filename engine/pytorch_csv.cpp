@@ -21,10 +21,13 @@ std::string scheduleToPytorchCsv(const Schedule &schedule) {
 
 namespace {
 
-// PyTorch actions that lowering re-derives, e.g. "1SEND_F0", "0RECV_B3", "2UNSHARD".
+// PyTorch actions that lowering re-derives, e.g. "1SEND_F0", "0RECV_B3", "2UNSHARD", and the
+// waits PyTorch 2.15 writes after them ("0WAIT_SEND_F0", "0WAIT_REDUCE_GRAD": ScheduleGPipe's
+// pipeline_order ends every rank with REDUCE_GRAD, WAIT_REDUCE_GRAD).
 bool isCommunicationAction(std::string_view cell) {
-  static constexpr std::array<std::string_view, 7> kinds = {
-      "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+  static constexpr std::array<std::string_view, 10> kinds = {
+      "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
+      "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
   std::size_t i = 0;
   while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9')
     ++i;

@@ -15,7 +15,8 @@ namespace pipescope {
 std::string scheduleToPytorchCsv(const Schedule &schedule);
 
 /// Per-rank op lists from CSV text. Empty cells are idle steps; PyTorch's communication and
-/// resharding actions (SEND_F, RECV_B, UNSHARD, ...) are skipped because lowering derives them.
+/// resharding actions (SEND_F, RECV_B, UNSHARD, REDUCE_GRAD, their WAIT_ forms, ...) are skipped
+/// because lowering derives them.
 /// The error names the row, the column and the cell.
 Result<std::vector<std::vector<Op>>> parsePytorchCsv(std::string_view text);
 

@@ -48,7 +48,11 @@ const std::vector<FamilyEntry> &familyEntries() {
       {{"interleaved-1f1b", "Interleaved 1F1B",
         "Each rank holds V model chunks (stage s on rank s mod P); 1F1B over chunks in groups of "
         "G microbatches. The bubble shrinks by V at the cost of V times the P2P traffic. G = P is "
-        "Megatron's depth-first order, G = M the breadth-first (looped BFS) order.",
+        "Megatron's depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B "
+        "in its steady state; PyTorch's ScheduleLoopedBFS is looped-bfs). Orders equal PyTorch's "
+        "ScheduleInterleaved1F1B except at M = P, where pipescope follows Megatron-LM's rule "
+        "(every rank runs all its V*M forwards first) and PyTorch warms up "
+        "min((V-1)P + 2(P-1-r), VM) forwards on rank r as at other M.",
         "P >= 2, V >= 2, M >= P; microbatch group G with P <= G <= M dividing M (default P, so M a "
         "multiple of P)",
         "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using "
@@ -56,6 +60,18 @@ const std::vector<FamilyEntry> &familyEntries() {
         PlacementKind::Loop, true, true, false},
        generators::checkInterleaved,
        generators::interleaved},
+      {{"looped-bfs", "Looped BFS",
+        "Each rank holds V model chunks (stage s on rank s mod P) and runs every forward of a "
+        "chunk "
+        "before the next chunk, all forwards before any backward, then the backwards chunk by "
+        "chunk in reverse (last microbatch first). GPipe's memory (all V*M chunk activations per "
+        "rank) with the interleaved bubble of the fill; suits FSDP, where each chunk's "
+        "parameters are gathered once per step.",
+        "any P >= 1, M >= 1; V >= 2 (for V = 1 use gpipe)",
+        "Lamy-Poirier, Breadth-First Pipeline Parallelism (MLSys 2023); PyTorch ScheduleLoopedBFS",
+        PlacementKind::Loop, true, false, false},
+       generators::checkLoopedBfs,
+       generators::loopedBfs},
       {{"zb-h1", "ZB-H1",
         "1F1B with the backward split into input-grad (I) and weight-grad (W); W passes are "
         "deferred to fill the cool-down bubbles. Bubble (P-1)(F+I-W) when W <= min(F, I), peak "
@@ -74,6 +90,17 @@ const std::vector<FamilyEntry> &familyEntries() {
         false, true},
        generators::checkZeroBubbleH2,
        generators::zeroBubbleH2},
+      {{"interleaved-zb", "Interleaved zero bubble",
+        "ZB-H1 over V looped chunks per rank (stage s on rank s mod P): interleaved warm-up of "
+        "(V-1)R + P-1-r forwards, then F, I, W with each rank's weight-grads r steps behind its "
+        "input-grads, so W fills the cool-down. About 1F1B-interleaved memory, a smaller bubble.",
+        "any P >= 1; V >= 2 (V = 1 is zb-h1); M split into max(1, floor(M/P)) equal rounds of R "
+        "microbatches (any M <= P, any multiple of P, ...)",
+        "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024); PyTorch "
+        "ScheduleInterleavedZeroBubble",
+        PlacementKind::Loop, true, false, true},
+       generators::checkInterleavedZeroBubble,
+       generators::interleavedZeroBubble},
       {{"zb-v", "ZB-V",
         "V-shape placement (rank 0 holds the first and the last stage) with split backward; "
         "1F1B-level memory and a near-zero bubble.",
@@ -83,6 +110,26 @@ const std::vector<FamilyEntry> &familyEntries() {
         PlacementKind::VShape, false, false, true},
        generators::checkZeroBubbleV,
        generators::zeroBubbleV},
+      {{"v-half", "V-Half",
+        "V-shape building block (one microbatch every 6 slots of F, f, B, b, W, w) whose "
+        "activations live about 6P slots, squeezed greedily without raising memory: about half "
+        "of 1F1B's activations ((P+2)/2 microbatches) and about half its bubble when F = I = W.",
+        "any P >= 1, M >= 1; V = 2 (fixed by the V-shape)",
+        "Qi et al., Pipeline Parallelism with Controllable Memory (NeurIPS 2024); "
+        "sail-sg/zero-bubble-pipeline-parallelism (zbv_greedy, 'half')",
+        PlacementKind::VShape, false, false, true},
+       generators::checkControllableMemoryV,
+       generators::vHalf},
+      {{"v-min", "V-Min",
+        "V-shape building block whose activations live about 4P slots, squeezed greedily without "
+        "raising memory: about a third of 1F1B's activations ((P+4)/3 microbatches) with a "
+        "bubble of about 2/3 of 1F1B's when F = I = W.",
+        "any P >= 1, M >= 1; V = 2 (fixed by the V-shape)",
+        "Qi et al., Pipeline Parallelism with Controllable Memory (NeurIPS 2024); "
+        "sail-sg/zero-bubble-pipeline-parallelism (zbv_greedy, 'min')",
+        PlacementKind::VShape, false, false, true},
+       generators::checkControllableMemoryV,
+       generators::vMin},
       {{"dualpipe", "DualPipe",
         "Two pipelines in opposite directions over the same ranks; forward of one direction "
         "overlapped with backward of the other. Every rank holds two stages' parameters.",

@@ -402,7 +402,8 @@ void ControlsPanel::updateApplicability() {
         tr("%1 fixes V at 2 (%2 placement).").arg(title, fromStd(placementName(family->placement)));
   else if (family && !family->uses_chunks)
     chunks_reason =
-        tr("%1 places one contiguous chunk per rank (V = 1); V applies to Interleaved 1F1B.")
+        tr("%1 places one contiguous chunk per rank (V = 1); V applies to Interleaved 1F1B, "
+           "Looped BFS and Interleaved zero bubble.")
             .arg(title);
   chunks_->setReason(chunks_reason);
   if (family && family->uses_chunks) {
@@ -415,9 +416,12 @@ void ControlsPanel::updateApplicability() {
   const bool group_applies = family && family->uses_microbatch_group;
   microbatch_group_->setEnabled(group_applies);
   microbatch_group_->setToolTip(
-      group_applies ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
-                         "depth-first order, G = M the breadth-first (looped BFS) order.")
-                    : tr("The microbatch group applies to Interleaved 1F1B only."));
+      group_applies
+          ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
+               "depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B in "
+               "its steady state; PyTorch's ScheduleLoopedBFS is the Looped BFS "
+               "schedule).")
+          : tr("The microbatch group applies to Interleaved 1F1B only."));
   const bool model = plan_.model.has_value();
   op_times_group_->setEnabled(!model);
   op_times_group_->setToolTip(

@@ -81,12 +81,14 @@ Generates (or loads) a schedule, lowers it, simulates one training step and prin
 Times are in microseconds, bandwidth in GB/s, sizes in bytes.
 
 schedule:
-  --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v,
-                           dualpipe, dualpipev (default 1f1b); see 'pipescope schedules'
+  --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2,
+                           interleaved-zb, zb-v, v-half, v-min, dualpipe, dualpipev
+                           (default 1f1b); see 'pipescope schedules'
   --pp P                   pipeline ranks (default 4)
   --microbatches M         microbatches per step (default 8)
-  --virtual-stages V       chunks per rank (interleaved-1f1b)
-  --microbatch-group G     interleaved-1f1b: P = depth-first (default), M = breadth-first
+  --virtual-stages V       chunks per rank (interleaved-1f1b, looped-bfs, interleaved-zb)
+  --microbatch-group G     interleaved-1f1b: P = depth-first (default), M = Megatron's
+                           breadth-first interleaving (not looped-bfs)
   --custom FILE            a custom schedule: pipescope.schedule JSON or PyTorch CSV
   --plan FILE              start from a plan file; other options override it
 costs (ignored with --model):
@@ -537,7 +539,8 @@ Each cell is simulated with uniform op times and free transfers (F=1, B=2, W=1 u
   --schedules LIST     comma-separated schedule names (default gpipe)
   --pp LIST            pipeline ranks (default 4,8,16,32)
   --microbatches LIST  microbatch counts (default 4,8,16,32,64,128)
-  --virtual-stages V   chunks per rank for interleaved-1f1b (default 2)
+  --virtual-stages V   chunks per rank for interleaved-1f1b, looped-bfs, interleaved-zb
+                       (default 2)
   --metric NAME        bubble_fraction (default) or bubble_ratio
   --format FORMAT      text (default), csv or json
   --forward F --backward B --weight W   op times
@@ -602,8 +605,8 @@ int runTable(const std::vector<std::string> &args) {
   }
   if (a.has("virtual-stages") && !any_uses_chunks)
     return fail("--virtual-stages does not apply to " + a.text("schedules").value_or("gpipe") +
-                ": only interleaved-1f1b takes a V; leave it out, or add interleaved-1f1b to "
-                "--schedules");
+                ": only interleaved-1f1b, looped-bfs and interleaved-zb take a V; leave it out, or "
+                "add one of them to --schedules");
 
   json tables = json::array();
   std::ostringstream text, csv;
@@ -739,13 +742,16 @@ int runBench(const std::vector<std::string> &args) {
     std::cout << "usage: pipescope bench [--schedules LIST] [--repeat N] [--json]\n\nTimes "
                  "generation + lowering + simulation over a ladder of sizes up to P=64, M=1024, "
                  "V=4 (about a million ops; one rung beyond at M=2048) and prints ops per second "
-                 "(the best of N runs, default 5).\n";
+                 "(the best of N runs, default 5). Default schedules: 1f1b, interleaved-1f1b, "
+                 "looped-bfs, zb-h1, interleaved-zb, zb-v, v-half, v-min, dualpipev.\n";
     return 0;
   }
   auto parsed = Arguments::parse(args, {"schedules", "repeat"}, {"json"}, "bench");
   if (!parsed) return fail(parsed.error().message);
-  const auto schedules =
-      splitList(parsed->text("schedules").value_or("1f1b,interleaved-1f1b,zb-h1,zb-v,dualpipev"));
+  const auto schedules = splitList(
+      parsed->text("schedules")
+          .value_or(
+              "1f1b,interleaved-1f1b,looped-bfs,zb-h1,interleaved-zb,zb-v,v-half,v-min,dualpipev"));
   auto repeat = parsed->integer("repeat", 1, 1000);
   if (!repeat) return fail(repeat.error().message);
   const int runs = repeat->value_or(5);

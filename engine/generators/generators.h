@@ -25,6 +25,10 @@ RankOps oneFOneB(const ScheduleRequest &request, const Placement &placement);
 
 Status checkInterleaved(const ScheduleRequest &request);
 RankOps interleaved(const ScheduleRequest &request, const Placement &placement);
+Status checkInterleavedZeroBubble(const ScheduleRequest &request);
+RankOps interleavedZeroBubble(const ScheduleRequest &request, const Placement &placement);
+Status checkLoopedBfs(const ScheduleRequest &request);
+RankOps loopedBfs(const ScheduleRequest &request, const Placement &placement);
 
 Status checkZeroBubbleH1(const ScheduleRequest &request);
 RankOps zeroBubbleH1(const ScheduleRequest &request, const Placement &placement);
@@ -37,5 +41,9 @@ Status checkDualPipe(const ScheduleRequest &request);
 RankOps dualPipe(const ScheduleRequest &request, const Placement &placement);
 Status checkDualPipeV(const ScheduleRequest &request);
 RankOps dualPipeV(const ScheduleRequest &request, const Placement &placement);
+
+Status checkControllableMemoryV(const ScheduleRequest &request);
+RankOps vHalf(const ScheduleRequest &request, const Placement &placement);
+RankOps vMin(const ScheduleRequest &request, const Placement &placement);
 
 } // namespace pipescope::generators

@@ -94,3 +94,134 @@ RankOps interleaved(const ScheduleRequest &request, const Placement &placement) 
 }
 
 } // namespace pipescope::generators
+
+// PyTorch's interleaved schedules (torch.distributed.pipelining, schedules.py): per-rank orders as
+// ScheduleInterleavedZeroBubble and ScheduleLoopedBFS build their pipeline_order, without the idle
+// cells PyTorch pads in (a rank runs its list in order; idle time comes from the simulation).
+namespace pipescope::generators {
+
+namespace {
+
+// PyTorch's rounds: max(1, floor(M / P)) rounds of M / rounds microbatches each; M must divide
+// evenly. Zero when M does not split into rounds.
+int pytorchMicrobatchesPerRound(int pp, int microbatches) {
+  const int rounds = std::max(1, microbatches / pp);
+  return microbatches % rounds == 0 ? microbatches / rounds : 0;
+}
+
+} // namespace
+
+// Accepts what ScheduleInterleavedZeroBubble accepts with V >= 2 (V = 1 is zb-h1, which equals
+// PyTorch's V = 1 order): any P >= 1, and M that splits into max(1, floor(M/P)) equal rounds, so
+// any M <= P and any multiple of P, among others.
+Status checkInterleavedZeroBubble(const ScheduleRequest &request) {
+  if (request.chunks < 2)
+    return makeError(
+        "interleaved-zb needs V >= 2 chunks per rank, got V = " + std::to_string(request.chunks) +
+        "; for V = 1 use zb-h1 (the same order PyTorch generates for one stage per "
+        "rank)");
+  if (pytorchMicrobatchesPerRound(request.pp, request.microbatches) == 0) {
+    // The nearest M on either side that splits into rounds (M <= P always does, so both exist
+    // within a round of M).
+    int lower = request.microbatches - 1, higher = request.microbatches + 1;
+    while (pytorchMicrobatchesPerRound(request.pp, lower) == 0)
+      --lower;
+    while (pytorchMicrobatchesPerRound(request.pp, higher) == 0)
+      ++higher;
+    const int rounds = std::max(1, request.microbatches / request.pp);
+    return makeError(
+        "interleaved-zb needs M to be a multiple of its number of rounds, max(1, "
+        "floor(M/P)) = " +
+        std::to_string(rounds) + " (PyTorch's ScheduleInterleavedZeroBubble), got M = " +
+        std::to_string(request.microbatches) + "; use M = " + std::to_string(lower) + " or " +
+        std::to_string(higher) + ", or any multiple of P = " + std::to_string(request.pp));
+  }
+  return Ok{};
+}
+
+// PyTorch's _get_1f1b_rank_ops(enable_zero_bubble=True, num_1f1b_microbatches=rank) with
+// multiply_factor 1 in _get_warmup_ops. With R = M / rounds microbatches per round, step k's
+// forward runs chunk floor(k/R) mod V and its backward chunk V-1-floor((k-warm-up)/R) mod V, each
+// chunk taking its microbatches in order. Phases per rank r (MV ops of each kind):
+//   warm-up:   w = min((V-1)R + P-1-r, MV) forwards
+//   steady:    MV - w iterations of F, I, then W from iteration r on (W's lag r behind the I's)
+//   cool-down: w iterations of I, W (W from iteration r on)
+//   drain:     the W's still queued, in the order of their I's
+RankOps interleavedZeroBubble(const ScheduleRequest &request, const Placement &placement) {
+  const int pp = placement.pp;
+  const int chunks = placement.chunks;
+  const int per_round = pytorchMicrobatchesPerRound(pp, request.microbatches);
+  const int total = request.microbatches * chunks;
+  RankOps ranks(static_cast<std::size_t>(pp));
+  for (int r = 0; r < pp; ++r) {
+    auto &ops = ranks[static_cast<std::size_t>(r)];
+    ops.reserve(3 * static_cast<std::size_t>(total));
+    const int warmup = std::min((chunks - 1) * per_round + (pp - 1 - r), total);
+    auto forward_stage = [&](int step) { return (step / per_round) % chunks * pp + r; };
+    auto backward_stage = [&](int step) {
+      return (chunks - 1 - (step - warmup) / per_round % chunks) * pp + r;
+    };
+    // Per chunk: the next microbatch of each kind (PyTorch's per-stage counters).
+    std::vector<int> next_forward(static_cast<std::size_t>(chunks)),
+        next_input(static_cast<std::size_t>(chunks)), next_weight(static_cast<std::size_t>(chunks));
+    auto take = [&](std::vector<int> &counters, int stage) {
+      return counters[static_cast<std::size_t>(stage / pp)]++;
+    };
+    std::vector<int> input_stages; // stage of each I, in order: the W's follow them
+    input_stages.reserve(static_cast<std::size_t>(total));
+    std::size_t weights_done = 0;
+    auto weight = [&] {
+      const int stage = input_stages[weights_done++];
+      ops.push_back(weightGradOp(stage, take(next_weight, stage)));
+    };
+    for (int step = 0; step < total + warmup; ++step) {
+      if (step < total) {
+        const int stage = forward_stage(step);
+        ops.push_back(forwardOp(stage, take(next_forward, stage)));
+      }
+      if (step < warmup) continue;
+      const int stage = backward_stage(step);
+      ops.push_back(inputGradOp(stage, take(next_input, stage)));
+      input_stages.push_back(stage);
+      if (step - warmup >= r) weight();
+    }
+    while (weights_done < input_stages.size())
+      weight();
+  }
+  return ranks;
+}
+
+// Accepts any P >= 1, M >= 1 with V >= 2, as ScheduleLoopedBFS does (V = 1 would be GPipe with the
+// backwards in reverse microbatch order; gpipe is the V = 1 family).
+Status checkLoopedBfs(const ScheduleRequest &request) {
+  if (request.chunks < 2)
+    return makeError(
+        "looped-bfs needs V >= 2 chunks per rank, got V = " + std::to_string(request.chunks) +
+        "; for V = 1 use gpipe (all forwards, then all backwards)");
+  return Ok{};
+}
+
+// ScheduleLoopedBFS (Lamy-Poirier, Breadth-First Pipeline Parallelism, 2023, as PyTorch builds
+// it). Phases per rank r:
+//   forwards:  for chunk 0..V-1, all M forwards of that chunk in microbatch order
+//   backwards: for chunk V-1..0, all M full backwards of that chunk, last microbatch first
+// Every forward of a chunk runs before any backward, so a rank holds all MV chunk activations.
+RankOps loopedBfs(const ScheduleRequest &request, const Placement &placement) {
+  const int pp = placement.pp;
+  const int chunks = placement.chunks;
+  const int microbatches = request.microbatches;
+  RankOps ranks(static_cast<std::size_t>(pp));
+  for (int r = 0; r < pp; ++r) {
+    auto &ops = ranks[static_cast<std::size_t>(r)];
+    ops.reserve(2 * static_cast<std::size_t>(microbatches) * static_cast<std::size_t>(chunks));
+    for (int c = 0; c < chunks; ++c)
+      for (int m = 0; m < microbatches; ++m)
+        ops.push_back(forwardOp(c * pp + r, m));
+    for (int c = chunks - 1; c >= 0; --c)
+      for (int m = microbatches - 1; m >= 0; --m)
+        ops.push_back(fullBackwardOp(c * pp + r, m));
+  }
+  return ranks;
+}
+
+} // namespace pipescope::generators

@@ -42,6 +42,24 @@ Evaluation evaluateOrFail(const ScheduleRequest &request, const Costs &costs = {
   return std::move(*e);
 }
 
+// Empty when the simulation equals the schedule's closed form (the makespan and every rank's
+// peak in-flight chunks), else what differs.
+QString closedFormMismatch(const ScheduleRequest &request, const Costs &costs = {}) {
+  const auto e = evaluateOrFail(request, costs);
+  if (!e.analytic) return describe(request) + ": no closed form";
+  if (std::abs(e.simulation.makespan_us - e.analytic->makespan_us) >= 1e-9)
+    return describe(request) + QString(": simulated %1, closed form %2")
+                                   .arg(e.simulation.makespan_us)
+                                   .arg(e.analytic->makespan_us);
+  for (std::size_t r = 0; r < e.simulation.ranks.size(); ++r)
+    if (e.simulation.ranks[r].peak_inflight != e.analytic->peak_inflight[r])
+      return describe(request) + QString(": rank %1 holds %2 chunks, closed form %3")
+                                     .arg(r)
+                                     .arg(e.simulation.ranks[r].peak_inflight)
+                                     .arg(e.analytic->peak_inflight[r]);
+  return {};
+}
+
 Schedule customFromText(const std::string &csv) {
   auto lists = parsePytorchCsv(csv);
   if (!lists) qFatal("bad test CSV: %s", lists.error().message.c_str());
@@ -152,17 +170,134 @@ private slots:
         if (minimumMicrobatches == 2 && m < 2 * pp - 1) continue;
         const ScheduleRequest request{name.toStdString(), pp, m, 1, 0};
         if (!checkScheduleRequest(request)) continue;
-        const auto e = evaluateOrFail(request); // F = I = W = 1, F&B = F + B
-        QVERIFY(e.analytic);
-        QVERIFY2(std::abs(e.simulation.makespan_us - e.analytic->makespan_us) < 1e-9,
-                 qPrintable(describe(request) + QString(": simulated %1, closed form %2")
-                                                    .arg(e.simulation.makespan_us)
-                                                    .arg(e.analytic->makespan_us)));
-        for (int r = 0; r < pp; ++r)
-          QCOMPARE(e.simulation.ranks[r].peak_inflight, e.analytic->peak_inflight[r]);
+        const QString mismatch = closedFormMismatch(request); // F = I = W = 1, F&B = F + B
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
         ++checked;
       }
     QVERIFY(checked >= 20);
+  }
+
+  // Looped BFS and interleaved zero bubble: their closed forms are exact for uniform op times
+  // and free transfers (looped BFS at every M, interleaved-zb for M >= P), peaks included.
+  void loopedClosedFormsAreExact_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<double>("forward");
+    QTest::addColumn<double>("backward");
+    QTest::addColumn<double>("weight");
+    for (const char *name : {"looped-bfs", "interleaved-zb"}) {
+      QTest::newRow((std::string(name) + " F=I=W").c_str()) << name << 1.0 << 2.0 << 1.0;
+      QTest::newRow((std::string(name) + " F=1.5 I=1.25 W=1").c_str())
+          << name << 1.5 << 2.25 << 1.0;
+      QTest::newRow((std::string(name) + " W > I").c_str()) << name << 1.0 << 2.0 << 1.5;
+    }
+  }
+  void loopedClosedFormsAreExact() {
+    QFETCH(QString, name);
+    QFETCH(double, forward);
+    QFETCH(double, backward);
+    QFETCH(double, weight);
+    Costs costs;
+    costs.forward_us = forward;
+    costs.backward_us = backward;
+    costs.weight_us = weight;
+    int checked = 0;
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int m = 1; m <= 16; ++m)
+        for (int v = 2; v <= 4; ++v) {
+          if (name == "interleaved-zb" && m < pp) continue; // its stated regime: M >= P
+          const ScheduleRequest request{name.toStdString(), pp, m, v, 0};
+          if (!checkScheduleRequest(request)) continue;
+          const QString mismatch = closedFormMismatch(request, costs);
+          QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+          ++checked;
+        }
+    QVERIFY(checked >= 200);
+  }
+
+  // Interleaving the zero-bubble schedule divides its bubble by V; it beats interleaved 1F1B at
+  // the same P, M, V, with no more memory on any rank.
+  void interleavedZeroBubbleBeatsInterleavedOneFOneB() {
+    for (int pp : {2, 4, 8})
+      for (int v : {2, 3, 4})
+        for (int m : {pp, 2 * pp, 4 * pp}) {
+          const auto zb = evaluateOrFail({"interleaved-zb", pp, m, v, 0});
+          const auto one = evaluateOrFail({"interleaved-1f1b", pp, m, v, 0});
+          QVERIFY(zb.simulation.bubble_fraction < one.simulation.bubble_fraction);
+          int zb_peak = 0, one_peak = 0;
+          for (int r = 0; r < pp; ++r) {
+            zb_peak = std::max(zb_peak, zb.simulation.ranks[r].peak_inflight);
+            one_peak = std::max(one_peak, one.simulation.ranks[r].peak_inflight);
+          }
+          QVERIFY(zb_peak <= one_peak);
+        }
+  }
+
+  // Looped BFS runs every forward of a chunk before any backward: GPipe's memory, V*M chunks.
+  void loopedBfsHoldsEveryMicrobatch() {
+    const auto e = evaluateOrFail({"looped-bfs", 4, 8, 3, 0});
+    for (int r = 0; r < 4; ++r) {
+      QCOMPARE(e.simulation.ranks[r].peak_inflight, 24);
+      QCOMPARE(e.simulation.ranks[r].peak_inflight_microbatches, 8.0);
+      const auto &ops = e.schedule.ranks[r];
+      for (std::size_t i = 0; i < ops.size(); ++i)
+        QCOMPARE(ops[i].kind == OpKind::Forward, i < ops.size() / 2);
+      QVERIFY(ops[24] == fullBackwardOp(8 + r, 7)); // last chunk, last microbatch first
+    }
+  }
+
+  // Qi et al. 2024 (Table 1 and the authors' summary): V-Half holds (P+2)//2 and V-Min (P+4)//3
+  // microbatches at peak, about 1/2 and 1/3 of 1F1B's P, with a bubble of about P/2 and 2P/3
+  // rank shares of F+B (1F1B: P-1) when F = I = W.
+  void controllableMemoryPeaksAndBubbles() {
+    int checked = 0;
+    for (int pp = 2; pp <= 16; ++pp)
+      for (int m : {2 * pp, 3 * pp, 4 * pp}) {
+        const auto one = evaluateOrFail({"1f1b", pp, m, 1, 0});
+        const double one_bubble = one.simulation.makespan_us - m * 3.0;
+        for (const char *name : {"v-half", "v-min"}) {
+          const bool half = std::string(name) == "v-half";
+          const auto e = evaluateOrFail({name, pp, m, 2, 0}); // F = I = W = 1, F + B = 3
+          QVERIFY(e.analytic);
+          double peak = 0;
+          int peak_chunks = 0;
+          for (const auto &rank : e.simulation.ranks) {
+            peak = std::max(peak, rank.peak_inflight_microbatches);
+            peak_chunks = std::max(peak_chunks, rank.peak_inflight);
+          }
+          const int published = half ? (pp + 2) / 2 : (pp + 4) / 3;
+          QVERIFY2(peak == published, qPrintable(QString("%1 P=%2 M=%3: peak %4, published %5")
+                                                     .arg(name)
+                                                     .arg(pp)
+                                                     .arg(m)
+                                                     .arg(peak)
+                                                     .arg(published)));
+          QCOMPARE(peak_chunks, e.analytic->peak_inflight[0]);
+          // About 1/2 and 1/3 of 1F1B's peak of P microbatches (the +2 and +4 fade as P grows).
+          const double share = peak / pp;
+          if (pp >= 8) QVERIFY(half ? share <= 0.625 : share <= 0.5);
+          if (pp == 16) QVERIFY(half ? share == 9.0 / 16 : share == 6.0 / 16);
+          // The bubble: at most the published approximation, at most 7/6 (F+B) below it, and
+          // below 1F1B's.
+          const double bubble = e.simulation.makespan_us - m * 3.0;
+          const double approximation = e.analytic->makespan_us - m * 3.0;
+          QCOMPARE(approximation, (half ? pp / 2.0 : 2.0 * pp / 3.0) * 3.0);
+          QVERIFY2(bubble <= approximation + 1e-9 && bubble >= approximation - 3.5 - 1e-9,
+                   qPrintable(QString("%1 P=%2 M=%3: bubble %4, published about %5")
+                                  .arg(name)
+                                  .arg(pp)
+                                  .arg(m)
+                                  .arg(bubble)
+                                  .arg(approximation)));
+          QVERIFY(bubble < one_bubble);
+          ++checked;
+        }
+      }
+    QCOMPARE(checked, 90);
+    // V-Min trades bubble for memory against V-Half.
+    const auto half = evaluateOrFail({"v-half", 16, 64, 2, 0});
+    const auto minimum = evaluateOrFail({"v-min", 16, 64, 2, 0});
+    QVERIFY(minimum.simulation.ranks[3].peak_inflight < half.simulation.ranks[3].peak_inflight);
+    QVERIFY(minimum.simulation.makespan_us > half.simulation.makespan_us);
   }
 
   void zeroBubbleBeatsOneFOneB() {
@@ -296,7 +431,8 @@ private slots:
   }
 
   void csvSkipsIdleCellsAndCommunication() {
-    const auto lists = parsePytorchCsv("0F0,,0SEND_F0,0B0\n,1RECV_F0,1F0,1B0,1SEND_B0\n");
+    const auto lists = parsePytorchCsv("0F0,,0SEND_F0,0WAIT_SEND_F0,0B0,0REDUCE_GRAD,0WAIT_REDUCE_"
+                                       "GRAD\n,1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0\n");
     QVERIFY(lists);
     QCOMPARE(int(lists->size()), 2);
     QVERIFY((*lists)[0] == (std::vector<Op>{forwardOp(0, 0), fullBackwardOp(0, 0)}));
@@ -325,6 +461,14 @@ private slots:
     QTest::newRow("too many ops") << "interleaved-1f1b" << 4096 << 4096 << 8
                                   << "ops; pipescope simulates at most";
     QTest::newRow("custom") << "custom" << 4 << 8 << 1 << "loaded from a file";
+    QTest::newRow("V=1 looped-bfs") << "looped-bfs" << 4 << 8 << 1 << "for V = 1 use gpipe";
+    QTest::newRow("V=1 interleaved-zb") << "interleaved-zb" << 4 << 8 << 1 << "use zb-h1";
+    QTest::newRow("rounds interleaved-zb")
+        << "interleaved-zb" << 4 << 9 << 2 << "use M = 8 or 10, or any multiple of P = 4";
+    QTest::newRow("rounds interleaved-zb 3")
+        << "interleaved-zb" << 4 << 13 << 2 << "its number of rounds, max(1, floor(M/P)) = 3";
+    QTest::newRow("large P v-min") << "v-min" << 600 << 8 << 2 << "or zb-v for a V-shape schedule";
+    QTest::newRow("large P v-half") << "v-half" << 513 << 8 << 2 << "P <= 512";
   }
   void impossibleRequestsAreRefusedWithWhatWouldWork() {
     QFETCH(QString, name);

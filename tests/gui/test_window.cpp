@@ -147,6 +147,26 @@ private slots:
     QVERIFY(window.snapshot()->plan.model.has_value());
   }
 
+  // The schedules added with PyTorch's and the controllable-memory families are offered and run.
+  void newSchedulesAreOfferedAndRun() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    for (const char *name : {"looped-bfs", "interleaved-zb", "v-half", "v-min"}) {
+      const int index = controls->scheduleBox()->findData(QString::fromLatin1(name));
+      QVERIFY2(index >= 0, name);
+      controls->scheduleBox()->setCurrentIndex(index);
+      window.settle();
+      QCOMPARE(window.snapshot()->plan.request.name, std::string(name));
+      QVERIFY2(window.snapshot()->evaluation, name);
+      const bool looped = name[0] != 'v';
+      QCOMPARE(controls->chunks()->isEnabled(), looped);
+      QVERIFY(!controls->microbatchGroup()->isEnabled());
+      QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
+    }
+  }
+
   void timelineHitTestAndClickHighlight() {
     MainWindow window(quietOptions());
     window.show();
