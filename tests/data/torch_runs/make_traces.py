@@ -46,15 +46,20 @@ def stage_ids(rank, pp, chunks, placement):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--schedule", required=True, choices=sorted(SCHEDULES))
+    parser.add_argument(
+        "--schedule",
+        required=True,
+        choices=sorted(SCHEDULES) + ["none"],
+        help="none: the same MLP trained without pipelining (a trace with no pipeline)",
+    )
     parser.add_argument("--microbatches", type=int, required=True)
     parser.add_argument("--steps", type=int, default=2, help="profiled steps")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    class_name, chunks, placement = SCHEDULES[args.schedule]
+    class_name, chunks, placement = SCHEDULES.get(args.schedule, ("none", 1, "loop"))
     schedule_class = getattr(schedules, class_name, None)
-    if schedule_class is None:
+    if schedule_class is None and args.schedule != "none":
         raise SystemExit(f"this torch ({torch.__version__}) has no {class_name}")
 
     dist.init_process_group("gloo")
@@ -64,6 +69,8 @@ def main():
     num_stages = pp * chunks
     my_stages = stage_ids(rank, pp, chunks, placement)
     stages = []
+    if args.schedule == "none":
+        my_stages = []
     for s in my_stages:
         module = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU())
         # Static shapes: the stages skip runtime shape inference, which needs numpy for its
@@ -83,7 +90,10 @@ def main():
         )
 
     loss_fn = nn.MSELoss()
-    if chunks == 1:
+    plain = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU())
+    if args.schedule == "none":
+        schedule = None
+    elif chunks == 1:
         schedule = schedule_class(stages[0], args.microbatches, loss_fn=loss_fn)
     else:
         schedule = schedule_class(stages, args.microbatches, loss_fn=loss_fn)
@@ -108,7 +118,9 @@ def main():
             if last:
                 kwargs["target"] = y
                 kwargs["losses"] = []
-            if first:
+            if schedule is None:
+                loss_fn(plain(x), y).backward()
+            elif first:
                 schedule.step(x, **kwargs)
             else:
                 schedule.step(**kwargs)

@@ -19,7 +19,8 @@ looped-bfs-p2-m4 looped-bfs 2 4
 interleaved-zb-p2-m4 interleaved-zb 2 4
 zb-v-p2-m4 zb-v 2 4
 dualpipev-p2-m4 dualpipev 2 4
-dualpipev-p4-m8 dualpipev 4 8"
+dualpipev-p4-m8 dualpipev 4 8
+no-pipeline none 1 4"
 
 echo "$runs" | while read -r name schedule pp microbatches; do
   dir="$out/$name"
