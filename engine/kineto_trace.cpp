@@ -51,10 +51,12 @@ public:
   bool string(string_t &v) override {
     if (in_events_) {
       if (depth_ == kEventDepth) {
+        // Copied, not moved: moving would take the lexer's buffer, which it then reallocates
+        // for every string of the file.
         if (field_ == Field::Name)
-          name_ = std::move(v);
+          name_.assign(v);
         else if (field_ == Field::Category)
-          category_ = std::move(v);
+          category_.assign(v);
         else if (field_ == Field::Phase)
           complete_ = v == "X";
       }
@@ -89,13 +91,13 @@ private:
   static constexpr int kEventDepth = 3; // root object > traceEvents array > event object
   enum class Field { Other, Phase, Category, Name, Start, Duration };
 
-  static Field fieldOf(const std::string &key) {
-    if (key == "ph") return Field::Phase;
-    if (key == "cat") return Field::Category;
-    if (key == "name") return Field::Name;
-    if (key == "ts") return Field::Start;
-    if (key == "dur") return Field::Duration;
-    return Field::Other;
+  static Field fieldOf(std::string_view key) {
+    switch (key.size()) {
+    case 2: return key == "ph" ? Field::Phase : key == "ts" ? Field::Start : Field::Other;
+    case 3: return key == "cat" ? Field::Category : key == "dur" ? Field::Duration : Field::Other;
+    case 4: return key == "name" ? Field::Name : Field::Other;
+    default: return Field::Other;
+    }
   }
 
   bool fail(std::string message) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <istream>
 #include <limits>
 #include <map>
@@ -106,10 +107,11 @@ Result<RankRecording> readTorchFile(const std::string &path,
   // the reason is the reader's.
   if (!source.error().empty()) return makeError(source.error());
   if (!recording) {
-    // The parser stops at the end of the text it has: say it plainly for a cut-off file.
-    if (recording.error().message.find("unexpected end of input") != std::string::npos)
+    // The parser failed where the text ends: say it plainly for a cut-off file.
+    if (input.rdbuf()->sgetc() == std::char_traits<char>::eof())
       return makeError(recording.error().message +
-                       " (the file is truncated: was it copied while the profiler wrote it?)");
+                       " (the file ends there: it is truncated; was it copied while the profiler "
+                       "was writing it?)");
     return recording.error();
   }
   recording->bytes = source.bytesRead();
@@ -130,10 +132,21 @@ int rankFromName(const std::string &path) {
   return rank <= kMaxWorldSize ? static_cast<int>(rank) : -1;
 }
 
+// "2, 3, 5-9, 12": ascending values with runs shortened, at most a dozen items.
 std::string listText(const std::vector<int> &values) {
   std::string text;
-  for (std::size_t i = 0; i < values.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(values[i]);
+  int items = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::size_t last = i;
+    while (last + 1 < values.size() && values[last + 1] == values[last] + 1)
+      ++last;
+    if (++items > 12) return text + ", ...";
+    text += (text.empty() ? "" : ", ") + std::to_string(values[i]);
+    if (last > i + 1) {
+      text += "-" + std::to_string(values[last]);
+      i = last;
+    }
+  }
   return text;
 }
 
@@ -264,9 +277,10 @@ json scheduleJson(const std::optional<ScheduleRequest> &family, const Schedule &
 /// One "consumer cannot finish before its producer's send started" constraint between ranks.
 struct ClockConstraint {
   int producer_domain, consumer_domain;
-  double producer_us, consumer_us; ///< in each rank's own clock
-  std::string what;                ///< for messages
+  double producer_us, consumer_us; ///< on one time base, before the hosts' offsets
 };
+/// Names constraint i (the consumer op and its producer) for messages; built only on failure.
+using DescribeConstraint = std::function<std::string(std::size_t)>;
 
 /// Offsets per clock domain (added to that domain's times) and the bound on their error.
 struct ClockAlignment {
@@ -279,7 +293,8 @@ struct ClockAlignment {
 // producer_send - consumer_done in both directions), and the half-width of that window is its
 // error; hosts further from the first host add up the errors along the path.
 Result<ClockAlignment> alignClocks(int domains, const std::vector<ClockConstraint> &constraints,
-                                   const std::vector<std::string> &domain_names) {
+                                   const std::vector<std::string> &domain_names,
+                                   const DescribeConstraint &describe) {
   ClockAlignment alignment;
   alignment.offset_us.assign(static_cast<std::size_t>(domains), 0.0);
   const double none = -std::numeric_limits<double>::infinity();
@@ -287,16 +302,17 @@ Result<ClockAlignment> alignClocks(int domains, const std::vector<ClockConstrain
   std::vector<std::vector<double>> lower(
       static_cast<std::size_t>(domains),
       std::vector<double>(static_cast<std::size_t>(domains), none));
-  std::vector<std::vector<const ClockConstraint *>> why(
+  std::vector<std::vector<std::size_t>> why(
       static_cast<std::size_t>(domains),
-      std::vector<const ClockConstraint *>(static_cast<std::size_t>(domains), nullptr));
-  for (const auto &c : constraints) {
+      std::vector<std::size_t>(static_cast<std::size_t>(domains), 0));
+  for (std::size_t i = 0; i < constraints.size(); ++i) {
+    const ClockConstraint &c = constraints[i];
     const auto a = static_cast<std::size_t>(c.producer_domain),
                b = static_cast<std::size_t>(c.consumer_domain);
     const double needed = c.producer_us - c.consumer_us;
     if (a == b) {
       if (needed > tolerance(c.producer_us))
-        return makeError(c.what + " finished " + json(needed).dump() +
+        return makeError(describe(i) + " finished " + json(needed).dump() +
                          " us before its input was sent, on the one clock of host '" +
                          escapeControlCharacters(domain_names[a]) +
                          "': these files are not of one run (or not of one step); give the "
@@ -305,7 +321,7 @@ Result<ClockAlignment> alignClocks(int domains, const std::vector<ClockConstrain
     }
     if (needed > lower[a][b]) {
       lower[a][b] = needed;
-      why[a][b] = &c;
+      why[a][b] = i;
     }
   }
   std::vector<double> error(static_cast<std::size_t>(domains), -1);
@@ -326,8 +342,8 @@ Result<ClockAlignment> alignClocks(int domains, const std::vector<ClockConstrain
         return makeError(
             "no clock offset between hosts '" + escapeControlCharacters(domain_names[a]) +
             "' and '" + escapeControlCharacters(domain_names[b]) +
-            "' lets every receive follow its send (" + why[a][b]->what + " and " + why[b][a]->what +
-            " contradict each other): these files are not of one run");
+            "' lets every receive follow its send (" + describe(why[a][b]) + " and " +
+            describe(why[b][a]) + " contradict each other): these files are not of one run");
       alignment.offset_us[b] = alignment.offset_us[a] + (low + high) / 2;
       error[b] = error[a] + std::max(0.0, high - low) / 2;
       queue.push_back(b);
@@ -679,15 +695,18 @@ Result<ImportedRun> importRecordings(std::vector<RankRecording> recordings,
         on_common_base(d.producer.rank, d.send ? d.send->start_us : d.producer.start_us);
     const double received =
         on_common_base(d.consumer.rank, gpu ? d.consumer.start_us : d.consumer.end_us);
-    const std::string what = describeRank(rank_of(d.consumer.rank)) + "'s " +
-                             (d.gradient ? "backward" : "forward") + " of microbatch " +
-                             std::to_string(d.microbatch) + " in step " + std::to_string(d.step) +
-                             " (input from stage " + std::to_string(d.producer_stage) + " on " +
-                             describeRank(rank_of(d.producer.rank)) + ")";
     constraints.push_back(
-        {rank_of(d.producer.rank).domain, rank_of(d.consumer.rank).domain, sent, received, what});
+        {rank_of(d.producer.rank).domain, rank_of(d.consumer.rank).domain, sent, received});
   }
-  auto clocks = alignClocks(static_cast<int>(domain_names.size()), constraints, domain_names);
+  const auto describe = [&](std::size_t i) {
+    const Dependency &d = dependencies[i];
+    return describeRank(rank_of(d.consumer.rank)) + "'s " + (d.gradient ? "backward" : "forward") +
+           " of microbatch " + std::to_string(d.microbatch) + " in step " + std::to_string(d.step) +
+           " (input from stage " + std::to_string(d.producer_stage) + " on " +
+           describeRank(rank_of(d.producer.rank)) + ")";
+  };
+  auto clocks =
+      alignClocks(static_cast<int>(domain_names.size()), constraints, domain_names, describe);
   if (!clocks) return clocks.error();
   const auto aligned = [&](int pipeline_rank, double us) {
     return on_common_base(pipeline_rank, us) +
