@@ -227,12 +227,9 @@ void assignSteps(PipelineRank &rank) {
         std::lower_bound(rank.compute.begin(), rank.compute.end(), action.start_us,
                          [](const RecordedAction &a, double t) { return a.start_us < t; });
     const auto index = static_cast<std::size_t>(after - rank.compute.begin());
-    if (send && index > 0)
-      rank.communication_steps[i] = rank.compute_steps[index - 1];
-    else if (index < rank.compute.size())
-      rank.communication_steps[i] = rank.compute_steps[index];
-    else if (index > 0)
-      rank.communication_steps[i] = rank.compute_steps[index - 1];
+    const bool before = index > 0 && (send || index == rank.compute.size());
+    if (before || index < rank.compute.size())
+      rank.communication_steps[i] = rank.compute_steps[before ? index - 1 : index];
   }
 }
 
@@ -740,7 +737,7 @@ Result<ImportedRun> importRecordings(std::vector<RankRecording> recordings,
   trace.clock_error_us = clocks->error_us;
   for (const auto &rank : ranks)
     trace.devices.push_back(
-        "rank " + std::to_string(megatron ? rank.recording.rank : rank.recording.rank) +
+        "rank " + std::to_string(rank.recording.rank) +
         (rank.recording.host.empty() ? "" : " on " + rank.recording.host) +
         (rank.recording.backend.empty() ? "" : " (" + rank.recording.backend + ")"));
 
