@@ -200,6 +200,16 @@ private:
     } else {
       return true;
     }
+    const int stage_limit = kMaxPipelineRanks * kMaxChunks;
+    const Op &op = action->op;
+    if (op.stage >= stage_limit || op.backward_stage >= stage_limit ||
+        op.microbatch >= kMaxMicrobatches || op.backward_microbatch >= kMaxMicrobatches ||
+        action->stage >= stage_limit || action->microbatch >= kMaxMicrobatches)
+      return fail("event " + std::to_string(recording_.events - 1) + " \"" +
+                  escapeControlCharacters(name) +
+                  "\" names a stage or microbatch beyond pipescope's limits (" +
+                  std::to_string(stage_limit) + " stages, " + std::to_string(kMaxMicrobatches) +
+                  " microbatches)");
     if (!timed()) return false;
     auto &list = action->type != PytorchActionType::Compute ? recording_.communication
                  : cpu                                      ? recording_.cpu_compute

@@ -686,12 +686,12 @@ Result<ImportedRun> importRecordings(std::vector<RankRecording> recordings,
   for (const auto &d : dependencies) {
     // A receive cannot complete before its send started; without send annotations (GPipe's
     // labels, Megatron's timers) the send lies somewhere in the producing span, so before its
-    // start nothing was sent. It completes before the consumer ends (CPU spans include the
-    // wait) or, on the GPU, before the consuming kernels start.
+    // start nothing was sent. It completes before the consumer ends: CPU spans include the wait,
+    // and a GPU span ends after its inputs arrived too (its start would be a tighter bound, but
+    // the device clock's mapping onto the host clock is not exact enough to refuse files by).
     const double sent =
         on_common_base(d.producer.rank, d.send ? d.send->start_us : d.producer.start_us);
-    const double received =
-        on_common_base(d.consumer.rank, gpu ? d.consumer.start_us : d.consumer.end_us);
+    const double received = on_common_base(d.consumer.rank, d.consumer.end_us);
     constraints.push_back(
         {rank_of(d.producer.rank).domain, rank_of(d.consumer.rank).domain, sent, received});
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -273,6 +274,53 @@ private slots:
     for (std::size_t i = 0; i < trace.ops.size(); ++i)
       QVERIFY(std::abs((trace.ops[i].end_us - trace.ops[i].start_us) -
                        (same_host.trace.ops[i].end_us - same_host.trace.ops[i].start_us)) < 1e-3);
+  }
+
+  // On GPUs Kineto also records each PP:<action> as a gpu_user_annotation span on the device's
+  // stream (no GPU run is committed: the spans are added here to a real CPU trace, each compute
+  // action's device span the second half of its CPU span, after any wait for its input). Those
+  // spans then time the ops.
+  void gpuSpansTimeTheOps() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    std::map<std::pair<int, std::string>, double> device_durations; // (rank, name) per step 2
+    for (const auto &path : rankFiles("interleaved-1f1b-p2-m4")) {
+      json trace = readJson(path);
+      const int rank = trace["distributedInfo"]["rank"];
+      json added = json::array();
+      for (const auto &e : trace["traceEvents"]) {
+        const std::string name = e.value("name", "");
+        const auto action = name.starts_with("PP:") ? parsePytorchAction(name.substr(3))
+                                                    : std::optional<PytorchAction>();
+        if (e.value("cat", "") != "user_annotation" || !action ||
+            action->type != PytorchActionType::Compute)
+          continue;
+        json device = e;
+        device["cat"] = "gpu_user_annotation";
+        device["pid"] = 0;
+        device["tid"] = 7;
+        device["ts"] = e["ts"].get<double>() + 0.5 * e["dur"].get<double>();
+        device["dur"] = 0.5 * e["dur"].get<double>();
+        device_durations[{rank, name}] = device["dur"]; // the last step's (step 3)
+        added.push_back(std::move(device));
+      }
+      for (auto &e : added)
+        trace["traceEvents"].push_back(std::move(e));
+      writeText(dir.filePath(QString::fromStdString(fs::path(path).stem().string())).toStdString(),
+                trace.dump());
+    }
+    ImportOptions last_step;
+    last_step.step = 3;
+    auto imported = importRun({dir.path().toStdString()}, last_step);
+    QVERIFY2(imported.ok(), imported.ok() ? "" : imported.error().message.c_str());
+    QCOMPARE(imported->summary.timing, std::string("gpu"));
+    QCOMPARE(imported->origin["timing"].get<std::string>(),
+             std::string("gpu_user_annotation spans (device time)"));
+    for (const auto &op : imported->trace.ops) {
+      const std::string name = "PP:" + formatOp(Op{op.stage, op.microbatch, -1, -1, op.kind});
+      const double expected = device_durations.at({op.rank, name});
+      QVERIFY(std::abs((op.end_us - op.start_us) - expected) <= 1e-6 * expected + 1e-6);
+    }
   }
 
   // The plan stored with an imported trace predicts each stage's op times as the run's medians,
