@@ -340,6 +340,7 @@ long InputFile::readRaw() {
     const ssize_t got = ::read(fd_, raw_.data(), raw_.size());
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (got < 0) return stop("cannot read " + shown), -1;
+    source_bytes_ += static_cast<std::size_t>(got);
     return got;
   }
 }

@@ -71,6 +71,8 @@ public:
   /// Why reading stopped before the end; empty when it did not.
   const std::string &error() const { return error_; }
   std::size_t bytesRead() const { return bytes_; }
+  /// Bytes taken from the file itself (before inflating), for progress against its size.
+  std::size_t sourceBytesRead() const { return source_bytes_; }
   /// Whether the file is gzip, inflated as it is read.
   bool compressed() const { return gzip_ != nullptr; }
 
@@ -91,6 +93,7 @@ private:
   std::vector<char> raw_;      ///< compressed input when gzip
   std::shared_ptr<void> gzip_; ///< the zlib stream once gzip was detected
   std::size_t bytes_ = 0;
+  std::size_t source_bytes_ = 0;
   bool done_ = false;
   std::string error_;
 };

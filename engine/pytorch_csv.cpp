@@ -1,6 +1,8 @@
 #include "engine/pytorch_csv.h"
 
 #include <array>
+#include <charconv>
+#include <utility>
 
 #include "engine/json_io.h"
 
@@ -19,23 +21,50 @@ std::string scheduleToPytorchCsv(const Schedule &schedule) {
   return text;
 }
 
+std::optional<PytorchAction> parsePytorchAction(std::string_view text) {
+  if (auto op = parseOp(text)) return PytorchAction{PytorchActionType::Compute, *op, 0, -1};
+  // "<stage><TYPE>[<microbatch>]"; longer names first where one is the other's prefix, as in
+  // PyTorch's _action_regex.
+  static constexpr std::array<std::pair<std::string_view, PytorchActionType>, 10> kTypes = {{
+      {"WAIT_REDUCE_GRAD", PytorchActionType::WaitReduceGradient},
+      {"WAIT_SEND_F", PytorchActionType::WaitSendForward},
+      {"WAIT_SEND_B", PytorchActionType::WaitSendBackward},
+      {"REDUCE_GRAD", PytorchActionType::ReduceGradient},
+      {"UNSHARD", PytorchActionType::Unshard},
+      {"RESHARD", PytorchActionType::Reshard},
+      {"SEND_F", PytorchActionType::SendForward},
+      {"RECV_F", PytorchActionType::ReceiveForward},
+      {"SEND_B", PytorchActionType::SendBackward},
+      {"RECV_B", PytorchActionType::ReceiveBackward},
+  }};
+  const char *begin = text.data(), *end = text.data() + text.size();
+  int stage = 0;
+  auto [after_stage, stage_error] = std::from_chars(begin, end, stage);
+  if (stage_error != std::errc() || after_stage == begin || stage < 0) return std::nullopt;
+  const std::string_view rest(after_stage, static_cast<std::size_t>(end - after_stage));
+  for (const auto &[name, type] : kTypes) {
+    if (!rest.starts_with(name)) continue;
+    const std::string_view number = rest.substr(name.size());
+    PytorchAction action{type, {}, stage, -1};
+    if (!number.empty()) {
+      auto [after, error] =
+          std::from_chars(number.data(), number.data() + number.size(), action.microbatch);
+      if (error != std::errc() || after != number.data() + number.size() || action.microbatch < 0)
+        return std::nullopt;
+    }
+    return action;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // PyTorch actions that lowering re-derives, e.g. "1SEND_F0", "0RECV_B3", "2UNSHARD", and the
 // waits PyTorch 2.15 writes after them ("0WAIT_SEND_F0", "0WAIT_REDUCE_GRAD": ScheduleGPipe's
 // pipeline_order ends every rank with REDUCE_GRAD, WAIT_REDUCE_GRAD).
 bool isCommunicationAction(std::string_view cell) {
-  static constexpr std::array<std::string_view, 10> kinds = {
-      "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
-      "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
-  std::size_t i = 0;
-  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9')
-    ++i;
-  if (i == 0) return false;
-  const std::string_view rest = cell.substr(i);
-  for (auto kind : kinds)
-    if (rest.starts_with(kind)) return true;
-  return false;
+  const auto action = parsePytorchAction(cell);
+  return action && action->type != PytorchActionType::Compute;
 }
 
 std::string_view trimCell(std::string_view cell) {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "engine/json_dom_builder.h"
 #include "engine/json_fields.h"
 #include "engine/json_io.h"
 #include "engine/json_text.h"
@@ -312,43 +313,7 @@ Result<Trace> assembleTrace(const json &document, TraceRecords records) {
   return trace;
 }
 
-// Builds a JSON document from SAX events, as json::parse would (a later duplicate key replaces
-// the earlier one).
-// nlohmann::json's destructor checks its invariants with assertions, not exceptions, which
-// clang-tidy cannot see through.
-// NOLINTNEXTLINE(bugprone-exception-escape)
-class DomBuilder {
-public:
-  void reset() {
-    root_ = json();
-    stack_.clear();
-    member_ = nullptr;
-  }
-  template <typename Value> void value(Value &&v) { place(json(std::forward<Value>(v))); }
-  void open(json container) { stack_.push_back(place(std::move(container))); }
-  void key(const std::string &name) { member_ = &(*stack_.back())[name]; }
-  void close() { stack_.pop_back(); }
-  json &root() { return root_; }
-
-private:
-  json *place(json v) {
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      return &root_;
-    }
-    json &parent = *stack_.back();
-    if (parent.is_array()) {
-      parent.push_back(std::move(v));
-      return &parent.back();
-    }
-    *member_ = std::move(v);
-    return member_;
-  }
-
-  json root_;
-  std::vector<json *> stack_;
-  json *member_ = nullptr;
-};
+using DomBuilder = JsonDomBuilder;
 
 // The streaming trace reader: the root object's `ops` and `comms` arrays are decoded record by
 // record into TraceOps and TraceTransfers as they are parsed (each record built as a small JSON

@@ -24,6 +24,7 @@ commands:
   table      bubble tables over lists of P and M for chosen schedules
   validate   check a plan or a custom schedule (JSON or PyTorch CSV)
   compare    a measured trace against its plan's prediction, and calibration
+  import     a real run (PyTorch profiler traces, Megatron-LM timers) as a measured trace
   bench      time generation + lowering + simulation over a ladder of sizes
   schedules  list the schedule families and the P, M, V each accepts
   presets    list the model and hardware presets
@@ -47,11 +48,12 @@ int runCommand(std::vector<std::string> args) {
   if (command == "table") return runTable(args);
   if (command == "validate") return runValidate(args);
   if (command == "compare") return runCompare(args);
+  if (command == "import") return runImport(args);
   if (command == "bench") return runBench(args);
   if (command == "presets") return runPresets(args);
   if (command == "schedules") return runSchedules(args);
   return fail("unknown command '" + command +
-              "'; use simulate, table, validate, compare, bench, schedules or presets (see "
+              "'; use simulate, table, validate, compare, import, bench, schedules or presets (see "
               "pipescope --help)");
 }
 

@@ -1,15 +1,18 @@
 // Fuzz target for every reader of outside input: plan JSON, trace JSON (and its matching against
-// its plan), custom schedule JSON
-// and PyTorch's schedule CSV. Whatever the bytes, the readers must return a value or an error —
-// never crash, hang or run away with memory. Built with libFuzzer by tests/fuzz/run-fuzzer.sh,
-// and replayed over the seed corpus by the CTest suite (replay_main.cpp).
+// its plan), custom schedule JSON, PyTorch's schedule CSV, and PyTorch profiler traces (and the
+// import's inference of the pipeline from them). Whatever the bytes, the readers must return a
+// value or an error — never crash, hang or run away with memory. Built with libFuzzer by
+// tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest suite (replay_main.cpp).
 #include <cstddef>
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <string_view>
 
 #include "engine/evaluation.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
+#include "engine/run_import.h"
 #include "engine/trace_file.h"
 #include "engine/trace_matching.h"
 
@@ -41,6 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
       }
     }
   }
+  // A profiler trace, read as a stream, then taken as the only rank of a run.
+  std::istringstream stream{std::string(text)};
+  if (auto recording = pipescope::readKinetoTrace(stream, "fuzz"))
+    (void)pipescope::importRecordings({std::move(*recording)});
   if (auto lists = pipescope::parsePytorchCsv(text)) {
     if (auto schedule = pipescope::makeCustomSchedule(std::move(*lists)))
       simulateIfSmall(*schedule);
