@@ -13,6 +13,7 @@ int runBench(const std::vector<std::string> &args);
 int runPresets(const std::vector<std::string> &args);
 int runSchedules(const std::vector<std::string> &args);
 int runCompare(const std::vector<std::string> &args);
+int runBubbles(const std::vector<std::string> &args);
 
 /// What the command is doing now ("simulating the schedule", "writing out.json"), for the
 /// out-of-memory message in main.
