@@ -7,7 +7,9 @@
 #include <string>
 
 #include "engine/bubbles.h"
+#include "engine/calibration.h"
 #include "engine/dependencies.h"
+#include "engine/plan_file.h"
 #include "engine/trace_matching.h"
 
 using namespace pipescope;
@@ -409,6 +411,52 @@ private slots:
       QVERIFY(std::abs(first.cause_us[static_cast<std::size_t>(c)] -
                        second.cause_us[static_cast<std::size_t>(c)]) < 1e-9);
     QVERIFY(first.cause_us[static_cast<std::size_t>(BubbleCause::Transfer)] > 0);
+  }
+
+  // Real measured runs (tests/data/measured: pipescope-backend on the cpu device): every step of
+  // every file explained, the causes summing to each rank's idle time as the trace's own records
+  // give it, and real host overhead showing up as unexplained time.
+  void realMeasuredTracesAreExplained_data() {
+    QTest::addColumn<QString>("file");
+    for (const char *file : {"measured-1f1b-p4-m8.json.gz", "measured-zb-h1-p3-m6.json.gz",
+                             "measured-dualpipev-p2-m4.json.gz"})
+      QTest::newRow(file) << QString(file);
+  }
+  void realMeasuredTracesAreExplained() {
+    QFETCH(QString, file);
+    auto trace = loadTrace(std::string(PIPESCOPE_TEST_DATA "/measured/") + file.toStdString());
+    QVERIFY2(trace, trace ? "" : trace.error().message.c_str());
+    QCOMPARE(trace->source, std::string("measured"));
+    auto e = evaluatePlan(trace->plan);
+    QVERIFY2(e, e ? "" : e.error().message.c_str());
+    QVERIFY(checkTraceMatchesSchedule(*trace, e->schedule));
+    const auto steps = traceStepMetrics(*trace);
+    QCOMPARE(traceSteps(*trace).size(), steps.size());
+    QVERIFY(steps.size() >= 2);
+    for (const auto &metrics : steps) {
+      auto timeline = stepTimelineFromTrace(*trace, e->schedule, e->program, metrics.step);
+      QVERIFY2(timeline, timeline ? "" : timeline.error().message.c_str());
+      QVERIFY(timeline->measured);
+      auto analysis = explainBubbles(e->schedule, e->program, *timeline);
+      QVERIFY2(analysis, analysis ? "" : analysis.error().message.c_str());
+      const std::string problem = checkInvariants(e->schedule, *timeline, *analysis);
+      QVERIFY2(problem.empty(), problem.c_str());
+      const double eps = 1e-9 * metrics.makespan_us;
+      QVERIFY(std::abs(analysis->makespanUs() - metrics.makespan_us) < eps);
+      // Busy time from the records themselves (an overlapped pair's two records count once).
+      std::vector<double> busy(e->schedule.ranks.size(), 0.0);
+      for (const auto &op : trace->ops)
+        if (op.step == metrics.step && !(op.overlapped && op.kind == OpKind::FullBackward))
+          busy[static_cast<std::size_t>(op.rank)] += op.end_us - op.start_us;
+      for (std::size_t r = 0; r < busy.size(); ++r) {
+        double causes = 0;
+        for (double c : analysis->ranks[r].cause_us)
+          causes += c;
+        QVERIFY(std::abs(causes - (metrics.makespan_us - busy[r])) < eps);
+      }
+      QVERIFY(analysis->cause_us[static_cast<std::size_t>(BubbleCause::Unexplained)] > 0);
+      QCOMPARE(analysis->cause_us[static_cast<std::size_t>(BubbleCause::GradientSync)], 0.0);
+    }
   }
 
   void timelinesThatDoNotFitAreRefused() {
