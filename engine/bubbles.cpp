@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "engine/dependencies.h"
@@ -18,6 +19,12 @@ constexpr double kNever = -std::numeric_limits<double>::infinity();
 // (a JSON round trip keeps them exact), so this only matters where times were rescaled.
 double dust(double time_us) {
   return 1e-6 + 1e-12 * std::abs(time_us);
+}
+
+std::string microseconds(double value) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.1f us", value);
+  return buffer;
 }
 
 bool hasForwardPart(OpKind kind) {
@@ -473,6 +480,21 @@ Result<StepTimeline> stepTimelineFromTrace(const Trace &trace, const Schedule &s
     return makeError("step " + std::to_string(step) + " has " + std::to_string(found) + " of the " +
                      std::to_string(schedule.opCount()) + " ops of the schedule (" +
                      describeSchedule(schedule) + ")");
+
+  // Each rank ran its ops in the schedule's order, or the trace is of another schedule (with the
+  // same ops, as GPipe's and 1F1B's are).
+  for (std::size_t r = 0; r < rank_count; ++r) {
+    const auto &times = timeline.op_times[r];
+    for (std::size_t i = 1; i < times.size(); ++i)
+      if (times[i].start_us < times[i - 1].start_us - dust(times[i - 1].start_us))
+        return makeError(
+            "step " + std::to_string(step) + ": rank " + std::to_string(r) + " ran " +
+            describeOpShort(schedule.ranks[r][i]) + " at " + microseconds(times[i].start_us) +
+            ", before " + describeOpShort(schedule.ranks[r][i - 1]) + " at " +
+            microseconds(times[i - 1].start_us) + ", but the schedule (" +
+            describeSchedule(schedule) + ") runs " + describeOpShort(schedule.ranks[r][i - 1]) +
+            " first: the trace is of another schedule");
+  }
 
   // Each message's record: the first to leave after its producer started, among those that
   // arrive before the step ends (a trace of several steps holds one per step).

@@ -171,8 +171,9 @@ std::vector<int> traceSteps(const Trace &trace);
 
 /// One step of a trace laid out on its schedule: each record at its op's position (an overlapped
 /// pair's two records at one), each transfer record at its message id (the first recorded after
-/// its producer started, of those ending before the step ends). The trace must match the schedule
-/// (checkTraceMatchesSchedule); the error names an op of the step the schedule lacks or misses.
+/// its producer started, of those ending before the step ends). The error names an op of the step
+/// the schedule lacks or misses, or two ops a rank ran in another order than the schedule's (a
+/// trace of another schedule with the same ops, as GPipe's and 1F1B's are).
 Result<StepTimeline> stepTimelineFromTrace(const Trace &trace, const Schedule &schedule,
                                            const LoweredProgram &program, int step);
 

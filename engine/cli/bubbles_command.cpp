@@ -258,7 +258,11 @@ int runBubbles(const std::vector<std::string> &args) {
 
   currentActivity() = "explaining the bubbles";
   auto timeline = stepTimelineFromTrace(trace, evaluation->schedule, evaluation->program, step);
-  if (!timeline) return fail(trace_path + ": " + timeline.error().message);
+  if (!timeline)
+    return fail(trace_path + ": " + timeline.error().message +
+                (a.has("plan") ? ". Give the plan it ran with --plan, or leave --plan out to use "
+                                 "the plan stored in the trace."
+                               : ". Give the plan it ran with --plan."));
   // A simulation counts its modeled DP gradient sync in the step; a measurement's step ends at
   // its last op.
   if (!timeline->measured) timeline->gradient_sync_us = evaluation->times.gradient_sync;

@@ -473,6 +473,14 @@ private slots:
     QVERIFY(!missing);
     QVERIFY2(missing.error().message.find("step 0 has 63 of the 64 ops") != std::string::npos,
              missing.error().message.c_str());
+    // GPipe has 1F1B's ops in another order: a 1F1B trace is not a GPipe run.
+    const Evaluation gpipe = evaluated({"gpipe", 4, 8, 1, 0}, Costs{});
+    auto reordered = stepTimelineFromTrace(measuredTraceOf(e, {"1f1b", 4, 8, 1, 0}, Costs{}),
+                                           gpipe.schedule, gpipe.program, 0);
+    QVERIFY(!reordered);
+    QVERIFY2(reordered.error().message.find(
+                 "runs F(0,7) first: the trace is of another schedule") != std::string::npos,
+             reordered.error().message.c_str());
   }
 
   // The JSON form reads back with the same totals and names every waited-for op.
