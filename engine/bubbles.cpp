@@ -177,6 +177,7 @@ Result<BubbleAnalysis> explainBubbles(const Schedule &schedule, const LoweredPro
   const double sync = std::max(0.0, timeline.gradient_sync_us);
 
   const OutputTable outputs(placement);
+  const OpDependencies dependencies(placement);
   const std::vector<OpRef> producer_refs = outputs.producers(schedule);
   const std::vector<std::int32_t> message_of = outputs.messages(program);
   const auto recorded = [&](std::int32_t message) {
@@ -259,7 +260,7 @@ Result<BubbleAnalysis> explainBubbles(const Schedule &schedule, const LoweredPro
       std::int32_t latest = -1;
       double arrival = kNever, produced = kNever;
       bool latest_crosses = false;
-      forEachInput(placement, op, [&](const OpInput &input) {
+      dependencies.forEachInput(op, [&](const OpInput &input) {
         const std::size_t k = outputs.key(input.stage, input.microbatch, input.output);
         if (k >= outputs.size() || !producer_refs[k].valid()) return;
         const std::int32_t from = numbering.id(producer_refs[k]);
@@ -407,7 +408,7 @@ Result<BubbleAnalysis> explainBubbles(const Schedule &schedule, const LoweredPro
                            -1,
                            -1,
                            false};
-      forEachInput(placement, opAt(schedule, ref), [&](const OpInput &in) {
+      dependencies.forEachInput(opAt(schedule, ref), [&](const OpInput &in) {
         const std::size_t k = outputs.key(in.stage, in.microbatch, in.output);
         if (in.crosses_ranks && k < outputs.size() && producer_refs[k] == from) {
           transfer.stage = in.stage;

@@ -117,6 +117,7 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   };
   // Cross-rank inputs arrive through the recvs before each compute; same-rank ones are checked
   // against these completion flags (the dependency rules themselves live in dependencies.h).
+  const OpDependencies dependencies(placement);
   const auto part = [](OpOutput output) {
     return output == OpOutput::Forward ? kForwardDone : kBackwardInputDone;
   };
@@ -161,7 +162,7 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
       // Compute.
       const Op &op = ops[static_cast<std::size_t>(instruction.index)];
       bool inputs_done = true;
-      forEachInput(placement, op, [&](const OpInput &input) {
+      dependencies.forEachInput(op, [&](const OpInput &input) {
         if (!input.crosses_ranks &&
             !(done[key(input.stage, input.microbatch)] & part(input.output)))
           inputs_done = false;

@@ -79,7 +79,7 @@ std::string checkInvariants(const Schedule &schedule, const StepTimeline &timeli
         const Op &awaited = schedule.ranks[static_cast<std::size_t>(interval.waits_for.rank)]
                                           [static_cast<std::size_t>(interval.waits_for.position)];
         bool feeds = false;
-        forEachInput(schedule.placement, before, [&](const OpInput &input) {
+        OpDependencies(schedule.placement).forEachInput(before, [&](const OpInput &input) {
           forEachOutput(awaited, [&](int stage, int microbatch, OpOutput output) {
             feeds = feeds || (stage == input.stage && microbatch == input.microbatch &&
                               output == input.output);
@@ -181,7 +181,7 @@ private slots:
           if (instruction.kind != InstructionKind::Compute) continue;
           const Op &op = e.schedule.ranks[r][static_cast<std::size_t>(instruction.index)];
           std::size_t crossing = 0;
-          forEachInput(e.schedule.placement, op, [&](const OpInput &input) {
+          OpDependencies(e.schedule.placement).forEachInput(op, [&](const OpInput &input) {
             if (!input.crosses_ranks) {
               QCOMPARE(e.schedule.placement.rankOf(input.stage), static_cast<int>(r));
               return;
