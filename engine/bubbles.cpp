@@ -616,6 +616,16 @@ void appendCauses(std::string &out, const std::array<double, kBubbleCauseCount> 
   out += '}';
 }
 
+// "busy_us":..,"idle_us":..,"causes":{...}
+void appendTotals(std::string &out, double busy_us, double idle_us,
+                  const std::array<double, kBubbleCauseCount> &causes) {
+  appendField(out, "busy_us", busy_us);
+  out += ',';
+  appendField(out, "idle_us", idle_us);
+  out += ",\"causes\":";
+  appendCauses(out, causes);
+}
+
 } // namespace
 
 void streamBubbleJson(const TextSink &write, const Schedule &schedule,
@@ -632,11 +642,7 @@ void streamBubbleJson(const TextSink &write, const Schedule &schedule,
   text += ',';
   appendField(text, "makespan_us", analysis.makespanUs());
   text += ',';
-  appendField(text, "busy_us", analysis.busy_us);
-  text += ',';
-  appendField(text, "idle_us", analysis.idle_us);
-  text += ",\"causes\":";
-  appendCauses(text, analysis.cause_us);
+  appendTotals(text, analysis.busy_us, analysis.idle_us, analysis.cause_us);
   text += ",\n\"ranks\":[";
   write(text);
   std::string record;
@@ -645,11 +651,7 @@ void streamBubbleJson(const TextSink &write, const Schedule &schedule,
     record.assign(r ? ",\n{" : "\n{");
     appendField(record, "rank", static_cast<int>(r));
     record += ',';
-    appendField(record, "busy_us", rank.busy_us);
-    record += ',';
-    appendField(record, "idle_us", rank.idle_us);
-    record += ",\"causes\":";
-    appendCauses(record, rank.cause_us);
+    appendTotals(record, rank.busy_us, rank.idle_us, rank.cause_us);
     record += ",\"intervals\":[";
     write(record);
     for (std::size_t k = 0; k < rank.intervals.size(); ++k) {
