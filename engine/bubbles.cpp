@@ -553,11 +553,18 @@ std::string describeIdleInterval(const Schedule &schedule, const BubbleAnalysis 
   switch (interval.cause) {
   case BubbleCause::GradientSync:
     return "gradient_sync: the DP gradient all-reduce after the rank's last op";
-  case BubbleCause::Unexplained:
+  case BubbleCause::Unexplained: {
     if (!interval.before.valid()) return cause + ": nothing in the schedule explains it";
-    return cause + ": " + describeOpShort(opAt(schedule, interval.before)) +
-           "'s inputs had arrived and rank " + std::to_string(interval.before.rank) +
-           " was free (host, launch or framework overhead)";
+    const Op &op = opAt(schedule, interval.before);
+    bool has_inputs = false;
+    OpDependencies(schedule.placement).forEachInput(op, [&](const OpInput &) {
+      has_inputs = true;
+    });
+    return cause + ": " + describeOpShort(op) +
+           (has_inputs ? "'s inputs had arrived" : " needs no input") + " and rank " +
+           std::to_string(interval.before.rank) +
+           " was free, yet it had not started (host, launch or framework overhead)";
+  }
   case BubbleCause::Fill:
   case BubbleCause::Drain:
   case BubbleCause::Dependency:

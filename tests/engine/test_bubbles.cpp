@@ -3,6 +3,7 @@
 // made measured by delaying ops by known amounts.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -345,6 +346,14 @@ private slots:
     QVERIFY(analysis.measured);
     QCOMPARE(analysis.makespanUs(), e.simulation.makespan_us + kDelay);
     QVERIFY(std::abs(cause(analysis.ranks[0], BubbleCause::Unexplained) - kDelay) < 1e-12);
+    const auto late = std::find_if(
+        analysis.ranks[0].intervals.begin(), analysis.ranks[0].intervals.end(),
+        [](const IdleInterval &interval) { return interval.cause == BubbleCause::Unexplained; });
+    QVERIFY(late != analysis.ranks[0].intervals.end());
+    const std::string text = describeIdleInterval(e.schedule, analysis, *late);
+    QVERIFY2(text == "unexplained: B(0,7)'s inputs had arrived and rank 0 was free, yet it had not "
+                     "started (host, launch or framework overhead)",
+             text.c_str());
     for (std::size_t r = 1; r < 4; ++r) {
       QCOMPARE(cause(analysis.ranks[r], BubbleCause::Unexplained), 0.0);
       // Everyone else waits the delay longer for the step to end.
