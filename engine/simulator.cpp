@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/dependencies.h"
+
 namespace pipescope {
 
 namespace {
@@ -113,26 +115,11 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   auto key = [microbatches](int stage, int microbatch) {
     return static_cast<std::size_t>(stage) * microbatches + static_cast<std::size_t>(microbatch);
   };
-  // Per stage: the neighbour on the same rank whose completion gates it (-1: none, or the
-  // input arrives by a recv instead).
-  const auto stage_count = static_cast<std::size_t>(placement.stageCount());
-  std::vector<std::int32_t> local_previous(stage_count, -1), local_next(stage_count, -1);
-  for (int s = 0; s < placement.stageCount(); ++s) {
-    const int prev = placement.previousStage(s), next = placement.nextStage(s);
-    if (prev >= 0 && placement.rankOf(prev) == placement.rankOf(s))
-      local_previous[static_cast<std::size_t>(s)] = prev;
-    if (next >= 0 && placement.rankOf(next) == placement.rankOf(s))
-      local_next[static_cast<std::size_t>(s)] = next;
-  }
-  // Whether the same-rank inputs of a forward / backward part are complete.
-  auto forward_inputs_done = [&](int stage, int microbatch) {
-    const int prev = local_previous[static_cast<std::size_t>(stage)];
-    return prev < 0 || (done[key(prev, microbatch)] & kForwardDone);
-  };
-  auto backward_inputs_done = [&](int stage, int microbatch) {
-    if (!(done[key(stage, microbatch)] & kForwardDone)) return false;
-    const int next = local_next[static_cast<std::size_t>(stage)];
-    return next < 0 || (done[key(next, microbatch)] & kBackwardInputDone);
+  // Cross-rank inputs arrive through the recvs before each compute; same-rank ones are checked
+  // against these completion flags (the dependency rules themselves live in dependencies.h).
+  const OpDependencies dependencies(placement);
+  const auto part = [](OpOutput output) {
+    return output == OpOutput::Forward ? kForwardDone : kBackwardInputDone;
   };
 
   while (!runnable.empty()) {
@@ -175,18 +162,11 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
       // Compute.
       const Op &op = ops[static_cast<std::size_t>(instruction.index)];
       bool inputs_done = true;
-      switch (op.kind) {
-      case OpKind::Forward: inputs_done = forward_inputs_done(op.stage, op.microbatch); break;
-      case OpKind::InputGrad:
-      case OpKind::FullBackward: inputs_done = backward_inputs_done(op.stage, op.microbatch); break;
-      case OpKind::WeightGrad:
-        inputs_done = (done[key(op.stage, op.microbatch)] & kBackwardInputDone) != 0;
-        break;
-      case OpKind::OverlappedPair:
-        inputs_done = forward_inputs_done(op.stage, op.microbatch) &&
-                      backward_inputs_done(op.backward_stage, op.backward_microbatch);
-        break;
-      }
+      dependencies.forEachInput(op, [&](const OpInput &input) {
+        if (!input.crosses_ranks &&
+            !(done[key(input.stage, input.microbatch)] & part(input.output)))
+          inputs_done = false;
+      });
       if (!inputs_done) {
         st.blocked_on_self = true;
         break;
@@ -220,20 +200,16 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
         if (memory)
           memory->push_back({start, st.inflight, st.inflight_microbatches, st.activation_bytes});
       }
+      forEachOutput(op, [&](int stage, int microbatch, OpOutput output) {
+        done[key(stage, microbatch)] |= part(output);
+      });
       int released_stage = -1;
       switch (op.kind) {
-      case OpKind::Forward: done[key(op.stage, op.microbatch)] |= kForwardDone; break;
-      case OpKind::InputGrad: done[key(op.stage, op.microbatch)] |= kBackwardInputDone; break;
+      case OpKind::Forward:
+      case OpKind::InputGrad: break;
       case OpKind::FullBackward:
-        done[key(op.stage, op.microbatch)] |= kBackwardInputDone;
-        released_stage = op.stage;
-        break;
       case OpKind::WeightGrad: released_stage = op.stage; break;
-      case OpKind::OverlappedPair:
-        done[key(op.stage, op.microbatch)] |= kForwardDone;
-        done[key(op.backward_stage, op.backward_microbatch)] |= kBackwardInputDone;
-        released_stage = op.backward_stage;
-        break;
+      case OpKind::OverlappedPair: released_stage = op.backward_stage; break;
       }
       if (released_stage >= 0) {
         --st.inflight;

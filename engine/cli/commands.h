@@ -14,6 +14,7 @@ int runPresets(const std::vector<std::string> &args);
 int runSchedules(const std::vector<std::string> &args);
 int runCompare(const std::vector<std::string> &args);
 int runImport(const std::vector<std::string> &args);
+int runBubbles(const std::vector<std::string> &args);
 
 /// What the command is doing now ("simulating the schedule", "writing out.json"), for the
 /// out-of-memory message in main.

@@ -25,6 +25,7 @@ commands:
   validate   check a plan or a custom schedule (JSON or PyTorch CSV)
   compare    a measured trace against its plan's prediction, and calibration
   import     a real run (PyTorch profiler traces, Megatron-LM timers) as a measured trace
+  bubbles    every idle interval of a trace's step explained, and its critical path
   bench      time generation + lowering + simulation over a ladder of sizes
   schedules  list the schedule families and the P, M, V each accepts
   presets    list the model and hardware presets
@@ -49,12 +50,13 @@ int runCommand(std::vector<std::string> args) {
   if (command == "validate") return runValidate(args);
   if (command == "compare") return runCompare(args);
   if (command == "import") return runImport(args);
+  if (command == "bubbles") return runBubbles(args);
   if (command == "bench") return runBench(args);
   if (command == "presets") return runPresets(args);
   if (command == "schedules") return runSchedules(args);
   return fail("unknown command '" + command +
-              "'; use simulate, table, validate, compare, import, bench, schedules or presets (see "
-              "pipescope --help)");
+              "'; use simulate, table, validate, compare, import, bubbles, bench, schedules or "
+              "presets (see pipescope --help)");
 }
 
 // Whatever went to standard output must have arrived: flush it and check the stream's state, so

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/bubbles.h"
 #include "engine/plan_file.h"
 #include "engine/trace_file.h"
 
@@ -269,6 +271,26 @@ class TestBackendRuns : public QObject {
     QVERIFY(schedule);
     const std::string problem = checkTrace(*loaded, *schedule, steps);
     QVERIFY2(problem.empty(), problem.c_str());
+    // Every idle microsecond of every measured step has a cause, and the critical path spans the
+    // step (engine/bubbles.h).
+    const LoweredProgram program = lowerSchedule(*schedule);
+    for (const int step : traceSteps(*loaded)) {
+      auto timeline = stepTimelineFromTrace(*loaded, *schedule, program, step);
+      QVERIFY2(timeline, timeline ? "" : timeline.error().message.c_str());
+      auto bubbles = explainBubbles(*schedule, program, *timeline);
+      QVERIFY2(bubbles, bubbles ? "" : bubbles.error().message.c_str());
+      const double makespan = bubbles->makespanUs(), eps = 1e-9 * makespan;
+      for (const auto &rank : bubbles->ranks) {
+        double causes = 0;
+        for (const double c : rank.cause_us)
+          causes += c;
+        QVERIFY(std::abs(causes - (makespan - rank.busy_us)) <= eps);
+      }
+      double path = 0;
+      for (const double k : bubbles->critical_path.kind_us)
+        path += k;
+      QVERIFY(std::abs(path - makespan) <= eps);
+    }
     // The live step lines carry the same ops as the file.
     std::size_t streamed = 0;
     for (const auto &step : run.ofKind("step"))
@@ -410,6 +432,14 @@ private slots:
         runBackend(2, {"--plan", plan, "--trace", trace, "--steps", "1", "--size-scale", "500"});
     QVERIFY2(run.exit_code == 0, qPrintable(run.describe()));
     QCOMPARE(run.ofKind("done").size(), std::size_t(1));
+    // ...and `pipescope bubbles` explains the measured step.
+    cli.start(QStringLiteral(PIPESCOPE_CLI), {"bubbles", trace, "--json"});
+    QVERIFY(cli.waitForFinished(30000));
+    QCOMPARE(cli.exitCode(), 0);
+    const json bubbles = json::parse(cli.readAllStandardOutput().toStdString());
+    QCOMPARE(bubbles["source"].get<std::string>(), std::string("measured"));
+    QCOMPARE(bubbles["ranks"].size(), std::size_t(2));
+    QVERIFY(!bubbles["critical_path"].empty());
   }
 
   void refusesAMalformedPlan() {

@@ -181,6 +181,15 @@ private slots:
                                   << "cannot open '/nonexistent/plan.json'";
     QTest::newRow("negative time") << QStringList{"simulate", "--forward", "-2"}
                                    << "--forward: expected a finite number of microseconds from 0";
+    QTest::newRow("bubbles without a trace") << QStringList{"bubbles"} << "give one trace file";
+    QTest::newRow("bubbles, negative step")
+        << QStringList{"bubbles", "/nonexistent/t.json", "--step", "-1"}
+        << "--step must be between 0";
+    QTest::newRow("bubbles, --top with --json")
+        << QStringList{"bubbles", "/nonexistent/t.json", "--top", "3", "--json"}
+        << "--json lists them all";
+    QTest::newRow("bubbles, missing trace")
+        << QStringList{"bubbles", "/nonexistent/t.json"} << "cannot open '/nonexistent/t.json'";
     QTest::newRow("bandwidth without bytes") << QStringList{"simulate", "--p2p-bandwidth", "10"}
                                              << "--p2p-bandwidth needs --activation-bytes";
   }
@@ -280,6 +289,71 @@ private slots:
     QVERIFY2(refused.err.contains(QStringLiteral("another plan")), qPrintable(refused.err));
     QVERIFY2(refused.err.contains(QStringLiteral("--plan")), qPrintable(refused.err));
     QCOMPARE(refused.err.count('\n'), 1);
+  }
+
+  // `pipescope bubbles` on a simulated trace (gzipped): per rank the causes sum to the idle
+  // time, a simulation has no unexplained time, the critical path's ops and transfers sum to the
+  // step; the text names a chain of waits; another plan or a file that is no trace is refused.
+  void bubblesExplainsATrace() {
+    QTemporaryDir dir;
+    const QString trace = dir.filePath(QStringLiteral("trace.json.gz"));
+    simulateJson({"--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--p2p-latency", "0.5",
+                  "--trace", trace});
+    const Run run = pipescope({"bubbles", trace, "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    QCOMPARE(result["source"].get<std::string>(), std::string("simulated"));
+    QCOMPARE(result["schedule"].get<std::string>(), std::string("1F1B, P=4, M=8"));
+    QCOMPARE(result["step"].get<int>(), 0);
+    const double makespan = result["makespan_us"].get<double>();
+    QCOMPARE(result["ranks"].size(), std::size_t(4));
+    for (const auto &rank : result["ranks"]) {
+      double causes = 0, intervals = 0;
+      for (const auto &[name, value] : rank["causes"].items())
+        causes += value.get<double>();
+      for (const auto &interval : rank["intervals"])
+        intervals += interval["end_us"].get<double>() - interval["start_us"].get<double>();
+      const double idle = makespan - rank["busy_us"].get<double>();
+      QVERIFY(std::abs(causes - idle) < 1e-9 && std::abs(intervals - idle) < 1e-9);
+    }
+    QCOMPARE(result["causes"]["unexplained"].get<double>(), 0.0);
+    QVERIFY(result["causes"]["transfer"].get<double>() > 0);
+    double length = 0, at = result["step_start_us"].get<double>();
+    for (const auto &segment : result["critical_path"]) {
+      QCOMPARE(segment["start_us"].get<double>(), at);
+      at = segment["end_us"].get<double>();
+      length += at - segment["start_us"].get<double>();
+      const std::string type = segment["type"].get<std::string>();
+      QVERIFY2(type == "compute" || type == "transfer", type.c_str());
+      if (type == "compute")
+        for (const char *key : {"rank", "kind", "stage", "microbatch"})
+          QVERIFY2(segment.contains(key), key);
+    }
+    QVERIFY(std::abs(length - makespan) < 1e-9);
+
+    const Run text = pipescope({"bubbles", trace, "--top", "3"});
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains(QStringLiteral("fill: waits for B(1,0) on rank 1")),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("started by F(0,0) on rank 0")),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("Critical path: ")), qPrintable(text.out));
+
+    // Bad input: one line each, exit 2.
+    const QString plan = dir.filePath(QStringLiteral("plan.json"));
+    simulateJson({"--schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--save-plan", plan});
+    const Run not_a_trace = pipescope({"bubbles", plan});
+    QCOMPARE(not_a_trace.exit_code, 2);
+    QVERIFY2(not_a_trace.err.contains(QStringLiteral("expected \"pipescope.trace\"")),
+             qPrintable(not_a_trace.err));
+    QCOMPARE(not_a_trace.err.count('\n'), 1);
+    const Run other_plan = pipescope({"bubbles", trace, "--plan", plan});
+    QCOMPARE(other_plan.exit_code, 2);
+    QVERIFY2(other_plan.err.contains(QStringLiteral("another plan")), qPrintable(other_plan.err));
+    QCOMPARE(other_plan.err.count('\n'), 1);
+    const Run no_step = pipescope({"bubbles", trace, "--step", "3"});
+    QCOMPARE(no_step.exit_code, 2);
+    QVERIFY2(no_step.err.contains(QStringLiteral("no such step")), qPrintable(no_step.err));
   }
 
   void schedulesAndBenchRun() {

@@ -1,14 +1,16 @@
-// Fuzz target for every reader of outside input: plan JSON, trace JSON (and its matching against
-// its plan), custom schedule JSON, PyTorch's schedule CSV, and PyTorch profiler traces (and the
-// import's inference of the pipeline from them). Whatever the bytes, the readers must return a
-// value or an error — never crash, hang or run away with memory. Built with libFuzzer by
-// tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest suite (replay_main.cpp).
+// Fuzz target for every reader of outside input: plan JSON, trace JSON (its matching against its
+// plan, and its bubbles explained), custom schedule JSON, PyTorch's schedule CSV, and PyTorch
+// profiler traces (and the import's inference of the pipeline from them). Whatever the bytes, the
+// readers must return a value or an error — never crash, hang or run away with memory. Built with
+// libFuzzer by tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest suite
+// (replay_main.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <string_view>
 
+#include "engine/bubbles.h"
 #include "engine/evaluation.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
@@ -39,8 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     if (auto trace = pipescope::traceFromJson(*json)) {
       if (static_cast<long long>(trace->plan.request.pp) * trace->plan.request.microbatches <=
           4096) {
-        if (auto schedule = pipescope::planSchedule(trace->plan))
-          (void)pipescope::checkTraceMatchesSchedule(*trace, *schedule);
+        auto schedule = pipescope::planSchedule(trace->plan);
+        // What matches is explained, step by step, as `pipescope bubbles` does.
+        if (schedule && pipescope::checkTraceMatchesSchedule(*trace, *schedule) &&
+            pipescope::checkOpCoverage(*schedule)) {
+          const auto program = pipescope::lowerSchedule(*schedule);
+          for (const int step : pipescope::traceSteps(*trace))
+            if (auto timeline = pipescope::stepTimelineFromTrace(*trace, *schedule, program, step))
+              (void)pipescope::explainBubbles(*schedule, program, *timeline);
+        }
       }
     }
   }
