@@ -354,11 +354,12 @@ private slots:
 
   void splitsChunksIntoLines() {
     BackendOutputParser parser;
+    DoneEvent done;
+    done.trace_path = "t.json";
     const QByteArray stream =
-        "{\"event\":\"progress\",\"phase\":\"warmup\",\"step\":0,\"of\":2}\r\n"
-        "text from mpirun\n\n"
-        "{\"event\":\"error\",\"rank\":1,\"message\":\"boom\"}\n"
-        "{\"event\":\"done\",\"trace\":\"t.json\"}";
+        QByteArray::fromStdString(runEventLine(ProgressEvent{"warmup", 0, 2, 0})) + "\r\n" +
+        "text from mpirun\n\n" + QByteArray::fromStdString(runEventLine(ErrorEvent{1, "boom"})) +
+        "\n" + QByteArray::fromStdString(runEventLine(done));
     // Byte by byte: every split point must give the same events.
     std::vector<BackendEvent> events;
     for (char byte : stream) {
@@ -374,7 +375,8 @@ private slots:
     QCOMPARE(rest[0].type, BackendEventType::Done);
     QCOMPARE(rest[0].trace_path, QStringLiteral("t.json"));
 
-    // An over-long line is dropped with a note, and the next line reads normally.
+    // An over-long line is dropped with a note, and the next line reads normally (a done line
+    // with only its required field, to stay under the small limit).
     BackendOutputParser small;
     small.setMaxLineBytes(64);
     auto long_events = small.feed(QByteArray(50, 'x'));
@@ -846,12 +848,13 @@ private slots:
     window.show();
     window.settle();
     const Trace trace = measuredTrace(window.snapshot()->plan, 1, 1);
-    const FakeBackend fake =
-        writeFakeBackend(dir, trace, 0, 1, 0.1,
-                         "printf '%s\\n' '{\"event\":\"error\",\"rank\":1,\"message\":\"rank 1 "
-                         "waited 120 s for rank 2: NCCL timeout\"}'\n"
-                         "echo 'a failing launcher says goodbye' >&2\n"
-                         "exit 3\n");
+    const FakeBackend fake = writeFakeBackend(
+        dir, trace, 0, 1, 0.1,
+        "printf '%s\\n' " +
+            quoted(runEventLine(ErrorEvent{1, "rank 1 waited 120 s for rank 2: NCCL timeout"})) +
+            "\n"
+            "echo 'a failing launcher says goodbye' >&2\n"
+            "exit 3\n");
     RunPanel *panel = window.runPanel();
     useFake(panel, fake);
     QVERIFY(panel->startRun());
