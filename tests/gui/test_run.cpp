@@ -195,6 +195,19 @@ void useFake(RunPanel *panel, const FakeBackend &fake) {
       "{backend} --plan {plan} --trace {trace} --warmup {warmup} --steps {steps} --device cpu"));
 }
 
+// pipescope-gui with these arguments, offscreen; its exit code (-1 when it hung) and output.
+int runExplorer(const QStringList &arguments, QString *output) {
+  QProcess process;
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+  process.setProcessEnvironment(environment);
+  process.setProcessChannelMode(QProcess::MergedChannels);
+  process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
+  if (!process.waitForFinished(120000)) return -1;
+  *output = QString::fromUtf8(process.readAll());
+  return process.exitCode();
+}
+
 QString cell(QTableWidget *table, int row, int column) {
   auto *item = table->item(row, column);
   return item ? item->text() : QString();
@@ -615,17 +628,7 @@ private slots:
     QTemporaryDir dir;
     const QString trace = dir.filePath(QStringLiteral("measured.json"));
     QVERIFY(saveTrace(trace.toStdString(), measuredTrace(examplePlan(), 2, 1)));
-    const auto run = [](const QStringList &arguments, QString *output) {
-      QProcess process;
-      QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-      environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-      process.setProcessEnvironment(environment);
-      process.setProcessChannelMode(QProcess::MergedChannels);
-      process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
-      if (!process.waitForFinished(120000)) return -1;
-      *output = QString::fromUtf8(process.readAll());
-      return process.exitCode();
-    };
+    const auto run = runExplorer;
     QString output;
     const QString shot = dir.filePath(QStringLiteral("side.png"));
     QCOMPARE(
@@ -641,6 +644,36 @@ private slots:
                 &output) != 0);
     QVERIFY2(output.contains(QStringLiteral("another plan")), qPrintable(output));
     QVERIFY(!QFileInfo::exists(refused));
+  }
+
+  void theExecutablesPlanOptionsAreTheClis() {
+    // The plan options go through the engine's planFromOptions, as `pipescope simulate`'s do:
+    // the same refusals, word for word, and exit 2 with no picture.
+    QTemporaryDir dir;
+    const QString shot = dir.filePath(QStringLiteral("shot.png"));
+    QString output;
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--pp"),
+                          QStringLiteral("0")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("pipescope-gui: --pp must be between 1 and 16384, "
+                                            "got 0")),
+             qPrintable(output));
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--model"),
+                          QStringLiteral("llama3-8b")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("--model and --hardware go together")),
+             qPrintable(output));
+    QVERIFY(!QFileInfo::exists(shot));
+    // Accepted options set the plan up; --chunks is --virtual-stages.
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--schedule"),
+                          QStringLiteral("interleaved-1f1b"), QStringLiteral("--chunks"),
+                          QStringLiteral("2"), QStringLiteral("--pp"), QStringLiteral("2")},
+                         &output),
+             0);
+    QVERIFY2(!QImage(shot).isNull(), qPrintable(output));
+    QVERIFY2(!output.contains(QStringLiteral("the window shows")), qPrintable(output));
   }
 
   // --- the window against a fake backend -----------------------------------------------------
