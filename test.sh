@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything with warnings as errors, and runs the whole test
 # suite (CTest: the QtTest suites, the CLI checks, the backend on MPI ranks), clang-tidy on the
-# engine, and a bounded fuzz run of the plan and schedule readers. CI runs exactly this inside a
-# pristine Debian root (.ci/run).
+# engine and the backend, and a bounded fuzz run of the plan and schedule readers. CI runs exactly
+# this inside a pristine Debian root (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash .ci/install-deps.sh --test

@@ -152,11 +152,7 @@ private:
     auto check = checkDeviceKernels(options_.device, launch_.local_rank);
     if (auto failure = agree(check ? Status(Ok{}) : Status(check.error()))) return failure;
     if (rank() == 0)
-      emitEvent({{"event", "check"},
-                 {"rank", 0},
-                 {"what", "GEMMs and fused kernels against the naive reference"},
-                 {"max_relative_error", *check},
-                 {"ok", true}});
+      emitEvent(CheckEvent{0, "GEMMs and fused kernels against the naive reference", *check, true});
 
     // Device descriptions, one per rank, for the trace.
     std::string described;
@@ -250,22 +246,24 @@ private:
 
   void emitStart() {
     const auto &simulation = evaluation_.simulation;
-    emitEvent({{"event", "start"},
-               {"device", deviceKindName(options_.device)},
-               {"launch", launch_.name()},
-               {"channel", channel_.name()},
-               {"world_size", channel_.size()},
-               {"plan", options_.plan_path},
-               {"schedule", evaluation_.schedule.name},
-               {"pp", evaluation_.schedule.pp()},
-               {"microbatches", evaluation_.schedule.microbatches()},
-               {"virtual_stages", evaluation_.schedule.chunks()},
-               {"mesh", {{"dp", plan_.mesh.dp}, {"tp", plan_.mesh.tp}, {"pp", plan_.mesh.pp}}},
-               {"warmup_steps", options_.warmup_steps},
-               {"measured_steps", options_.measured_steps},
-               {"workload", workload_.toJson()},
-               {"simulated", metricsJson(simulation.makespan_us, simulation.bubble_fraction,
-                                         simulation.bubble_ratio)}});
+    StartEvent start;
+    start.device = deviceKindName(options_.device);
+    start.launch = launch_.name();
+    start.channel = channel_.name();
+    start.world_size = channel_.size();
+    start.plan_path = options_.plan_path;
+    start.schedule = evaluation_.schedule.name;
+    start.pp = evaluation_.schedule.pp();
+    start.microbatches = evaluation_.schedule.microbatches();
+    start.virtual_stages = evaluation_.schedule.chunks();
+    start.mesh_dp = plan_.mesh.dp;
+    start.mesh_tp = plan_.mesh.tp;
+    start.mesh_pp = plan_.mesh.pp;
+    start.warmup_steps = options_.warmup_steps;
+    start.measured_steps = options_.measured_steps;
+    start.workload = workload_.toJson();
+    start.simulated = {simulation.makespan_us, simulation.bubble_fraction, simulation.bubble_ratio};
+    emitEvent(start);
   }
 
   // Runs one step of every local rank (one thread each when there are several).
@@ -305,11 +303,7 @@ private:
       if (auto status = channel_.barrier(options_.timeout_s); !status)
         return thisRank(status.error().message);
       if (rank() == 0)
-        emitEvent({{"event", "progress"},
-                   {"phase", "warmup"},
-                   {"step", step},
-                   {"of", options_.warmup_steps},
-                   {"wall_us", nowMicroseconds() - start}});
+        emitEvent(ProgressEvent{"warmup", step, options_.warmup_steps, nowMicroseconds() - start});
     }
     return std::nullopt;
   }
@@ -346,12 +340,9 @@ private:
       }
       if (auto status = builder_->addStep(step, all, alignment->error_us); !status)
         return thisRank(status.error().message);
-      const auto &metrics = builder_->steps().back();
-      nlohmann::json event = builder_->stepMetricsJson(metrics);
-      event["event"] = "step";
-      event["of"] = options_.measured_steps;
-      event["clock_error_us"] = alignment->error_us;
-      event["ops"] = builder_->stepOps(step);
+      StepEvent event = builder_->stepEvent(builder_->steps().back());
+      event.of = options_.measured_steps;
+      event.clock_error_us = alignment->error_us;
       emitEvent(event);
       // The trace so far: a run stopped later keeps every step measured up to here.
       if (auto status = writeTrace(); !status) return thisRank(status.error().message);
@@ -430,26 +421,22 @@ private:
         ++ops;
       }
     const double mean_op_us = ops > 0 ? busy / ops : 0;
-    nlohmann::json calibrated = nullptr;
+    const auto metrics = [](const SimulationResult &s) -> RunMetrics {
+      return {s.makespan_us, s.bubble_fraction, s.bubble_ratio};
+    };
+    DoneEvent done;
+    done.trace_path = options_.trace_path;
+    done.steps = static_cast<int>(builder_->steps().size());
+    done.measured = {trace.makespan_us, trace.bubble_fraction, trace.bubble_ratio};
+    done.simulated = metrics(evaluation_.simulation);
+    done.expected_makespan_us = evaluation_.simulation.makespan_us * workload_.expected_time_factor;
     const Costs &planned = plan_.model ? derivation_.costs : plan_.costs;
-    if (auto refit = builder_->calibrated(planned))
-      calibrated = metricsJson(refit->simulation.makespan_us, refit->simulation.bubble_fraction,
-                               refit->simulation.bubble_ratio);
-    const auto &simulation = evaluation_.simulation;
-    nlohmann::json simulated =
-        metricsJson(simulation.makespan_us, simulation.bubble_fraction, simulation.bubble_ratio);
-    simulated["expected_makespan_us"] = simulation.makespan_us * workload_.expected_time_factor;
-    emitEvent(
-        {{"event", "done"},
-         {"trace", options_.trace_path},
-         {"steps", builder_->steps().size()},
-         {"measured", metricsJson(trace.makespan_us, trace.bubble_fraction, trace.bubble_ratio)},
-         {"simulated", std::move(simulated)},
-         {"calibrated", std::move(calibrated)},
-         {"clock_error_us", trace.clock_error_us},
-         {"mean_op_us", mean_op_us},
-         {"throughput", throughputJson()},
-         {"timing_overhead_fraction", mean_op_us > 0 ? timing_overhead_us_ / mean_op_us : 0.0}});
+    if (auto refit = builder_->calibrated(planned)) done.calibrated = metrics(refit->simulation);
+    done.clock_error_us = trace.clock_error_us;
+    done.mean_op_us = mean_op_us;
+    done.throughput = throughputJson();
+    done.timing_overhead_fraction = mean_op_us > 0 ? timing_overhead_us_ / mean_op_us : 0.0;
+    emitEvent(done);
   }
 
   const BackendOptions &options_;

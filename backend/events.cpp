@@ -42,30 +42,41 @@ extern "C" void reportTermination(int signal_number) {
 
 } // namespace
 
-void emitEvent(const nlohmann::json &event) {
-  const std::string line =
-      event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+namespace {
+
+void writeLine(std::string line) {
+  line += '\n';
   std::lock_guard<std::mutex> lock(output_mutex);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
 }
 
+} // namespace
+
+void emitEvent(const RunEvent &event) {
+  writeLine(runEventLine(event));
+}
+
+void emitJsonLine(const nlohmann::json &line) {
+  writeLine(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 void emitError(int rank, const std::string &message) {
-  emitEvent({{"event", "error"}, {"rank", rank}, {"message", message}});
+  emitEvent(ErrorEvent{rank, message});
 }
 
 void emitWarning(int rank, const std::string &message) {
-  emitEvent({{"event", "warning"}, {"rank", rank}, {"message", message}});
+  emitEvent(WarningEvent{rank, message});
 }
 
 void setActivity(int rank, const std::string &activity, int waiting_for_rank) {
-  nlohmann::json event = {
-      {"event", "error"},
-      {"rank", rank},
-      {"message",
-       "stopped by the launcher (another rank failed or the run was cancelled) while " + activity}};
-  if (waiting_for_rank >= 0) event["waiting_for_rank"] = waiting_for_rank;
-  std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::string line =
+      runEventLine(ErrorEvent{rank,
+                              "stopped by the launcher (another rank failed or the run was "
+                              "cancelled) while " +
+                                  activity,
+                              waiting_for_rank}) +
+      "\n";
   if (line.size() > kLineBytes) return; // keep the previous line rather than a cut one
   std::lock_guard<std::mutex> lock(activity_mutex);
   const int next = current_line.load() == 0 ? 1 : 0;

@@ -1,22 +1,20 @@
 #pragma once
 // Progress, warnings and errors as JSON lines on stdout: one object per line, written whole and
-// flushed, so the GUI (through QProcess) and scripts can follow a run as it happens.
-//
-//   {"event":"start", ...}      the run: device, launch, plan, workload, prediction
-//   {"event":"check", ...}      the one-time kernel check against the reference
-//   {"event":"progress", ...}   warm-up and measured steps as they finish
-//   {"event":"step", ...}       every op of one measured step (rank 0, after gathering)
-//   {"event":"warning", ...}
-//   {"event":"error","rank":R,"message":"..."}
-//   {"event":"done","trace":"PATH", ...}
+// flushed, so the GUI (through QProcess) and scripts can follow a run as it happens. The lines are
+// the run protocol of engine/run_events.h (its one writer); this file only puts them on stdout.
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/run_events.h"
+
 namespace pipescope::backend {
 
-/// Writes one event line (thread-safe).
-void emitEvent(const nlohmann::json &event);
+/// Writes one event line of the run protocol (thread-safe).
+void emitEvent(const RunEvent &event);
+/// Writes one JSON line that is not a run event: the answers of --list-devices and --gemm-bench,
+/// which are whole commands of their own (thread-safe).
+void emitJsonLine(const nlohmann::json &line);
 void emitError(int rank, const std::string &message);
 void emitWarning(int rank, const std::string &message);
 

@@ -66,7 +66,7 @@ static int runMain(int argc, char **argv) {
     return 0;
   }
   if (options->list_devices) {
-    if (launch.rank == 0) emitEvent(listDevices());
+    if (launch.rank == 0) emitJsonLine(listDevices());
     return 0;
   }
   if (options->gemm_bench) {
@@ -77,7 +77,7 @@ static int runMain(int argc, char **argv) {
     }
     for (auto &event : gemmBenchmarkEvents(*benchmark)) {
       event["rank"] = launch.rank;
-      emitEvent(event);
+      emitJsonLine(event);
     }
     return 0;
   }

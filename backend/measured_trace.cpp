@@ -173,20 +173,15 @@ Status MeasuredTraceBuilder::addStep(int step, const std::vector<RankStepRecord>
   return Ok{};
 }
 
-nlohmann::json MeasuredTraceBuilder::stepOps(int step) const {
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto &op : trace_.ops) {
-    if (op.step != step) continue;
-    nlohmann::json record = {
-        {"rank", op.rank},         {"step", op.step},
-        {"index", op.index},       {"kind", std::string(opKindLetter(op.kind))},
-        {"stage", op.stage},       {"microbatch", op.microbatch},
-        {"start_us", op.start_us}, {"end_us", op.end_us},
-        {"lane", op.lane}};
-    if (op.overlapped) record["overlapped"] = true;
-    ops.push_back(std::move(record));
-  }
-  return ops;
+StepEvent MeasuredTraceBuilder::stepEvent(const MeasuredStep &metrics) const {
+  StepEvent event;
+  event.step = metrics.step;
+  event.metrics = RunMetrics{metrics.makespan_us, metrics.bubble_fraction, metrics.bubble_ratio};
+  event.gradient_sync_us = metrics.gradient_sync_us;
+  event.busy_us = metrics.busy_us;
+  for (const auto &op : trace_.ops)
+    if (op.step == metrics.step) event.ops.push_back(op);
+  return event;
 }
 
 nlohmann::json MeasuredTraceBuilder::stepMetricsJson(const MeasuredStep &metrics) const {

@@ -1,7 +1,8 @@
 #pragma once
 // Turning the ranks' step timings into the measured pipescope.trace (DESIGN.md §6): every op of
 // every measured step on rank 0's clock, the transfers, per-step and mean metrics, the devices and
-// the clock error bound; and the JSON of one step for the live {"event":"step"} line.
+// the clock error bound; and the live
+// {"event":"step"} of one step.
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "backend/device.h"
 #include "engine/evaluation.h"
+#include "engine/run_events.h"
 #include "engine/trace_file.h"
 
 namespace pipescope::backend {
@@ -46,8 +48,8 @@ public:
 
   const Trace &trace() const { return trace_; }
   const std::vector<MeasuredStep> &steps() const { return steps_; }
-  /// The ops of one step as the JSON records of the trace's "ops" array.
-  nlohmann::json stepOps(int step) const;
+  /// The live {"event":"step"} of one measured step: its metrics and its op records.
+  StepEvent stepEvent(const MeasuredStep &metrics) const;
   nlohmann::json stepMetricsJson(const MeasuredStep &metrics) const;
   /// The plan's program simulated with its costs refit to this measurement (engine
   /// calibration: per-stage F, B, W, the F&B overlap, transfer times): when it matches the

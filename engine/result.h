@@ -10,6 +10,8 @@ namespace pipescope {
 /// A failure that a person can act on: what is wrong and, where possible, what would work.
 struct Error {
   std::string message;
+
+  friend bool operator==(const Error &, const Error &) = default;
 };
 
 /// Either a T or an Error. Minimal stand-in for C++23's std::expected.

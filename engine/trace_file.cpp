@@ -13,6 +13,7 @@
 #include "engine/json_io.h"
 #include "engine/json_text.h"
 #include "engine/output_file.h"
+#include "engine/run_events.h"
 
 namespace pipescope {
 
@@ -78,15 +79,6 @@ Trace traceFromEvaluation(const Plan &plan, const Evaluation &evaluation) {
 }
 
 namespace {
-
-Result<OpKind> kindFromLetter(const std::string &letter, const std::string &pointer) {
-  if (letter == "F") return OpKind::Forward;
-  if (letter == "I") return OpKind::InputGrad;
-  if (letter == "W") return OpKind::WeightGrad;
-  if (letter == "B") return OpKind::FullBackward;
-  return makeError(pointer + ": expected one of F, I, W, B, got \"" +
-                   escapeControlCharacters(letter) + "\"");
-}
 
 std::string opPointer(std::size_t i) {
   return "/ops/" + std::to_string(i);
@@ -194,33 +186,7 @@ Status checkTraceOps(const Trace &trace) {
 
 namespace {
 
-constexpr double kHuge = 1e15;
-
-// One op record; `at` is its JSON pointer ("/ops/12"). Shared by the document and the streaming
-// readers, so both refuse the same records with the same messages.
-Result<TraceOp> traceOpFromJson(const json &record, const std::string &at) {
-  JsonFields f(record, at);
-  TraceOp op;
-  std::string kind;
-  f.integer("rank", op.rank, 0, kMaxWorldSize, true)
-      .integer("step", op.step, 0, 1 << 30)
-      .integer("index", op.index, 0, 1 << 30)
-      .text("kind", kind, true)
-      .integer("stage", op.stage, 0, kMaxPipelineRanks * kMaxChunks, true)
-      .integer("microbatch", op.microbatch, 0, kMaxMicrobatches, true)
-      .number("start_us", op.start_us, 0, kHuge, true)
-      .number("end_us", op.end_us, 0, kHuge, true)
-      .integer("lane", op.lane, 0, 1 << 16)
-      .boolean("overlapped", op.overlapped);
-  if (!f.ok()) return f.error();
-  auto k = kindFromLetter(kind, at + "/kind");
-  if (!k) return k.error();
-  op.kind = *k;
-  if (op.end_us < op.start_us)
-    return makeError(at + "/end_us: ends before it starts (" + json(op.end_us).dump() + " < " +
-                     json(op.start_us).dump() + ")");
-  return op;
-}
+constexpr double kHuge = kMaxRecordedValue;
 
 // One comm record; `at` is its JSON pointer ("/comms/3").
 Result<TraceTransfer> traceTransferFromJson(const json &record, const std::string &at) {
@@ -400,7 +366,7 @@ private:
     if (stream_ == Stream::Ops) {
       const std::size_t i = ops_seen_++;
       if (records_.ops_error) return;
-      auto op = traceOpFromJson(record_.root(), opPointer(i));
+      auto op = readTraceOpRecord(record_.root(), opPointer(i));
       if (op)
         records_.ops.push_back(*op);
       else
@@ -500,7 +466,7 @@ Result<Trace> traceFromJson(const json &document) {
       records.ops_read = true;
       records.ops.reserve(ops->size());
       for (std::size_t i = 0; i < ops->size() && !records.ops_error; ++i) {
-        auto op = traceOpFromJson((*ops)[i], opPointer(i));
+        auto op = readTraceOpRecord((*ops)[i], opPointer(i));
         if (op)
           records.ops.push_back(*op);
         else
@@ -650,27 +616,9 @@ void streamTraceView(const TextSink &write, const TraceView &view, const json &e
   bool first = true;
   std::string record;
   view.for_each_op([&](const TraceOp &op) {
-    record.assign(first ? "\n{" : ",\n{");
+    record.assign(first ? "\n" : ",\n");
     first = false;
-    appendField(record, "rank", op.rank);
-    record += ',';
-    appendField(record, "step", op.step);
-    record += ',';
-    appendField(record, "index", op.index);
-    record += ',';
-    appendField(record, "kind", opKindLetter(op.kind));
-    record += ',';
-    appendField(record, "stage", op.stage);
-    record += ',';
-    appendField(record, "microbatch", op.microbatch);
-    record += ',';
-    appendField(record, "start_us", op.start_us);
-    record += ',';
-    appendField(record, "end_us", op.end_us);
-    record += ',';
-    appendField(record, "lane", op.lane);
-    if (op.overlapped) record += ",\"overlapped\":true";
-    record += '}';
+    appendTraceOpRecord(record, op);
     write(record);
   });
   write("\n],\n\"comms\":[");

@@ -29,6 +29,8 @@ struct TraceOp {
   double end_us = 0;
   int lane = 0; ///< 0 = compute
   bool overlapped = false;
+
+  friend bool operator==(const TraceOp &, const TraceOp &) = default;
 };
 
 struct TraceTransfer {

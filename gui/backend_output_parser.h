@@ -1,8 +1,9 @@
 #pragma once
 // What pipescope-backend prints, read back: its stdout is JSON lines (one event object per line,
-// backend/events.h), possibly mixed with a launcher's own text (mpirun, srun) and cut into
-// arbitrary chunks by the pipe. The parser turns chunks into events and never throws: a line it
-// cannot read becomes a Text or Malformed event that the window logs. No Qt widgets here, so the
+// the run protocol of engine/run_events.h, read with its reader), possibly mixed with a
+// launcher's own text (mpirun, srun) and cut into arbitrary chunks by the pipe. The parser turns
+// chunks into events and never throws: a line it cannot read becomes a Text or Malformed event
+// (with the reader's message naming the field) that the window logs. No Qt widgets here, so the
 // suite drives it with real and broken lines directly.
 #include <QByteArray>
 #include <QString>

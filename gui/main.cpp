@@ -1,26 +1,26 @@
 // pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE]` renders the
 // window after loading and exits (headless use and tests; with `--run TARGET` it waits for the run
 // first); `--bench` prints frame times for a ladder of sizes. With no display at all, the window is
-// rendered to a PNG whose path is printed.
+// rendered to a PNG whose path is printed. The plan options (--schedule, --pp, --model, ...) are
+// `pipescope simulate`'s, read by the same engine code (engine/plan_options.h), with its checks
+// and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QTabWidget>
 #include <QTextStream>
-#include <cmath>
-#include <cstdio>
+#include <map>
 
 #include "engine/heap.h"
-#include "gui/compare_view.h"
+#include "engine/plan_options.h"
 #include "gui/controls_panel.h"
 #include "gui/frame_benchmark.h"
 #include "gui/main_window.h"
 #include "gui/mesh_widget.h"
 #include "gui/run_panel.h"
 #include "gui/timeline_widget.h"
-
-#include <QTabWidget>
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -35,6 +35,165 @@ bool noDisplay() {
 int fail(const QString &message) {
   QTextStream(stderr) << "pipescope-gui: " << message << '\n';
   return 2;
+}
+
+QCommandLineOption valued(const char *name, const char *help, const char *value_name) {
+  return {{QString::fromLatin1(name)}, QString::fromLatin1(help), QString::fromLatin1(value_name)};
+}
+
+QCommandLineOption flag(const char *name, const char *help) {
+  return {{QString::fromLatin1(name)}, QString::fromLatin1(help)};
+}
+
+// The explorer's own options; the plan options are the engine's (planOptions()).
+struct Flags {
+  QCommandLineOption screenshot =
+      valued("screenshot", "Render the window to FILE and exit.", "FILE");
+  QCommandLineOption plan = valued("plan", "Open this plan instead of the example.", "FILE");
+  QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
+  QCommandLineOption chunks = valued("chunks", "Same as --virtual-stages.", "V");
+  QCommandLineOption tab =
+      valued("tab", "Bottom tab to show: memory, mesh, explain, compare, run.", "NAME");
+  QCommandLineOption highlight = valued("highlight", "Highlight this microbatch's path.", "M");
+  QCommandLineOption playhead =
+      valued("playhead", "Put the playhead at this fraction of the step.", "FRACTION");
+  QCommandLineOption zoom =
+      valued("zoom", "Zoom the timeline by this factor around its center.", "FACTOR");
+  QCommandLineOption hover_gpu =
+      valued("hover-gpu", "Show this GPU as hovered in the mesh view.", "RANK");
+  QCommandLineOption measured =
+      valued("measured", "Import this measured trace and draw it over the prediction.", "TRACE");
+  QCommandLineOption overlay =
+      valued("overlay", "How the measurement is drawn: overlay, side, hidden.", "MODE");
+  QCommandLineOption measured_step =
+      valued("measured-step", "Which measured step to draw (default: the latest).", "K");
+  QCommandLineOption calibrate =
+      flag("calibrate", "Calibrate the costs to the measurement before the screenshot.");
+  QCommandLineOption run = valued("run",
+                                  "Run the plan on a target (cpu, gpu-shared, local-gpus, slurm, "
+                                  "custom); with --screenshot, wait for it to end.",
+                                  "TARGET");
+  QCommandLineOption size = valued("size", "Window size for --screenshot, e.g. 1280x800.", "WxH");
+  /// The engine's plan options but --plan, which the explorer opens itself.
+  std::map<std::string, QCommandLineOption> plan_options;
+
+  explicit Flags(QCommandLineParser &parser) {
+    parser.addOptions({screenshot, plan, bench, chunks, tab, highlight, playhead, zoom, hover_gpu,
+                       measured, overlay, measured_step, calibrate, run, size});
+    for (const PlanOption &option : planOptions()) {
+      if (option.name == std::string_view("plan")) continue;
+      const auto added = plan_options.emplace(
+          option.name, option.value_name ? valued(option.name, option.help, option.value_name)
+                                         : flag(option.name, option.help));
+      parser.addOption(added.first->second);
+    }
+    // A plan given alone, as the desktop entry's %f passes a double-clicked file.
+    parser.addPositionalArgument(QStringLiteral("plan"), QStringLiteral("A plan file to open."),
+                                 QStringLiteral("[PLAN]"));
+  }
+};
+
+// The window's plan with the command line's plan options on top, as `pipescope simulate --plan`
+// applies them; nullopt when none was given.
+Result<std::optional<Plan>> plannedFromFlags(const QCommandLineParser &parser, const Flags &flags,
+                                             const Plan &base) {
+  OptionValues values;
+  for (const auto &[name, option] : flags.plan_options)
+    if (parser.isSet(option))
+      values.set(name, option.valueName().isEmpty() ? std::string("1")
+                                                    : parser.value(option).toStdString());
+  if (parser.isSet(flags.chunks)) {
+    if (values.has("virtual-stages"))
+      return makeError("give V once: --chunks and --virtual-stages are the same option");
+    values.set("virtual-stages", parser.value(flags.chunks).toStdString());
+  }
+  bool any = false;
+  for (const auto &[name, option] : flags.plan_options)
+    any = any || values.has(name);
+  if (!any) return std::optional<Plan>{};
+  auto plan = planFromOptions(values, &base);
+  if (!plan) return plan.error();
+  return std::optional<Plan>{std::move(*plan)};
+}
+
+void showTab(MainWindow &window, const QString &name) {
+  for (int index = 0; index < window.tabs()->count(); ++index)
+    if (window.tabs()->tabText(index).toLower() == name.toLower())
+      window.tabs()->setCurrentIndex(index);
+}
+
+// The view settings a screenshot asks for: zoom, highlight, playhead, hovered GPU.
+void applyViewFlags(MainWindow &window, const QCommandLineParser &parser, const Flags &flags) {
+  TimelineWidget *timeline = window.timeline();
+  if (parser.isSet(flags.zoom))
+    timeline->setMapping(timeline->mapping().zoomedAround(timeline->mapping().xLeft() +
+                                                              timeline->mapping().widthPx() / 2,
+                                                          parser.value(flags.zoom).toDouble()));
+  if (parser.isSet(flags.highlight))
+    timeline->setHighlightedMicrobatch(0, parser.value(flags.highlight).toInt());
+  if (parser.isSet(flags.playhead) && window.snapshot())
+    window.setPlayhead(parser.value(flags.playhead).toDouble() *
+                       window.snapshot()->evaluation->simulation.makespan_us);
+  if (parser.isSet(flags.hover_gpu))
+    window.mesh()->setHoveredGpu(parser.value(flags.hover_gpu).toInt());
+}
+
+// --run TARGET: starts the run; headless (a screenshot to take), follows it to its end.
+std::optional<QString> runFromFlags(MainWindow &window, const QCommandLineParser &parser,
+                                    const Flags &flags, bool screenshot) {
+  bool known = false;
+  for (int index = 0; index < kLaunchTargetCount; ++index)
+    if (launchTargetKey(static_cast<LaunchTarget>(index)) == parser.value(flags.run)) {
+      window.runPanel()->setTarget(static_cast<LaunchTarget>(index));
+      known = true;
+    }
+  if (!known) return QStringLiteral("--run: expected cpu, gpu-shared, local-gpus, slurm or custom");
+  if (!window.runPanel()->startRun() && screenshot) return window.runPanel()->statusText();
+  if (!screenshot) return std::nullopt;
+  QElapsedTimer waited;
+  waited.start();
+  while (window.runPanel()->running() && waited.elapsed() < 600000)
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  window.runPanel()->cancelRun();
+  while (window.runPanel()->running())
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  return std::nullopt;
+}
+
+// --measured, --run, --calibrate, --overlay, --measured-step: the measurement to show.
+std::optional<QString> measurementFromFlags(MainWindow &window, const QCommandLineParser &parser,
+                                            const Flags &flags, bool screenshot) {
+  if (parser.isSet(flags.measured) && !window.importMeasuredTrace(parser.value(flags.measured)) &&
+      screenshot)
+    return window.runPanel()->statusText();
+  if (parser.isSet(flags.run))
+    if (auto failure = runFromFlags(window, parser, flags, screenshot)) return failure;
+  if (parser.isSet(flags.calibrate) && !window.runPanel()->calibrate() && screenshot)
+    return window.runPanel()->statusText();
+  window.settle();
+  if (parser.isSet(flags.overlay)) {
+    const QString mode = parser.value(flags.overlay).toLower();
+    window.setOverlayMode(mode.startsWith(QStringLiteral("side")) ? OverlayMode::SideBySide
+                          : mode == QStringLiteral("hidden")      ? OverlayMode::Hidden
+                                                                  : OverlayMode::Overlay);
+  }
+  if (parser.isSet(flags.measured_step))
+    window.setMeasuredStep(parser.value(flags.measured_step).toInt());
+  return std::nullopt;
+}
+
+int saveScreenshot(MainWindow &window, const QString &path, bool said_where) {
+  const QImage image = window.renderWindow();
+  if (image.isNull() || !image.save(path))
+    return fail(QStringLiteral("could not write %1").arg(path));
+  QTextStream out(stdout);
+  if (said_where)
+    out << "pipescope-gui: wrote " << path << '\n';
+  else
+    out << "pipescope-gui: no display; rendered the window to " << path << '\n';
+  if (!window.errorMessage().isEmpty())
+    out << "pipescope-gui: the window shows: " << window.errorMessage() << '\n';
+  return 0;
 }
 
 } // namespace
@@ -54,218 +213,49 @@ int main(int argc, char *argv[]) {
       QStringLiteral("pipescope: explore pipeline-parallel training schedules"));
   parser.addHelpOption();
   parser.addVersionOption();
-  const QCommandLineOption screenshot({QStringLiteral("screenshot")},
-                                      QStringLiteral("Render the window to FILE and exit."),
-                                      QStringLiteral("FILE"));
-  const QCommandLineOption plan_file({QStringLiteral("plan")},
-                                     QStringLiteral("Open this plan instead of the example."),
-                                     QStringLiteral("FILE"));
-  const QCommandLineOption bench(
-      {QStringLiteral("bench")},
-      QStringLiteral("Print frame times for a ladder of sizes and exit."));
-  const QCommandLineOption schedule({QStringLiteral("schedule")},
-                                    QStringLiteral("Schedule family to show."),
-                                    QStringLiteral("NAME"));
-  const QCommandLineOption pp({QStringLiteral("pp")}, QStringLiteral("P, pipeline ranks."),
-                              QStringLiteral("P"));
-  const QCommandLineOption microbatches({QStringLiteral("microbatches")},
-                                        QStringLiteral("M, microbatches."), QStringLiteral("M"));
-  const QCommandLineOption chunks({QStringLiteral("chunks")}, QStringLiteral("V, chunks per rank."),
-                                  QStringLiteral("V"));
-  const QCommandLineOption dp({QStringLiteral("dp")}, QStringLiteral("DP replicas."),
-                              QStringLiteral("DP"));
-  const QCommandLineOption tp({QStringLiteral("tp")}, QStringLiteral("TP size."),
-                              QStringLiteral("TP"));
-  const QCommandLineOption model({QStringLiteral("model")},
-                                 QStringLiteral("Model preset (with --hardware)."),
-                                 QStringLiteral("NAME"));
-  const QCommandLineOption hardware({QStringLiteral("hardware")},
-                                    QStringLiteral("Hardware preset."), QStringLiteral("NAME"));
-  const QCommandLineOption tab(
-      {QStringLiteral("tab")},
-      QStringLiteral("Bottom tab to show: memory, mesh, explain, compare, run."),
-      QStringLiteral("NAME"));
-  const QCommandLineOption highlight({QStringLiteral("highlight")},
-                                     QStringLiteral("Highlight this microbatch's path."),
-                                     QStringLiteral("M"));
-  const QCommandLineOption playhead(
-      {QStringLiteral("playhead")},
-      QStringLiteral("Put the playhead at this fraction of the step."), QStringLiteral("FRACTION"));
-  const QCommandLineOption zoom(
-      {QStringLiteral("zoom")},
-      QStringLiteral("Zoom the timeline by this factor around its center."),
-      QStringLiteral("FACTOR"));
-  const QCommandLineOption hover_gpu({QStringLiteral("hover-gpu")},
-                                     QStringLiteral("Show this GPU as hovered in the mesh view."),
-                                     QStringLiteral("RANK"));
-  const QCommandLineOption measured(
-      {QStringLiteral("measured")},
-      QStringLiteral("Import this measured trace and draw it over the prediction."),
-      QStringLiteral("TRACE"));
-  const QCommandLineOption overlay(
-      {QStringLiteral("overlay")},
-      QStringLiteral("How the measurement is drawn: overlay, side, hidden."),
-      QStringLiteral("MODE"));
-  const QCommandLineOption measured_step(
-      {QStringLiteral("measured-step")},
-      QStringLiteral("Which measured step to draw (default: the latest)."), QStringLiteral("K"));
-  const QCommandLineOption calibrate(
-      {QStringLiteral("calibrate")},
-      QStringLiteral("Calibrate the costs to the measurement before the screenshot."));
-  const QCommandLineOption run(
-      {QStringLiteral("run")},
-      QStringLiteral("Run the plan on a target (cpu, gpu-shared, local-gpus, slurm, custom); with "
-                     "--screenshot, wait for it to end."),
-      QStringLiteral("TARGET"));
-  const QCommandLineOption size({QStringLiteral("size")},
-                                QStringLiteral("Window size for --screenshot, e.g. 1280x800."),
-                                QStringLiteral("WxH"));
-  parser.addOptions({screenshot,    plan_file, bench, schedule,  pp,       microbatches,
-                     chunks,        dp,        tp,    model,     hardware, tab,
-                     highlight,     playhead,  zoom,  hover_gpu, measured, overlay,
-                     measured_step, calibrate, run,   size});
-  // A plan given alone, as the desktop entry's %f passes a double-clicked file.
-  parser.addPositionalArgument(QStringLiteral("plan"), QStringLiteral("A plan file to open."),
-                               QStringLiteral("[PLAN]"));
+  const Flags flags(parser);
   parser.process(app);
-  if (parser.positionalArguments().size() > 1 ||
-      (parser.positionalArguments().size() == 1 && parser.isSet(plan_file)))
+  const QStringList positional = parser.positionalArguments();
+  if (positional.size() > 1 || (positional.size() == 1 && parser.isSet(flags.plan)))
     return fail(QStringLiteral("give one plan file, either alone or with --plan"));
-  const QString plan_path = parser.positionalArguments().isEmpty()
-                                ? parser.value(plan_file)
-                                : parser.positionalArguments().constFirst();
-
-  if (parser.isSet(bench)) {
+  const QString plan_path = positional.isEmpty() ? parser.value(flags.plan) : positional.first();
+  if (parser.isSet(flags.bench)) {
     QTextStream out(stdout);
     return runFrameBenchmark(out);
   }
 
-  const bool offscreen = QGuiApplication::platformName() == QStringLiteral("offscreen");
-  QString screenshot_path = parser.value(screenshot);
-  if (screenshot_path.isEmpty() && offscreen)
+  QString screenshot_path = parser.value(flags.screenshot);
+  if (screenshot_path.isEmpty() && QGuiApplication::platformName() == QStringLiteral("offscreen"))
     screenshot_path = QDir::temp().filePath(QStringLiteral("pipescope-window.png"));
-
+  const bool screenshot = !screenshot_path.isEmpty();
   MainWindowOptions options;
   // A screenshot is a function of its arguments, not of what was remembered last time.
-  options.use_settings = screenshot_path.isEmpty();
-  options.animate = screenshot_path.isEmpty();
+  options.use_settings = options.animate = !screenshot;
   MainWindow window(options);
-  if (!plan_path.isEmpty() && !window.openPlan(plan_path) && !screenshot_path.isEmpty())
+  if (!plan_path.isEmpty() && !window.openPlan(plan_path) && screenshot)
     return fail(window.errorMessage());
-
   // Command-line settings on top of the plan, as a person would move the sliders.
-  Plan plan = window.controls()->plan();
-  bool edited = false;
-  auto integer = [&](const QCommandLineOption &option, int &target) {
-    if (!parser.isSet(option)) return;
-    target = parser.value(option).toInt();
-    edited = true;
-  };
-  if (parser.isSet(schedule)) {
-    plan.request.name = parser.value(schedule).toStdString();
-    plan.custom.reset();
-    if (const auto *family = findScheduleFamily(plan.request.name); family && !family->uses_chunks)
-      plan.request.chunks = family->placement == PlacementKind::Loop ? 1 : 2;
-    edited = true;
-  }
-  integer(pp, plan.request.pp);
-  integer(microbatches, plan.request.microbatches);
-  integer(chunks, plan.request.chunks);
-  integer(dp, plan.mesh.dp);
-  integer(tp, plan.mesh.tp);
-  plan.mesh.pp = plan.request.pp;
-  if (parser.isSet(model)) {
-    ModelSetup setup;
-    auto model_spec = loadModelSpec(parser.value(model).toStdString());
-    if (!model_spec) return fail(QString::fromStdString(model_spec.error().message));
-    setup.model = *model_spec;
-    auto hardware_spec = loadHardwareSpec(
-        parser.isSet(hardware) ? parser.value(hardware).toStdString() : "h100-sxm");
-    if (!hardware_spec) return fail(QString::fromStdString(hardware_spec.error().message));
-    setup.hardware = *hardware_spec;
-    plan.mesh.gpus_per_node = setup.hardware.gpus_per_node;
-    plan.model = setup;
-    edited = true;
-  }
-  if (edited) window.setPlan(plan);
+  auto planned = plannedFromFlags(parser, flags, window.controls()->plan());
+  if (!planned) return fail(QString::fromStdString(planned.error().message));
+  if (*planned) window.setPlan(**planned);
 
-  if (parser.isSet(size)) {
-    const QStringList parts = parser.value(size).split(QLatin1Char('x'));
+  if (parser.isSet(flags.size)) {
+    const QStringList parts = parser.value(flags.size).split(QLatin1Char('x'));
     if (parts.size() == 2) window.resize(parts[0].toInt(), parts[1].toInt());
   }
-  const QString tab_name = parser.value(tab).toLower();
-  for (int index = 0; index < window.tabs()->count(); ++index)
-    if (window.tabs()->tabText(index).toLower() == tab_name) window.tabs()->setCurrentIndex(index);
+  showTab(window, parser.value(flags.tab));
   window.show();
   window.settle();
   // A plan that loads but cannot be evaluated (a schedule that cannot complete, a model the mesh
   // cannot hold, an impossible figure) is as bad an input as one that does not load: headless,
   // say why and exit 2 rather than save a picture of the error.
-  if (parser.isSet(plan_file) && !screenshot_path.isEmpty() && !window.errorMessage().isEmpty())
-    return fail(parser.value(plan_file) + QStringLiteral(": ") + window.errorMessage());
-  if (parser.isSet(zoom))
-    window.timeline()->setMapping(window.timeline()->mapping().zoomedAround(
-        window.timeline()->mapping().xLeft() + window.timeline()->mapping().widthPx() / 2,
-        parser.value(zoom).toDouble()));
-  if (parser.isSet(highlight))
-    window.timeline()->setHighlightedMicrobatch(0, parser.value(highlight).toInt());
-  if (parser.isSet(playhead) && window.snapshot())
-    window.setPlayhead(parser.value(playhead).toDouble() *
-                       window.snapshot()->evaluation->simulation.makespan_us);
-  if (parser.isSet(hover_gpu)) window.mesh()->setHoveredGpu(parser.value(hover_gpu).toInt());
-  if (parser.isSet(measured) && !window.importMeasuredTrace(parser.value(measured)) &&
-      !screenshot_path.isEmpty())
-    return fail(window.runPanel()->statusText());
-  if (parser.isSet(run)) {
-    bool known = false;
-    for (int index = 0; index < kLaunchTargetCount; ++index)
-      if (launchTargetKey(static_cast<LaunchTarget>(index)) == parser.value(run)) {
-        window.runPanel()->setTarget(static_cast<LaunchTarget>(index));
-        known = true;
-      }
-    if (!known)
-      return fail(QStringLiteral("--run: expected cpu, gpu-shared, local-gpus, slurm or custom"));
-    if (!window.runPanel()->startRun() && !screenshot_path.isEmpty())
-      return fail(window.runPanel()->statusText());
-    if (!screenshot_path.isEmpty()) {
-      // Headless: follow the run to its end, then take the picture of what it measured.
-      QElapsedTimer waited;
-      waited.start();
-      while (window.runPanel()->running() && waited.elapsed() < 600000)
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-      window.runPanel()->cancelRun();
-      while (window.runPanel()->running())
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-    }
-  }
-  if (parser.isSet(calibrate) && !window.runPanel()->calibrate() && !screenshot_path.isEmpty())
-    return fail(window.runPanel()->statusText());
-  window.settle();
-  if (parser.isSet(overlay)) {
-    const QString mode = parser.value(overlay).toLower();
-    window.setOverlayMode(mode.startsWith(QStringLiteral("side")) ? OverlayMode::SideBySide
-                          : mode == QStringLiteral("hidden")      ? OverlayMode::Hidden
-                                                                  : OverlayMode::Overlay);
-  }
-  if (parser.isSet(measured_step)) window.setMeasuredStep(parser.value(measured_step).toInt());
+  if (parser.isSet(flags.plan) && screenshot && !window.errorMessage().isEmpty())
+    return fail(parser.value(flags.plan) + QStringLiteral(": ") + window.errorMessage());
+  applyViewFlags(window, parser, flags);
+  if (auto failure = measurementFromFlags(window, parser, flags, screenshot)) return fail(*failure);
   // Importing and running show the Run tab; an explicit --tab has the last word.
-  if (parser.isSet(tab))
-    for (int index = 0; index < window.tabs()->count(); ++index)
-      if (window.tabs()->tabText(index).toLower() == tab_name)
-        window.tabs()->setCurrentIndex(index);
-
-  if (!screenshot_path.isEmpty()) {
-    const QImage image = window.renderWindow();
-    if (image.isNull() || !image.save(screenshot_path))
-      return fail(QStringLiteral("could not write %1").arg(screenshot_path));
-    QTextStream out(stdout);
-    if (headless || !parser.isSet(screenshot))
-      out << "pipescope-gui: no display; rendered the window to " << screenshot_path << '\n';
-    else
-      out << "pipescope-gui: wrote " << screenshot_path << '\n';
-    if (!window.errorMessage().isEmpty())
-      out << "pipescope-gui: the window shows: " << window.errorMessage() << '\n';
-    return 0;
-  }
+  if (parser.isSet(flags.tab)) showTab(window, parser.value(flags.tab));
+  if (screenshot)
+    return saveScreenshot(window, screenshot_path, !headless && parser.isSet(flags.screenshot));
   return app.exec();
 }

@@ -1,34 +1,26 @@
 #pragma once
-// A small command-line parser: "--name value", "--name=value" and boolean "--flag" options.
-#include <map>
-#include <optional>
+// A small command-line parser: "--name value", "--name=value" and boolean "--flag" options. The
+// typed readers (integer, number, integerList) are the engine's OptionValues, shared with the
+// explorer's command line.
 #include <set>
 #include <string>
 #include <vector>
 
+#include "engine/option_values.h"
 #include "engine/result.h"
 
 namespace pipescope::cli {
 
-class Arguments {
+class Arguments : public OptionValues {
 public:
   /// `valued` options take a value, `flags` do not; anything else is refused.
   static Result<Arguments> parse(const std::vector<std::string> &args,
                                  const std::set<std::string> &valued,
                                  const std::set<std::string> &flags, const std::string &command);
 
-  bool has(const std::string &name) const { return values_.count(name) != 0; }
-  std::optional<std::string> text(const std::string &name) const;
-  /// The option as an integer in [min, max]; the error names the option.
-  Result<std::optional<int>> integer(const std::string &name, int min, int max) const;
-  Result<std::optional<double>> number(const std::string &name, double min, double max) const;
-  /// A comma-separated list of integers, e.g. "4,8,16".
-  Result<std::optional<std::vector<int>>> integerList(const std::string &name, int min,
-                                                      int max) const;
   const std::vector<std::string> &positional() const { return positional_; }
 
 private:
-  std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
 };
 

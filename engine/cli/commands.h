@@ -1,20 +1,30 @@
 #pragma once
-// The subcommands of `pipescope`. Each returns the process exit code: 0 on success, 2 on bad
-// usage or bad input (after printing one line naming the problem on stderr).
+// The subcommands of `pipescope`, one file each (<name>_command.cpp), listed once in
+// command_list.inc. Each returns the process exit code: 0 on success, 2 on bad usage or bad input
+// (after printing one line naming the problem on stderr).
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pipescope::cli {
 
-int runSimulate(const std::vector<std::string> &args);
-int runTable(const std::vector<std::string> &args);
-int runValidate(const std::vector<std::string> &args);
-int runBench(const std::vector<std::string> &args);
-int runPresets(const std::vector<std::string> &args);
-int runSchedules(const std::vector<std::string> &args);
-int runCompare(const std::vector<std::string> &args);
-int runImport(const std::vector<std::string> &args);
-int runBubbles(const std::vector<std::string> &args);
+using CommandFunction = int (*)(const std::vector<std::string> &args);
+
+// The command functions, each defined in its command's file.
+#define PIPESCOPE_COMMAND(name, function, summary)                                                 \
+  int function(const std::vector<std::string> &args);
+#include "engine/cli/command_list.inc"
+#undef PIPESCOPE_COMMAND
+
+struct Command {
+  std::string_view name;
+  std::string_view summary; ///< the line in `pipescope --help`
+  CommandFunction run;
+};
+
+/// Every command, in the order `pipescope --help` lists them.
+std::span<const Command> commands();
 
 /// What the command is doing now ("simulating the schedule", "writing out.json"), for the
 /// out-of-memory message in main.
@@ -23,5 +33,14 @@ std::string &currentActivity();
 /// Prints "pipescope: <first line>" on stderr and the remaining lines (details such as the
 /// rank × step grid) after it; returns 2.
 int fail(const std::string &message);
+
+/// Whether the arguments ask for the command's help (--help or -h anywhere).
+bool wantsHelp(const std::vector<std::string> &args);
+/// "12.34 %".
+std::string percent(double fraction);
+/// Six significant digits.
+std::string number(double value);
+/// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> splitList(const std::string &text);
 
 } // namespace pipescope::cli

@@ -1,4 +1,5 @@
 // `pipescope`: the command-line face of the engine.
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -14,49 +15,38 @@
 
 namespace {
 
-constexpr const char *kUsage =
-    R"(pipescope: simulate, compare and check pipeline-parallel training schedules
+// `pipescope --help`: the commands and their summaries come from the table (command_list.inc).
+std::string usage() {
+  std::string text = "pipescope: simulate, compare and check pipeline-parallel training "
+                     "schedules\n\nusage: pipescope <command> [options]\n\ncommands:\n";
+  for (const auto &command : pipescope::cli::commands()) {
+    std::string name(command.name);
+    name.resize(std::max<std::size_t>(name.size(), 10), ' ');
+    text += "  " + name + " " + std::string(command.summary) + "\n";
+  }
+  return text + "\n'pipescope <command> --help' describes a command's options.\n";
+}
 
-usage: pipescope <command> [options]
-
-commands:
-  simulate   generate or load a schedule, simulate one step and print its metrics
-  table      bubble tables over lists of P and M for chosen schedules
-  validate   check a plan or a custom schedule (JSON or PyTorch CSV)
-  compare    a measured trace against its plan's prediction, and calibration
-  import     a real run (PyTorch profiler traces, Megatron-LM timers) as a measured trace
-  bubbles    every idle interval of a trace's step explained, and its critical path
-  bench      time generation + lowering + simulation over a ladder of sizes
-  schedules  list the schedule families and the P, M, V each accepts
-  presets    list the model and hardware presets
-
-'pipescope <command> --help' describes a command's options.
-)";
-
-} // namespace
-
-namespace {
+// "simulate, table, ... or presets".
+std::string commandNames() {
+  const auto all = pipescope::cli::commands();
+  std::string names;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].name);
+  return names;
+}
 
 int runCommand(std::vector<std::string> args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   const std::string command = args[0];
   args.erase(args.begin());
-  using namespace pipescope::cli;
-  if (command == "simulate") return runSimulate(args);
-  if (command == "table") return runTable(args);
-  if (command == "validate") return runValidate(args);
-  if (command == "compare") return runCompare(args);
-  if (command == "import") return runImport(args);
-  if (command == "bubbles") return runBubbles(args);
-  if (command == "bench") return runBench(args);
-  if (command == "presets") return runPresets(args);
-  if (command == "schedules") return runSchedules(args);
-  return fail("unknown command '" + command +
-              "'; use simulate, table, validate, compare, import, bubbles, bench, schedules or "
-              "presets (see pipescope --help)");
+  for (const auto &known : pipescope::cli::commands())
+    if (known.name == command) return known.run(args);
+  return pipescope::cli::fail("unknown command '" + command + "'; use " + commandNames() +
+                              " (see pipescope --help)");
 }
 
 // Whatever went to standard output must have arrived: flush it and check the stream's state, so

@@ -20,6 +20,7 @@
 
 #include "engine/bubbles.h"
 #include "engine/plan_file.h"
+#include "engine/run_events.h"
 #include "engine/trace_file.h"
 
 using nlohmann::json;
@@ -33,7 +34,8 @@ struct BackendRun {
   qint64 elapsed_ms = 0;
   std::vector<json> events; ///< stdout, one JSON object per line
   QString out, err;
-  bool all_lines_json = true;
+  bool all_lines_json = true; ///< and every line reads through the run protocol's reader
+  std::string protocol_error; ///< the first line the protocol's reader refused, and why
 
   std::vector<json> ofKind(const std::string &kind) const {
     std::vector<json> found;
@@ -42,10 +44,10 @@ struct BackendRun {
     return found;
   }
   QString describe() const {
-    return QStringLiteral("exit %1 after %2 ms\nstdout:\n%3\nstderr:\n%4")
+    return QStringLiteral("exit %1 after %2 ms\nstdout:\n%3\nstderr:\n%4\nprotocol: %5")
         .arg(exit_code)
         .arg(elapsed_ms)
-        .arg(out.left(3000), err.left(3000));
+        .arg(out.left(3000), err.left(3000), QString::fromStdString(protocol_error));
   }
 };
 
@@ -93,6 +95,11 @@ BackendRun runBackend(int ranks, const QStringList &arguments,
       run.events.push_back(json::parse(line.toStdString()));
     } catch (const json::exception &) {
       run.all_lines_json = false;
+    }
+    if (auto read = readRunEventLine(line.toStdString()); !read) {
+      run.all_lines_json = false;
+      if (run.protocol_error.empty())
+        run.protocol_error = read.error().message + " in " + line.left(300).toStdString();
     }
   }
   return run;

@@ -290,7 +290,14 @@ private slots:
     QCOMPARE(trace.clock_error_us, 3.0);
     QCOMPARE(trace.ops.front().start_us, 0.0); // the first op of the first step is time 0
     QVERIFY(trace.bubble_fraction > 0.45 && trace.bubble_fraction < 0.55);
-    QCOMPARE(builder.stepOps(0).size(), trace.ops.size());
+    const StepEvent step = builder.stepEvent(builder.steps().front());
+    QCOMPARE(step.ops.size(), trace.ops.size());
+    // The live step line reads back through the protocol's reader, overlapped pairs included.
+    const auto read = readRunEventLine(runEventLine(step));
+    QVERIFY2(read, read ? "" : read.error().message.c_str());
+    QCOMPARE(std::get<StepEvent>(*read).ops.size(), trace.ops.size());
+    QCOMPARE(std::get<StepEvent>(*read).metrics->bubble_fraction,
+             builder.steps().front().bubble_fraction);
     auto refit = builder.calibrated(plan.costs);
     QVERIFY(refit); // overlapped pairs included
     QVERIFY(refit->simulation.makespan_us > 0);

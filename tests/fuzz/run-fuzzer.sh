@@ -35,7 +35,8 @@ sources=$(ls "$root"/engine/*.cpp "$root"/engine/generators/*.cpp "$root"/engine
 # shellcheck disable=SC2086
 clang++ "${flags[@]}" $sources "$build/resources/embedded_resources.cpp" \
   "$root/tests/fuzz/fuzz_readers.cpp" -lz -o "$out/fuzz_readers"
-clang++ "${flags[@]}" "$root/engine/cli/arguments.cpp" "$root/tests/fuzz/fuzz_arguments.cpp" \
+clang++ "${flags[@]}" "$root/engine/cli/arguments.cpp" "$root/engine/option_values.cpp" \
+  "$root/tests/fuzz/fuzz_arguments.cpp" \
   -o "$out/fuzz_arguments"
 
 "$out/fuzz_readers" -max_total_time="$readers_seconds" -max_len=65536 -timeout=10 \

@@ -23,6 +23,7 @@
 
 #include "engine/calibration.h"
 #include "engine/plan_file.h"
+#include "engine/run_events.h"
 #include "engine/trace_file.h"
 #include "gui/backend_output_parser.h"
 #include "gui/backend_process.h"
@@ -84,34 +85,16 @@ Trace measuredTrace(const Plan &plan, int steps, double time_factor, double gap_
   return trace;
 }
 
-json opJson(const TraceOp &op) {
-  json record = {{"rank", op.rank},
-                 {"step", op.step},
-                 {"index", op.index},
-                 {"kind", std::string(opKindLetter(op.kind))},
-                 {"stage", op.stage},
-                 {"microbatch", op.microbatch},
-                 {"start_us", op.start_us},
-                 {"end_us", op.end_us},
-                 {"lane", 0}};
-  if (op.overlapped) record["overlapped"] = true;
-  return record;
-}
-
-// The backend's {"event":"step"} line for one step of a trace.
+// The backend's {"event":"step"} line for one step of a trace, written by the protocol's writer.
 std::string stepLine(const Trace &trace, int step, int of) {
-  json ops = json::array();
+  StepEvent event;
+  event.step = step;
+  event.of = of;
+  event.metrics = RunMetrics{1.0, 0.2, 0.25};
+  event.clock_error_us = 0.5;
   for (const auto &op : trace.ops)
-    if (op.step == step) ops.push_back(opJson(op));
-  return json{{"event", "step"},
-              {"step", step},
-              {"of", of},
-              {"makespan_us", 1.0},
-              {"bubble_fraction", 0.2},
-              {"bubble_ratio", 0.25},
-              {"clock_error_us", 0.5},
-              {"ops", ops}}
-      .dump();
+    if (op.step == step) event.ops.push_back(op);
+  return runEventLine(event);
 }
 
 bool writeFile(const QString &path, const QByteArray &bytes, bool executable = false) {
@@ -176,15 +159,15 @@ FakeBackend writeFakeBackend(const QTemporaryDir &dir, const Trace &trace, int s
       "/child.pid'\n"
       "echo 'mpirun: a launcher line that is not JSON'\n"
       "echo 'a line on stderr' >&2\n";
-  const json start = {
-      {"event", "start"},        {"device", "cpu"},
-      {"world_size", 4},         {"warmup_steps", 1},
-      {"measured_steps", steps}, {"workload", {{"expected_time_factor", time_factor}}}};
-  body += "printf '%s\\n' " + quoted(start.dump()) + "\n";
+  StartEvent start;
+  start.device = "cpu";
+  start.world_size = 4;
+  start.warmup_steps = 1;
+  start.measured_steps = steps;
+  start.workload = {{"expected_time_factor", time_factor}};
+  body += "printf '%s\\n' " + quoted(runEventLine(start)) + "\n";
   body += "sleep " + QByteArray::number(pause_s / 2) + "\n";
-  body += "printf '%s\\n' " +
-          quoted(json{{"event", "progress"}, {"phase", "warmup"}, {"step", 0}, {"of", 1}}.dump()) +
-          "\n";
+  body += "printf '%s\\n' " + quoted(runEventLine(ProgressEvent{"warmup", 0, 1, 0})) + "\n";
   for (int step = 0; step < steps; ++step) {
     body += "sleep " + QByteArray::number(pause_s) + "\n";
     body += "printf '%s\\n' " + quoted(stepLine(trace, step, steps)) + "\n";
@@ -194,7 +177,12 @@ FakeBackend writeFakeBackend(const QTemporaryDir &dir, const Trace &trace, int s
   } else {
     body += "sleep " + QByteArray::number(pause_s / 2) + "\n";
     body += "cp '" + d + "/measured.json' \"$trace\"\n";
-    body += "printf '{\"event\":\"done\",\"trace\":\"%s\"}\\n' \"$trace\"\n";
+    // The trace path is the script's argument: the done line is the writer's around a marker.
+    DoneEvent done;
+    done.trace_path = "@TRACE@";
+    QByteArray line = QByteArray::fromStdString(runEventLine(done));
+    line.replace("%", "%%").replace("@TRACE@", "%s");
+    body += "printf " + quoted(line.toStdString() + "\\n") + " \"$trace\"\n";
   }
   writeFile(fake.script, body, true);
   return fake;
@@ -205,6 +193,19 @@ void useFake(RunPanel *panel, const FakeBackend &fake) {
   panel->setTarget(LaunchTarget::Custom);
   panel->setCommandTemplate(QStringLiteral(
       "{backend} --plan {plan} --trace {trace} --warmup {warmup} --steps {steps} --device cpu"));
+}
+
+// pipescope-gui with these arguments, offscreen; its exit code (-1 when it hung) and output.
+int runExplorer(const QStringList &arguments, QString *output) {
+  QProcess process;
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+  process.setProcessEnvironment(environment);
+  process.setProcessChannelMode(QProcess::MergedChannels);
+  process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
+  if (!process.waitForFinished(120000)) return -1;
+  *output = QString::fromUtf8(process.readAll());
+  return process.exitCode();
 }
 
 QString cell(QTableWidget *table, int row, int column) {
@@ -226,12 +227,24 @@ private slots:
   // --- the output parser -------------------------------------------------------------------
 
   void parsesTheBackendsLines() {
-    // Lines as backend/events.cpp and backend_run.cpp print them.
-    auto start = BackendOutputParser::parseLine(
-        R"({"event":"start","device":"cpu","launch":"mpirun","channel":"mpi","world_size":2,"plan":"p.json",)"
-        R"("schedule":"1f1b","pp":2,"microbatches":4,"virtual_stages":1,"mesh":{"dp":1,"tp":1,"pp":2},)"
-        R"("warmup_steps":1,"measured_steps":3,"workload":{"expected_time_factor":2500,"stages":[]},)"
-        R"("simulated":{"makespan_us":10,"bubble_fraction":0.2,"bubble_ratio":0.25}})");
+    // Lines as the backend prints them: through the protocol's writer (engine/run_events.h).
+    const auto parse = [](const RunEvent &event) {
+      return BackendOutputParser::parseLine(QByteArray::fromStdString(runEventLine(event)));
+    };
+    StartEvent started;
+    started.device = "cpu";
+    started.launch = "mpirun";
+    started.channel = "mpi";
+    started.world_size = 2;
+    started.plan_path = "p.json";
+    started.schedule = "1f1b";
+    started.pp = started.mesh_pp = 2;
+    started.microbatches = 4;
+    started.warmup_steps = 1;
+    started.measured_steps = 3;
+    started.workload = {{"expected_time_factor", 2500}, {"stages", json::array()}};
+    started.simulated = {10, 0.2, 0.25};
+    auto start = parse(started);
     QVERIFY(start);
     QCOMPARE(start->type, BackendEventType::Start);
     QCOMPARE(start->device, QStringLiteral("cpu"));
@@ -240,20 +253,23 @@ private slots:
     QCOMPARE(start->measured_steps, 3);
     QCOMPARE(start->time_factor, 2500.0);
 
-    auto progress = BackendOutputParser::parseLine(
-        R"({"event":"progress","phase":"warmup","step":0,"of":1,"wall_us":1234.5})");
+    auto progress = parse(ProgressEvent{"warmup", 0, 1, 1234.5});
     QVERIFY(progress);
     QCOMPARE(progress->type, BackendEventType::Progress);
     QCOMPARE(progress->phase, QStringLiteral("warmup"));
     QCOMPARE(progress->step, 0);
     QCOMPARE(progress->of, 1);
 
-    auto step = BackendOutputParser::parseLine(
-        R"({"step":1,"makespan_us":40.5,"bubble_fraction":0.3,"bubble_ratio":0.43,"gradient_sync_us":0,"busy_us":[1,2],)"
-        R"("event":"step","of":3,"clock_error_us":0.4,"ops":[)"
-        R"({"rank":0,"step":1,"index":0,"kind":"F","stage":0,"microbatch":0,"start_us":100.0,"end_us":101.5,"lane":0},)"
-        R"({"rank":1,"step":1,"index":3,"kind":"B","stage":1,"microbatch":2,"start_us":110,"end_us":113,"lane":0,"overlapped":true},)"
-        R"({"rank":1,"step":1,"index":4,"kind":"W","stage":1,"microbatch":2,"start_us":113,"end_us":114}]})");
+    StepEvent measured;
+    measured.step = 1;
+    measured.of = 3;
+    measured.metrics = RunMetrics{40.5, 0.3, 0.43};
+    measured.busy_us = {1, 2};
+    measured.clock_error_us = 0.4;
+    measured.ops = {{0, 1, 0, OpKind::Forward, 0, 0, 100.0, 101.5, 0, false},
+                    {1, 1, 3, OpKind::FullBackward, 1, 2, 110, 113, 0, true},
+                    {1, 1, 4, OpKind::WeightGrad, 1, 2, 113, 114, 0, false}};
+    auto step = parse(measured);
     QVERIFY(step);
     QCOMPARE(step->type, BackendEventType::Step);
     QCOMPARE(step->step, 1);
@@ -272,38 +288,40 @@ private slots:
     QCOMPARE(step->metrics->makespan_us, 40.5);
     QCOMPARE(step->metrics->bubble_ratio, 0.43);
 
-    auto error = BackendOutputParser::parseLine(
-        R"({"event":"error","rank":3,"message":"NCCL timeout: rank 2 stopped answering"})");
+    auto error = parse(ErrorEvent{3, "NCCL timeout: rank 2 stopped answering"});
     QVERIFY(error);
     QCOMPARE(error->type, BackendEventType::Error);
     QCOMPARE(error->rank, 3);
     QCOMPARE(error->text, QStringLiteral("NCCL timeout: rank 2 stopped answering"));
 
-    auto warning = BackendOutputParser::parseLine(
-        R"({"event":"warning","rank":0,"message":"one replica only"})");
+    auto warning = parse(WarningEvent{0, "one replica only"});
     QVERIFY(warning);
     QCOMPARE(warning->type, BackendEventType::Warning);
 
-    auto done = BackendOutputParser::parseLine(
-        R"({"event":"done","trace":"/tmp/x/trace.json","steps":3,"replayed":null})");
+    DoneEvent finished;
+    finished.trace_path = "/tmp/x/trace.json";
+    finished.steps = 3;
+    auto done = parse(finished);
     QVERIFY(done);
     QCOMPARE(done->type, BackendEventType::Done);
     QCOMPARE(done->trace_path, QStringLiteral("/tmp/x/trace.json"));
 
-    auto check = BackendOutputParser::parseLine(
-        R"({"event":"check","rank":0,"what":"GEMMs","max_relative_error":1e-6,"ok":true})");
+    auto check = parse(CheckEvent{0, "GEMMs", 1e-6, true});
     QVERIFY(check);
     QCOMPARE(check->type, BackendEventType::Check);
 
-    // Other spellings a backend might use: "type" for the event, kind names, start/end.
-    auto tolerant = BackendOutputParser::parseLine(
-        R"({"type":"step","step":0,"ops":[{"rank":0,"kind":"input-grad","stage":0,"microbatch":1,"start":5,"end":7}]})");
-    QVERIFY(tolerant);
-    QCOMPARE(tolerant->type, BackendEventType::Step);
-    QCOMPARE(tolerant->ops.size(), std::size_t{1});
-    QCOMPARE(tolerant->ops[0].kind, OpKind::InputGrad);
-    QCOMPARE(tolerant->ops[0].index, -1);
-    QCOMPARE(tolerant->ops[0].step, 0);
+    // One protocol: other spellings ("type" for the event, kind names, start/end) are refused
+    // with the field that is wrong, not guessed at.
+    auto renamed = BackendOutputParser::parseLine(R"({"type":"step","step":0,"ops":[]})");
+    QVERIFY(renamed);
+    QCOMPARE(renamed->type, BackendEventType::Malformed);
+    QVERIFY2(renamed->problem.contains(QStringLiteral("/event")), qPrintable(renamed->problem));
+    auto spelled = BackendOutputParser::parseLine(
+        R"({"event":"step","step":0,"ops":[{"rank":0,"kind":"input-grad","stage":0,"microbatch":1,"start_us":5,"end_us":7}]})");
+    QVERIFY(spelled);
+    QCOMPARE(spelled->ops.size(), std::size_t{0});
+    QVERIFY2(spelled->problem.contains(QStringLiteral("/ops/0/kind")),
+             qPrintable(spelled->problem));
 
     // An event this window does not know is kept and logged, not dropped.
     auto other = BackendOutputParser::parseLine(R"({"event":"devices","cpu":true})");
@@ -349,11 +367,12 @@ private slots:
 
   void splitsChunksIntoLines() {
     BackendOutputParser parser;
+    DoneEvent done;
+    done.trace_path = "t.json";
     const QByteArray stream =
-        "{\"event\":\"progress\",\"phase\":\"warmup\",\"step\":0,\"of\":2}\r\n"
-        "text from mpirun\n\n"
-        "{\"event\":\"error\",\"rank\":1,\"message\":\"boom\"}\n"
-        "{\"event\":\"done\",\"trace\":\"t.json\"}";
+        QByteArray::fromStdString(runEventLine(ProgressEvent{"warmup", 0, 2, 0})) + "\r\n" +
+        "text from mpirun\n\n" + QByteArray::fromStdString(runEventLine(ErrorEvent{1, "boom"})) +
+        "\n" + QByteArray::fromStdString(runEventLine(done));
     // Byte by byte: every split point must give the same events.
     std::vector<BackendEvent> events;
     for (char byte : stream) {
@@ -369,7 +388,8 @@ private slots:
     QCOMPARE(rest[0].type, BackendEventType::Done);
     QCOMPARE(rest[0].trace_path, QStringLiteral("t.json"));
 
-    // An over-long line is dropped with a note, and the next line reads normally.
+    // An over-long line is dropped with a note, and the next line reads normally (a done line
+    // with only its required field, to stay under the small limit).
     BackendOutputParser small;
     small.setMaxLineBytes(64);
     auto long_events = small.feed(QByteArray(50, 'x'));
@@ -608,17 +628,7 @@ private slots:
     QTemporaryDir dir;
     const QString trace = dir.filePath(QStringLiteral("measured.json"));
     QVERIFY(saveTrace(trace.toStdString(), measuredTrace(examplePlan(), 2, 1)));
-    const auto run = [](const QStringList &arguments, QString *output) {
-      QProcess process;
-      QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-      environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-      process.setProcessEnvironment(environment);
-      process.setProcessChannelMode(QProcess::MergedChannels);
-      process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
-      if (!process.waitForFinished(120000)) return -1;
-      *output = QString::fromUtf8(process.readAll());
-      return process.exitCode();
-    };
+    const auto run = runExplorer;
     QString output;
     const QString shot = dir.filePath(QStringLiteral("side.png"));
     QCOMPARE(
@@ -634,6 +644,36 @@ private slots:
                 &output) != 0);
     QVERIFY2(output.contains(QStringLiteral("another plan")), qPrintable(output));
     QVERIFY(!QFileInfo::exists(refused));
+  }
+
+  void theExecutablesPlanOptionsAreTheClis() {
+    // The plan options go through the engine's planFromOptions, as `pipescope simulate`'s do:
+    // the same refusals, word for word, and exit 2 with no picture.
+    QTemporaryDir dir;
+    const QString shot = dir.filePath(QStringLiteral("shot.png"));
+    QString output;
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--pp"),
+                          QStringLiteral("0")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("pipescope-gui: --pp must be between 1 and 16384, "
+                                            "got 0")),
+             qPrintable(output));
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--model"),
+                          QStringLiteral("llama3-8b")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("--model and --hardware go together")),
+             qPrintable(output));
+    QVERIFY(!QFileInfo::exists(shot));
+    // Accepted options set the plan up; --chunks is --virtual-stages.
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--schedule"),
+                          QStringLiteral("interleaved-1f1b"), QStringLiteral("--chunks"),
+                          QStringLiteral("2"), QStringLiteral("--pp"), QStringLiteral("2")},
+                         &output),
+             0);
+    QVERIFY2(!QImage(shot).isNull(), qPrintable(output));
+    QVERIFY2(!output.contains(QStringLiteral("the window shows")), qPrintable(output));
   }
 
   // --- the window against a fake backend -----------------------------------------------------
@@ -841,12 +881,13 @@ private slots:
     window.show();
     window.settle();
     const Trace trace = measuredTrace(window.snapshot()->plan, 1, 1);
-    const FakeBackend fake =
-        writeFakeBackend(dir, trace, 0, 1, 0.1,
-                         "printf '%s\\n' '{\"event\":\"error\",\"rank\":1,\"message\":\"rank 1 "
-                         "waited 120 s for rank 2: NCCL timeout\"}'\n"
-                         "echo 'a failing launcher says goodbye' >&2\n"
-                         "exit 3\n");
+    const FakeBackend fake = writeFakeBackend(
+        dir, trace, 0, 1, 0.1,
+        "printf '%s\\n' " +
+            quoted(runEventLine(ErrorEvent{1, "rank 1 waited 120 s for rank 2: NCCL timeout"})) +
+            "\n"
+            "echo 'a failing launcher says goodbye' >&2\n"
+            "exit 3\n");
     RunPanel *panel = window.runPanel();
     useFake(panel, fake);
     QVERIFY(panel->startRun());

@@ -1,0 +1,332 @@
+// `pipescope simulate`: generates (or loads) a schedule, lowers it, simulates one training step and
+// prints its metrics, or writes the plan, the trace, the PyTorch CSV and the Chrome trace.
+#include <cstdio>
+#include <iostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/arguments.h"
+#include "engine/cli/commands.h"
+#include "engine/evaluation.h"
+#include "engine/json_text.h"
+#include "engine/model/model_setup.h"
+#include "engine/output_file.h"
+#include "engine/plan_file.h"
+#include "engine/plan_options.h"
+#include "engine/pytorch_csv.h"
+#include "engine/trace_file.h"
+
+namespace pipescope::cli {
+
+using nlohmann::json;
+
+namespace {
+
+// A unit that keeps the step's numbers short: microseconds, milliseconds or seconds.
+struct TimeUnit {
+  double per_us;
+  const char *name;
+};
+TimeUnit unitFor(double makespan_us) {
+  if (makespan_us >= 1e6) return {1e-6, "s"};
+  if (makespan_us >= 1e3) return {1e-3, "ms"};
+  return {1, "us"};
+}
+
+std::string bytesText(double bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buffer;
+}
+
+constexpr const char *kSimulateHelp = R"(usage: pipescope simulate [options]
+
+Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary.
+Times are in microseconds, bandwidth in GB/s, sizes in bytes.
+
+schedule:
+  --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2,
+                           interleaved-zb, zb-v, v-half, v-min, dualpipe, dualpipev
+                           (default 1f1b); see 'pipescope schedules'
+  --pp P                   pipeline ranks (default 4)
+  --microbatches M         microbatches per step (default 8)
+  --virtual-stages V       chunks per rank (interleaved-1f1b, looped-bfs, interleaved-zb)
+  --microbatch-group G     interleaved-1f1b: P = depth-first (default), M = Megatron's
+                           breadth-first interleaving (not looped-bfs)
+  --custom FILE            a custom schedule: pipescope.schedule JSON or PyTorch CSV
+  --plan FILE              start from a plan file; other options override it
+costs (ignored with --model):
+  --forward F --backward B --weight W     one rank's share; B = I + W (default 1, 2, 1)
+  --overlapped FB          time of an overlapped F&B pair (default F + B)
+  --p2p-latency X --p2p-bandwidth Y --activation-bytes Z
+model (derives every cost from the model, hardware and mesh):
+  --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
+  --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
+  --balance --overlap-dp
+output:
+  --json                   one JSON object instead of the text summary
+  --ops                    with --json: every op with its start and end
+  --save-plan FILE         write the plan (with its lowered programs) for the backend
+  --trace FILE             write the simulated pipescope.trace
+  --csv FILE               write the compute schedule as PyTorch's schedule CSV
+  --chrome-trace FILE      write a Chrome trace (Perfetto, chrome://tracing)
+)";
+
+json rankJson(const RankStats &stats) {
+  return {{"busy", stats.busy_us},
+          {"idle", stats.idle_us},
+          {"peak_inflight", stats.peak_inflight},
+          {"peak_inflight_microbatches", stats.peak_inflight_microbatches}};
+}
+
+json analyticJson(const std::optional<AnalyticMetrics> &analytic) {
+  if (!analytic) return nullptr;
+  json out = {
+      {"makespan", analytic->makespan_us},          {"bubble_fraction", analytic->bubble_fraction},
+      {"bubble_ratio", analytic->bubble_ratio},     {"bubble_formula", analytic->bubble_formula},
+      {"memory_formula", analytic->memory_formula}, {"source", analytic->source},
+      {"exact_when", analytic->exact_when}};
+  if (!analytic->peak_inflight.empty()) out["peak_inflight"] = analytic->peak_inflight;
+  return out;
+}
+
+json communicationJson(const CommunicationKind &kind) {
+  return {{"bytes", kind.bytes}, {"time_s", kind.time_s}, {"link", kind.link}};
+}
+
+} // namespace
+
+int runSimulate(const std::vector<std::string> &args) {
+  if (wantsHelp(args)) {
+    std::cout << kSimulateHelp;
+    return 0;
+  }
+  std::set<std::string> valued = {"save-plan", "csv", "chrome-trace", "trace"};
+  std::set<std::string> flags = {"json", "ops"};
+  for (const PlanOption &option : planOptions())
+    (option.value_name ? valued : flags).insert(option.name);
+  auto parsed = Arguments::parse(args, valued, flags, "simulate");
+  if (!parsed) return fail(parsed.error().message);
+  const Arguments &a = *parsed;
+  if (!a.positional().empty())
+    return fail("unexpected argument '" + a.positional().front() + "' for 'simulate'");
+  if (a.has("ops") && !a.has("json"))
+    return fail("--ops lists every op in the JSON output; add --json");
+  auto plan = planFromOptions(a);
+  if (!plan) return fail(plan.error().message);
+
+  // Every output is opened before the simulation, so a missing folder or a read-only file is
+  // reported at once; all of them appear together or none does (OutputTransaction).
+  const std::vector<std::string> kOutputFlags = {"save-plan", "csv", "trace", "chrome-trace"};
+  int to_standard_output = a.has("json") ? 1 : 0;
+  for (const auto &flag : kOutputFlags)
+    if (auto path = a.text(flag); path && isStandardOutput(*path)) ++to_standard_output;
+  if (to_standard_output > 1)
+    return fail("only one output can go to standard output: give the others a file name ('-' "
+                "is standard output, and --json prints there)");
+  OutputTransaction outputs;
+  std::vector<std::string> output_kinds; // the flag behind outputs.output(i)
+  for (const auto &flag : kOutputFlags)
+    if (auto path = a.text(flag)) {
+      auto added = outputs.add(*path);
+      if (!added) return fail(added.error().message);
+      output_kinds.push_back(flag);
+    }
+  if (a.has("json")) {
+    auto added = outputs.add("-");
+    if (!added) return fail(added.error().message);
+    output_kinds.emplace_back("json");
+  }
+
+  SimulationOptions options;
+  // Only the Chrome trace draws the in-flight counters; the pipescope.trace file has no memory
+  // timeline, so --trace alone does not pay for one.
+  options.memory_timeline = a.has("chrome-trace");
+  ModelDerivation derivation;
+  currentActivity() = "generating, lowering and simulating the schedule";
+  auto evaluation = evaluatePlan(*plan, options, &derivation);
+  if (!evaluation) return fail(evaluation.error().message);
+  const auto &e = *evaluation;
+  const auto &sim = e.simulation;
+  if (a.has("overlapped")) {
+    bool has_pairs = false;
+    for (const auto &ops : e.schedule.ranks)
+      for (const auto &op : ops)
+        has_pairs = has_pairs || op.kind == OpKind::OverlappedPair;
+    if (!has_pairs)
+      return fail("--overlapped does not apply to " + e.schedule.name +
+                  ": it has no overlapped F&B pairs; use it with dualpipe or dualpipev (or a "
+                  "custom schedule with OVERLAP_F_B actions)");
+  }
+  std::optional<ModelReport> report;
+  if (plan->model) {
+    report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
+    if (auto status = checkModelReport(*report); !status) return fail(status.error().message);
+  }
+
+  // The --json document: the summary through nlohmann/json, then the ops (--ops, millions of
+  // them) streamed record by record.
+  const auto writeJson = [&](const TextSink &write) {
+    json out;
+    out["schedule"] = e.schedule.name;
+    out["pp"] = e.schedule.pp();
+    out["microbatches"] = e.schedule.microbatches();
+    out["virtual_stages"] = e.schedule.chunks();
+    out["placement"] = std::string(placementName(e.schedule.placement.kind));
+    out["ops_count"] = e.schedule.opCount();
+    out["makespan"] = sim.makespan_us;
+    out["bubble_fraction"] = sim.bubble_fraction;
+    out["bubble_ratio"] = sim.bubble_ratio;
+    out["analytic"] = analyticJson(e.analytic);
+    json ranks = json::array();
+    for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
+      json rank = rankJson(sim.ranks[r]);
+      if (report) {
+        const auto &m = report->memory[r];
+        rank["memory"] = {{"params", m.params},
+                          {"grads", m.grads},
+                          {"optimizer", m.optimizer},
+                          {"activations_peak", m.activations_peak},
+                          {"total", m.total},
+                          {"capacity", m.capacity},
+                          {"fits", m.fits}};
+      }
+      ranks.push_back(std::move(rank));
+    }
+    out["ranks"] = std::move(ranks);
+    if (report) {
+      out["step_time_s"] = report->step_time_s;
+      out["tokens_per_s"] = report->tokens_per_s;
+      out["mfu"] = report->mfu;
+      out["communication"] = {{"tp", communicationJson(report->tp)},
+                              {"pp", communicationJson(report->pp)},
+                              {"dp", communicationJson(report->dp)}};
+    }
+    std::string text = out.dump(2);
+    if (!a.has("ops")) {
+      write(text + "\n");
+      return;
+    }
+    text.erase(text.find_last_of('}')); // reopen the object to append "ops"
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    text += ",\n  \"ops\": [";
+    write(text);
+    std::string record;
+    bool first = true;
+    for (std::size_t r = 0; r < e.schedule.ranks.size(); ++r)
+      for (std::size_t i = 0; i < e.schedule.ranks[r].size(); ++i) {
+        const Op &op = e.schedule.ranks[r][i];
+        const OpTiming &t = sim.op_times[r][i];
+        using json_text::appendField;
+        record.assign(first ? "\n    {" : ",\n    {");
+        first = false;
+        appendField(record, "rank", r);
+        record += ',';
+        appendField(record, "kind", opKindLetter(op.kind));
+        record += ',';
+        appendField(record, "stage", op.stage);
+        record += ',';
+        appendField(record, "microbatch", op.microbatch);
+        record += ',';
+        appendField(record, "start", t.start_us);
+        record += ',';
+        appendField(record, "end", t.end_us);
+        if (op.kind == OpKind::OverlappedPair) {
+          record += ',';
+          appendField(record, "backward_stage", op.backward_stage);
+          record += ',';
+          appendField(record, "backward_microbatch", op.backward_microbatch);
+        }
+        record += '}';
+        write(record);
+      }
+    write("\n  ]\n}\n");
+  };
+
+  // Staged files first, in-place outputs (devices, FIFOs, standard output) last: a failure
+  // anywhere withholds every staged file (see OutputTransaction).
+  for (const std::size_t index : outputs.writeOrder()) {
+    OutputFile &file = outputs.output(index);
+    const TextSink write = [&file](std::string_view text) { file.write(text); };
+    const std::string &kind = output_kinds[index];
+    currentActivity() = "writing --" + kind + " " + file.path();
+    if (kind == "save-plan")
+      write(planToJson(*plan, &e.program).dump(2) + "\n");
+    else if (kind == "csv")
+      write(scheduleToPytorchCsv(e.schedule));
+    else if (kind == "trace")
+      streamSimulatedTrace(write, *plan, e);
+    else if (kind == "chrome-trace")
+      streamSimulatedChromeTrace(write, *plan, e);
+    else if (kind == "json")
+      writeJson(write);
+    if (!file.good()) break;
+  }
+  if (auto status = outputs.commit(); !status) {
+    // The reader of standard output went away (`| head`): a quiet, normal end (see main.cpp).
+    if (outputs.brokenPipe()) return 0;
+    return fail(status.error().message);
+  }
+  if (a.has("json")) return 0;
+
+  // With a file on standard output the summary goes to standard error, out of the data's way.
+  std::ostream &summary = to_standard_output > 0 ? std::cerr : std::cout;
+  const auto *family = findScheduleFamily(e.schedule.name);
+  summary << (family ? family->title : e.schedule.name) << ": P=" << e.schedule.pp()
+          << " M=" << e.schedule.microbatches() << " V=" << e.schedule.chunks() << " ("
+          << placementName(e.schedule.placement.kind) << " placement, " << e.schedule.opCount()
+          << " ops)\n";
+  if (!plan->model)
+    summary << "costs: F=" << number(plan->costs.forward_us)
+            << " B=" << number(plan->costs.backward_us) << " W=" << number(plan->costs.weight_us)
+            << " us per rank share"
+            << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0
+                    ? ", priced transfers"
+                    : ", free transfers")
+            << "\n";
+  const TimeUnit unit = unitFor(sim.makespan_us);
+  summary << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
+          << "\n";
+  summary << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";
+  if (e.analytic) summary << "   analytic " << percent(e.analytic->bubble_fraction);
+  summary << "\nbubble_ratio     " << percent(sim.bubble_ratio) << "   (idle / busy time)";
+  if (e.analytic) summary << "   analytic " << percent(e.analytic->bubble_ratio);
+  summary << '\n';
+  if (e.analytic)
+    summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
+            << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
+  summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
+          << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
+  if (report) summary << "   memory (params+grads+optimizer+activations / capacity)";
+  summary << '\n';
+  for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
+    const auto &s = sim.ranks[r];
+    char line[160];
+    std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r,
+                  s.busy_us * unit.per_us, s.idle_us * unit.per_us, s.peak_inflight,
+                  s.peak_inflight_microbatches);
+    summary << line;
+    if (report) {
+      const auto &m = report->memory[r];
+      summary << "          " << bytesText(m.total) << " / " << bytesText(m.capacity)
+              << (m.fits ? "" : "  OUT OF MEMORY");
+    }
+    summary << '\n';
+  }
+  if (report) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%\ncommunication per step: TP %s "
+                  "(%.3g s, %s), PP %s (%.3g s, %s), DP %s (%.3g s, %s)\n",
+                  report->step_time_s, report->tokens_per_s, report->mfu * 100,
+                  bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
+                  bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
+                  bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
+    summary << line;
+  }
+  return 0;
+}
+
+} // namespace pipescope::cli

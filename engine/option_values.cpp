@@ -1,0 +1,78 @@
+#include "engine/option_values.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace pipescope {
+
+std::optional<std::string> OptionValues::text(const std::string &name) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace {
+
+Result<double> parseNumber(const std::string &name, const std::string &text, double min,
+                           double max) {
+  double value = 0;
+  const auto *end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || ptr != end || !std::isfinite(value))
+    return makeError("--" + name + " expects a number, got '" + text + "'");
+  if (value < min || value > max)
+    return makeError("--" + name + " must be between " + std::to_string(min) + " and " +
+                     std::to_string(max) + ", got " + text);
+  return value;
+}
+
+Result<int> parseInteger(const std::string &name, const std::string &text, int min, int max) {
+  long long value = 0;
+  const auto *end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || ptr != end)
+    return makeError("--" + name + " expects an integer, got '" + text + "'");
+  if (value < min || value > max)
+    return makeError("--" + name + " must be between " + std::to_string(min) + " and " +
+                     std::to_string(max) + ", got " + text);
+  return static_cast<int>(value);
+}
+
+} // namespace
+
+Result<std::optional<int>> OptionValues::integer(const std::string &name, int min, int max) const {
+  const auto value = text(name);
+  if (!value) return std::optional<int>{};
+  auto parsed = parseInteger(name, *value, min, max);
+  if (!parsed) return parsed.error();
+  return std::optional<int>{*parsed};
+}
+
+Result<std::optional<double>> OptionValues::number(const std::string &name, double min,
+                                                   double max) const {
+  const auto value = text(name);
+  if (!value) return std::optional<double>{};
+  auto parsed = parseNumber(name, *value, min, max);
+  if (!parsed) return parsed.error();
+  return std::optional<double>{*parsed};
+}
+
+Result<std::optional<std::vector<int>>> OptionValues::integerList(const std::string &name, int min,
+                                                                  int max) const {
+  const auto value = text(name);
+  if (!value) return std::optional<std::vector<int>>{};
+  std::vector<int> list;
+  std::string rest = *value;
+  while (true) {
+    const auto comma = rest.find(',');
+    auto parsed = parseInteger(name, rest.substr(0, comma), min, max);
+    if (!parsed) return parsed.error();
+    list.push_back(*parsed);
+    if (comma == std::string::npos) break;
+    rest = rest.substr(comma + 1);
+    if (list.size() > 10000) return makeError("--" + name + " lists too many values");
+  }
+  return std::optional<std::vector<int>>{std::move(list)};
+}
+
+} // namespace pipescope

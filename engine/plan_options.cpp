@@ -1,0 +1,182 @@
+#include "engine/plan_options.h"
+
+#include <limits>
+
+#include "engine/model/model_setup.h"
+#include "engine/pytorch_csv.h"
+
+namespace pipescope {
+
+std::span<const PlanOption> planOptions() {
+  static constexpr PlanOption kOptions[] = {
+      {"schedule", "NAME", "Schedule family (see 'pipescope schedules')."},
+      {"pp", "P", "Pipeline ranks."},
+      {"microbatches", "M", "Microbatches per step."},
+      {"virtual-stages", "V", "Chunks per rank (interleaved schedules)."},
+      {"microbatch-group", "G", "For interleaved-1f1b: P = depth-first, M = breadth-first."},
+      {"custom", "FILE", "A custom schedule: pipescope.schedule JSON or PyTorch CSV."},
+      {"plan", "FILE", "Start from a plan file; other options override it."},
+      {"forward", "F", "Forward time of one rank's share (us)."},
+      {"backward", "B", "Full backward time, B = I + W (us)."},
+      {"weight", "W", "Weight-gradient time (us)."},
+      {"overlapped", "FB", "Time of an overlapped F&B pair (us)."},
+      {"p2p-latency", "X", "Point-to-point latency (us)."},
+      {"p2p-bandwidth", "Y", "Point-to-point bandwidth (GB/s)."},
+      {"activation-bytes", "Z", "Bytes sent per stage boundary per microbatch."},
+      {"model", "NAME|FILE", "Model preset or file (with --hardware)."},
+      {"hardware", "NAME|FILE", "Hardware preset or file (with --model)."},
+      {"dp", "D", "Data-parallel replicas."},
+      {"tp", "T", "Tensor-parallel size."},
+      {"gpus-per-node", "G", "GPUs per node."},
+      {"rank-order", "ORDER", "Which dimension varies fastest, e.g. tp-pp-dp."},
+      {"recompute", "MODE", "None, selective or full (with --model)."},
+      {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP (with --model)."},
+      {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
+      {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
+      {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
+  };
+  return kOptions;
+}
+
+Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
+  Plan plan;
+  if (base) {
+    plan = *base;
+  } else if (auto path = a.text("plan")) {
+    auto loaded = loadPlan(*path);
+    if (!loaded) return loaded.error();
+    plan = std::move(*loaded);
+  } else {
+    plan.request.pp = 4;
+    plan.request.microbatches = 8;
+  }
+  if (auto v = a.text("schedule")) plan.request.name = *v;
+  struct IntOption {
+    const char *name;
+    int *target;
+    int min, max;
+  } ints[] = {{"pp", &plan.request.pp, 1, kMaxPipelineRanks},
+              {"microbatches", &plan.request.microbatches, 1, kMaxMicrobatches},
+              {"virtual-stages", &plan.request.chunks, 1, kMaxChunks},
+              {"microbatch-group", &plan.request.microbatch_group, 0, kMaxMicrobatches},
+              {"dp", &plan.mesh.dp, 1, kMaxWorldSize},
+              {"tp", &plan.mesh.tp, 1, kMaxWorldSize},
+              {"gpus-per-node", &plan.mesh.gpus_per_node, 1, 1 << 16}};
+  for (const auto &o : ints) {
+    auto v = a.integer(o.name, o.min, o.max);
+    if (!v) return v.error();
+    if (*v) *o.target = **v;
+  }
+  plan.mesh.pp = plan.request.pp;
+  // Option combinations that would be silently ignored are refused with what would apply.
+  static constexpr const char *kCostOptions[] = {"forward",         "backward",    "weight",
+                                                 "overlapped",      "p2p-latency", "p2p-bandwidth",
+                                                 "activation-bytes"};
+  if (a.has("custom"))
+    for (const char *name :
+         {"schedule", "pp", "microbatches", "virtual-stages", "microbatch-group"})
+      if (a.has(name))
+        return makeError(std::string("--") + name +
+                         " does not apply with --custom: the custom schedule file sets the "
+                         "schedule and its P, M and V; leave --" +
+                         name + " out, or drop --custom to generate a schedule");
+  const bool model_options = a.has("model") || a.has("hardware");
+  if (model_options || plan.model)
+    for (const char *name : kCostOptions)
+      if (a.has(name))
+        return makeError(std::string("--") + name + " does not apply with " +
+                         (model_options ? "--model and --hardware" : "the plan's model") +
+                         ": every cost is derived from the model, hardware and mesh; drop --" +
+                         name + ", or drop the model to give explicit costs");
+  if (!a.has("custom")) {
+    const auto *family = findScheduleFamily(plan.request.name);
+    if (family && a.has("virtual-stages") && family->placement != PlacementKind::Loop) {
+      auto v = a.integer("virtual-stages", 1, kMaxChunks);
+      if (v && *v && **v != 2)
+        return makeError("--virtual-stages " + std::to_string(**v) + " does not apply to " +
+                         family->name + ": its " + std::string(placementName(family->placement)) +
+                         " placement fixes V = 2; leave --virtual-stages out");
+    }
+    if (family && a.has("microbatch-group") && !family->uses_microbatch_group)
+      return makeError("--microbatch-group does not apply to " + family->name +
+                       ": only interleaved-1f1b groups microbatches; leave it out, or use "
+                       "--schedule interleaved-1f1b");
+  }
+  struct NumberOption {
+    const char *name;
+    double *target;
+  } numbers[] = {{"forward", &plan.costs.forward_us},
+                 {"backward", &plan.costs.backward_us},
+                 {"weight", &plan.costs.weight_us},
+                 {"overlapped", &plan.costs.overlapped_us},
+                 {"p2p-latency", &plan.costs.p2p_latency_us},
+                 {"p2p-bandwidth", &plan.costs.p2p_bandwidth_gbps},
+                 {"activation-bytes", &plan.costs.activation_bytes}};
+  for (const auto &o : numbers) {
+    // Only the syntax here; the bounds are Costs::check's, the same as a plan file's.
+    auto v =
+        a.number(o.name, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
+    if (!v) return v.error();
+    if (*v) *o.target = **v;
+  }
+  if (auto status = plan.costs.check(-1, CostNaming::CommandLine); !status) return status.error();
+  if (plan.costs.p2p_bandwidth_gbps > 0 && plan.costs.activation_bytes == 0 &&
+      a.has("p2p-bandwidth"))
+    return makeError("--p2p-bandwidth needs --activation-bytes (the bytes sent per boundary per "
+                     "microbatch)");
+  if (a.has("activation-bytes") && plan.costs.p2p_bandwidth_gbps == 0)
+    return makeError("--activation-bytes does not apply without a bandwidth: with "
+                     "--p2p-bandwidth 0 transfers cost only the latency; add --p2p-bandwidth "
+                     "GB/s");
+  if (auto order = a.text("rank-order")) {
+    auto parsed = Mesh::parseOrder(*order);
+    if (!parsed) return parsed.error();
+    plan.mesh.order = *parsed;
+  }
+  if (auto path = a.text("custom")) {
+    auto schedule = loadCustomSchedule(*path);
+    if (!schedule) return schedule.error();
+    plan.request.name = "custom";
+    plan.request.pp = plan.mesh.pp = schedule->pp();
+    plan.request.microbatches = schedule->microbatches();
+    plan.request.chunks = schedule->chunks();
+    plan.custom = std::move(*schedule);
+  } else if (a.has("schedule") || a.has("pp") || a.has("microbatches") || a.has("virtual-stages")) {
+    plan.custom.reset();
+  }
+  if (model_options || plan.model) {
+    ModelSetup setup = plan.model.value_or(ModelSetup{});
+    if (model_options && (!a.has("model") || !a.has("hardware")) && !plan.model)
+      return makeError("--model and --hardware go together: name both (see 'pipescope presets')");
+    if (auto name = a.text("model")) {
+      auto model = loadModelSpec(*name);
+      if (!model) return model.error();
+      setup.model = std::move(*model);
+    }
+    if (auto name = a.text("hardware")) {
+      auto hardware = loadHardwareSpec(*name);
+      if (!hardware) return hardware.error();
+      setup.hardware = std::move(*hardware);
+      if (!a.has("gpus-per-node")) plan.mesh.gpus_per_node = setup.hardware.gpus_per_node;
+    }
+    if (auto r = a.text("recompute")) {
+      auto parsed = parseRecompute(*r);
+      if (!parsed) return parsed.error();
+      setup.training.recompute = *parsed;
+    }
+    if (a.has("zero1")) setup.training.zero1 = true;
+    if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
+    if (a.has("balance")) setup.training.balance_layers = true;
+    if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    plan.model = std::move(setup);
+  } else {
+    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
+      if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
+  }
+  if (auto status = plan.mesh.check(); !status) return status.error();
+  if (!plan.custom)
+    if (auto status = checkScheduleRequest(plan.request); !status) return status.error();
+  return plan;
+}
+
+} // namespace pipescope
