@@ -12,13 +12,13 @@
 #include <cstdio>
 
 #include "engine/heap.h"
-#include "gui/compare_view.h"
-#include "gui/controls_panel.h"
-#include "gui/frame_benchmark.h"
-#include "gui/main_window.h"
-#include "gui/mesh_widget.h"
-#include "gui/run_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/bench/frame_benchmark.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 #include <QTabWidget>
 

@@ -25,13 +25,13 @@
 #include "engine/plan_file.h"
 #include "engine/trace_file.h"
 #include "gui/backend_output_parser.h"
-#include "gui/backend_process.h"
-#include "gui/controls_panel.h"
-#include "gui/main_window.h"
-#include "gui/measurement.h"
-#include "gui/metrics_panel.h"
-#include "gui/run_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/run/backend_process.h"
+#include "gui/run/measurement.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;

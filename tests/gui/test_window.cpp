@@ -13,14 +13,14 @@
 #include <QtTest>
 
 #include "engine/plan_file.h"
-#include "gui/chart_panels.h"
-#include "gui/compare_view.h"
-#include "gui/controls_panel.h"
-#include "gui/explain_panel.h"
-#include "gui/main_window.h"
-#include "gui/mesh_widget.h"
-#include "gui/metrics_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/charts/charts.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/explain_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;

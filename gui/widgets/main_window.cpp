@@ -1,0 +1,786 @@
+#include "gui/widgets/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QImage>
+#include <QLabel>
+#include <QMenuBar>
+#include <QPainter>
+#include <QRegularExpression>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSignalBlocker>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "engine/output_file.h"
+#include "engine/trace_file.h"
+#include "gui/charts/charts.h"
+#include "gui/run/measurement.h"
+#include "gui/timeline/svg_export.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/explain_panel.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/timeline_widget.h"
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr int kMaxRecentFiles = 8;
+const QString kRecentFilesKey = QStringLiteral("files/recent");
+const QString kLastPlanKey = QStringLiteral("session/last_plan");
+const QString kGeometryKey = QStringLiteral("window/geometry");
+const QString kStateKey = QStringLiteral("window/state");
+
+QScrollArea *scrolling(QWidget *content, QWidget *parent) {
+  auto *area = new QScrollArea(parent);
+  area->setWidget(content);
+  area->setWidgetResizable(true);
+  area->setFrameShape(QFrame::NoFrame);
+  area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  return area;
+}
+
+} // namespace
+
+MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
+    : QMainWindow(parent), options_(options) {
+  setWindowTitle(tr("pipescope"));
+  controls_ = new ControlsPanel;
+  controls_->setObjectName(QStringLiteral("controls"));
+  auto *controls_dock = new QDockWidget(tr("Settings"), this);
+  controls_dock->setObjectName(QStringLiteral("settings_dock"));
+  controls_dock->setWidget(scrolling(controls_, controls_dock));
+  controls_dock->setFeatures(QDockWidget::DockWidgetMovable);
+  controls_dock->setMinimumWidth(290);
+  controls_dock->setMaximumWidth(340);
+  addDockWidget(Qt::LeftDockWidgetArea, controls_dock);
+
+  metrics_ = new MetricsPanel;
+  metrics_->setObjectName(QStringLiteral("metrics"));
+  auto *metrics_dock = new QDockWidget(tr("Metrics"), this);
+  metrics_dock->setObjectName(QStringLiteral("metrics_dock"));
+  metrics_dock->setWidget(scrolling(metrics_, metrics_dock));
+  metrics_dock->setFeatures(QDockWidget::DockWidgetMovable);
+  metrics_dock->setMinimumWidth(270);
+  metrics_dock->setMaximumWidth(330);
+  addDockWidget(Qt::RightDockWidgetArea, metrics_dock);
+
+  auto *splitter = new QSplitter(Qt::Vertical, this);
+  auto *top = new QWidget(splitter);
+  auto *top_layout = new QVBoxLayout(top);
+  top_layout->setContentsMargins(4, 4, 4, 0);
+  top_layout->setSpacing(4);
+  banner_ = new QLabel(top);
+  banner_->setObjectName(QStringLiteral("error_banner"));
+  banner_->setWordWrap(true);
+  banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  banner_->setStyleSheet(
+      QStringLiteral("QLabel { background: #fdecea; color: #8a1c12; border: 1px solid #f0b8b0; "
+                     "border-radius: 3px; padding: 6px; }"));
+  banner_->hide();
+  top_layout->addWidget(banner_);
+  top_layout->addWidget(buildTransportBar());
+  timeline_ = new TimelineWidget(top);
+  timeline_->setObjectName(QStringLiteral("timeline"));
+  top_layout->addWidget(timeline_, 1);
+
+  tabs_ = new QTabWidget(splitter);
+  tabs_->setDocumentMode(true);
+  auto *memory_tab = new QSplitter(Qt::Horizontal, tabs_);
+  memory_bars_ = new MemoryBarsChart(memory_tab);
+  memory_time_ = new MemoryTimeChart(memory_tab);
+  memory_tab->addWidget(memory_bars_);
+  memory_tab->addWidget(memory_time_);
+  memory_tab->setStretchFactor(0, 1);
+  memory_tab->setStretchFactor(1, 1);
+  memory_tab->setSizes({400, 400});
+  tabs_->addTab(memory_tab, tr("Memory"));
+  mesh_ = new MeshWidget(tabs_);
+  tabs_->addTab(mesh_, tr("Mesh"));
+  explain_ = new ExplainPanel(tabs_);
+  tabs_->addTab(explain_, tr("Explain"));
+  compare_ = new CompareView(tabs_);
+  tabs_->addTab(compare_, tr("Compare"));
+  run_panel_ = new RunPanel(options_.use_settings, tabs_);
+  run_panel_->setObjectName(QStringLiteral("run_panel"));
+  tabs_->addTab(run_panel_, tr("Run"));
+  splitter->addWidget(top);
+  splitter->addWidget(tabs_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  splitter->setSizes({440, 300});
+  setCentralWidget(splitter);
+  // Stacked schedules need height: the Compare tab takes most of it while it is open.
+  // The Run tab's tables and log too.
+  connect(tabs_, &QTabWidget::currentChanged, this, [this, splitter](int index) {
+    const int total = splitter->height();
+    const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_;
+    splitter->setSizes(
+        {tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
+  });
+
+  busy_label_ = new QLabel(this);
+  statusBar()->addPermanentWidget(busy_label_);
+
+  connect(controls_, &ControlsPanel::planEdited, this,
+          [this](const Plan &plan) { requestEvaluation(withoutStaleCalibration(plan)); });
+  connect(run_panel_, &RunPanel::measurementChanged, this, [this] {
+    updateMeasuredControls();
+    rebuildTimeline(false);
+    updateLegend();
+  });
+  connect(run_panel_, &RunPanel::planReplaced, this, [this](const Plan &plan) { setPlan(plan); });
+  connect(run_panel_, &RunPanel::runningChanged, this, [this](bool running) {
+    run_action_->setEnabled(!running);
+    cancel_action_->setEnabled(running);
+    // A run in progress is worth watching: show its tab and the live overlay.
+    if (running) tabs_->setCurrentWidget(run_panel_);
+  });
+  connect(&engine_, &SnapshotEngine::snapshotReady, this, &MainWindow::showSnapshot);
+  connect(&engine_, &SnapshotEngine::busyChanged, this,
+          [this](bool busy) { busy_label_->setText(busy ? tr("simulating\u2026") : QString()); });
+  connect(timeline_, &TimelineWidget::mappingChanged, memory_time_,
+          &MemoryTimeChart::setVisibleRange);
+  connect(timeline_, &TimelineWidget::hoverTextChanged, this, [this](const QString &text) {
+    QString plain = text;
+    plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
+    plain.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+    plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
+    statusBar()->showMessage(plain);
+  });
+  connect(mesh_, &MeshWidget::hoverTextChanged, this, [this](const QString &text) {
+    QString plain = text;
+    plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
+    plain.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+    plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
+    statusBar()->showMessage(plain);
+  });
+  play_timer_.setInterval(16);
+  connect(&play_timer_, &QTimer::timeout, this, &MainWindow::advancePlayback);
+
+  buildMenus();
+  resize(1280, 800);
+  Plan plan = examplePlan();
+  if (options_.use_settings) {
+    QSettings settings;
+    if (settings.contains(kGeometryKey))
+      restoreGeometry(settings.value(kGeometryKey).toByteArray());
+    if (settings.contains(kStateKey)) restoreState(settings.value(kStateKey).toByteArray());
+    const QString last = settings.value(kLastPlanKey).toString();
+    if (!last.isEmpty()) {
+      if (auto json = parseJsonLimited(last.toStdString()); json.ok())
+        if (auto remembered = planFromJson(*json); remembered.ok()) plan = std::move(*remembered);
+    }
+    rebuildRecentMenu();
+  }
+  setPlan(plan);
+}
+
+MainWindow::~MainWindow() = default;
+
+QWidget *MainWindow::buildTransportBar() {
+  auto *bar = new QWidget;
+  auto *layout = new QHBoxLayout(bar);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(4);
+  auto tool = [bar, layout](const QString &text, const QString &tip) {
+    auto *button = new QToolButton(bar);
+    button->setText(text);
+    button->setToolTip(tip);
+    button->setAutoRaise(true);
+    layout->addWidget(button);
+    return button;
+  };
+  play_button_ = tool(tr("\u25b6 Play"), tr("Play: a playhead sweeps the step (Space)"));
+  play_button_->setObjectName(QStringLiteral("play"));
+  connect(play_button_, &QToolButton::clicked, this, [this] { setPlaying(!playing()); });
+  auto *stop =
+      tool(tr("\u25a0"), tr("Stop and clear the playhead; memory bars return to the peak"));
+  connect(stop, &QToolButton::clicked, this, &MainWindow::stopPlayback);
+  auto *back = tool(tr("|\u25c0"), tr("Step back to the previous op start or end (,)"));
+  connect(back, &QToolButton::clicked, this, [this] { stepPlayhead(-1); });
+  auto *forward = tool(tr("\u25b6|"), tr("Step to the next op start or end (.)"));
+  connect(forward, &QToolButton::clicked, this, [this] { stepPlayhead(1); });
+  speed_box_ = new QComboBox(bar);
+  for (double speed : {0.25, 0.5, 1.0, 2.0, 4.0})
+    speed_box_->addItem(QStringLiteral("%1\u00d7").arg(speed), speed);
+  speed_box_->setCurrentIndex(2);
+  speed_box_->setToolTip(tr("Playback speed: at 1\u00d7 one step plays in %1 s").arg(kPlaySeconds));
+  layout->addWidget(speed_box_);
+  transport_label_ = new QLabel(bar);
+  transport_label_->setMinimumWidth(120);
+  layout->addWidget(transport_label_);
+  layout->addSpacing(8);
+  auto *zoom_out = tool(tr("\u2212"), tr("Zoom out (Ctrl+-)"));
+  connect(zoom_out, &QToolButton::clicked, this, [this] { timeline_->zoomOut(); });
+  auto *zoom_in = tool(tr("+"), tr("Zoom in (Ctrl+=); the wheel zooms around the cursor"));
+  connect(zoom_in, &QToolButton::clicked, this, [this] { timeline_->zoomIn(); });
+  auto *fit = tool(tr("Fit"), tr("Show the whole step (Ctrl+0, or double-click the timeline)"));
+  connect(fit, &QToolButton::clicked, this, [this] { timeline_->resetZoom(); });
+  layout->addStretch(1);
+  // How a measurement is drawn; shown only while one fits the schedule on screen.
+  measured_controls_ = new QWidget(bar);
+  auto *measured_layout = new QHBoxLayout(measured_controls_);
+  measured_layout->setContentsMargins(0, 0, 0, 0);
+  measured_layout->setSpacing(4);
+  overlay_box_ = new QComboBox(measured_controls_);
+  overlay_box_->setObjectName(QStringLiteral("overlay_mode"));
+  overlay_box_->addItem(tr("Overlay"), static_cast<int>(OverlayMode::Overlay));
+  overlay_box_->addItem(tr("Side by side"), static_cast<int>(OverlayMode::SideBySide));
+  overlay_box_->addItem(tr("Prediction only"), static_cast<int>(OverlayMode::Hidden));
+  overlay_box_->setToolTip(tr("Draw the measured step over the predicted ops (outlined), below "
+                              "them on the same axis, or not at all"));
+  measured_layout->addWidget(overlay_box_);
+  measured_step_box_ = new QComboBox(measured_controls_);
+  measured_step_box_->setObjectName(QStringLiteral("measured_step"));
+  measured_step_box_->setToolTip(tr("Which measured step to draw, aligned at its own start"));
+  measured_layout->addWidget(measured_step_box_);
+  // They may shrink (eliding their text) but never widen the window.
+  for (QComboBox *box : {overlay_box_, measured_step_box_}) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    box->setMinimumWidth(72);
+  }
+  layout->addWidget(measured_controls_);
+  measured_controls_->hide();
+  connect(overlay_box_, &QComboBox::currentIndexChanged, this, [this] {
+    rebuildTimeline(false);
+    updateLegend();
+  });
+  connect(measured_step_box_, &QComboBox::currentIndexChanged, this,
+          [this] { rebuildTimeline(false); });
+  // The legend gets its own line under the buttons: what each letter means must stay readable.
+  auto *column = new QWidget;
+  auto *column_layout = new QVBoxLayout(column);
+  column_layout->setContentsMargins(0, 0, 0, 0);
+  column_layout->setSpacing(2);
+  column_layout->addWidget(bar);
+  legend_ = new QLabel(column);
+  legend_->setTextFormat(Qt::RichText);
+  legend_->setObjectName(QStringLiteral("legend"));
+  // The legend may be clipped on a narrow window; it must never widen the window.
+  legend_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  legend_->setMinimumWidth(0);
+  column_layout->addWidget(legend_);
+  return column;
+}
+
+void MainWindow::buildMenus() {
+  QMenu *file = menuBar()->addMenu(tr("&File"));
+  auto add = [this](QMenu *menu, const QString &text, const QKeySequence &keys, auto slot) {
+    QAction *action = menu->addAction(text);
+    action->setShortcut(keys);
+    action->setShortcutContext(Qt::WindowShortcut);
+    connect(action, &QAction::triggered, this, slot);
+    addAction(action);
+    return action;
+  };
+  add(file, tr("&Open plan\u2026"), QKeySequence::Open, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(),
+                                                      tr("Plans (*.json);;All files (*)"));
+    if (!path.isEmpty()) openPlan(path);
+  });
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  add(file, tr("&Save plan\u2026"), QKeySequence::Save, [this] {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
+    if (!path.isEmpty()) savePlanTo(path);
+  });
+  file->addSeparator();
+  add(file, tr("Export timeline as &PNG\u2026"), QKeySequence(tr("Ctrl+E")), [this] {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export PNG"), QStringLiteral("timeline.png"), tr("PNG (*.png)"));
+    if (!path.isEmpty()) exportPng(path);
+  });
+  add(file, tr("Export timeline as S&VG\u2026"), QKeySequence(tr("Ctrl+Shift+E")), [this] {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export SVG"), QStringLiteral("timeline.svg"), tr("SVG (*.svg)"));
+    if (!path.isEmpty()) exportSvg(path);
+  });
+  add(file, tr("Export &Chrome trace\u2026"), QKeySequence(tr("Ctrl+Shift+T")), [this] {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export Chrome trace"), QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) exportChromeTrace(path);
+  });
+  file->addSeparator();
+  add(file, tr("&Import measured trace\u2026"), QKeySequence(tr("Ctrl+I")), [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import measured trace"), QString(),
+                                                      tr("Traces (*.json);;All files (*)"));
+    if (!path.isEmpty()) importMeasuredTrace(path);
+  });
+  export_measured_action_ =
+      add(file, tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(), [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export measured trace"),
+                                                          QStringLiteral("measured-trace.json"),
+                                                          tr("Chrome trace (*.json)"));
+        if (!path.isEmpty()) exportMeasuredChromeTrace(path);
+      });
+  export_measured_action_->setEnabled(false);
+  file->addSeparator();
+  add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  QMenu *run = menuBar()->addMenu(tr("&Run"));
+  run_action_ = add(run, tr("&Run on the target"), QKeySequence(tr("Ctrl+R")), [this] {
+    tabs_->setCurrentWidget(run_panel_);
+    run_panel_->startRun();
+  });
+  cancel_action_ = add(run, tr("&Cancel the run"), QKeySequence(tr("Ctrl+Shift+R")),
+                       [this] { run_panel_->cancelRun(); });
+  cancel_action_->setEnabled(false);
+  calibrate_action_ = add(run, tr("C&alibrate to the measurement"), QKeySequence(), [this] {
+    tabs_->setCurrentWidget(run_panel_);
+    run_panel_->calibrate();
+  });
+
+  QMenu *view = menuBar()->addMenu(tr("&View"));
+  add(view, tr("&Play / pause"), QKeySequence(Qt::Key_Space), [this] { setPlaying(!playing()); });
+  add(view, tr("Step &forward"), QKeySequence(Qt::Key_Period), [this] { stepPlayhead(1); });
+  add(view, tr("Step &back"), QKeySequence(Qt::Key_Comma), [this] { stepPlayhead(-1); });
+  add(view, tr("S&top"), QKeySequence(tr("Ctrl+.")), [this] { stopPlayback(); });
+  view->addSeparator();
+  add(view, tr("Zoom &in"), QKeySequence(tr("Ctrl+=")), [this] { timeline_->zoomIn(); });
+  add(view, tr("Zoom &out"), QKeySequence(tr("Ctrl+-")), [this] { timeline_->zoomOut(); });
+  add(view, tr("&Fit the step"), QKeySequence(tr("Ctrl+0")), [this] { timeline_->resetZoom(); });
+  add(view, tr("Zoom &back"), QKeySequence(tr("Alt+Left")), [this] { timeline_->zoomBack(); });
+  view->addSeparator();
+  add(view, tr("Load the &example plan"), QKeySequence(), [this] { setPlan(examplePlan()); });
+}
+
+void MainWindow::setPlan(const Plan &plan) {
+  controls_->setPlan(plan);
+  requestEvaluation(controls_->plan());
+}
+
+void MainWindow::requestEvaluation(const Plan &plan) {
+  engine_.request(plan);
+}
+
+QString MainWindow::errorMessage() const {
+  return error_message_;
+}
+
+void MainWindow::showError(const QString &message) {
+  error_message_ = message;
+  QString stale;
+  if (shown_ && !message.isEmpty()) {
+    // Say what the views still show, so the old picture is never taken for the new settings.
+    const auto &schedule = shown_->evaluation->schedule;
+    const ScheduleFamily *family =
+        shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
+    stale = tr("<br><span style='color:#6b4a45'>The views below still show the last valid "
+               "settings: %1, P=%2, M=%3, V=%4.</span>")
+                .arg(family ? QString::fromStdString(family->title) : tr("custom"))
+                .arg(schedule.pp())
+                .arg(schedule.microbatches())
+                .arg(schedule.chunks());
+  }
+  banner_->setText(message.isEmpty()
+                       ? QString()
+                       : tr("<b>Cannot show these settings.</b> %1").arg(message.toHtmlEscaped()) +
+                             stale);
+  banner_->setVisible(!message.isEmpty());
+}
+
+void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
+  if (!snapshot) return;
+  if (!snapshot->ok()) {
+    // The last good picture stays, dimmed by nothing but the banner that says why the new
+    // settings cannot be shown.
+    showError(snapshot->error);
+    mesh_->setMesh(snapshot->plan.mesh);
+    return;
+  }
+  showError(QString());
+  const bool animate = options_.animate && !first_snapshot_;
+  first_snapshot_ = false;
+  shown_ = snapshot;
+  event_times_.clear();
+  const ScheduleFamily *family =
+      snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
+  const QString title = family ? QString::fromStdString(family->title) : tr("Custom");
+  run_panel_->setSnapshot(snapshot);
+  updateMeasuredControls();
+  rebuildTimeline(animate);
+  if (!std::isnan(playhead_us_))
+    playhead_us_ = std::min(playhead_us_, snapshot->evaluation->simulation.makespan_us);
+  timeline_->setPlayhead(playhead_us_);
+  metrics_->setSnapshot(snapshot);
+  memory_time_->setSnapshot(snapshot);
+  memory_time_->setVisibleRange(timeline_->mapping());
+  memory_time_->setPlayhead(playhead_us_);
+  updateMemoryBars();
+  mesh_->setMesh(snapshot->plan.mesh);
+  explain_->setSnapshot(snapshot);
+  compare_->setPlan(snapshot->plan);
+  updateLegend();
+  updateTransportLabel();
+  setWindowTitle(
+      tr("pipescope \u2014 %1, P=%2, M=%3%4")
+          .arg(title)
+          .arg(snapshot->evaluation->schedule.pp())
+          .arg(snapshot->evaluation->schedule.microbatches())
+          .arg(snapshot->evaluation->schedule.chunks() > 1
+                   ? QStringLiteral(", V=%1").arg(snapshot->evaluation->schedule.chunks())
+                   : QString()));
+}
+
+void MainWindow::rebuildTimeline(bool animate) {
+  if (!shown_) return;
+  const ScheduleFamily *family =
+      shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
+  TimelineSection section;
+  section.title = family ? QString::fromStdString(family->title) : tr("Custom");
+  section.evaluation = shown_->evaluation;
+  std::vector<TimelineSection> sections;
+  const OverlayMode mode = overlayMode();
+  const auto measured =
+      mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
+  if (measured && mode == OverlayMode::Overlay) {
+    section.measured = measured;
+    sections.push_back(section);
+  } else if (measured && mode == OverlayMode::SideBySide) {
+    const int step = measuredStep() < 0 ? run_panel_->measurement()->latestStep() : measuredStep();
+    section.title = tr("Predicted \u2014 %1").arg(section.title);
+    TimelineSection measured_section;
+    measured_section.title = tr("Measured \u2014 step %1, aligned at its start").arg(step);
+    measured_section.evaluation = measured;
+    sections = {section, measured_section};
+  } else {
+    sections.push_back(section);
+  }
+  // Only a new prediction morphs; a new measured step or a mode switch shows at once.
+  const bool same_layout = timeline_->model().sections().size() == sections.size();
+  timeline_->setModel(TimelineModel(std::move(sections)), animate && same_layout);
+}
+
+void MainWindow::updateMeasuredControls() {
+  const bool applies = run_panel_->measurementApplies();
+  measured_controls_->setVisible(applies);
+  export_measured_action_->setEnabled(run_panel_->hasMeasurement());
+  if (!applies) return;
+  // Step list: "latest step" first (it follows a run live), then every step measured.
+  const int selected =
+      measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt() : -1;
+  const auto steps = run_panel_->measurement()->steps();
+  QSignalBlocker blocker(measured_step_box_);
+  measured_step_box_->clear();
+  measured_step_box_->addItem(tr("Latest step"), -1);
+  for (int step : steps)
+    measured_step_box_->addItem(tr("Step %1").arg(step), step);
+  const int index = measured_step_box_->findData(selected);
+  measured_step_box_->setCurrentIndex(std::max(0, index));
+}
+
+void MainWindow::setOverlayMode(OverlayMode mode) {
+  overlay_box_->setCurrentIndex(std::max(0, overlay_box_->findData(static_cast<int>(mode))));
+}
+
+OverlayMode MainWindow::overlayMode() const {
+  return static_cast<OverlayMode>(overlay_box_->currentData().toInt());
+}
+
+void MainWindow::setMeasuredStep(int step) {
+  const int index = measured_step_box_->findData(step);
+  if (index >= 0) measured_step_box_->setCurrentIndex(index);
+}
+
+int MainWindow::measuredStep() const {
+  return measured_step_box_->currentData().isValid() ? measured_step_box_->currentData().toInt()
+                                                     : -1;
+}
+
+Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
+  if (!shown_ ||
+      (edited.costs.stage_overrides.empty() && edited.costs.boundary_transfer_us.empty()))
+    return edited;
+  const Plan &before = shown_->plan;
+  const bool same_stages = edited.custom.has_value() == before.custom.has_value() &&
+                           edited.request.name == before.request.name &&
+                           edited.request.pp == before.request.pp &&
+                           edited.request.chunks == before.request.chunks;
+  const bool same_times = edited.costs.forward_us == before.costs.forward_us &&
+                          edited.costs.backward_us == before.costs.backward_us &&
+                          edited.costs.weight_us == before.costs.weight_us &&
+                          edited.costs.overlapped_us == before.costs.overlapped_us &&
+                          edited.costs.p2p_latency_us == before.costs.p2p_latency_us &&
+                          !edited.model;
+  if (same_stages && same_times) return edited;
+  // Per-stage times fit one stage layout, and an edited F, B or W means the person chose uniform
+  // times again: either way the calibrated overrides go.
+  Plan plan = edited;
+  plan.costs.stage_overrides.clear();
+  plan.costs.boundary_transfer_us.clear();
+  controls_->setPlan(plan);
+  statusBar()->showMessage(
+      tr("The calibrated per-stage costs were dropped: %1")
+          .arg(same_stages ? tr("the op times were edited") : tr("they do not fit the new stages")),
+      8000);
+  return plan;
+}
+
+bool MainWindow::importMeasuredTrace(const QString &path) {
+  tabs_->setCurrentWidget(run_panel_);
+  auto file = loadMeasuredTrace(path.toStdString());
+  if (!file) {
+    run_panel_->showImportFailure(QString::fromStdString(file.error().message));
+    statusBar()->showMessage(tr("Could not import %1").arg(path), 8000);
+    return false;
+  }
+  auto status = run_panel_->importTrace(*file);
+  if (!status) {
+    statusBar()->showMessage(
+        tr("Not imported: %1").arg(QString::fromStdString(status.error().message)), 10000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Imported %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
+  if (!run_panel_->hasMeasurement()) {
+    statusBar()->showMessage(
+        tr("No measurement to export: run the plan or import a measured trace first"), 8000);
+    return false;
+  }
+  auto status = saveChromeTrace(path.toStdString(), run_panel_->measurement()->deviceTrace());
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  return status.ok();
+}
+
+void MainWindow::updateMemoryBars() {
+  if (!shown_) return;
+  memory_bars_->setBars(memoryBarsFor(*shown_, playhead_us_));
+}
+
+void MainWindow::updateLegend() {
+  if (!shown_) return;
+  bool present[kOpKindCount] = {};
+  for (const auto &ops : shown_->evaluation->schedule.ranks)
+    for (const auto &op : ops)
+      present[static_cast<int>(op.kind)] = true;
+  QString html;
+  for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
+                      OpKind::OverlappedPair}) {
+    if (!present[static_cast<int>(kind)]) continue;
+    html +=
+        QStringLiteral(
+            "<span style='color:%1; font-size:12pt' title='%3'>\u25a0</span>&nbsp;%2 &nbsp;&nbsp; ")
+            .arg(opKindColor(kind).name(), opKindShortLegend(kind).toHtmlEscaped(),
+                 opKindLegend(kind).toHtmlEscaped());
+  }
+  if (timeline_->hasMeasuredOverlay())
+    html +=
+        tr("<span style='color:#777; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
+           "<span style='color:#333; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ");
+  html += tr(
+      "<span style='color:#c99a9a; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
+      "<span style='color:#777'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>");
+  legend_->setText(html);
+}
+
+void MainWindow::updateTransportLabel() {
+  if (!shown_) return;
+  const double makespan = shown_->evaluation->simulation.makespan_us;
+  transport_label_->setText(
+      std::isnan(playhead_us_)
+          ? tr("step %1").arg(formatDuration(makespan))
+          : tr("t = %1 / %2").arg(formatDuration(playhead_us_), formatDuration(makespan)));
+}
+
+void MainWindow::setPlaying(bool playing) {
+  if (!shown_) return;
+  if (playing) {
+    const double makespan = shown_->evaluation->simulation.makespan_us;
+    if (std::isnan(playhead_us_) || playhead_us_ >= makespan) setPlayhead(0);
+    play_clock_.start();
+    play_timer_.start();
+  } else {
+    play_timer_.stop();
+  }
+  play_button_->setText(playing ? tr("\u23f8 Pause") : tr("\u25b6 Play"));
+}
+
+void MainWindow::stopPlayback() {
+  setPlaying(false);
+  setPlayhead(std::nan(""));
+}
+
+void MainWindow::setPlayhead(double time_us) {
+  playhead_us_ = time_us;
+  timeline_->setPlayhead(time_us);
+  memory_time_->setPlayhead(time_us);
+  updateMemoryBars();
+  updateTransportLabel();
+}
+
+void MainWindow::advancePlayback() {
+  if (!shown_) return;
+  // Position from elapsed wall time, so a slow frame never slows the playback down.
+  const double makespan = shown_->evaluation->simulation.makespan_us;
+  const double seconds = static_cast<double>(play_clock_.restart()) / 1000.0;
+  const double speed = speed_box_->currentData().toDouble();
+  const double next =
+      (std::isnan(playhead_us_) ? 0 : playhead_us_) + seconds * speed * makespan / kPlaySeconds;
+  playhead_us_ = std::min(next, makespan);
+  timeline_->setPlayhead(playhead_us_);
+  memory_time_->setPlayhead(playhead_us_);
+  updateTransportLabel();
+  // Charts at most 30 times a second: bar updates relayout the chart.
+  const qint64 now = play_clock_.msecsSinceReference();
+  if (now - last_chart_update_ms_ >= 33 || playhead_us_ >= makespan) {
+    last_chart_update_ms_ = now;
+    updateMemoryBars();
+  }
+  if (playhead_us_ >= makespan) setPlaying(false);
+}
+
+const std::vector<double> &MainWindow::eventTimes() {
+  if (event_times_.empty() && shown_) {
+    for (const auto &rank_times : shown_->evaluation->simulation.op_times)
+      for (const auto &timing : rank_times) {
+        event_times_.push_back(timing.start_us);
+        event_times_.push_back(timing.end_us);
+      }
+    std::sort(event_times_.begin(), event_times_.end());
+    event_times_.erase(std::unique(event_times_.begin(), event_times_.end()), event_times_.end());
+  }
+  return event_times_;
+}
+
+void MainWindow::stepPlayhead(int direction) {
+  if (!shown_) return;
+  setPlaying(false);
+  const auto &times = eventTimes();
+  if (times.empty()) return;
+  const double now =
+      std::isnan(playhead_us_) ? (direction > 0 ? -1 : times.back() + 1) : playhead_us_;
+  if (direction > 0) {
+    auto it = std::upper_bound(times.begin(), times.end(), now);
+    setPlayhead(it == times.end() ? times.back() : *it);
+  } else {
+    auto it = std::lower_bound(times.begin(), times.end(), now);
+    setPlayhead(it == times.begin() ? times.front() : *(it - 1));
+  }
+}
+
+bool MainWindow::openPlan(const QString &path) {
+  auto plan = loadPlan(path.toStdString());
+  if (!plan) {
+    showError(QString::fromStdString(plan.error().message));
+    return false;
+  }
+  setPlan(*plan);
+  addRecentFile(path);
+  statusBar()->showMessage(tr("Opened %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::savePlanTo(const QString &path) {
+  auto status = savePlan(path.toStdString(), controls_->plan());
+  if (!status) {
+    showError(QString::fromStdString(status.error().message));
+    return false;
+  }
+  addRecentFile(path);
+  statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::exportPng(const QString &path) {
+  const bool saved = timeline_->grab().save(path, "PNG");
+  if (!saved)
+    showError(tr("could not write the PNG file %1").arg(path));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  return saved;
+}
+
+bool MainWindow::exportSvg(const QString &path) {
+  const QString svg = timelineSvg(timeline_->model(), timeline_->mapping(), timeline_->size());
+  auto status = writeTextFile(path.toStdString(), svg.toStdString());
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  return status.ok();
+}
+
+bool MainWindow::exportChromeTrace(const QString &path) {
+  if (!shown_) return false;
+  auto status =
+      saveChromeTrace(path.toStdString(), traceFromEvaluation(shown_->plan, *shown_->evaluation));
+  if (!status)
+    showError(QString::fromStdString(status.error().message));
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  return status.ok();
+}
+
+void MainWindow::addRecentFile(const QString &path) {
+  if (!options_.use_settings) return;
+  QSettings settings;
+  QStringList files = settings.value(kRecentFilesKey).toStringList();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  files.removeAll(absolute);
+  files.prepend(absolute);
+  while (files.size() > kMaxRecentFiles)
+    files.removeLast();
+  settings.setValue(kRecentFilesKey, files);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recent_menu_->clear();
+  const QStringList files =
+      options_.use_settings ? QSettings().value(kRecentFilesKey).toStringList() : QStringList();
+  for (const QString &path : files)
+    connect(recent_menu_->addAction(path), &QAction::triggered, this,
+            [this, path] { openPlan(path); });
+  recent_menu_->setEnabled(!files.isEmpty());
+}
+
+void MainWindow::storeSettings() {
+  if (!options_.use_settings) return;
+  QSettings settings;
+  settings.setValue(kGeometryKey, saveGeometry());
+  settings.setValue(kStateKey, saveState());
+  settings.setValue(kLastPlanKey, QString::fromStdString(planToJson(controls_->plan()).dump()));
+}
+
+void MainWindow::closeEvent(QCloseEvent *event) {
+  storeSettings();
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::settle() {
+  engine_.waitForIdle();
+  compare_->waitForIdle();
+  timeline_->finishMorph();
+  compare_->timeline()->finishMorph();
+  QCoreApplication::processEvents();
+}
+
+QImage MainWindow::renderWindow() {
+  settle();
+  return grab().toImage();
+}
+
+} // namespace pipescope::gui
