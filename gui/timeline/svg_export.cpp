@@ -24,19 +24,25 @@ QString timelineSvg(const TimelineModel &model, const TimeMapping &window, QSize
                         "font-family=\"sans-serif\" font-size=\"10\">\n")
              .arg(size.width())
              .arg(height);
-  svg += QStringLiteral("<rect width=\"100%\" height=\"100%\" fill=\"#fbfbfc\"/>\n");
+  svg += QStringLiteral("<rect width=\"100%\" height=\"100%\" fill=\"%1\"/>\n")
+             .arg(palette::background().name());
   svg += QStringLiteral(
-      "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\">"
-      "<path d=\"M0,6 L6,0\" stroke=\"#c99a9a\" stroke-width=\"1\"/></pattern></defs>\n");
+             "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\">"
+             "<path d=\"M0,6 L6,0\" stroke=\"%1\" stroke-width=\"1\"/></pattern></defs>\n")
+             .arg(palette::idleHatch().name());
   // Axis.
   for (const auto &tick : axisTicks(mapping, 90)) {
-    svg += QStringLiteral("<line x1=\"%1\" y1=\"%2\" x2=\"%1\" y2=\"%3\" stroke=\"#00000018\"/>"
-                          "<text x=\"%4\" y=\"16\" fill=\"#404048\">%5</text>\n")
+    svg += QStringLiteral("<line x1=\"%1\" y1=\"%2\" x2=\"%1\" y2=\"%3\" stroke=\"%6\" "
+                          "stroke-opacity=\"%7\"/>"
+                          "<text x=\"%4\" y=\"16\" fill=\"%8\">%5</text>\n")
                .arg(tick.x, 0, 'f', 1)
                .arg(axis - 6)
                .arg(height)
                .arg(tick.x + 3, 0, 'f', 1)
-               .arg(tick.label.toHtmlEscaped());
+               .arg(tick.label.toHtmlEscaped())
+               .arg(palette::gridLine().name())
+               .arg(palette::gridLine().alphaF(), 0, 'f', 3)
+               .arg(palette::text().name());
   }
   // Rows: idle hatch behind, then the ops.
   for (int section = 0; section < sections; ++section) {
@@ -44,18 +50,17 @@ QString timelineSvg(const TimelineModel &model, const TimeMapping &window, QSize
     if (!info.evaluation) continue;
     const int first = model.sectionFirstRow(section);
     if (sections > 1)
-      svg +=
-          QStringLiteral("<text x=\"6\" y=\"%1\" font-weight=\"bold\" fill=\"#303030\">%2</text>\n")
-              .arg(row_top(first, section) - 5, 0, 'f', 1)
-              .arg(info.title.toHtmlEscaped());
+      svg += QStringLiteral("<text x=\"6\" y=\"%1\" font-weight=\"bold\" fill=\"%3\">%2</text>\n")
+                 .arg(row_top(first, section) - 5, 0, 'f', 1)
+                 .arg(info.title.toHtmlEscaped(), palette::sectionTitle().name());
     const double x0 = std::max(header, mapping.mapTimeToX(0));
     const double x1 = std::min<double>(size.width() - 12,
                                        mapping.mapTimeToX(info.evaluation->simulation.makespan_us));
     for (int rank = 0; rank < info.rankCount(); ++rank) {
       const double top = row_top(first + rank, section);
       svg += QStringLiteral(
-                 "<text x=\"%1\" y=\"%2\" text-anchor=\"end\" fill=\"#505058\">rank %3</text>"
-                 "<rect x=\"%4\" y=\"%5\" width=\"%6\" height=\"%7\" fill=\"#eeeff2\"/>"
+                 "<text x=\"%1\" y=\"%2\" text-anchor=\"end\" fill=\"%8\">rank %3</text>"
+                 "<rect x=\"%4\" y=\"%5\" width=\"%6\" height=\"%7\" fill=\"%9\"/>"
                  "<rect x=\"%4\" y=\"%5\" width=\"%6\" height=\"%7\" fill=\"url(#idle)\"/>\n")
                  .arg(header - 8)
                  .arg(top + row_height / 2 + 3.5, 0, 'f', 1)
@@ -63,7 +68,8 @@ QString timelineSvg(const TimelineModel &model, const TimeMapping &window, QSize
                  .arg(x0, 0, 'f', 1)
                  .arg(top + 1, 0, 'f', 1)
                  .arg(std::max(0.0, x1 - x0), 0, 'f', 1)
-                 .arg(std::max(1.0, row_height - 2), 0, 'f', 1);
+                 .arg(std::max(1.0, row_height - 2), 0, 'f', 1)
+                 .arg(palette::rowLabel().name(), palette::rowBackground().name());
     }
   }
   const DrawList list = buildDrawList(model, mapping);
@@ -85,11 +91,11 @@ QString timelineSvg(const TimelineModel &model, const TimeMapping &window, QSize
                         ? QStringLiteral("%1 ops").arg(item.op_count)
                         : QString::fromStdString(formatOp(model.op(item.first))).toHtmlEscaped());
     if (!item.folded() && item.x1 - item.x0 >= 16 && row_height >= 12) {
-      svg += QStringLiteral(
-                 "<text x=\"%1\" y=\"%2\" text-anchor=\"middle\" fill=\"#ffffff\">%3</text>")
+      svg += QStringLiteral("<text x=\"%1\" y=\"%2\" text-anchor=\"middle\" fill=\"%4\">%3</text>")
                  .arg((item.x0 + item.x1) / 2, 0, 'f', 1)
                  .arg(top + row_height / 2 + 2.5, 0, 'f', 1)
-                 .arg(item.microbatch);
+                 .arg(item.microbatch)
+                 .arg(palette::opLabel().name());
     }
     svg += QLatin1Char('\n');
   }

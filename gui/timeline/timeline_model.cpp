@@ -117,25 +117,6 @@ std::vector<TimelineModel::PathEdge> TimelineModel::microbatchPath(int section,
   return edges;
 }
 
-QColor opKindColor(OpKind kind) {
-  switch (kind) {
-  case OpKind::Forward: return QColor(0x3f, 0x7c, 0xc4);
-  case OpKind::InputGrad: return QColor(0xf0, 0x8a, 0x24);
-  case OpKind::WeightGrad: return QColor(0x4e, 0xa6, 0x4a);
-  case OpKind::FullBackward: return QColor(0xd9, 0x4a, 0x4a);
-  case OpKind::OverlappedPair: return QColor(0x9b, 0x5f, 0xc0);
-  }
-  return Qt::gray;
-}
-
-QColor opColor(OpKind kind, int microbatch) {
-  // Four shades: enough to tell neighbouring microbatches apart without losing the kind's hue.
-  static constexpr int kShadeFactors[] = {100, 118, 88, 108};
-  const int factor = kShadeFactors[static_cast<unsigned>(microbatch) % 4];
-  const QColor base = opKindColor(kind);
-  return factor >= 100 ? base.lighter(factor) : base.darker(200 - factor);
-}
-
 QString opKindLegend(OpKind kind) {
   switch (kind) {
   case OpKind::Forward: return QStringLiteral("F = forward");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/evaluation.h"
+#include "gui/timeline/palette.h"
 
 namespace pipescope::gui {
 
@@ -81,10 +82,6 @@ private:
 /// Whether an op touches a microbatch (either part of an overlapped pair).
 bool opTouchesMicrobatch(const Op &op, int microbatch);
 
-/// Colors by op kind (F blue, I orange, W green, B red, overlapped pair purple), shaded lighter
-/// and darker in a short cycle by microbatch so neighbours stay distinguishable.
-QColor opKindColor(OpKind kind);
-QColor opColor(OpKind kind, int microbatch);
 /// What the letters mean, for legends and tooltips: "F = forward", "I = input-grad", ...
 QString opKindLegend(OpKind kind);
 /// The same in two or three words, for the legend line above the timeline.

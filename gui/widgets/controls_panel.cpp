@@ -1,5 +1,6 @@
 #include "gui/widgets/controls_panel.h"
 
+#include "gui/timeline/palette.h"
 #include <QButtonGroup>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -106,7 +107,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   schedule_form->addRow(tr("schedule"), schedule_);
   schedule_summary_ = new QLabel(schedule_group);
   schedule_summary_->setWordWrap(true);
-  schedule_summary_->setStyleSheet(QStringLiteral("color: #555; font-size: 8pt;"));
+  schedule_summary_->setStyleSheet(
+      QStringLiteral("color: %1; font-size: 8pt;").arg(palette::secondaryText().name()));
   schedule_form->addRow(schedule_summary_);
   pp_ = new SliderSpin(64, kMaxPipelineRanks, schedule_group);
   pp_->setToolTip(tr("P: pipeline ranks (stages of the model)"));

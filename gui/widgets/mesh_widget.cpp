@@ -8,11 +8,6 @@
 
 namespace pipescope::gui {
 
-QColor pipelineStageColor(int p, int pp) {
-  const int hue = pp <= 1 ? 210 : static_cast<int>(std::lround(200.0 + 300.0 * p / pp)) % 360;
-  return QColor::fromHsv(hue, 120, 225);
-}
-
 MeshWidget::MeshWidget(QWidget *parent) : QWidget(parent) {
   setMouseTracking(true);
   setMinimumSize(260, 180);
@@ -126,12 +121,12 @@ void MeshWidget::leaveEvent(QEvent *event) {
 
 void MeshWidget::paintEvent(QPaintEvent *) {
   QPainter painter(this);
-  painter.fillRect(rect(), QColor(0xfb, 0xfb, 0xfc));
+  painter.fillRect(rect(), palette::background());
   QFont font = painter.font();
   font.setPointSizeF(8.5);
   painter.setFont(font);
   const int world = mesh_.worldSize();
-  painter.setPen(QColor(0x40, 0x40, 0x48));
+  painter.setPen(palette::text());
   const QString summary =
       tr("%1 GPUs = DP %2 \u00d7 TP %3 \u00d7 PP %4, %5 per node, rank order %6 \u2014 "
          "color = pipeline rank; hover a GPU for its groups")
@@ -158,10 +153,10 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   for (int node = 0; node < mesh_.nodeCount(); ++node) {
     const double node_x = 4 + (node % l.node_columns) * (l.node_width + l.gap);
     const double node_y = l.top + (node / l.node_columns) * (l.node_height + l.gap);
-    painter.setPen(QColor(0xa0, 0xa4, 0xb0));
-    painter.setBrush(QColor(0xf0, 0xf1, 0xf4));
+    painter.setPen(palette::gpuFrame());
+    painter.setBrush(palette::nodeFill());
     painter.drawRoundedRect(QRectF(node_x, node_y, l.node_width, l.node_height), 4, 4);
-    painter.setPen(QColor(0x50, 0x50, 0x58));
+    painter.setPen(palette::rowLabel());
     if (l.node_width > 40)
       painter.drawText(QRectF(node_x + 4, node_y + 1, l.node_width - 8, l.title),
                        Qt::AlignLeft | Qt::AlignVCenter, tr("node %1").arg(node));
@@ -173,7 +168,7 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     QColor color = pipelineStageColor(coords.p, mesh_.pp);
     painter.fillRect(cell, color);
     if (l.cell >= 22) {
-      painter.setPen(QColor(0x20, 0x20, 0x28));
+      painter.setPen(palette::gpuText());
       painter.drawText(cell, Qt::AlignCenter, QStringLiteral("p%1").arg(coords.p));
     }
   }
@@ -183,10 +178,10 @@ void MeshWidget::paintEvent(QPaintEvent *) {
       painter.drawRect(gpuRect(member).adjusted(inset, inset, -inset, -inset));
   };
   if (hovered_ >= 0) {
-    outline(dp_group, QColor(0x2e, 0x9e, 0x44), -1);
-    outline(pp_group, QColor(0x20, 0x50, 0xd0), 1.5);
-    outline(tp_group, QColor(0xd0, 0x30, 0x30), 4);
-    painter.setPen(QPen(Qt::black, 2));
+    outline(dp_group, palette::dpGroup(), -1);
+    outline(pp_group, palette::ppGroup(), 1.5);
+    outline(tp_group, palette::tpGroup(), 4);
+    painter.setPen(QPen(palette::hoveredGpu(), 2));
     painter.drawRect(gpuRect(hovered_));
   }
   // Legend for the outlines.
@@ -194,14 +189,14 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   struct Entry {
     const char *name;
     QColor color;
-  } entries[] = {{"TP group", QColor(0xd0, 0x30, 0x30)},
-                 {"PP group", QColor(0x20, 0x50, 0xd0)},
-                 {"DP group", QColor(0x2e, 0x9e, 0x44)}};
+  } entries[] = {{"TP group", palette::tpGroup()},
+                 {"PP group", palette::ppGroup()},
+                 {"DP group", palette::dpGroup()}};
   double x = width() - 250;
   for (const auto &entry : entries) {
     painter.setPen(QPen(entry.color, 2.2));
     painter.drawRect(QRectF(x, legend_y + 2, 10, 10));
-    painter.setPen(QColor(0x40, 0x40, 0x48));
+    painter.setPen(palette::text());
     painter.drawText(QRectF(x + 14, legend_y, 70, 14), Qt::AlignLeft | Qt::AlignVCenter,
                      QString::fromLatin1(entry.name));
     x += 82;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/mesh.h"
+#include "gui/timeline/palette.h"
 
 namespace pipescope::gui {
 
@@ -52,8 +53,5 @@ private:
   Mesh mesh_;
   int hovered_ = -1;
 };
-
-/// Color of pipeline stage p of P (a hue sweep), shared by the mesh and the legend.
-QColor pipelineStageColor(int p, int pp);
 
 } // namespace pipescope::gui

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gui/timeline/palette.h"
 #include "gui/timeline/time_mapping.h"
 
 namespace pipescope::gui {
@@ -100,7 +101,7 @@ QLabel *MetricsPanel::addSection(const QString &title) {
 QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QString &tooltip) {
   auto *name_label = new QLabel(name, this);
   name_label->setToolTip(tooltip);
-  name_label->setStyleSheet(QStringLiteral("color: #555;"));
+  name_label->setStyleSheet(QStringLiteral("color: %1;").arg(palette::secondaryText().name()));
   name_label->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   auto *value = new QLabel(QStringLiteral("\u2014"), this);
   value->setObjectName(QStringLiteral("metric_") + key);
@@ -135,9 +136,10 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     const auto &analytic = *evaluation.analytic;
     set("bubble_fraction_analytic", formatPercent(analytic.bubble_fraction));
     set("bubble_ratio_analytic", formatPercent(analytic.bubble_ratio));
-    set("formula", QStringLiteral("%1<br><span style='color:#666'>%2</span>")
+    set("formula", QStringLiteral("%1<br><span style='color:%3'>%2</span>")
                        .arg(QString::fromStdString(analytic.bubble_formula).toHtmlEscaped(),
-                            QString::fromStdString(analytic.source).toHtmlEscaped()));
+                            QString::fromStdString(analytic.source).toHtmlEscaped(),
+                            palette::hintText().name()));
     set("agreement", analyticAgreement(simulation, analytic));
   } else {
     const QString none = tr("no published closed form for this schedule");
@@ -185,9 +187,9 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     set("memory_fit",
         over == 0
             ? tr("yes: largest rank %1 of %2").arg(formatBytes(worst), formatBytes(capacity))
-            : tr("<span style='color:#b00020'><b>no</b>: %n rank(s) over; largest %1 of %2</span>",
+            : tr("<span style='color:%3'><b>no</b>: %n rank(s) over; largest %1 of %2</span>",
                  nullptr, over)
-                  .arg(formatBytes(worst), formatBytes(capacity)));
+                  .arg(formatBytes(worst), formatBytes(capacity), palette::badValue().name()));
     auto communication = [](const CommunicationKind &kind) {
       if (kind.bytes <= 0 && kind.time_s <= 0) return tr("none");
       return tr("%1, %2 per rank, %3")

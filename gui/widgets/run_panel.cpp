@@ -21,6 +21,7 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "gui/timeline/palette.h"
 #include "gui/timeline/time_mapping.h"
 #include "gui/timeline/timeline_model.h"
 #include "gui/widgets/metrics_panel.h"
@@ -146,9 +147,7 @@ RunPanel::RunPanel(bool use_settings, QWidget *parent)
   backend_note_->setObjectName(QStringLiteral("run_backend_note"));
   backend_note_->setWordWrap(true);
   backend_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  backend_note_->setStyleSheet(
-      QStringLiteral("QLabel { background: #fff6e0; color: #6b4a00; border: 1px solid #ecd08a; "
-                     "border-radius: 3px; padding: 4px; }"));
+  backend_note_->setStyleSheet(palette::toneStyleSheet(palette::Tone::Warning));
   layout->addWidget(backend_note_);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("run_status"));
@@ -178,7 +177,8 @@ RunPanel::RunPanel(bool use_settings, QWidget *parent)
   table_note_ = new QLabel(tables);
   table_note_->setObjectName(QStringLiteral("run_table_note"));
   table_note_->setWordWrap(true);
-  table_note_->setStyleSheet(QStringLiteral("QLabel { color: #555; }"));
+  table_note_->setStyleSheet(
+      QStringLiteral("QLabel { color: %1; }").arg(palette::secondaryText().name()));
   calibrate_row->addWidget(table_note_, 1);
   calibrate_button_ = new QPushButton(tr("Calibrate"), tables);
   calibrate_button_->setObjectName(QStringLiteral("run_calibrate"));
@@ -222,12 +222,12 @@ RunPanel::RunPanel(bool use_settings, QWidget *parent)
   connect(revert_button_, &QPushButton::clicked, this, &RunPanel::revertCalibration);
   connect(process_, &BackendProcess::eventReceived, this, &RunPanel::onEvent);
   connect(process_, &BackendProcess::stderrLine, this,
-          [this](const QString &line) { appendLog(line, QStringLiteral("#777")); });
+          [this](const QString &line) { appendLog(line, palette::faintText()); });
   connect(process_, &BackendProcess::finished, this, &RunPanel::onFinished);
   connect(process_, &BackendProcess::failedToStart, this, [this](const QString &message) {
     setStatus(tr("<b>The run did not start.</b> %1").arg(message.toHtmlEscaped()),
               QStringLiteral("error"));
-    appendLog(message, QStringLiteral("#b3261e"));
+    appendLog(message, palette::logColor(palette::Tone::Error));
     progress_bar_->setFormat(tr("not started"));
     updateButtons();
     emit runningChanged(false);
@@ -398,7 +398,7 @@ bool RunPanel::startRun() {
   log_->clear();
   const QString program = command->takeFirst();
   appendLog(QStringLiteral("$ ") + program + QLatin1Char(' ') + command->join(QLatin1Char(' ')),
-            QStringLiteral("#1d4f91"));
+            palette::logColor(palette::Tone::Busy));
   setStatus(tr("Running %1 on %2\u2026")
                 .arg(scheduleLabel(evaluation.schedule).toHtmlEscaped(),
                      launchTargetTitle(target()).toHtmlEscaped()),
@@ -415,7 +415,8 @@ bool RunPanel::startRun() {
 
 void RunPanel::cancelRun() {
   if (!running()) return;
-  appendLog(tr("cancelling: stopping every process of the run"), QStringLiteral("#8a5a00"));
+  appendLog(tr("cancelling: stopping every process of the run"),
+            palette::logColor(palette::Tone::Warning));
   setStatus(tr("Cancelling\u2026"), QStringLiteral("busy"));
   process_->cancel();
   updateButtons();
@@ -441,13 +442,14 @@ void RunPanel::onEvent(const BackendEvent &event) {
     break;
   case BackendEventType::Step: {
     if (!event.problem.isEmpty())
-      appendLog(tr("step %1: %2").arg(event.step).arg(event.problem), QStringLiteral("#8a5a00"));
+      appendLog(tr("step %1: %2").arg(event.step).arg(event.problem),
+                palette::logColor(palette::Tone::Warning));
     if (!measurement_) break;
     if (auto status = measurement_->addStep(event.step, event.ops); !status) {
       appendLog(tr("step %1 not drawn: %2")
                     .arg(event.step)
                     .arg(QString::fromStdString(status.error().message)),
-                QStringLiteral("#b3261e"));
+                palette::logColor(palette::Tone::Error));
       break;
     }
     appendLog(tr("measured step %1: %2 ops, step time %3 on the device")
@@ -460,13 +462,13 @@ void RunPanel::onEvent(const BackendEvent &event) {
   }
   case BackendEventType::Warning:
     appendLog(tr("warning (rank %1): %2").arg(event.rank).arg(event.text),
-              QStringLiteral("#8a5a00"));
+              palette::logColor(palette::Tone::Warning));
     break;
   case BackendEventType::Error: {
     const QString line =
         event.rank >= 0 ? tr("rank %1: %2").arg(event.rank).arg(event.text) : event.text;
     errors_ << line;
-    appendLog(tr("error, %1").arg(line), QStringLiteral("#b3261e"));
+    appendLog(tr("error, %1").arg(line), palette::logColor(palette::Tone::Error));
     QString html =
         tr("<b>The backend reported an error.</b> %1").arg(errors_.front().toHtmlEscaped());
     if (errors_.size() > 1) html += tr(" <i>(and %1 more in the log)</i>").arg(errors_.size() - 1);
@@ -491,20 +493,20 @@ void RunPanel::onEvent(const BackendEvent &event) {
       } else {
         appendLog(tr("the trace file does not match the run: %1")
                       .arg(QString::fromStdString(whole.error().message)),
-                  QStringLiteral("#8a5a00"));
+                  palette::logColor(palette::Tone::Warning));
       }
     } else if (!file) {
       appendLog(
           tr("could not read the trace: %1").arg(QString::fromStdString(file.error().message)),
-          QStringLiteral("#8a5a00"));
+          palette::logColor(palette::Tone::Warning));
     }
     break;
   }
-  case BackendEventType::Other: appendLog(event.text, QStringLiteral("#555")); break;
+  case BackendEventType::Other: appendLog(event.text, palette::secondaryText()); break;
   case BackendEventType::Text: appendLog(event.text); break;
   case BackendEventType::Malformed:
     appendLog(tr("unreadable line from the backend (%1): %2").arg(event.problem, event.text),
-              QStringLiteral("#8a5a00"));
+              palette::logColor(palette::Tone::Warning));
     break;
   }
   progress_.apply(event);
@@ -514,7 +516,8 @@ void RunPanel::onEvent(const BackendEvent &event) {
 void RunPanel::onFinished(int exit_code, bool crashed, bool cancelled) {
   const int steps = measurement_ ? static_cast<int>(measurement_->steps().size()) : 0;
   if (cancelled) {
-    appendLog(tr("cancelled; every process of the run was stopped"), QStringLiteral("#8a5a00"));
+    appendLog(tr("cancelled; every process of the run was stopped"),
+              palette::logColor(palette::Tone::Warning));
     setStatus(
         tr("<b>Cancelled.</b> Every process of the run was stopped; %n measured step(s) kept.",
            nullptr, steps),
@@ -522,7 +525,7 @@ void RunPanel::onFinished(int exit_code, bool crashed, bool cancelled) {
     progress_bar_->setFormat(tr("cancelled"));
   } else if (!errors_.isEmpty() || crashed || exit_code != 0) {
     const QString how = crashed ? tr("crashed") : tr("exited with status %1").arg(exit_code);
-    appendLog(tr("the launcher %1").arg(how), QStringLiteral("#b3261e"));
+    appendLog(tr("the launcher %1").arg(how), palette::logColor(palette::Tone::Error));
     QString html = tr("<b>The run failed</b> (the launcher %1).").arg(how);
     if (!errors_.isEmpty())
       html += QLatin1Char(' ') + errors_.front().toHtmlEscaped();
@@ -829,20 +832,12 @@ void RunPanel::updateButtons() {
 }
 
 void RunPanel::setStatus(const QString &html, const QString &tone) {
-  QString style = QStringLiteral("QLabel { padding: 3px; }");
-  if (tone == QStringLiteral("error"))
-    style = QStringLiteral("QLabel { background: #fdecea; color: #8a1c12; border: 1px solid "
-                           "#f0b8b0; border-radius: 3px; padding: 4px; }");
-  else if (tone == QStringLiteral("warning"))
-    style = QStringLiteral("QLabel { background: #fff6e0; color: #6b4a00; border: 1px solid "
-                           "#ecd08a; border-radius: 3px; padding: 4px; }");
-  else if (tone == QStringLiteral("ok"))
-    style = QStringLiteral("QLabel { background: #eaf6ec; color: #1e5b2a; border: 1px solid "
-                           "#b6dcbd; border-radius: 3px; padding: 4px; }");
-  else if (tone == QStringLiteral("busy"))
-    style = QStringLiteral("QLabel { background: #eaf1fb; color: #1d4f91; border: 1px solid "
-                           "#b8cdea; border-radius: 3px; padding: 4px; }");
-  status_->setStyleSheet(style);
+  const palette::Tone which = tone == QStringLiteral("error")     ? palette::Tone::Error
+                              : tone == QStringLiteral("warning") ? palette::Tone::Warning
+                              : tone == QStringLiteral("ok")      ? palette::Tone::Ok
+                              : tone == QStringLiteral("busy")    ? palette::Tone::Busy
+                                                                  : palette::Tone::Neutral;
+  status_->setStyleSheet(palette::toneStyleSheet(which));
   status_->setText(html);
 }
 
@@ -856,11 +851,12 @@ QString RunPanel::logText() const {
   return log_->toPlainText();
 }
 
-void RunPanel::appendLog(const QString &text, const QString &color) {
+void RunPanel::appendLog(const QString &text, const QColor &color) {
   const QString escaped = text.toHtmlEscaped();
-  log_->appendHtml(color.isEmpty()
-                       ? escaped
-                       : QStringLiteral("<span style='color:%1'>%2</span>").arg(color, escaped));
+  log_->appendHtml(
+      !color.isValid()
+          ? escaped
+          : QStringLiteral("<span style='color:%1'>%2</span>").arg(color.name(), escaped));
 }
 
 } // namespace pipescope::gui

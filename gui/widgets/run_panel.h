@@ -112,7 +112,7 @@ private:
   void updateButtons();
   void updateProgress();
   void setStatus(const QString &html, const QString &tone);
-  void appendLog(const QString &text, const QString &color = QString());
+  void appendLog(const QString &text, const QColor &color = QColor());
   void loadTemplate();
   void storeTemplate();
   void updateBackendNote();
