@@ -63,6 +63,9 @@ int main(int argc, char *argv[]) {
   const QCommandLineOption bench(
       {QStringLiteral("bench")},
       QStringLiteral("Print frame times for a ladder of sizes and exit."));
+  const QCommandLineOption json(
+      {QStringLiteral("json")},
+      QStringLiteral("With --bench, print the rows as one JSON object {\"rows\": [...]}."));
   const QCommandLineOption schedule({QStringLiteral("schedule")},
                                     QStringLiteral("Schedule family to show."),
                                     QStringLiteral("NAME"));
@@ -120,6 +123,7 @@ int main(int argc, char *argv[]) {
   const QCommandLineOption size({QStringLiteral("size")},
                                 QStringLiteral("Window size for --screenshot, e.g. 1280x800."),
                                 QStringLiteral("WxH"));
+  parser.addOption(json);
   parser.addOptions({screenshot,    plan_file, bench, schedule,  pp,       microbatches,
                      chunks,        dp,        tp,    model,     hardware, tab,
                      highlight,     playhead,  zoom,  hover_gpu, measured, overlay,
@@ -137,7 +141,9 @@ int main(int argc, char *argv[]) {
 
   if (parser.isSet(bench)) {
     QTextStream out(stdout);
-    return runFrameBenchmark(out);
+    FrameBenchmarkOptions bench_options;
+    bench_options.json = parser.isSet(json);
+    return runFrameBenchmark(out, bench_options);
   }
 
   const bool offscreen = QGuiApplication::platformName() == QStringLiteral("offscreen");

@@ -12,6 +12,7 @@
 #include <QValueAxis>
 #include <algorithm>
 
+#include "gui/timeline/palette.h"
 #include "gui/timeline/timeline_model.h"
 
 namespace pipescope::gui {
@@ -19,9 +20,6 @@ namespace pipescope::gui {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// Columns of a memory-over-time line: about one per pixel of a typical chart; a step function
-// with fewer changes than twice this is drawn exactly.
-constexpr int kMemoryChartColumns = 300;
 
 // A legend in a QLabel under the chart: it wraps, where Qt Charts' own legend elides names.
 QLabel *addWrappingLegend(QChart *chart, QWidget *parent) {
@@ -111,44 +109,6 @@ MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us) {
   return bars;
 }
 
-std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end,
-                                   int bins) {
-  std::vector<QPointF> out;
-  if (steps.empty() || bins <= 0 || !(end > start)) return out;
-  if (static_cast<int>(steps.size()) <= bins * 2) {
-    // Small enough: draw the exact step function (a vertical then a horizontal move per change).
-    out.reserve(steps.size() * 2 + 1);
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      if (i > 0) out.emplace_back(steps[i].x(), steps[i - 1].y());
-      out.push_back(steps[i]);
-    }
-    out.emplace_back(end, steps.back().y());
-    return out;
-  }
-  // Per column, the maximum level held anywhere in it (Tracy keeps min and max per pixel; for
-  // memory the maximum is what matters).
-  const double width = (end - start) / bins;
-  std::vector<double> column_max(static_cast<std::size_t>(bins), -1);
-  double level = 0;
-  std::size_t index = 0;
-  for (int column = 0; column < bins; ++column) {
-    const double column_end = start + (column + 1) * width;
-    double maximum = level;
-    while (index < steps.size() && steps[index].x() < column_end) {
-      level = steps[index].y();
-      maximum = std::max(maximum, level);
-      ++index;
-    }
-    column_max[static_cast<std::size_t>(column)] = maximum;
-  }
-  out.reserve(static_cast<std::size_t>(bins) * 2);
-  for (int column = 0; column < bins; ++column) {
-    out.emplace_back(start + column * width, column_max[static_cast<std::size_t>(column)]);
-    out.emplace_back(start + (column + 1) * width, column_max[static_cast<std::size_t>(column)]);
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
@@ -156,12 +116,10 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   view_ = makeView(chart_, this);
   series_ = new QStackedBarSeries(chart_);
   const char *names[4] = {"params", "grads", "optimizer", "activations"};
-  const QColor colors[4] = {QColor(0x6b, 0x7f, 0x99), QColor(0x9b, 0xad, 0xc4),
-                            QColor(0xc7, 0xb2, 0x8a), QColor(0x3f, 0x7c, 0xc4)};
   for (int segment = 0; segment < 4; ++segment) {
     sets_[segment] = new QBarSet(QString::fromLatin1(names[segment]));
-    sets_[segment]->setColor(colors[segment]);
-    sets_[segment]->setBorderColor(colors[segment].darker(115));
+    sets_[segment]->setColor(palette::memorySegment(segment));
+    sets_[segment]->setBorderColor(palette::memorySegment(segment).darker(115));
     series_->append(sets_[segment]);
   }
   series_->setBarWidth(0.7);
@@ -169,7 +127,7 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   chart_->addSeries(series_);
   capacity_ = new QLineSeries(chart_);
   capacity_->setName(tr("capacity"));
-  capacity_->setPen(QPen(QColor(0xc0, 0x20, 0x20), 2, Qt::DashLine));
+  capacity_->setPen(QPen(palette::capacityLine(), 2, Qt::DashLine));
   chart_->addSeries(capacity_);
   rank_axis_ = new QBarCategoryAxis(chart_);
   value_axis_ = new QValueAxis(chart_);
@@ -191,6 +149,9 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
 }
 
 void MemoryBarsChart::setBars(const MemoryBars &bars) {
+  // Most slider moves leave the bars as they were (1F1B's peak stops growing at M = P): Qt Charts
+  // relayouts its axes on every change, so an unchanged picture is left alone.
+  if (bars == bars_ && sets_[0]->count() == bars.rankCount()) return;
   const bool same_shape = bars.rankCount() == bars_.rankCount() && bars.bytes == bars_.bytes &&
                           bars.over_capacity == bars_.over_capacity;
   bars_ = bars;
@@ -240,13 +201,16 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
     legend += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
                   .arg(sets_[segment]->color().name(), sets_[segment]->label());
   if (!bars.bytes)
-    legend += tr("<span style='color:#666'>(in microbatch equivalents; a model + hardware preset "
-                 "gives bytes)</span> ");
+    legend += tr("<span style='color:%1'>(in microbatch equivalents; a model + hardware preset "
+                 "gives bytes)</span> ")
+                  .arg(palette::hintText().name());
   if (bars.capacity > 0)
-    legend += tr("<span style='color:#c02020'><b>- -</b></span>&nbsp;device memory &nbsp; ");
+    legend += tr("<span style='color:%1'><b>- -</b></span>&nbsp;device memory &nbsp; ")
+                  .arg(palette::capacityLine().name());
   if (bars.rankCount() > 24)
-    legend += tr("<span style='color:#666'>ranks 0\u2013%1, left to right</span>")
-                  .arg(bars.rankCount() - 1);
+    legend += tr("<span style='color:%2'>ranks 0\u2013%1, left to right</span>")
+                  .arg(bars.rankCount() - 1)
+                  .arg(palette::hintText().name());
   legend_->setText(legend);
 }
 
@@ -268,165 +232,6 @@ QString MemoryBarsChart::title() const {
 
 QStringList MemoryBarsChart::categories() const {
   return rank_axis_->categories();
-}
-
-// ---------------------------------------------------------------------------------------------
-
-MemoryTimeChart::MemoryTimeChart(QWidget *parent) : QWidget(parent) {
-  chart_ = new QChart;
-  view_ = makeView(chart_, this);
-  time_axis_ = new QValueAxis(chart_);
-  value_axis_ = new QValueAxis(chart_);
-  styleAxis(time_axis_);
-  styleAxis(value_axis_);
-  time_axis_->setTitleText(tr("time (\u00b5s)"));
-  chart_->addAxis(time_axis_, Qt::AlignBottom);
-  chart_->addAxis(value_axis_, Qt::AlignLeft);
-  playhead_ = new QLineSeries(chart_);
-  playhead_->setPen(QPen(QColor(0x20, 0x20, 0x20), 1.5));
-  chart_->addSeries(playhead_);
-  playhead_->attachAxis(time_axis_);
-  playhead_->attachAxis(value_axis_);
-  for (auto *marker : chart_->legend()->markers(playhead_))
-    marker->setVisible(false);
-  // Ticks at the same 1-2-5 steps as the timeline's axis.
-  time_axis_->setTickType(QValueAxis::TicksDynamic);
-  time_axis_->setTickAnchor(0);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
-  chart_->setTitle(tr("Activations held over time"));
-  legend_ = addWrappingLegend(chart_, this);
-  apply_timer_ = new QTimer(this);
-  apply_timer_->setSingleShot(true);
-  apply_timer_->setInterval(0);
-  connect(apply_timer_, &QTimer::timeout, this, &MemoryTimeChart::applyPendingSnapshot);
-  setMinimumSize(220, 180);
-}
-
-int MemoryTimeChart::seriesCount() const {
-  return static_cast<int>(series_.size());
-}
-
-void MemoryTimeChart::setSnapshot(const SnapshotPointer &snapshot) {
-  snapshot_ = snapshot;
-  pending_ = true;
-  if (isVisible()) apply_timer_->start();
-}
-
-void MemoryTimeChart::showEvent(QShowEvent *event) {
-  QWidget::showEvent(event);
-  if (pending_) applyPendingSnapshot();
-}
-
-void MemoryTimeChart::applyPendingSnapshot() {
-  if (!pending_) return;
-  pending_ = false;
-  apply_timer_->stop();
-  if (!snapshot_ || !snapshot_->evaluation) return;
-  const auto &simulation = snapshot_->evaluation->simulation;
-  const std::size_t ranks = simulation.memory.size();
-  bytes_ = snapshot_->report.has_value();
-  // More than eight lines stop being readable: show the first ranks and say so.
-  const std::size_t shown = std::min<std::size_t>(ranks, 8);
-  while (series_.size() > shown) {
-    chart_->removeSeries(series_.back());
-    delete series_.back();
-    series_.pop_back();
-  }
-  while (series_.size() < shown) {
-    auto *series = new QLineSeries(chart_);
-    chart_->addSeries(series);
-    series->attachAxis(time_axis_);
-    series->attachAxis(value_axis_);
-    series_.push_back(series);
-  }
-  peak_ = 0;
-  for (std::size_t rank = 0; rank < ranks; ++rank)
-    for (const auto &point : simulation.memory[rank])
-      peak_ = std::max(peak_, bytes_ ? point.activation_bytes / kGiB : point.inflight_microbatches);
-  value_axis_->setTitleText(bytes_ ? tr("activations (GiB)") : tr("activation sets"));
-  value_axis_->setRange(0, std::max(peak_ * 1.1, 1e-9));
-  value_axis_->applyNiceNumbers();
-  chart_->setTitle(
-      shown < ranks
-          ? tr("Activations held over time (ranks 0\u2013%1 of %2)").arg(shown - 1).arg(ranks)
-          : tr("Activations held over time"));
-  // The visible window follows the timeline (setVisibleRange); only the unit follows the step.
-  const double makespan = std::max(simulation.makespan_us, 1e-6);
-  const double unit = makespan >= 2e6 ? 1e6 : makespan >= 2e3 ? 1e3 : 1;
-  if (unit != time_unit_us_) {
-    // Pass through a one-tick state in the old unit first, so the tick interval never meets a
-    // range a million times its size.
-    time_axis_->setTickInterval(std::max(time_axis_->tickInterval(), makespan / time_unit_us_));
-    time_axis_->setRange(0, makespan / time_unit_us_);
-    time_axis_->setRange(0, makespan / unit);
-    time_unit_us_ = unit;
-  }
-  time_axis_->setTitleText(time_unit_us_ == 1e6   ? tr("time (s)")
-                           : time_unit_us_ == 1e3 ? tr("time (ms)")
-                                                  : tr("time (\u00b5s)"));
-  rebuildSeries();
-  setPlayhead(playhead_us_);
-}
-
-void MemoryTimeChart::rebuildSeries() {
-  if (!snapshot_ || !snapshot_->evaluation) return;
-  const auto &simulation = snapshot_->evaluation->simulation;
-  const double makespan = std::max(simulation.makespan_us, 1e-6);
-  for (std::size_t rank = 0; rank < series_.size(); ++rank) {
-    std::vector<QPointF> steps;
-    steps.reserve(simulation.memory[rank].size() + 1);
-    steps.emplace_back(0, 0);
-    for (const auto &point : simulation.memory[rank])
-      steps.emplace_back(point.time_us / time_unit_us_,
-                         bytes_ ? point.activation_bytes / kGiB : point.inflight_microbatches);
-    const auto capped = capStepSeries(steps, 0, makespan / time_unit_us_, kMemoryChartColumns);
-    series_[rank]->replace(QList<QPointF>(capped.begin(), capped.end()));
-    series_[rank]->setName(tr("rank %1").arg(rank));
-    series_[rank]->setPen(
-        QPen(QColor::fromHsv(
-                 static_cast<int>(rank * 360 / std::max<std::size_t>(series_.size(), 1)) % 360, 170,
-                 190),
-             1.5));
-  }
-  legend_->setText(legendHtml(series_));
-  applyTimeRange(start_us_, end_us_);
-}
-
-void MemoryTimeChart::setVisibleRange(const TimeMapping &mapping) {
-  start_us_ = mapping.viewStart();
-  end_us_ = mapping.viewEnd();
-  applyTimeRange(start_us_, end_us_);
-}
-
-void MemoryTimeChart::applyTimeRange(double start_us, double end_us) {
-  const double start = start_us / time_unit_us_,
-               end = std::max(end_us / time_unit_us_, start + 1e-12);
-  // About five labeled ticks across the chart, on the timeline's nice 1-2-5 steps.
-  const auto ticks = axisTicks(TimeMapping(start, end, 0, 100), 20);
-  const double step = ticks.size() >= 2 ? ticks[1].time_us - ticks[0].time_us : end - start;
-  if (step >= time_axis_->tickInterval()) {
-    time_axis_->setTickInterval(step);
-    time_axis_->setRange(start, end);
-  } else {
-    time_axis_->setRange(start, end);
-    time_axis_->setTickInterval(step);
-  }
-  time_axis_->setLabelFormat(step >= 1     ? QStringLiteral("%.0f")
-                             : step >= 0.1 ? QStringLiteral("%.1f")
-                                           : QStringLiteral("%.3g"));
-}
-
-void MemoryTimeChart::setPlayhead(double time_us) {
-  playhead_us_ = time_us;
-  if (std::isnan(time_us)) {
-    playhead_->clear();
-    return;
-  }
-  const double x = time_us / time_unit_us_;
-  playhead_->replace(QList<QPointF>{QPointF(x, 0), QPointF(x, peak_ * 1.1)});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,7 +271,7 @@ void BubbleCurveChart::setCurves(const std::vector<BubbleCurve> &curves, const Q
     series->setName(curve.name);
     series->setPointsVisible(curve.points.size() < 40);
     series->replace(QList<QPointF>(curve.points.begin(), curve.points.end()));
-    series->setPen(QPen(QColor::fromHsv((index * 47) % 360, 190, 200), 2));
+    series->setPen(QPen(palette::curveSeries(index), 2));
     chart_->addSeries(series);
     series->attachAxis(m_axis_);
     series->attachAxis(bubble_axis_);

@@ -5,17 +5,17 @@
 
 namespace pipescope::gui {
 
-SnapshotEngine::SnapshotEngine(QObject *parent) : QObject(parent) {
+ExplorerEvaluator::ExplorerEvaluator(QObject *parent) : QObject(parent) {
   qRegisterMetaType<pipescope::gui::SnapshotPointer>("pipescope::gui::SnapshotPointer");
   connect(&watcher_, &QFutureWatcher<SnapshotPointer>::finished, this,
-          &SnapshotEngine::workerFinished);
+          &ExplorerEvaluator::workerFinished);
 }
 
-SnapshotEngine::~SnapshotEngine() {
+ExplorerEvaluator::~ExplorerEvaluator() {
   watcher_.waitForFinished();
 }
 
-void SnapshotEngine::request(const Plan &plan) {
+void ExplorerEvaluator::request(const Plan &plan) {
   ++generation_;
   if (worker_active_) {
     // The running evaluation is stale; evaluate only the newest request after it.
@@ -30,14 +30,14 @@ void SnapshotEngine::request(const Plan &plan) {
   startWorker(plan);
 }
 
-void SnapshotEngine::startWorker(const Plan &plan) {
+void ExplorerEvaluator::startWorker(const Plan &plan) {
   worker_generation_ = generation_;
   worker_active_ = true;
   emit busyChanged(true);
   watcher_.setFuture(QtConcurrent::run([plan] { return computeSnapshot(plan); }));
 }
 
-void SnapshotEngine::workerFinished() {
+void ExplorerEvaluator::workerFinished() {
   worker_active_ = false;
   SnapshotPointer snapshot = watcher_.result();
   const bool stale = worker_generation_ != generation_;
@@ -56,7 +56,7 @@ void SnapshotEngine::workerFinished() {
   emit busyChanged(false);
 }
 
-void SnapshotEngine::waitForIdle() {
+void ExplorerEvaluator::waitForIdle() {
   while (worker_active_ || pending_) {
     watcher_.waitForFinished();
     // Deliver the finished signal (and start any pending request).

@@ -10,11 +10,11 @@
 
 namespace pipescope::gui {
 
-class SnapshotEngine : public QObject {
+class ExplorerEvaluator : public QObject {
   Q_OBJECT
 public:
-  explicit SnapshotEngine(QObject *parent = nullptr);
-  ~SnapshotEngine() override;
+  explicit ExplorerEvaluator(QObject *parent = nullptr);
+  ~ExplorerEvaluator() override;
 
   /// Plans with at most this many ops are evaluated inline.
   void setInlineOpLimit(std::size_t ops) { inline_op_limit_ = ops; }

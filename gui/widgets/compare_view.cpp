@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "gui/timeline/palette.h"
 #include "gui/widgets/timeline_widget.h"
 
 namespace pipescope::gui {
@@ -135,7 +136,7 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent) {
   timeline_->setObjectName(QStringLiteral("compare_timeline"));
   refused_label_ = new QLabel(timeline_box);
   refused_label_->setWordWrap(true);
-  refused_label_->setStyleSheet(QStringLiteral("color: #8a4b00;"));
+  refused_label_->setStyleSheet(QStringLiteral("color: %1;").arg(palette::refusedText().name()));
   timeline_layout->addWidget(timeline_, 1);
   timeline_layout->addWidget(refused_label_);
   bubble_chart_ = new BubbleCurveChart(splitter);
@@ -179,12 +180,20 @@ void CompareView::setPlan(const Plan &plan) {
   const bool curves_change = !plan_ || plan_->request.pp != plan.request.pp ||
                              plan_->request.chunks != plan.request.chunks ||
                              plan_->request.microbatches != plan.request.microbatches ||
-                             planToJson(*plan_)["costs"] != planToJson(plan)["costs"] ||
+                             !(plan_->costs == plan.costs) ||
                              plan_->model.has_value() != plan.model.has_value();
   plan_ = plan;
   dirty_ = true;
   curves_dirty_ = curves_dirty_ || curves_change || plan.model.has_value();
   recompute();
+}
+
+void CompareView::followZoom(const TimeMapping &mapping) {
+  // The same window in microseconds; the stacked schedules may end later than the one shown.
+  ZoomStack *zoom = timeline_->zoomStack();
+  zoom->setMapping(mapping.isFitted()
+                       ? zoom->mapping().fitted()
+                       : zoom->mapping().showing(mapping.viewStart(), mapping.viewEnd()));
 }
 
 void CompareView::showEvent(QShowEvent *event) {

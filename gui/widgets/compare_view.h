@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "gui/charts/charts.h"
+#include "gui/timeline/time_mapping.h"
 #include "gui/timeline/timeline_model.h"
 
 class QListWidget;
@@ -35,6 +36,8 @@ class CompareView : public QWidget {
 public:
   explicit CompareView(QWidget *parent = nullptr);
   void setPlan(const Plan &plan);
+  /// Shows the time window of the window's zoom stack (fitted when it is fitted).
+  void followZoom(const pipescope::gui::TimeMapping &mapping);
   QStringList checkedFamilies() const;
   void setCheckedFamilies(const QStringList &families);
   /// Blocks until the running comparison has been shown (tests, screenshots).

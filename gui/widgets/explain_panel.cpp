@@ -127,8 +127,20 @@ ExplainPanel::ExplainPanel(QWidget *parent) : QTextBrowser(parent) {
 
 void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot) return;
+  pending_ = snapshot;
+  if (isVisible()) applyPending();
+}
+
+void ExplainPanel::showEvent(QShowEvent *event) {
+  QTextBrowser::showEvent(event);
+  applyPending();
+}
+
+void ExplainPanel::applyPending() {
+  if (!pending_) return;
   const int scroll = verticalScrollBar() ? verticalScrollBar()->value() : 0;
-  setHtml(explanationHtml(*snapshot));
+  setHtml(explanationHtml(*pending_));
+  pending_.reset();
   if (verticalScrollBar()) verticalScrollBar()->setValue(scroll);
 }
 

@@ -14,7 +14,16 @@ class ExplainPanel : public QTextBrowser {
   Q_OBJECT
 public:
   explicit ExplainPanel(QWidget *parent = nullptr);
+  /// Shows the snapshot's explanation; while the panel is hidden, when it is next shown (laying
+  /// out rich text costs a slider move more than the timeline's whole repaint).
   void setSnapshot(const SnapshotPointer &snapshot);
+
+protected:
+  void showEvent(QShowEvent *event) override;
+
+private:
+  void applyPending();
+  SnapshotPointer pending_;
 };
 
 } // namespace pipescope::gui

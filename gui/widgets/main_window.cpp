@@ -28,10 +28,12 @@
 #include "engine/trace_file.h"
 #include "gui/charts/charts.h"
 #include "gui/run/measurement.h"
+#include "gui/timeline/palette.h"
 #include "gui/timeline/svg_export.h"
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/explain_panel.h"
+#include "gui/widgets/memory_time_view.h"
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/run_panel.h"
@@ -61,6 +63,7 @@ QScrollArea *scrolling(QWidget *content, QWidget *parent) {
 MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     : QMainWindow(parent), options_(options) {
   setWindowTitle(tr("pipescope"));
+  zoom_ = new ZoomStack(this);
   controls_ = new ControlsPanel;
   controls_->setObjectName(QStringLiteral("controls"));
   auto *controls_dock = new QDockWidget(tr("Settings"), this);
@@ -90,26 +93,26 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   banner_->setObjectName(QStringLiteral("error_banner"));
   banner_->setWordWrap(true);
   banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  banner_->setStyleSheet(
-      QStringLiteral("QLabel { background: #fdecea; color: #8a1c12; border: 1px solid #f0b8b0; "
-                     "border-radius: 3px; padding: 6px; }"));
+  banner_->setStyleSheet(palette::toneStyleSheet(palette::Tone::Error, 6));
   banner_->hide();
   top_layout->addWidget(banner_);
   top_layout->addWidget(buildTransportBar());
   timeline_ = new TimelineWidget(top);
   timeline_->setObjectName(QStringLiteral("timeline"));
+  timeline_->setZoomStack(zoom_);
   top_layout->addWidget(timeline_, 1);
 
   tabs_ = new QTabWidget(splitter);
   tabs_->setDocumentMode(true);
   auto *memory_tab = new QSplitter(Qt::Horizontal, tabs_);
   memory_bars_ = new MemoryBarsChart(memory_tab);
-  memory_time_ = new MemoryTimeChart(memory_tab);
+  memory_time_ = new MemoryTimeView(memory_tab);
   memory_tab->addWidget(memory_bars_);
   memory_tab->addWidget(memory_time_);
   memory_tab->setStretchFactor(0, 1);
   memory_tab->setStretchFactor(1, 1);
   memory_tab->setSizes({400, 400});
+  memory_time_->setZoomStack(zoom_);
   tabs_->addTab(memory_tab, tr("Memory"));
   mesh_ = new MeshWidget(tabs_);
   tabs_->addTab(mesh_, tr("Mesh"));
@@ -152,11 +155,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     // A run in progress is worth watching: show its tab and the live overlay.
     if (running) tabs_->setCurrentWidget(run_panel_);
   });
-  connect(&engine_, &SnapshotEngine::snapshotReady, this, &MainWindow::showSnapshot);
-  connect(&engine_, &SnapshotEngine::busyChanged, this,
+  connect(&evaluator_, &ExplorerEvaluator::snapshotReady, this, &MainWindow::showSnapshot);
+  connect(&evaluator_, &ExplorerEvaluator::busyChanged, this,
           [this](bool busy) { busy_label_->setText(busy ? tr("simulating\u2026") : QString()); });
-  connect(timeline_, &TimelineWidget::mappingChanged, memory_time_,
-          &MemoryTimeChart::setVisibleRange);
+  connect(zoom_, &ZoomStack::zoomChanged, compare_, &CompareView::followZoom);
   connect(timeline_, &TimelineWidget::hoverTextChanged, this, [this](const QString &text) {
     QString plain = text;
     plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
@@ -227,12 +229,12 @@ QWidget *MainWindow::buildTransportBar() {
   transport_label_->setMinimumWidth(120);
   layout->addWidget(transport_label_);
   layout->addSpacing(8);
-  auto *zoom_out = tool(tr("\u2212"), tr("Zoom out (Ctrl+-)"));
-  connect(zoom_out, &QToolButton::clicked, this, [this] { timeline_->zoomOut(); });
-  auto *zoom_in = tool(tr("+"), tr("Zoom in (Ctrl+=); the wheel zooms around the cursor"));
-  connect(zoom_in, &QToolButton::clicked, this, [this] { timeline_->zoomIn(); });
-  auto *fit = tool(tr("Fit"), tr("Show the whole step (Ctrl+0, or double-click the timeline)"));
-  connect(fit, &QToolButton::clicked, this, [this] { timeline_->resetZoom(); });
+  auto *zoom_out = tool(tr("\u2212"), zoom_->zoomOutAction()->toolTip());
+  connect(zoom_out, &QToolButton::clicked, zoom_, &ZoomStack::zoomOut);
+  auto *zoom_in = tool(tr("+"), zoom_->zoomInAction()->toolTip());
+  connect(zoom_in, &QToolButton::clicked, zoom_, &ZoomStack::zoomIn);
+  auto *fit = tool(tr("Fit"), zoom_->resetZoomAction()->toolTip());
+  connect(fit, &QToolButton::clicked, zoom_, &ZoomStack::resetZoom);
   layout->addStretch(1);
   // How a measurement is drawn; shown only while one fits the schedule on screen.
   measured_controls_ = new QWidget(bar);
@@ -353,10 +355,11 @@ void MainWindow::buildMenus() {
   add(view, tr("Step &back"), QKeySequence(Qt::Key_Comma), [this] { stepPlayhead(-1); });
   add(view, tr("S&top"), QKeySequence(tr("Ctrl+.")), [this] { stopPlayback(); });
   view->addSeparator();
-  add(view, tr("Zoom &in"), QKeySequence(tr("Ctrl+=")), [this] { timeline_->zoomIn(); });
-  add(view, tr("Zoom &out"), QKeySequence(tr("Ctrl+-")), [this] { timeline_->zoomOut(); });
-  add(view, tr("&Fit the step"), QKeySequence(tr("Ctrl+0")), [this] { timeline_->resetZoom(); });
-  add(view, tr("Zoom &back"), QKeySequence(tr("Alt+Left")), [this] { timeline_->zoomBack(); });
+  for (QAction *action : {zoom_->zoomInAction(), zoom_->zoomOutAction(), zoom_->resetZoomAction(),
+                          zoom_->zoomBackAction()}) {
+    view->addAction(action);
+    addAction(action);
+  }
   view->addSeparator();
   add(view, tr("Load the &example plan"), QKeySequence(), [this] { setPlan(examplePlan()); });
 }
@@ -367,7 +370,7 @@ void MainWindow::setPlan(const Plan &plan) {
 }
 
 void MainWindow::requestEvaluation(const Plan &plan) {
-  engine_.request(plan);
+  evaluator_.request(plan);
 }
 
 QString MainWindow::errorMessage() const {
@@ -382,12 +385,13 @@ void MainWindow::showError(const QString &message) {
     const auto &schedule = shown_->evaluation->schedule;
     const ScheduleFamily *family =
         shown_->plan.custom ? nullptr : findScheduleFamily(shown_->plan.request.name);
-    stale = tr("<br><span style='color:#6b4a45'>The views below still show the last valid "
+    stale = tr("<br><span style='color:%5'>The views below still show the last valid "
                "settings: %1, P=%2, M=%3, V=%4.</span>")
                 .arg(family ? QString::fromStdString(family->title) : tr("custom"))
                 .arg(schedule.pp())
                 .arg(schedule.microbatches())
-                .arg(schedule.chunks());
+                .arg(schedule.chunks())
+                .arg(palette::staleText().name());
   }
   banner_->setText(message.isEmpty()
                        ? QString()
@@ -421,7 +425,6 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   timeline_->setPlayhead(playhead_us_);
   metrics_->setSnapshot(snapshot);
   memory_time_->setSnapshot(snapshot);
-  memory_time_->setVisibleRange(timeline_->mapping());
   memory_time_->setPlayhead(playhead_us_);
   updateMemoryBars();
   mesh_->setMesh(snapshot->plan.mesh);
@@ -587,12 +590,12 @@ void MainWindow::updateLegend() {
                  opKindLegend(kind).toHtmlEscaped());
   }
   if (timeline_->hasMeasuredOverlay())
-    html +=
-        tr("<span style='color:#777; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
-           "<span style='color:#333; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ");
-  html += tr(
-      "<span style='color:#c99a9a; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
-      "<span style='color:#777'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>");
+    html += tr("<span style='color:%1; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
+               "<span style='color:%2; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ")
+                .arg(palette::predictedGhost().name(), palette::measuredSwatch().name());
+  html += tr("<span style='color:%1; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
+             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>")
+              .arg(palette::idleHatch().name(), palette::faintText().name());
   legend_->setText(html);
 }
 
@@ -771,7 +774,7 @@ void MainWindow::closeEvent(QCloseEvent *event) {
 }
 
 void MainWindow::settle() {
-  engine_.waitForIdle();
+  evaluator_.waitForIdle();
   compare_->waitForIdle();
   timeline_->finishMorph();
   compare_->timeline()->finishMorph();

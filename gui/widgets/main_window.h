@@ -1,7 +1,7 @@
 #pragma once
 // The explorer window: controls on the left, the timeline with its transport bar in the middle,
 // memory, mesh, explanation and comparison in tabs below it, the metrics on the right. Settings
-// flow one way: controls -> Plan -> SnapshotEngine -> immutable snapshot -> every view.
+// flow one way: controls -> Plan -> ExplorerEvaluator -> immutable snapshot -> every view.
 #include <QElapsedTimer>
 #include <QMainWindow>
 #include <QTimer>
@@ -24,7 +24,8 @@ class ControlsPanel;
 class TimelineWidget;
 class MetricsPanel;
 class MemoryBarsChart;
-class MemoryTimeChart;
+class MemoryTimeView;
+class ZoomStack;
 class MeshWidget;
 class ExplainPanel;
 class CompareView;
@@ -77,13 +78,15 @@ public:
   TimelineWidget *timeline() const { return timeline_; }
   MetricsPanel *metrics() const { return metrics_; }
   MemoryBarsChart *memoryBars() const { return memory_bars_; }
-  MemoryTimeChart *memoryTime() const { return memory_time_; }
+  MemoryTimeView *memoryTime() const { return memory_time_; }
+  /// The zoom state the timeline, the memory-over-time view and the compare view follow.
+  ZoomStack *zoomStack() const { return zoom_; }
   MeshWidget *mesh() const { return mesh_; }
   ExplainPanel *explain() const { return explain_; }
   CompareView *compare() const { return compare_; }
   RunPanel *runPanel() const { return run_panel_; }
   QTabWidget *tabs() const { return tabs_; }
-  SnapshotEngine *engine() { return &engine_; }
+  ExplorerEvaluator *evaluator() { return &evaluator_; }
   /// The last snapshot shown (the last one that evaluated without error).
   const SnapshotPointer &snapshot() const { return shown_; }
   /// The message shown for settings that cannot be evaluated (empty when they can).
@@ -123,7 +126,7 @@ private:
   const std::vector<double> &eventTimes();
 
   MainWindowOptions options_;
-  SnapshotEngine engine_;
+  ExplorerEvaluator evaluator_;
   SnapshotPointer shown_;
   QString error_message_;
   bool first_snapshot_ = true;
@@ -132,7 +135,8 @@ private:
   TimelineWidget *timeline_ = nullptr;
   MetricsPanel *metrics_ = nullptr;
   MemoryBarsChart *memory_bars_ = nullptr;
-  MemoryTimeChart *memory_time_ = nullptr;
+  MemoryTimeView *memory_time_ = nullptr;
+  ZoomStack *zoom_ = nullptr;
   MeshWidget *mesh_ = nullptr;
   ExplainPanel *explain_ = nullptr;
   CompareView *compare_ = nullptr;

@@ -14,9 +14,6 @@ namespace {
 constexpr double kMinRowHeight = 3;
 constexpr double kMaxRowHeight = 44;
 constexpr double kFadedAlpha = 0.22;
-const QColor kBackground(0xfb, 0xfb, 0xfc);
-const QColor kRowBackground(0xee, 0xef, 0xf2);
-const QColor kIdleHatch(0xc9, 0x9a, 0x9a);
 
 } // namespace
 
@@ -31,11 +28,28 @@ TimelineWidget::TimelineWidget(QWidget *parent) : QWidget(parent) {
     draw_list_valid_ = false;
     update();
   });
+  setZoomStack(new ZoomStack(this));
   updatePixelSpan();
 }
 
+void TimelineWidget::setZoomStack(ZoomStack *stack) {
+  if (zoom_) disconnect(zoom_, nullptr, this, nullptr);
+  zoom_ = stack;
+  connect(zoom_, &ZoomStack::zoomChanged, this, &TimelineWidget::followZoom);
+  followZoom(zoom_->mapping());
+}
+
+void TimelineWidget::followZoom(const TimeMapping &mapping) {
+  const TimeMapping next = mapping.withPixelSpan(mapping_.xLeft(), mapping_.widthPx());
+  if (next == mapping_) return;
+  // Fitting the step shows every row again too.
+  if (next.isFitted() && !mapping_.isFitted()) vertical_offset_ = 0;
+  mapping_ = next;
+  draw_list_valid_ = false;
+  update();
+}
+
 void TimelineWidget::setModel(TimelineModel model, bool animate) {
-  const TimeMapping previous_mapping = mapping_;
   const bool was_fitted = mapping_.isFitted() || model_.empty();
   previous_model_ = std::move(model_);
   model_ = std::move(model);
@@ -49,17 +63,14 @@ void TimelineWidget::setModel(TimelineModel model, bool animate) {
     previous_model_ = TimelineModel();
   }
   const double end = std::max(model_.endTime(), 1e-6);
-  mapping_ = was_fitted ? TimeMapping(0, end, mapping_.xLeft(), mapping_.widthPx())
-                        : previous_mapping.withFullRange(0, end);
-  for (auto &view : zoom_history_)
-    view = view.withFullRange(0, end);
+  if (was_fitted && !zoom_->mapping().isFitted()) zoom_->setMapping(zoom_->mapping().fitted());
+  zoom_->setFullRange(0, end);
   // A highlight follows its microbatch while it still exists.
   if (highlighted_microbatch_ >= 0)
     setHighlightedMicrobatch(highlighted_section_, highlighted_microbatch_);
   clampVerticalOffset();
   hovered_.reset();
   draw_list_valid_ = false;
-  emit mappingChanged(mapping_);
   update();
 }
 
@@ -72,15 +83,7 @@ void TimelineWidget::finishMorph() {
 }
 
 void TimelineWidget::setMapping(const TimeMapping &mapping) {
-  applyMapping(mapping.withPixelSpan(mapping_.xLeft(), mapping_.widthPx()));
-}
-
-void TimelineWidget::applyMapping(const TimeMapping &mapping) {
-  if (mapping == mapping_) return;
-  mapping_ = mapping;
-  draw_list_valid_ = false;
-  emit mappingChanged(mapping_);
-  update();
+  zoom_->setMapping(mapping.withPixelSpan(mapping_.xLeft(), mapping_.widthPx()));
 }
 
 void TimelineWidget::updatePixelSpan() {
@@ -213,60 +216,20 @@ void TimelineWidget::setPlayhead(double time_us) {
   update();
 }
 
-void TimelineWidget::rememberView() {
-  constexpr int kGesturePauseMs = 600;
-  constexpr std::size_t kMaxHistory = 50;
-  if (!last_zoom_.isValid() || last_zoom_.elapsed() > kGesturePauseMs) {
-    zoom_history_.push_back(mapping_);
-    if (zoom_history_.size() > kMaxHistory) zoom_history_.erase(zoom_history_.begin());
-  }
-  last_zoom_.start();
-}
-
-void TimelineWidget::zoomBack() {
-  if (zoom_history_.empty()) return;
-  const TimeMapping previous = zoom_history_.back();
-  zoom_history_.pop_back();
-  last_zoom_.invalidate();
-  setMapping(previous);
-}
-
-void TimelineWidget::zoomIn() {
-  rememberView();
-  applyMapping(mapping_.zoomedAround(mapping_.xLeft() + mapping_.widthPx() / 2, 1.5));
-}
-
-void TimelineWidget::zoomOut() {
-  rememberView();
-  applyMapping(mapping_.zoomedAround(mapping_.xLeft() + mapping_.widthPx() / 2, 1 / 1.5));
-}
-
-void TimelineWidget::resetZoom() {
-  if (!mapping_.isFitted()) {
-    last_zoom_.invalidate();
-    rememberView();
-  }
-  vertical_offset_ = 0;
-  applyMapping(mapping_.fitted());
-  update();
-}
-
 void TimelineWidget::resizeEvent(QResizeEvent *event) {
   QWidget::resizeEvent(event);
   updatePixelSpan();
   clampVerticalOffset();
-  emit mappingChanged(mapping_);
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent *event) {
   const double delta =
       event->angleDelta().y() != 0 ? event->angleDelta().y() : event->angleDelta().x();
   if (event->modifiers() & Qt::ShiftModifier) {
-    applyMapping(mapping_.pannedByPixels(delta / 2));
+    setMapping(mapping_.pannedByPixels(delta / 2));
   } else {
     // One notch (120) zooms by about 20%.
-    rememberView();
-    applyMapping(mapping_.zoomedAround(event->position().x(), std::pow(1.0015, delta)));
+    zoom_->zoomTo(mapping_.zoomedAround(event->position().x(), std::pow(1.0015, delta)));
   }
   event->accept();
 }
@@ -291,7 +254,7 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent *event) {
       vertical_offset_ -= delta.y();
       clampVerticalOffset();
       draw_list_valid_ = false;
-      applyMapping(mapping_.pannedByPixels(delta.x()));
+      setMapping(mapping_.pannedByPixels(delta.x()));
       update();
       return;
     }
@@ -325,7 +288,10 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent *event) {
 }
 
 void TimelineWidget::mouseDoubleClickEvent(QMouseEvent *event) {
-  if (event->button() == Qt::LeftButton) resetZoom();
+  if (event->button() != Qt::LeftButton) return;
+  vertical_offset_ = 0;
+  zoom_->resetZoom();
+  update();
 }
 
 void TimelineWidget::leaveEvent(QEvent *event) {
@@ -395,7 +361,7 @@ void TimelineWidget::showHoverAt(QPoint position) {
 
 void TimelineWidget::paintEvent(QPaintEvent *) {
   QPainter painter(this);
-  painter.fillRect(rect(), kBackground);
+  painter.fillRect(rect(), palette::background());
   if (model_.empty()) {
     painter.setPen(palette().color(QPalette::PlaceholderText));
     painter.drawText(rect(), Qt::AlignCenter, tr("No schedule to show"));
@@ -424,7 +390,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
     const auto &info = model_.sections()[static_cast<std::size_t>(section)];
     const int first = model_.sectionFirstRow(section);
     if (model_.sections().size() > 1) {
-      painter.setPen(QColor(0x30, 0x30, 0x30));
+      painter.setPen(palette::sectionTitle());
       QFont bold = font;
       bold.setBold(true);
       painter.setFont(bold);
@@ -433,7 +399,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
                        Qt::AlignLeft | Qt::AlignVCenter, info.title);
       painter.setFont(font);
     }
-    painter.setPen(QColor(0x50, 0x50, 0x58));
+    painter.setPen(palette::rowLabel());
     for (int rank = 0; rank < info.rankCount(); rank += label_every) {
       const double top = rowTop(first + rank, section);
       if (top + row_height < kAxisHeight || top > height()) continue;
@@ -446,7 +412,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
   if (!std::isnan(playhead_us_)) {
     const double x = mapping_.mapTimeToX(playhead_us_);
     if (x >= kHeaderWidth) {
-      painter.setPen(QPen(QColor(0x20, 0x20, 0x20), 2));
+      painter.setPen(QPen(palette::playhead(), 2));
       painter.drawLine(QPointF(x, kAxisHeight - 6), QPointF(x, height()));
     }
   }
@@ -454,7 +420,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
 
 void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
   const double row_height = rowHeight();
-  QBrush hatch(kIdleHatch, Qt::BDiagPattern);
+  QBrush hatch(palette::idleHatch(), Qt::BDiagPattern);
   for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
     const auto &info = model_.sections()[static_cast<std::size_t>(section)];
     if (!info.evaluation) continue;
@@ -469,7 +435,7 @@ void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
       if (top + row_height < kAxisHeight || top > height()) continue;
       const QRectF row(x0, top + 1, x1 - x0, std::max(1.0, row_height - 2));
       // Idle time inside the step shows as hatched bubble behind the ops.
-      painter.fillRect(row, kRowBackground);
+      painter.fillRect(row, palette::rowBackground());
       if (row_height >= 6) painter.fillRect(row, hatch);
     }
   }
@@ -543,14 +509,14 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
       if (op.kind == OpKind::OverlappedPair)
         label += QLatin1Char('/') + QString::number(op.backward_microbatch);
       if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
-        painter.setPen(alpha < 0.5 ? QColor(255, 255, 255, 120) : Qt::white);
+        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
         painter.drawText(rect, Qt::AlignCenter, label);
       }
     }
   }
   if (hovered_ && !morphing()) {
     const double top = rowTop(hovered_->row, hovered_->first.section) + 0.5;
-    painter.setPen(QPen(QColor(0x10, 0x10, 0x10), 1.5));
+    painter.setPen(QPen(palette::path(), 1.5));
     painter.drawRect(
         QRectF(hovered_->x0, top, std::max(1.0f, hovered_->x1 - hovered_->x0), row_height - 1));
   }
@@ -592,7 +558,7 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
     color.setAlphaF(static_cast<float>(alpha));
     painter.fillRect(rect, color);
     if (rect.width() >= 4 && height >= 5) {
-      QColor edge = QColor(0x1c, 0x1c, 0x24);
+      QColor edge = palette::measuredEdge();
       edge.setAlphaF(static_cast<float>(alpha * 0.55));
       painter.setPen(QPen(edge, 1));
       painter.setBrush(Qt::NoBrush);
@@ -604,7 +570,7 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
       if (op.kind == OpKind::OverlappedPair)
         label += QLatin1Char('/') + QString::number(op.backward_microbatch);
       if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
-        painter.setPen(alpha < 0.5 ? QColor(255, 255, 255, 120) : Qt::white);
+        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
         painter.drawText(rect, Qt::AlignCenter, label);
       }
     }
@@ -615,11 +581,13 @@ void TimelineWidget::paintPath(QPainter &painter) {
   if (highlighted_microbatch_ < 0 || morphing()) return;
   painter.setRenderHint(QPainter::Antialiasing, true);
   // Outline every op of the microbatch, then draw its dependency edges as arrows.
-  painter.setPen(QPen(QColor(0x11, 0x11, 0x11), 1.5));
+  painter.setPen(QPen(palette::path(), 1.5));
   painter.setBrush(Qt::NoBrush);
   for (const auto &location : model_.microbatchOps(highlighted_section_, highlighted_microbatch_))
     painter.drawRect(opRect(location));
-  painter.setPen(QPen(QColor(0x11, 0x11, 0x11, 200), 1.4));
+  QColor edge_color = palette::path();
+  edge_color.setAlpha(200);
+  painter.setPen(QPen(edge_color, 1.4));
   for (const auto &edge : highlighted_path_) {
     const QRectF from = opRect(edge.from);
     const QRectF to = opRect(edge.to);
@@ -634,7 +602,7 @@ void TimelineWidget::paintPath(QPainter &painter) {
     const QPointF normal(-unit.y(), unit.x());
     QPolygonF head;
     head << end << end - unit * 6 + normal * 3 << end - unit * 6 - normal * 3;
-    painter.setBrush(QColor(0x11, 0x11, 0x11));
+    painter.setBrush(palette::path());
     painter.drawPolygon(head);
     painter.setBrush(Qt::NoBrush);
   }
@@ -642,8 +610,8 @@ void TimelineWidget::paintPath(QPainter &painter) {
 }
 
 void TimelineWidget::paintAxis(QPainter &painter) {
-  painter.fillRect(QRect(0, 0, width(), kAxisHeight), QColor(0xf2, 0xf3, 0xf5));
-  painter.setPen(QColor(0xc8, 0xca, 0xd0));
+  painter.fillRect(QRect(0, 0, width(), kAxisHeight), palette::axisBackground());
+  painter.setPen(palette::axisLine());
   painter.drawLine(0, kAxisHeight - 1, width(), kAxisHeight - 1);
   QFont font = painter.font();
   font.setPointSizeF(std::min(font.pointSizeF(), 8.5));
@@ -651,16 +619,16 @@ void TimelineWidget::paintAxis(QPainter &painter) {
   const auto ticks = axisTicks(mapping_, 90);
   for (const auto &tick : ticks) {
     if (tick.x < kHeaderWidth) continue;
-    painter.setPen(QColor(0x90, 0x92, 0x98));
+    painter.setPen(palette::minorTick());
     painter.drawLine(QPointF(tick.x, kAxisHeight - 7), QPointF(tick.x, kAxisHeight - 1));
     // A faint grid line through the rows.
-    painter.setPen(QColor(0, 0, 0, 22));
+    painter.setPen(palette::gridLine());
     painter.drawLine(QPointF(tick.x, kAxisHeight), QPointF(tick.x, height()));
-    painter.setPen(QColor(0x40, 0x40, 0x48));
+    painter.setPen(palette::text());
     painter.drawText(QRectF(tick.x + 3, 2, 120, kAxisHeight - 8), Qt::AlignLeft | Qt::AlignVCenter,
                      tick.label);
   }
-  painter.setPen(QColor(0x50, 0x50, 0x58));
+  painter.setPen(palette::rowLabel());
   painter.drawText(QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6),
                    Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
 }

@@ -14,6 +14,7 @@
 #include "gui/timeline/time_mapping.h"
 #include "gui/timeline/timeline_draw_list.h"
 #include "gui/timeline/timeline_model.h"
+#include "gui/timeline/zoom_stack.h"
 
 namespace pipescope::gui {
 
@@ -27,8 +28,14 @@ public:
   void setModel(TimelineModel model, bool animate);
   const TimelineModel &model() const { return model_; }
 
+  /// The visible window on this widget's pixel span (the zoom stack's window).
   const TimeMapping &mapping() const { return mapping_; }
+  /// Shows a window (as a pan: not remembered in the zoom history).
   void setMapping(const TimeMapping &mapping);
+  /// The zoom state the timeline follows and changes (its own until one is shared).
+  ZoomStack *zoomStack() const { return zoom_; }
+  /// Follows a zoom stack shared with other views (not owned).
+  void setZoomStack(ZoomStack *stack);
 
   /// The list painted last (built on demand when nothing was painted yet).
   const DrawList &drawList();
@@ -64,19 +71,7 @@ public:
   static constexpr int kSectionTitleHeight = 18;
   static constexpr int kMorphDurationMs = 250;
 
-  /// Earlier views, newest last (hotspot keeps its zoom history in one object the same way).
-  const std::vector<TimeMapping> &zoomHistory() const { return zoom_history_; }
-
-public slots:
-  void zoomIn();
-  void zoomOut();
-  void resetZoom();
-  /// Returns to the view before the last zoom gesture.
-  void zoomBack();
-
 signals:
-  /// The visible time window changed (zoom, pan, resize or a new model).
-  void mappingChanged(const pipescope::gui::TimeMapping &mapping);
   /// An op was clicked (or the highlight cleared: microbatch -1).
   void microbatchHighlighted(int section, int microbatch);
   /// The hovered op changed; text is empty when nothing is hovered.
@@ -99,9 +94,7 @@ private:
   double rowTop(double row, int section) const;
   int visibleRowCount() const;
   void clampVerticalOffset();
-  void applyMapping(const TimeMapping &mapping);
-  /// Remembers the current view before a zoom; a burst of wheel steps counts as one gesture.
-  void rememberView();
+  void followZoom(const TimeMapping &mapping);
   void showHoverAt(QPoint position);
   void paintRows(class QPainter &painter, const QRect &area);
   void paintItems(class QPainter &painter, const QRect &area);
@@ -134,8 +127,7 @@ private:
   QPoint last_drag_position_;
   bool dragging_ = false;
   std::optional<DrawItem> hovered_;
-  std::vector<TimeMapping> zoom_history_;
-  QElapsedTimer last_zoom_;
+  ZoomStack *zoom_ = nullptr;
 };
 
 } // namespace pipescope::gui

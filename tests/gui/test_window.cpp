@@ -195,12 +195,12 @@ private slots:
     QTest::mouseRelease(timeline, Qt::LeftButton, {}, center + QPoint(60, 0));
     QVERIFY(timeline->mapping().viewStart() < start);
     const TimeMapping panned = timeline->mapping();
-    timeline->resetZoom();
+    timeline->zoomStack()->resetZoom();
     QVERIFY(timeline->mapping().isFitted());
     // Zoom back returns to the view before the reset, then to the one before the wheel.
-    timeline->zoomBack();
+    timeline->zoomStack()->zoomBack();
     QCOMPARE(timeline->mapping().viewStart(), panned.viewStart());
-    timeline->zoomBack();
+    timeline->zoomStack()->zoomBack();
     QVERIFY(timeline->mapping().isFitted());
   }
 
@@ -379,12 +379,12 @@ private slots:
     MainWindow window(quietOptions());
     window.show();
     window.settle();
-    window.engine()->setInlineOpLimit(100);
+    window.evaluator()->setInlineOpLimit(100);
     Plan plan = examplePlan();
     plan.request.microbatches = 64;
     window.setPlan(plan);
     // The request returns at once; the window keeps the previous snapshot until the worker ends.
-    QVERIFY(window.engine()->busy());
+    QVERIFY(window.evaluator()->busy());
     QCOMPARE(window.snapshot()->plan.request.microbatches, 8);
     window.settle();
     QCOMPARE(window.snapshot()->plan.request.microbatches, 64);
@@ -426,6 +426,7 @@ private slots:
     window.settle();
     const auto &analytic = window.snapshot()->evaluation->analytic;
     QVERIFY(analytic.has_value());
+    window.tabs()->setCurrentWidget(window.explain());
     const QString text = window.explain()->toPlainText();
     QVERIFY(text.contains(QString::fromStdString(analytic->bubble_formula)));
     QVERIFY(text.contains(QStringLiteral("M = 8")));
