@@ -1,5 +1,7 @@
 #include "gui/timeline/time_mapping.h"
 
+#include "gui/explorer/labels.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -69,20 +71,6 @@ bool TimeMapping::isFitted() const {
 
 namespace {
 
-struct TimeUnit {
-  double microseconds;
-  const char *name;
-};
-
-// The unit in which a value of this size reads best.
-TimeUnit unitFor(double microseconds) {
-  const double magnitude = std::abs(microseconds);
-  if (magnitude >= 1e6) return {1e6, "s"};
-  if (magnitude >= 1e3) return {1e3, "ms"};
-  if (magnitude >= 1 || magnitude == 0) return {1, "\u00b5s"};
-  return {1e-3, "ns"};
-}
-
 // Digits after the point so that a step of `step` in `unit` shows distinct labels.
 int decimalsFor(double step, double unit) {
   const double step_in_unit = step / unit;
@@ -102,7 +90,7 @@ std::vector<AxisTick> axisTicks(const TimeMapping &mapping, double min_spacing_p
     step = multiple * power;
     if (step >= min_step) break;
   }
-  const TimeUnit unit = unitFor(std::max(std::abs(mapping.viewEnd()), step));
+  const DurationUnit unit = durationUnitFor(std::max(std::abs(mapping.viewEnd()), step));
   const int decimals = decimalsFor(step, unit.microseconds);
   const double first = std::ceil(mapping.viewStart() / step) * step;
   for (double time = first; time <= mapping.viewEnd() + step * 1e-9; time += step) {
@@ -115,14 +103,6 @@ std::vector<AxisTick> axisTicks(const TimeMapping &mapping, double min_spacing_p
     if (ticks.size() > 10000) break; // a corrupt mapping must not allocate without bound
   }
   return ticks;
-}
-
-QString formatDuration(double microseconds) {
-  const TimeUnit unit = unitFor(microseconds);
-  const double value = microseconds / unit.microseconds;
-  const double magnitude = std::abs(value);
-  const int decimals = magnitude >= 100 ? 1 : magnitude >= 10 ? 2 : 3;
-  return QString::number(value, 'f', decimals) + QLatin1Char(' ') + QString::fromUtf8(unit.name);
 }
 
 } // namespace pipescope::gui

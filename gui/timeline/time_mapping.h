@@ -5,6 +5,8 @@
 #include <QString>
 #include <vector>
 
+#include "gui/explorer/labels.h"
+
 namespace pipescope::gui {
 
 /// Maps a visible time window [view_start_us, view_end_us] onto the pixel span
@@ -67,8 +69,5 @@ struct AxisTick {
 /// Ticks at 1, 2 or 5 × 10^k microseconds, at least `min_spacing_px` apart, labeled in the unit
 /// that suits the visible span (ns, µs, ms or s).
 std::vector<AxisTick> axisTicks(const TimeMapping &mapping, double min_spacing_px = 80);
-
-/// "12.5 µs", "3.20 ms", "1.05 s": a duration in the unit that suits its size.
-QString formatDuration(double microseconds);
 
 } // namespace pipescope::gui

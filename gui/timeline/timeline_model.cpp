@@ -117,28 +117,6 @@ std::vector<TimelineModel::PathEdge> TimelineModel::microbatchPath(int section,
   return edges;
 }
 
-QString opKindLegend(OpKind kind) {
-  switch (kind) {
-  case OpKind::Forward: return QStringLiteral("F = forward");
-  case OpKind::InputGrad: return QStringLiteral("I = backward for the input (input-grad)");
-  case OpKind::WeightGrad: return QStringLiteral("W = backward for the weights (weight-grad)");
-  case OpKind::FullBackward: return QStringLiteral("B = full backward (I + W in one op)");
-  case OpKind::OverlappedPair: return QStringLiteral("F&B = a forward overlapped with a backward");
-  }
-  return {};
-}
-
-QString opKindShortLegend(OpKind kind) {
-  switch (kind) {
-  case OpKind::Forward: return QStringLiteral("F forward");
-  case OpKind::InputGrad: return QStringLiteral("I input-grad");
-  case OpKind::WeightGrad: return QStringLiteral("W weight-grad");
-  case OpKind::FullBackward: return QStringLiteral("B full backward");
-  case OpKind::OverlappedPair: return QStringLiteral("F&B overlapped pair");
-  }
-  return {};
-}
-
 QString describeOp(const Op &op, const OpTiming &timing, int rank) {
   QString text;
   const QString kind =

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/evaluation.h"
+#include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
 
 namespace pipescope::gui {
@@ -81,11 +82,6 @@ private:
 
 /// Whether an op touches a microbatch (either part of an overlapped pair).
 bool opTouchesMicrobatch(const Op &op, int microbatch);
-
-/// What the letters mean, for legends and tooltips: "F = forward", "I = input-grad", ...
-QString opKindLegend(OpKind kind);
-/// The same in two or three words, for the legend line above the timeline.
-QString opKindShortLegend(OpKind kind);
 
 /// Human text for one op, for tooltips: kind, stage, microbatch, start, end, duration.
 QString describeOp(const Op &op, const OpTiming &timing, int rank);

@@ -12,22 +12,6 @@
 
 namespace pipescope::gui {
 
-QString formatPercent(double fraction) {
-  return QString::number(fraction * 100, 'f', 2) + QStringLiteral(" %");
-}
-
-QString formatBytes(double bytes) {
-  const double magnitude = std::abs(bytes);
-  if (magnitude >= 1024.0 * 1024 * 1024 * 1024)
-    return QString::number(bytes / (1024.0 * 1024 * 1024 * 1024), 'f', 2) + QStringLiteral(" TiB");
-  if (magnitude >= 1024.0 * 1024 * 1024)
-    return QString::number(bytes / (1024.0 * 1024 * 1024), 'f', 2) + QStringLiteral(" GiB");
-  if (magnitude >= 1024.0 * 1024)
-    return QString::number(bytes / (1024.0 * 1024), 'f', 1) + QStringLiteral(" MiB");
-  if (magnitude >= 1024.0) return QString::number(bytes / 1024.0, 'f', 1) + QStringLiteral(" KiB");
-  return QString::number(bytes, 'f', 0) + QStringLiteral(" B");
-}
-
 QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic) {
   const double difference = std::abs(simulation.bubble_fraction - analytic.bubble_fraction);
   if (difference < 1e-6) return QObject::tr("The simulation matches the formula exactly.");

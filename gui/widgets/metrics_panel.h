@@ -7,16 +7,12 @@
 #include <QWidget>
 
 #include "gui/explorer/explorer_snapshot.h"
+#include "gui/explorer/labels.h"
 
 class QLabel;
 class QGridLayout;
 
 namespace pipescope::gui {
-
-/// "27.27 %"
-QString formatPercent(double fraction);
-/// "1.50 GiB", "320 MiB", "12 B"
-QString formatBytes(double bytes);
 
 /// Whether the simulation matches the analytic closed form, in words.
 QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic);

@@ -1,17 +1,12 @@
 #pragma once
-// The Run tab (DESIGN.md §8 "Run"): pick a target, run the shown plan on pipescope-backend through
-// QProcess, follow its progress, cancel it, read its errors; hold the measurement (streamed step
-// by step, or imported from a file) and its errors against the prediction; calibrate the costs
-// to it. The window draws the measurement over the timeline; this panel owns the data and the
-// tables. Nothing here blocks: the launcher runs as a child process and reports by signal.
+// The Run tab (DESIGN.md §8 "Run"): the controls and views of a RunSession, which holds the run,
+// the measurement, the comparison and the calibration. This panel lays them out, keeps the
+// target, steps and edited command templates in QSettings, and binds the session's signals to
+// the widgets; the error tables are QTableViews over the session's item models.
 #include <QWidget>
-#include <memory>
-#include <optional>
 
-#include "engine/calibration.h"
-#include "gui/explorer/explorer_snapshot.h"
-#include "gui/run/backend_process.h"
-#include "gui/run/measurement.h"
+#include "gui/run/comparison_models.h"
+#include "gui/run/run_session.h"
 
 class QComboBox;
 class QLabel;
@@ -20,8 +15,7 @@ class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
-class QTableWidget;
-class QTemporaryDir;
+class QTableView;
 class QToolButton;
 
 namespace pipescope::gui {
@@ -33,6 +27,9 @@ public:
   explicit RunPanel(bool use_settings, QWidget *parent = nullptr);
   ~RunPanel() override;
 
+  /// The run, the measurement and the calibration the panel shows.
+  RunSession *session() const { return session_; }
+
   /// The prediction the window shows; the errors are recomputed against it.
   void setSnapshot(const SnapshotPointer &snapshot);
 
@@ -43,58 +40,44 @@ public:
   QString commandTemplate() const;
   void setCommandTemplate(const QString &command_template);
   void setSteps(int warmup, int measured);
-  /// The backend executable runs use; found at start (findBackendExecutable) or set here.
   void setBackendPath(const QString &path);
-  QString backendPath() const { return backend_path_; }
+  QString backendPath() const { return session_->backendPath(); }
 
-  // Running.
-  /// Writes the shown plan with its lowered program and starts the target's command. False (with
-  /// the reason in the panel) when it cannot start.
+  // Running (the session's, with this panel's target, command and steps).
   bool startRun();
-  /// Stops every process of the run (BackendProcess::cancel).
-  void cancelRun();
-  bool running() const;
-  BackendProcess *process() const { return process_; }
-  /// Where the current (or last) run writes its plan and trace.
-  QString runDirectory() const;
+  void cancelRun() { session_->cancel(); }
+  bool running() const { return session_->running(); }
+  BackendProcess *process() const { return session_->process(); }
+  QString runDirectory() const { return session_->runDirectory(); }
 
-  // The measurement.
-  /// Takes a measured trace (imported from a file). Refused, with the reason, when it is of
-  /// another plan than the one shown.
-  Status importTrace(const MeasuredTraceFile &file);
-  /// Says in the panel why a trace file could not be read.
-  void showImportFailure(const QString &message);
-  bool hasMeasurement() const { return measurement_ && !measurement_->empty(); }
-  const Measurement *measurement() const { return measurement_.get(); }
-  /// Whether the measurement is of the schedule shown now (it is drawn only then).
-  bool measurementApplies() const;
-  /// A step of the measurement aligned at its start, when it applies; step -1 = the latest.
-  std::shared_ptr<const Evaluation> measuredStep(int step = -1) const;
-  /// The errors of the measurement against the shown prediction (when it applies).
-  const std::optional<TraceComparison> &comparison() const { return comparison_; }
-
-  // Calibration.
-  /// Refits F, B, W per stage, the overlap and the transfers to the measurement; planReplaced
-  /// follows with the calibrated plan. False (with the reason) when there is nothing to fit.
-  bool calibrate();
-  /// Returns to the plan before calibration.
-  void revertCalibration();
-  /// Whether the shown prediction uses the calibrated costs (the tables show before and after).
-  bool showingCalibration() const;
-  /// The comparison before calibration, while showingCalibration().
-  const std::optional<TraceComparison> &comparisonBeforeCalibration() const;
+  // The measurement and the calibration: the session's.
+  Status importTrace(const MeasuredTraceFile &file) { return session_->importTrace(file); }
+  void showImportFailure(const QString &message) { session_->reportImportFailure(message); }
+  bool hasMeasurement() const { return session_->hasMeasurement(); }
+  const Measurement *measurement() const { return session_->measurement(); }
+  bool measurementApplies() const { return session_->measurementApplies(); }
+  std::shared_ptr<const Evaluation> measuredStep(int step = -1) const {
+    return session_->measuredStep(step);
+  }
+  const std::optional<TraceComparison> &comparison() const { return session_->comparison(); }
+  bool calibrate() { return session_->calibrate(); }
+  void revertCalibration() { session_->revertCalibration(); }
+  bool showingCalibration() const { return session_->showingCalibration(); }
+  const std::optional<TraceComparison> &comparisonBeforeCalibration() const {
+    return session_->comparisonBeforeCalibration();
+  }
 
   // What a person sees, for tests.
   QProgressBar *progressBar() const { return progress_bar_; }
-  QTableWidget *stepTable() const { return step_table_; }
-  QTableWidget *kindTable() const { return kind_table_; }
+  QTableView *stepTable() const { return step_table_; }
+  QTableView *kindTable() const { return kind_table_; }
   QComboBox *targetBox() const { return target_box_; }
   QPushButton *runButton() const { return run_button_; }
   QPushButton *cancelButton() const { return cancel_button_; }
   QPushButton *calibrateButton() const { return calibrate_button_; }
-  QString statusText() const;
+  QString statusText() const { return session_->statusText(); }
   QString logText() const;
-  const RunProgress &progress() const { return progress_; }
+  const RunProgress &progress() const { return session_->progress(); }
 
 signals:
   /// The measurement or whether it applies changed: redraw the overlay.
@@ -105,43 +88,26 @@ signals:
   void runningChanged(bool running);
 
 private:
-  void onEvent(const BackendEvent &event);
-  void onFinished(int exit_code, bool crashed, bool cancelled);
-  void updateComparison();
-  void fillTables();
+  QLayout *buildRunRow();
+  QLayout *buildCommandRow();
+  QWidget *buildTables(QWidget *parent);
+  QWidget *buildLog(QWidget *parent);
+  void bindSession();
+  void restoreSettings();
+  void showStatus();
+  void showProgress();
+  void showComparison();
+  void appendLog(const QString &text, RunTone tone);
   void updateButtons();
-  void updateProgress();
-  void setStatus(const QString &html, const QString &tone);
-  void appendLog(const QString &text, const QColor &color = QColor());
   void loadTemplate();
   void storeTemplate();
   void updateBackendNote();
 
   bool use_settings_ = true;
-  SnapshotPointer snapshot_;
-  QString backend_path_;
+  RunSession *session_ = nullptr;
+  StepErrorModel *step_model_ = nullptr;
+  KindErrorModel *kind_model_ = nullptr;
 
-  // Run state.
-  BackendProcess *process_ = nullptr;
-  std::unique_ptr<QTemporaryDir> run_directory_;
-  QString run_trace_path_;
-  RunProgress progress_;
-  QStringList errors_;
-  QString run_device_;
-
-  // Measurement and errors.
-  std::unique_ptr<Measurement> measurement_;
-  std::optional<Trace> predicted_trace_; ///< the shown prediction as a trace (cached per snapshot)
-  std::optional<TraceComparison> comparison_;
-  struct Calibration {
-    Plan uncalibrated;
-    std::string costs_json; ///< the calibrated costs, to know whether they are still shown
-  };
-  std::optional<Calibration> calibration_;
-  std::optional<TraceComparison> before_calibration_;
-  bool calibration_shown_ = false;
-
-  // Widgets.
   QComboBox *target_box_ = nullptr;
   QSpinBox *warmup_box_ = nullptr, *steps_box_ = nullptr;
   QPushButton *run_button_ = nullptr, *cancel_button_ = nullptr;
@@ -152,7 +118,7 @@ private:
   QLabel *status_ = nullptr;
   QLabel *backend_note_ = nullptr;
   QLabel *table_note_ = nullptr;
-  QTableWidget *step_table_ = nullptr, *kind_table_ = nullptr;
+  QTableView *step_table_ = nullptr, *kind_table_ = nullptr;
   QPlainTextEdit *log_ = nullptr;
 };
 
