@@ -1,12 +1,13 @@
 #include "gui/widgets/main_window.h"
 
+#include "gui/explorer/playback.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QFile>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QImage>
@@ -32,6 +33,7 @@
 #include "gui/timeline/svg_export.h"
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/controls_panel.h"
+#include "gui/widgets/document_actions.h"
 #include "gui/widgets/explain_panel.h"
 #include "gui/widgets/memory_time_view.h"
 #include "gui/widgets/mesh_widget.h"
@@ -43,8 +45,6 @@ namespace pipescope::gui {
 
 namespace {
 
-constexpr int kMaxRecentFiles = 8;
-const QString kRecentFilesKey = QStringLiteral("files/recent");
 const QString kLastPlanKey = QStringLiteral("session/last_plan");
 const QString kGeometryKey = QStringLiteral("window/geometry");
 const QString kStateKey = QStringLiteral("window/state");
@@ -64,6 +64,7 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     : QMainWindow(parent), options_(options) {
   setWindowTitle(tr("pipescope"));
   zoom_ = new ZoomStack(this);
+  playback_ = new Playback(this);
   controls_ = new ControlsPanel;
   controls_->setObjectName(QStringLiteral("controls"));
   auto *controls_dock = new QDockWidget(tr("Settings"), this);
@@ -173,9 +174,28 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
     statusBar()->showMessage(plain);
   });
-  play_timer_.setInterval(16);
-  connect(&play_timer_, &QTimer::timeout, this, &MainWindow::advancePlayback);
+  connect(playback_, &Playback::playheadChanged, this, [this](double time_us) {
+    timeline_->setPlayhead(time_us);
+    memory_time_->setPlayhead(time_us);
+    updateTransportLabel();
+  });
+  connect(playback_, &Playback::playheadSettled, this, &MainWindow::updateMemoryBars);
+  connect(playback_, &Playback::playingChanged, this, [this](bool playing) {
+    play_button_->setText(playing ? tr("\u23f8 Pause") : tr("\u25b6 Play"));
+  });
 
+  DocumentActions::Parts parts;
+  parts.dialog_parent = this;
+  parts.controls = controls_;
+  parts.timeline = timeline_;
+  parts.run_panel = run_panel_;
+  parts.shown = [this] { return shown_; };
+  documents_ = new DocumentActions(parts, options_.use_settings, this);
+  connect(documents_, &DocumentActions::planOpened, this, &MainWindow::setPlan);
+  connect(documents_, &DocumentActions::failed, this, &MainWindow::showError);
+  connect(documents_, &DocumentActions::message, statusBar(), &QStatusBar::showMessage);
+  connect(documents_, &DocumentActions::importStarted, this,
+          [this] { tabs_->setCurrentWidget(run_panel_); });
   buildMenus();
   resize(1280, 800);
   Plan plan = examplePlan();
@@ -189,7 +209,6 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
       if (auto json = parseJsonLimited(last.toStdString()); json.ok())
         if (auto remembered = planFromJson(*json); remembered.ok()) plan = std::move(*remembered);
     }
-    rebuildRecentMenu();
   }
   setPlan(plan);
 }
@@ -214,7 +233,7 @@ QWidget *MainWindow::buildTransportBar() {
   connect(play_button_, &QToolButton::clicked, this, [this] { setPlaying(!playing()); });
   auto *stop =
       tool(tr("\u25a0"), tr("Stop and clear the playhead; memory bars return to the peak"));
-  connect(stop, &QToolButton::clicked, this, &MainWindow::stopPlayback);
+  connect(stop, &QToolButton::clicked, playback_, &Playback::stop);
   auto *back = tool(tr("|\u25c0"), tr("Step back to the previous op start or end (,)"));
   connect(back, &QToolButton::clicked, this, [this] { stepPlayhead(-1); });
   auto *forward = tool(tr("\u25b6|"), tr("Step to the next op start or end (.)"));
@@ -223,7 +242,10 @@ QWidget *MainWindow::buildTransportBar() {
   for (double speed : {0.25, 0.5, 1.0, 2.0, 4.0})
     speed_box_->addItem(QStringLiteral("%1\u00d7").arg(speed), speed);
   speed_box_->setCurrentIndex(2);
-  speed_box_->setToolTip(tr("Playback speed: at 1\u00d7 one step plays in %1 s").arg(kPlaySeconds));
+  speed_box_->setToolTip(
+      tr("Playback speed: at 1\u00d7 one step plays in %1 s").arg(Playback::kPlaySeconds));
+  connect(speed_box_, &QComboBox::currentIndexChanged, this,
+          [this] { playback_->setSpeed(speed_box_->currentData().toDouble()); });
   layout->addWidget(speed_box_);
   transport_label_ = new QLabel(bar);
   transport_label_->setMinimumWidth(120);
@@ -283,7 +305,6 @@ QWidget *MainWindow::buildTransportBar() {
 }
 
 void MainWindow::buildMenus() {
-  QMenu *file = menuBar()->addMenu(tr("&File"));
   auto add = [this](QMenu *menu, const QString &text, const QKeySequence &keys, auto slot) {
     QAction *action = menu->addAction(text);
     action->setShortcut(keys);
@@ -292,47 +313,8 @@ void MainWindow::buildMenus() {
     addAction(action);
     return action;
   };
-  add(file, tr("&Open plan\u2026"), QKeySequence::Open, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(),
-                                                      tr("Plans (*.json);;All files (*)"));
-    if (!path.isEmpty()) openPlan(path);
-  });
-  recent_menu_ = file->addMenu(tr("Open &recent"));
-  add(file, tr("&Save plan\u2026"), QKeySequence::Save, [this] {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
-    if (!path.isEmpty()) savePlanTo(path);
-  });
-  file->addSeparator();
-  add(file, tr("Export timeline as &PNG\u2026"), QKeySequence(tr("Ctrl+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export PNG"), QStringLiteral("timeline.png"), tr("PNG (*.png)"));
-    if (!path.isEmpty()) exportPng(path);
-  });
-  add(file, tr("Export timeline as S&VG\u2026"), QKeySequence(tr("Ctrl+Shift+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export SVG"), QStringLiteral("timeline.svg"), tr("SVG (*.svg)"));
-    if (!path.isEmpty()) exportSvg(path);
-  });
-  add(file, tr("Export &Chrome trace\u2026"), QKeySequence(tr("Ctrl+Shift+T")), [this] {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export Chrome trace"), QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
-    if (!path.isEmpty()) exportChromeTrace(path);
-  });
-  file->addSeparator();
-  add(file, tr("&Import measured trace\u2026"), QKeySequence(tr("Ctrl+I")), [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Import measured trace"), QString(),
-                                                      tr("Traces (*.json);;All files (*)"));
-    if (!path.isEmpty()) importMeasuredTrace(path);
-  });
-  export_measured_action_ =
-      add(file, tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(), [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export measured trace"),
-                                                          QStringLiteral("measured-trace.json"),
-                                                          tr("Chrome trace (*.json)"));
-        if (!path.isEmpty()) exportMeasuredChromeTrace(path);
-      });
-  export_measured_action_->setEnabled(false);
+  QMenu *file = menuBar()->addMenu(tr("&File"));
+  documents_->addToMenu(file, this);
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
@@ -413,19 +395,17 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   const bool animate = options_.animate && !first_snapshot_;
   first_snapshot_ = false;
   shown_ = snapshot;
-  event_times_.clear();
   const ScheduleFamily *family =
       snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
   const QString title = family ? QString::fromStdString(family->title) : tr("Custom");
   run_panel_->setSnapshot(snapshot);
   updateMeasuredControls();
   rebuildTimeline(animate);
-  if (!std::isnan(playhead_us_))
-    playhead_us_ = std::min(playhead_us_, snapshot->evaluation->simulation.makespan_us);
-  timeline_->setPlayhead(playhead_us_);
+  playback_->setSnapshot(snapshot);
+  timeline_->setPlayhead(playback_->playhead());
   metrics_->setSnapshot(snapshot);
   memory_time_->setSnapshot(snapshot);
-  memory_time_->setPlayhead(playhead_us_);
+  memory_time_->setPlayhead(playback_->playhead());
   updateMemoryBars();
   mesh_->setMesh(snapshot->plan.mesh);
   explain_->setSnapshot(snapshot);
@@ -474,7 +454,7 @@ void MainWindow::rebuildTimeline(bool animate) {
 void MainWindow::updateMeasuredControls() {
   const bool applies = run_panel_->measurementApplies();
   measured_controls_->setVisible(applies);
-  export_measured_action_->setEnabled(run_panel_->hasMeasurement());
+  documents_->exportMeasuredAction()->setEnabled(run_panel_->hasMeasurement());
   if (!applies) return;
   // Step list: "latest step" first (it follows a run live), then every step measured.
   const int selected =
@@ -536,41 +516,9 @@ Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
   return plan;
 }
 
-bool MainWindow::importMeasuredTrace(const QString &path) {
-  tabs_->setCurrentWidget(run_panel_);
-  auto file = loadMeasuredTrace(path.toStdString());
-  if (!file) {
-    run_panel_->showImportFailure(QString::fromStdString(file.error().message));
-    statusBar()->showMessage(tr("Could not import %1").arg(path), 8000);
-    return false;
-  }
-  auto status = run_panel_->importTrace(*file);
-  if (!status) {
-    statusBar()->showMessage(
-        tr("Not imported: %1").arg(QString::fromStdString(status.error().message)), 10000);
-    return false;
-  }
-  statusBar()->showMessage(tr("Imported %1").arg(path), 5000);
-  return true;
-}
-
-bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
-  if (!run_panel_->hasMeasurement()) {
-    statusBar()->showMessage(
-        tr("No measurement to export: run the plan or import a measured trace first"), 8000);
-    return false;
-  }
-  auto status = saveChromeTrace(path.toStdString(), run_panel_->measurement()->deviceTrace());
-  if (!status)
-    showError(QString::fromStdString(status.error().message));
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
-  return status.ok();
-}
-
 void MainWindow::updateMemoryBars() {
   if (!shown_) return;
-  memory_bars_->setBars(memoryBarsFor(*shown_, playhead_us_));
+  memory_bars_->setBars(memoryBarsFor(*shown_, playback_->playhead()));
 }
 
 void MainWindow::updateLegend() {
@@ -599,165 +547,65 @@ void MainWindow::updateLegend() {
   legend_->setText(html);
 }
 
+void MainWindow::setPlaying(bool playing) {
+  playback_->setPlaying(playing);
+}
+
+bool MainWindow::playing() const {
+  return playback_->playing();
+}
+
+void MainWindow::setPlayhead(double time_us) {
+  playback_->setPlayhead(time_us);
+}
+
+double MainWindow::playhead() const {
+  return playback_->playhead();
+}
+
+void MainWindow::stepPlayhead(int direction) {
+  playback_->step(direction);
+}
+
+void MainWindow::stopPlayback() {
+  playback_->stop();
+}
+
 void MainWindow::updateTransportLabel() {
   if (!shown_) return;
   const double makespan = shown_->evaluation->simulation.makespan_us;
   transport_label_->setText(
-      std::isnan(playhead_us_)
+      std::isnan(playback_->playhead())
           ? tr("step %1").arg(formatDuration(makespan))
-          : tr("t = %1 / %2").arg(formatDuration(playhead_us_), formatDuration(makespan)));
-}
-
-void MainWindow::setPlaying(bool playing) {
-  if (!shown_) return;
-  if (playing) {
-    const double makespan = shown_->evaluation->simulation.makespan_us;
-    if (std::isnan(playhead_us_) || playhead_us_ >= makespan) setPlayhead(0);
-    play_clock_.start();
-    play_timer_.start();
-  } else {
-    play_timer_.stop();
-  }
-  play_button_->setText(playing ? tr("\u23f8 Pause") : tr("\u25b6 Play"));
-}
-
-void MainWindow::stopPlayback() {
-  setPlaying(false);
-  setPlayhead(std::nan(""));
-}
-
-void MainWindow::setPlayhead(double time_us) {
-  playhead_us_ = time_us;
-  timeline_->setPlayhead(time_us);
-  memory_time_->setPlayhead(time_us);
-  updateMemoryBars();
-  updateTransportLabel();
-}
-
-void MainWindow::advancePlayback() {
-  if (!shown_) return;
-  // Position from elapsed wall time, so a slow frame never slows the playback down.
-  const double makespan = shown_->evaluation->simulation.makespan_us;
-  const double seconds = static_cast<double>(play_clock_.restart()) / 1000.0;
-  const double speed = speed_box_->currentData().toDouble();
-  const double next =
-      (std::isnan(playhead_us_) ? 0 : playhead_us_) + seconds * speed * makespan / kPlaySeconds;
-  playhead_us_ = std::min(next, makespan);
-  timeline_->setPlayhead(playhead_us_);
-  memory_time_->setPlayhead(playhead_us_);
-  updateTransportLabel();
-  // Charts at most 30 times a second: bar updates relayout the chart.
-  const qint64 now = play_clock_.msecsSinceReference();
-  if (now - last_chart_update_ms_ >= 33 || playhead_us_ >= makespan) {
-    last_chart_update_ms_ = now;
-    updateMemoryBars();
-  }
-  if (playhead_us_ >= makespan) setPlaying(false);
-}
-
-const std::vector<double> &MainWindow::eventTimes() {
-  if (event_times_.empty() && shown_) {
-    for (const auto &rank_times : shown_->evaluation->simulation.op_times)
-      for (const auto &timing : rank_times) {
-        event_times_.push_back(timing.start_us);
-        event_times_.push_back(timing.end_us);
-      }
-    std::sort(event_times_.begin(), event_times_.end());
-    event_times_.erase(std::unique(event_times_.begin(), event_times_.end()), event_times_.end());
-  }
-  return event_times_;
-}
-
-void MainWindow::stepPlayhead(int direction) {
-  if (!shown_) return;
-  setPlaying(false);
-  const auto &times = eventTimes();
-  if (times.empty()) return;
-  const double now =
-      std::isnan(playhead_us_) ? (direction > 0 ? -1 : times.back() + 1) : playhead_us_;
-  if (direction > 0) {
-    auto it = std::upper_bound(times.begin(), times.end(), now);
-    setPlayhead(it == times.end() ? times.back() : *it);
-  } else {
-    auto it = std::lower_bound(times.begin(), times.end(), now);
-    setPlayhead(it == times.begin() ? times.front() : *(it - 1));
-  }
+          : tr("t = %1 / %2").arg(formatDuration(playback_->playhead()), formatDuration(makespan)));
 }
 
 bool MainWindow::openPlan(const QString &path) {
-  auto plan = loadPlan(path.toStdString());
-  if (!plan) {
-    showError(QString::fromStdString(plan.error().message));
-    return false;
-  }
-  setPlan(*plan);
-  addRecentFile(path);
-  statusBar()->showMessage(tr("Opened %1").arg(path), 5000);
-  return true;
+  return documents_->openPlan(path);
 }
 
 bool MainWindow::savePlanTo(const QString &path) {
-  auto status = savePlan(path.toStdString(), controls_->plan());
-  if (!status) {
-    showError(QString::fromStdString(status.error().message));
-    return false;
-  }
-  addRecentFile(path);
-  statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
-  return true;
+  return documents_->savePlanTo(path);
 }
 
 bool MainWindow::exportPng(const QString &path) {
-  const bool saved = timeline_->grab().save(path, "PNG");
-  if (!saved)
-    showError(tr("could not write the PNG file %1").arg(path));
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
-  return saved;
+  return documents_->exportPng(path);
 }
 
 bool MainWindow::exportSvg(const QString &path) {
-  const QString svg = timelineSvg(timeline_->model(), timeline_->mapping(), timeline_->size());
-  auto status = writeTextFile(path.toStdString(), svg.toStdString());
-  if (!status)
-    showError(QString::fromStdString(status.error().message));
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
-  return status.ok();
+  return documents_->exportSvg(path);
 }
 
 bool MainWindow::exportChromeTrace(const QString &path) {
-  if (!shown_) return false;
-  auto status =
-      saveChromeTrace(path.toStdString(), traceFromEvaluation(shown_->plan, *shown_->evaluation));
-  if (!status)
-    showError(QString::fromStdString(status.error().message));
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
-  return status.ok();
+  return documents_->exportChromeTrace(path);
 }
 
-void MainWindow::addRecentFile(const QString &path) {
-  if (!options_.use_settings) return;
-  QSettings settings;
-  QStringList files = settings.value(kRecentFilesKey).toStringList();
-  const QString absolute = QFileInfo(path).absoluteFilePath();
-  files.removeAll(absolute);
-  files.prepend(absolute);
-  while (files.size() > kMaxRecentFiles)
-    files.removeLast();
-  settings.setValue(kRecentFilesKey, files);
-  rebuildRecentMenu();
+bool MainWindow::importMeasuredTrace(const QString &path) {
+  return documents_->importMeasuredTrace(path);
 }
 
-void MainWindow::rebuildRecentMenu() {
-  recent_menu_->clear();
-  const QStringList files =
-      options_.use_settings ? QSettings().value(kRecentFilesKey).toStringList() : QStringList();
-  for (const QString &path : files)
-    connect(recent_menu_->addAction(path), &QAction::triggered, this,
-            [this, path] { openPlan(path); });
-  recent_menu_->setEnabled(!files.isEmpty());
+bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
+  return documents_->exportMeasuredChromeTrace(path);
 }
 
 void MainWindow::storeSettings() {

@@ -26,6 +26,8 @@ class MetricsPanel;
 class MemoryBarsChart;
 class MemoryTimeView;
 class ZoomStack;
+class Playback;
+class DocumentActions;
 class MeshWidget;
 class ExplainPanel;
 class CompareView;
@@ -53,6 +55,8 @@ public:
 
   /// Shows a plan in the controls and evaluates it.
   void setPlan(const Plan &plan);
+  /// File operations (the DocumentActions'): false with the reason shown in the window.
+  DocumentActions *documents() const { return documents_; }
   /// Loads a plan file; false (with the message in the window) when it cannot be read.
   bool openPlan(const QString &path);
   bool savePlanTo(const QString &path);
@@ -93,14 +97,13 @@ public:
   QString errorMessage() const;
 
   /// Playback: a playhead sweeps the step; the memory bars follow it.
+  Playback *playback() const { return playback_; }
   void setPlaying(bool playing);
-  bool playing() const { return play_timer_.isActive(); }
+  bool playing() const;
   void setPlayhead(double time_us);
-  double playhead() const { return playhead_us_; }
+  double playhead() const;
   void stepPlayhead(int direction);
   void stopPlayback();
-  /// Seconds one step takes to play at 1x.
-  static constexpr double kPlaySeconds = 4.0;
 
 protected:
   void closeEvent(QCloseEvent *event) override;
@@ -119,11 +122,7 @@ private:
   void updateMemoryBars();
   void updateLegend();
   void updateTransportLabel();
-  void advancePlayback();
-  void addRecentFile(const QString &path);
-  void rebuildRecentMenu();
   void storeSettings();
-  const std::vector<double> &eventTimes();
 
   MainWindowOptions options_;
   ExplorerEvaluator evaluator_;
@@ -137,6 +136,8 @@ private:
   MemoryBarsChart *memory_bars_ = nullptr;
   MemoryTimeView *memory_time_ = nullptr;
   ZoomStack *zoom_ = nullptr;
+  Playback *playback_ = nullptr;
+  DocumentActions *documents_ = nullptr;
   MeshWidget *mesh_ = nullptr;
   ExplainPanel *explain_ = nullptr;
   CompareView *compare_ = nullptr;
@@ -145,7 +146,6 @@ private:
   QWidget *measured_controls_ = nullptr;
   QComboBox *overlay_box_ = nullptr;
   QComboBox *measured_step_box_ = nullptr;
-  QAction *export_measured_action_ = nullptr;
   QAction *run_action_ = nullptr;
   QAction *cancel_action_ = nullptr;
   QAction *calibrate_action_ = nullptr;
@@ -155,13 +155,6 @@ private:
   QLabel *busy_label_ = nullptr;
   QToolButton *play_button_ = nullptr;
   QComboBox *speed_box_ = nullptr;
-  QMenu *recent_menu_ = nullptr;
-
-  QTimer play_timer_;
-  QElapsedTimer play_clock_;
-  double playhead_us_ = std::nan("");
-  std::vector<double> event_times_; ///< op starts and ends, sorted, built on the first step
-  qint64 last_chart_update_ms_ = 0;
 };
 
 } // namespace pipescope::gui
