@@ -123,7 +123,11 @@ int main(int argc, char *argv[]) {
   const QCommandLineOption size({QStringLiteral("size")},
                                 QStringLiteral("Window size for --screenshot, e.g. 1280x800."),
                                 QStringLiteral("WxH"));
-  parser.addOption(json);
+  const QCommandLineOption bench_max_ops(
+      {QStringLiteral("bench-max-ops")},
+      QStringLiteral("With --bench, skip the sizes with more than OPS ops."),
+      QStringLiteral("OPS"));
+  parser.addOptions({json, bench_max_ops});
   parser.addOptions({screenshot,    plan_file, bench, schedule,  pp,       microbatches,
                      chunks,        dp,        tp,    model,     hardware, tab,
                      highlight,     playhead,  zoom,  hover_gpu, measured, overlay,
@@ -143,6 +147,8 @@ int main(int argc, char *argv[]) {
     QTextStream out(stdout);
     FrameBenchmarkOptions bench_options;
     bench_options.json = parser.isSet(json);
+    if (parser.isSet(bench_max_ops))
+      bench_options.largest_ops = parser.value(bench_max_ops).toULongLong();
     return runFrameBenchmark(out, bench_options);
   }
 
