@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# clang-tidy (the checks in .clang-tidy, findings are errors) over the engine's sources, using
-# the compile commands of BUILD_DIR. The engine is the part every face depends on.
+# clang-tidy (the checks in .clang-tidy, findings are errors) over the engine's and the GUI's
+# sources, using the compile commands of BUILD_DIR. The engine is the part every face depends on.
 #   usage: .ci/clang-tidy.sh BUILD_DIR
 set -euo pipefail
 build=${1:-build}
@@ -13,3 +13,7 @@ cd "$root"
 ls engine/*.cpp engine/*/*.cpp | xargs -P2 -n4 clang-tidy -p "$build" --quiet \
   --extra-arg=-Wno-unknown-warning-option
 echo "clang-tidy: engine clean"
+# The explorer (gui/): every library folder and the app, same checks, findings are errors.
+ls gui/*.cpp gui/*/*.cpp | xargs -P2 -n4 clang-tidy -p "$build" --quiet \
+  --extra-arg=-Wno-unknown-warning-option
+echo "clang-tidy: gui clean"

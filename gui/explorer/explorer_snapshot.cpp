@@ -44,7 +44,7 @@ std::vector<SliderEffect> sliderEffects(const Plan &plan, const Costs &costs,
   const auto *family = findScheduleFamily(plan.request.name);
   // Explicit costs only: a model's costs depend on the placement, so they would not carry over.
   if (plan.model) return effects;
-  auto add = [&](const QString &control, int from, int to, ScheduleRequest request) {
+  auto add = [&](const QString &control, int from, int to, const ScheduleRequest &request) {
     if (auto metrics = variantMetrics(costs, request)) {
       SliderEffect effect;
       effect.control = control;

@@ -153,8 +153,9 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
   const int per_row = std::max(1, (width() - 16) / kLegendEntryWidth);
   const double legend_top = height() - legendHeight() + 2;
   for (int rank = 0; rank < steps_.shownRanks(); ++rank) {
-    const double x = 8 + (rank % per_row) * kLegendEntryWidth;
-    const double y = legend_top + (rank / per_row) * kLegendRowHeight;
+    const int column = rank % per_row, row = rank / per_row; // whole entries per row
+    const double x = 8 + column * kLegendEntryWidth;
+    const double y = legend_top + row * kLegendRowHeight;
     painter.fillRect(QRectF(x, y + 4, 10, 10), palette::rankSeries(rank, steps_.shownRanks()));
     painter.setPen(palette::text());
     painter.drawText(QRectF(x + 14, y, kLegendEntryWidth - 16, kLegendRowHeight),

@@ -52,10 +52,12 @@ QRectF MeshWidget::gpuRect(int rank) const {
   const Layout l = layout();
   const int node = mesh_.nodeOf(rank);
   const int local = mesh_.localRankOf(rank);
+  // Nodes and GPUs fill whole grid rows: the row is an integer division on purpose.
+  const int node_row = node / l.node_columns, gpu_row = local / l.cells_per_row;
   const double node_x = 4 + (node % l.node_columns) * (l.node_width + l.gap);
-  const double node_y = l.top + (node / l.node_columns) * (l.node_height + l.gap);
+  const double node_y = l.top + node_row * (l.node_height + l.gap);
   const double x = node_x + l.padding + (local % l.cells_per_row) * l.cell;
-  const double y = node_y + l.title + l.padding + (local / l.cells_per_row) * l.cell;
+  const double y = node_y + l.title + l.padding + gpu_row * l.cell;
   return QRectF(x + 1, y + 1, l.cell - 2, l.cell - 2);
 }
 
@@ -151,8 +153,9 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     dp_group = mesh_.groupOf(MeshDim::DP, hovered_);
   }
   for (int node = 0; node < mesh_.nodeCount(); ++node) {
+    const int node_row = node / l.node_columns; // whole grid rows
     const double node_x = 4 + (node % l.node_columns) * (l.node_width + l.gap);
-    const double node_y = l.top + (node / l.node_columns) * (l.node_height + l.gap);
+    const double node_y = l.top + node_row * (l.node_height + l.gap);
     painter.setPen(palette::gpuFrame());
     painter.setBrush(palette::nodeFill());
     painter.drawRoundedRect(QRectF(node_x, node_y, l.node_width, l.node_height), 4, 4);

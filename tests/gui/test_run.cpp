@@ -930,6 +930,54 @@ private slots:
              qPrintable(window.runPanel()->statusText()));
   }
 
+  // The run session alone, as a model library is tested without widgets: import, compare,
+  // calibrate (a new plan by signal), see before and after in the item models, revert.
+  void aSessionCalibratesWithoutAWindow() {
+    RunSession session;
+    const Plan plan = examplePlan();
+    session.setSnapshot(computeSnapshot(plan));
+    StepErrorModel steps;
+    KindErrorModel kinds;
+    auto show = [&] {
+      const auto &now = session.comparison();
+      const auto &before = session.comparisonBeforeCalibration();
+      steps.setComparisons(now ? &*now : nullptr, before ? &*before : nullptr);
+      kinds.setComparisons(now ? &*now : nullptr, before ? &*before : nullptr);
+    };
+    connect(&session, &RunSession::comparisonChanged, this, show);
+    QSignalSpy replaced(&session, &RunSession::planReplaced);
+    QSignalSpy measurement_changed(&session, &RunSession::measurementChanged);
+    QVERIFY(!session.calibrate()); // nothing to fit yet
+    QCOMPARE(session.statusTone(), RunTone::Error);
+
+    MeasuredTraceFile file;
+    file.trace = measuredTrace(plan, 2, 1);
+    file.time_factor = 1;
+    QVERIFY(session.importTrace(file).ok());
+    QCOMPARE(measurement_changed.count(), 1);
+    QVERIFY(session.measurementApplies());
+    const TraceComparison expected = compareTraces(
+        traceFromEvaluation(plan, *session.snapshot()->evaluation), session.measurement()->trace());
+    QCOMPARE(steps.columnCount(), 3);
+    QCOMPARE(steps.data(steps.index(0, 2), Qt::DisplayRole).toString(),
+             formatSignedPercent(expected.makespan_relative_error));
+    QCOMPARE(kinds.rowCount(), static_cast<int>(expected.kinds.size()));
+
+    QVERIFY(session.calibrate());
+    QCOMPARE(replaced.count(), 1);
+    const Plan calibrated = replaced.last().at(0).value<Plan>();
+    QCOMPARE(calibrated.costs.stage_overrides.size(), std::size_t{4});
+    session.setSnapshot(computeSnapshot(calibrated)); // what the window does with it
+    QVERIFY(session.showingCalibration());
+    QCOMPARE(steps.columnCount(), 5);
+    QCOMPARE(kinds.columnCount(), 4);
+    QVERIFY(std::abs(session.comparison()->makespan_relative_error) < 1e-3);
+
+    session.revertCalibration();
+    QCOMPARE(replaced.count(), 2);
+    QCOMPARE(replaced.last().at(0).value<Plan>().costs.stage_overrides.size(), std::size_t{0});
+  }
+
   void calibrateBringsTheStepErrorToZero() {
     QTemporaryDir dir;
     MainWindow window(quietOptions());
