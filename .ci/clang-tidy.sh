@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# clang-tidy (the checks in .clang-tidy, findings are errors) over the engine's sources and the
-# backend's, using the compile commands of BUILD_DIR. The engine is the part every face depends
-# on; the backend is checked in the files that build without CUDA (its cpu device, launch, events,
-# trace), those the compile commands hold (cpu_device.cpp and mpi_channel.cpp only where MPI is).
+# clang-tidy (the checks in .clang-tidy, findings are errors) over the engine's, the backend's and
+# the GUI's sources, using the compile commands of BUILD_DIR. The engine is the part every face
+# depends on; the backend is checked in the files that build without CUDA (its cpu device, launch,
+# events, trace), those the compile commands hold (cpu_device.cpp and mpi_channel.cpp only where
+# MPI is).
 #   usage: .ci/clang-tidy.sh BUILD_DIR
 set -euo pipefail
 build=${1:-build}
@@ -24,3 +25,6 @@ for file in backend/*.cpp; do
   esac
 done | tidy
 echo "clang-tidy: backend clean"
+# The explorer (gui/): every library folder and the app, same checks, findings are errors.
+ls gui/*.cpp gui/*/*.cpp | tidy
+echo "clang-tidy: gui clean"

@@ -24,6 +24,8 @@ struct StageCost {
   double forward_us = 0;
   double backward_us = 0; ///< full backward B = I + W
   double weight_us = 0;   ///< W; the input-grad op takes backward_us - weight_us
+
+  friend bool operator==(const StageCost &, const StageCost &) = default;
 };
 
 /// Cost inputs. forward/backward/weight are for one pipeline rank's share of the model (L/P
@@ -55,6 +57,9 @@ struct Costs {
   /// virtual stage (not checked when stage_count < 0). The error names the field as `naming`
   /// says and what would be accepted.
   Status check(int stage_count, CostNaming naming = CostNaming::Field) const;
+
+  /// Field by field (the GUI compares costs on every slider move; no JSON round trip).
+  friend bool operator==(const Costs &, const Costs &) = default;
 };
 
 /// Costs resolved for one placement: what the simulator reads per op.

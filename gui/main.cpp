@@ -15,12 +15,12 @@
 
 #include "engine/heap.h"
 #include "engine/plan_options.h"
-#include "gui/controls_panel.h"
-#include "gui/frame_benchmark.h"
-#include "gui/main_window.h"
-#include "gui/mesh_widget.h"
-#include "gui/run_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/bench/frame_benchmark.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -51,6 +51,10 @@ struct Flags {
       valued("screenshot", "Render the window to FILE and exit.", "FILE");
   QCommandLineOption plan = valued("plan", "Open this plan instead of the example.", "FILE");
   QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
+  QCommandLineOption bench_json =
+      flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
+  QCommandLineOption bench_max_ops =
+      valued("bench-max-ops", "With --bench, skip the sizes with more than OPS ops.", "OPS");
   QCommandLineOption chunks = valued("chunks", "Same as --virtual-stages.", "V");
   QCommandLineOption tab =
       valued("tab", "Bottom tab to show: memory, mesh, explain, compare, run.", "NAME");
@@ -78,8 +82,9 @@ struct Flags {
   std::map<std::string, QCommandLineOption> plan_options;
 
   explicit Flags(QCommandLineParser &parser) {
-    parser.addOptions({screenshot, plan, bench, chunks, tab, highlight, playhead, zoom, hover_gpu,
-                       measured, overlay, measured_step, calibrate, run, size});
+    parser.addOptions({screenshot, plan, bench, bench_json, bench_max_ops, chunks, tab, highlight,
+                       playhead, zoom, hover_gpu, measured, overlay, measured_step, calibrate, run,
+                       size});
     for (const PlanOption &option : planOptions()) {
       if (option.name == std::string_view("plan")) continue;
       const auto added = plan_options.emplace(
@@ -221,7 +226,11 @@ int main(int argc, char *argv[]) {
   const QString plan_path = positional.isEmpty() ? parser.value(flags.plan) : positional.first();
   if (parser.isSet(flags.bench)) {
     QTextStream out(stdout);
-    return runFrameBenchmark(out);
+    FrameBenchmarkOptions bench_options;
+    bench_options.json = parser.isSet(flags.bench_json);
+    if (parser.isSet(flags.bench_max_ops))
+      bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
+    return runFrameBenchmark(out, bench_options);
   }
 
   QString screenshot_path = parser.value(flags.screenshot);

@@ -14,7 +14,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QStandardPaths>
-#include <QTableWidget>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -26,13 +26,13 @@
 #include "engine/run_events.h"
 #include "engine/trace_file.h"
 #include "gui/backend_output_parser.h"
-#include "gui/backend_process.h"
-#include "gui/controls_panel.h"
-#include "gui/main_window.h"
-#include "gui/measurement.h"
-#include "gui/metrics_panel.h"
-#include "gui/run_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/run/backend_process.h"
+#include "gui/run/measurement.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -208,9 +208,16 @@ int runExplorer(const QStringList &arguments, QString *output) {
   return process.exitCode();
 }
 
-QString cell(QTableWidget *table, int row, int column) {
-  auto *item = table->item(row, column);
-  return item ? item->text() : QString();
+QString cell(QTableView *table, int row, int column) {
+  return table->model()->data(table->model()->index(row, column)).toString();
+}
+
+int rowCount(QTableView *table) {
+  return table->model()->rowCount();
+}
+
+int columnCount(QTableView *table) {
+  return table->model()->columnCount();
 }
 
 } // namespace
@@ -747,7 +754,7 @@ private slots:
     }
     const TraceComparison expected =
         compareTraces(traceFromEvaluation(plan, *window.snapshot()->evaluation), planned);
-    QTableWidget *table = panel->stepTable();
+    QTableView *table = panel->stepTable();
     QCOMPARE(cell(table, 0, 0), formatDuration(expected.measured.makespan_us));
     QCOMPARE(cell(table, 0, 1), formatDuration(expected.predicted.makespan_us));
     QCOMPARE(cell(table, 0, 2), formatSignedPercent(expected.makespan_relative_error));
@@ -757,15 +764,16 @@ private slots:
     QCOMPARE(cell(table, 2, 0), formatPercent(expected.measured.bubble_ratio));
     QCOMPARE(cell(table, 2, 1), formatPercent(expected.predicted.bubble_ratio));
     QCOMPARE(cell(table, 2, 2), formatPointDifference(expected.bubble_ratio_difference));
-    QCOMPARE(panel->kindTable()->rowCount(), static_cast<int>(expected.kinds.size()));
+    QCOMPARE(rowCount(panel->kindTable()), static_cast<int>(expected.kinds.size()));
     for (std::size_t row = 0; row < expected.kinds.size(); ++row) {
       QCOMPARE(cell(panel->kindTable(), static_cast<int>(row), 0),
                formatPercent(expected.kinds[row].median_relative_error));
       QCOMPARE(cell(panel->kindTable(), static_cast<int>(row), 1),
                formatPercent(expected.kinds[row].worst_relative_error));
       QVERIFY(panel->kindTable()
-                  ->verticalHeaderItem(static_cast<int>(row))
-                  ->text()
+                  ->model()
+                  ->headerData(static_cast<int>(row), Qt::Vertical)
+                  .toString()
                   .contains(opKindShortLegend(expected.kinds[row].kind)));
     }
     QVERIFY(expected.makespan_relative_error > 0.05); // the other costs really differ
@@ -963,6 +971,54 @@ private slots:
              qPrintable(window.runPanel()->statusText()));
   }
 
+  // The run session alone, as a model library is tested without widgets: import, compare,
+  // calibrate (a new plan by signal), see before and after in the item models, revert.
+  void aSessionCalibratesWithoutAWindow() {
+    RunSession session;
+    const Plan plan = examplePlan();
+    session.setSnapshot(computeSnapshot(plan));
+    StepErrorModel steps;
+    KindErrorModel kinds;
+    auto show = [&] {
+      const auto &now = session.comparison();
+      const auto &before = session.comparisonBeforeCalibration();
+      steps.setComparisons(now ? &*now : nullptr, before ? &*before : nullptr);
+      kinds.setComparisons(now ? &*now : nullptr, before ? &*before : nullptr);
+    };
+    connect(&session, &RunSession::comparisonChanged, this, show);
+    QSignalSpy replaced(&session, &RunSession::planReplaced);
+    QSignalSpy measurement_changed(&session, &RunSession::measurementChanged);
+    QVERIFY(!session.calibrate()); // nothing to fit yet
+    QCOMPARE(session.statusTone(), RunTone::Error);
+
+    MeasuredTraceFile file;
+    file.trace = measuredTrace(plan, 2, 1);
+    file.time_factor = 1;
+    QVERIFY(session.importTrace(file).ok());
+    QCOMPARE(measurement_changed.count(), 1);
+    QVERIFY(session.measurementApplies());
+    const TraceComparison expected = compareTraces(
+        traceFromEvaluation(plan, *session.snapshot()->evaluation), session.measurement()->trace());
+    QCOMPARE(steps.columnCount(), 3);
+    QCOMPARE(steps.data(steps.index(0, 2), Qt::DisplayRole).toString(),
+             formatSignedPercent(expected.makespan_relative_error));
+    QCOMPARE(kinds.rowCount(), static_cast<int>(expected.kinds.size()));
+
+    QVERIFY(session.calibrate());
+    QCOMPARE(replaced.count(), 1);
+    const Plan calibrated = replaced.last().at(0).value<Plan>();
+    QCOMPARE(calibrated.costs.stage_overrides.size(), std::size_t{4});
+    session.setSnapshot(computeSnapshot(calibrated)); // what the window does with it
+    QVERIFY(session.showingCalibration());
+    QCOMPARE(steps.columnCount(), 5);
+    QCOMPARE(kinds.columnCount(), 4);
+    QVERIFY(std::abs(session.comparison()->makespan_relative_error) < 1e-3);
+
+    session.revertCalibration();
+    QCOMPARE(replaced.count(), 2);
+    QCOMPARE(replaced.last().at(0).value<Plan>().costs.stage_overrides.size(), std::size_t{0});
+  }
+
   void calibrateBringsTheStepErrorToZero() {
     QTemporaryDir dir;
     MainWindow window(quietOptions());
@@ -999,11 +1055,11 @@ private slots:
     QVERIFY2(window.controls()->stageCostsNote()->text().contains(QStringLiteral("4 stages")),
              qPrintable(window.controls()->stageCostsNote()->text()));
     // Before and after side by side.
-    QTableWidget *table = panel->stepTable();
-    QCOMPARE(table->columnCount(), 5);
+    QTableView *table = panel->stepTable();
+    QCOMPARE(columnCount(table), 5);
     QCOMPARE(cell(table, 0, 2), formatSignedPercent(before));
     QCOMPARE(cell(table, 0, 4), formatSignedPercent(after));
-    QCOMPARE(panel->kindTable()->columnCount(), 4);
+    QCOMPARE(columnCount(panel->kindTable()), 4);
     QVERIFY(panel->comparisonBeforeCalibration().has_value());
 
     // Revert returns to the costs before, and the table to one prediction.
@@ -1012,7 +1068,7 @@ private slots:
     QVERIFY(!panel->showingCalibration());
     QVERIFY(window.snapshot()->plan.costs.stage_overrides.empty());
     QVERIFY(!window.controls()->stageCostsNote()->isVisibleTo(window.controls()));
-    QCOMPARE(panel->stepTable()->columnCount(), 3);
+    QCOMPARE(columnCount(panel->stepTable()), 3);
     QVERIFY(std::abs(panel->comparison()->makespan_relative_error - before) < 1e-12);
 
     // Calibrate again, then move P: the per-stage costs no longer fit and are dropped, not an

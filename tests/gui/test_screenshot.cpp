@@ -1,9 +1,19 @@
-// The real executable, headless: --screenshot writes a non-empty image of the window, with and
-// without --plan, and a bad plan ends with a message and a non-zero exit.
+// The real executable, headless: --screenshot writes an image of the window that shows what a
+// person must see (one row of ops per pipeline rank, the legend, the memory-over-time lines),
+// with and without --plan; a bad plan ends with a message and a non-zero exit; --bench --json
+// prints rows a script can read.
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include "gui/timeline/palette.h"
+
+using namespace pipescope;
+using namespace pipescope::gui;
 
 class TestScreenshot : public QObject {
   Q_OBJECT
@@ -20,13 +30,60 @@ private:
     return process.exitCode();
   }
 
-  static bool hasDetail(const QImage &image) {
-    // A real window has many colors; a blank or failed render has one or two.
+  /// The colours ops of `kinds` are painted in (every microbatch shade).
+  static QSet<QRgb> opColors(std::initializer_list<OpKind> kinds) {
     QSet<QRgb> colors;
-    for (int y = 0; y < image.height(); y += 7)
-      for (int x = 0; x < image.width(); x += 7)
-        colors.insert(image.pixel(x, y));
-    return colors.size() > 20;
+    for (OpKind kind : kinds)
+      for (int microbatch = 0; microbatch < 4; ++microbatch)
+        colors.insert(opColor(kind, microbatch).rgb());
+    return colors;
+  }
+
+  /// Horizontal bands of the image's upper part (above the tabs) where at least `min_pixels` of
+  /// a scan line have one of `colors`: the timeline's rows of ops.
+  static QList<QPair<int, int>> rowBands(const QImage &image, const QSet<QRgb> &colors,
+                                         int min_pixels) {
+    QList<QPair<int, int>> bands;
+    int start = -1;
+    for (int y = 0; y < image.height() * 6 / 10; ++y) {
+      int count = 0;
+      for (int x = 0; x < image.width(); ++x)
+        count += colors.contains(image.pixel(x, y) | 0xff000000u) ? 1 : 0;
+      if (count >= min_pixels && start < 0) start = y;
+      if (count < min_pixels && start >= 0) {
+        bands.append({start, y});
+        start = -1;
+      }
+    }
+    return bands;
+  }
+
+  static int countPixels(const QImage &image, const QRect &area, QRgb color) {
+    int count = 0;
+    for (int y = std::max(0, area.top()); y <= std::min(image.height() - 1, area.bottom()); ++y)
+      for (int x = std::max(0, area.left()); x <= std::min(image.width() - 1, area.right()); ++x)
+        count += (image.pixel(x, y) | 0xff000000u) == color ? 1 : 0;
+    return count;
+  }
+
+  /// What a person must see in a window of a `ranks`-rank schedule of F and B ops: a row of ops
+  /// per rank, of equal height, under the legend's F and B swatches, and below them the
+  /// memory-over-time view's line per rank.
+  static void checkWindow(const QImage &image, int ranks, std::initializer_list<OpKind> kinds) {
+    const auto bands = rowBands(image, opColors(kinds), 100);
+    QCOMPARE(bands.size(), ranks);
+    for (const auto &band : bands)
+      QVERIFY2(std::abs((band.second - band.first) - (bands[0].second - bands[0].first)) <= 2,
+               "the ranks' rows have different heights");
+    const QRect legend(0, 0, image.width(), bands[0].first);
+    for (OpKind kind : kinds)
+      QVERIFY2(countPixels(image, legend, opKindColor(kind).rgb()) >= 50,
+               "the legend above the rows lacks a kind's swatch");
+    const QRect lower(image.width() / 2, image.height() * 6 / 10, image.width() / 2,
+                      image.height() * 4 / 10);
+    for (int rank = 0; rank < ranks; ++rank)
+      QVERIFY2(countPixels(image, lower, palette::rankSeries(rank, ranks).rgb()) >= 40,
+               qPrintable(QStringLiteral("no memory-over-time line of rank %1").arg(rank)));
   }
 
 private slots:
@@ -39,7 +96,8 @@ private slots:
     QImage image(path);
     QVERIFY(!image.isNull());
     QVERIFY(image.width() >= 1280 && image.height() >= 800);
-    QVERIFY(hasDetail(image));
+    // The example: 1F1B, P = 4, M = 8.
+    checkWindow(image, 4, {OpKind::Forward, OpKind::FullBackward});
   }
 
   void writesAScreenshotOfAPlanFile() {
@@ -60,7 +118,35 @@ private slots:
              0);
     QImage image(path);
     QVERIFY2(!image.isNull(), qPrintable(output));
-    QVERIFY(hasDetail(image));
+    checkWindow(image, 4, {OpKind::Forward, OpKind::FullBackward});
+  }
+
+  // The benchmark's machine-readable form: one object with a row per size, every figure there
+  // and positive (timings themselves are the benchmark's business, not a test's).
+  void benchJsonHasEveryField() {
+    QProcess process;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    process.setProcessEnvironment(environment);
+    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
+                  {QStringLiteral("--bench"), QStringLiteral("--json"),
+                   QStringLiteral("--bench-max-ops"), QStringLiteral("600")});
+    QVERIFY(process.waitForFinished(240000));
+    QCOMPARE(process.exitCode(), 0);
+    QJsonParseError error;
+    const QJsonDocument document = QJsonDocument::fromJson(process.readAllStandardOutput(), &error);
+    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+    const QJsonArray rows = document.object().value(QStringLiteral("rows")).toArray();
+    QCOMPARE(rows.size(), 2); // 1f1b 4 8 (64 ops) and 1f1b 8 32 (512 ops)
+    for (const QJsonValue &value : rows) {
+      const QJsonObject row = value.toObject();
+      QVERIFY(!row.value(QStringLiteral("schedule")).toString().isEmpty());
+      for (const char *field : {"pp", "microbatches", "virtual_stages", "ops", "frame_ms"})
+        QVERIFY2(row.value(QLatin1String(field)).toDouble() > 0, field);
+      QCOMPARE(row.value(QStringLiteral("ops")).toInt(),
+               2 * row.value(QStringLiteral("pp")).toInt() *
+                   row.value(QStringLiteral("microbatches")).toInt());
+    }
   }
 
   void refusesABadPlan() {

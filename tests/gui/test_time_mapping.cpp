@@ -1,7 +1,7 @@
 // TimeMapping and the axis ticks, row by row (after hotspot's tst_timelinedelegate).
 #include <QtTest>
 
-#include "gui/time_mapping.h"
+#include "gui/timeline/time_mapping.h"
 
 using namespace pipescope::gui;
 

@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "engine/evaluation.h"
-#include "gui/svg_export.h"
-#include "gui/timeline_draw_list.h"
-#include "gui/timeline_model.h"
+#include "gui/timeline/svg_export.h"
+#include "gui/timeline/timeline_draw_list.h"
+#include "gui/timeline/timeline_model.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;

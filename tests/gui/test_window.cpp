@@ -13,14 +13,14 @@
 #include <QtTest>
 
 #include "engine/plan_file.h"
-#include "gui/chart_panels.h"
-#include "gui/compare_view.h"
-#include "gui/controls_panel.h"
-#include "gui/explain_panel.h"
-#include "gui/main_window.h"
-#include "gui/mesh_widget.h"
-#include "gui/metrics_panel.h"
-#include "gui/timeline_widget.h"
+#include "gui/charts/charts.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/explain_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -215,12 +215,12 @@ private slots:
     QTest::mouseRelease(timeline, Qt::LeftButton, {}, center + QPoint(60, 0));
     QVERIFY(timeline->mapping().viewStart() < start);
     const TimeMapping panned = timeline->mapping();
-    timeline->resetZoom();
+    timeline->zoomStack()->resetZoom();
     QVERIFY(timeline->mapping().isFitted());
     // Zoom back returns to the view before the reset, then to the one before the wheel.
-    timeline->zoomBack();
+    timeline->zoomStack()->zoomBack();
     QCOMPARE(timeline->mapping().viewStart(), panned.viewStart());
-    timeline->zoomBack();
+    timeline->zoomStack()->zoomBack();
     QVERIFY(timeline->mapping().isFitted());
   }
 
@@ -399,12 +399,12 @@ private slots:
     MainWindow window(quietOptions());
     window.show();
     window.settle();
-    window.engine()->setInlineOpLimit(100);
+    window.evaluator()->setInlineOpLimit(100);
     Plan plan = examplePlan();
     plan.request.microbatches = 64;
     window.setPlan(plan);
     // The request returns at once; the window keeps the previous snapshot until the worker ends.
-    QVERIFY(window.engine()->busy());
+    QVERIFY(window.evaluator()->busy());
     QCOMPARE(window.snapshot()->plan.request.microbatches, 8);
     window.settle();
     QCOMPARE(window.snapshot()->plan.request.microbatches, 64);
@@ -446,6 +446,7 @@ private slots:
     window.settle();
     const auto &analytic = window.snapshot()->evaluation->analytic;
     QVERIFY(analytic.has_value());
+    window.tabs()->setCurrentWidget(window.explain());
     const QString text = window.explain()->toPlainText();
     QVERIFY(text.contains(QString::fromStdString(analytic->bubble_formula)));
     QVERIFY(text.contains(QStringLiteral("M = 8")));

@@ -1,0 +1,294 @@
+#include "gui/charts/charts.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QLabel>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QStackedBarSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "gui/timeline/palette.h"
+#include "gui/timeline/timeline_model.h"
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// A legend in a QLabel under the chart: it wraps, where Qt Charts' own legend elides names.
+QLabel *addWrappingLegend(QChart *chart, QWidget *parent) {
+  chart->legend()->setVisible(false);
+  auto *legend = new QLabel(parent);
+  legend->setWordWrap(true);
+  legend->setTextFormat(Qt::RichText);
+  legend->setContentsMargins(6, 0, 6, 4);
+  parent->layout()->addWidget(legend);
+  return legend;
+}
+
+QString legendHtml(const std::vector<QLineSeries *> &series) {
+  QString html;
+  for (auto *line : series)
+    html += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
+                .arg(line->pen().color().name(), line->name().toHtmlEscaped());
+  return html;
+}
+
+QChartView *makeView(QChart *chart, QWidget *parent) {
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->setBackgroundRoundness(0);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  QFont font = chart->legend()->font();
+  font.setPointSizeF(8);
+  chart->legend()->setFont(font);
+  auto *view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  auto *layout = new QVBoxLayout(parent);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(view);
+  return view;
+}
+
+void styleAxis(QValueAxis *axis) {
+  QFont font = axis->labelsFont();
+  font.setPointSizeF(8);
+  axis->setLabelsFont(font);
+  QFont title = axis->titleFont();
+  title.setPointSizeF(8);
+  title.setBold(false);
+  axis->setTitleFont(title);
+}
+
+} // namespace
+
+double MemoryBars::total(int rank) const {
+  const auto r = static_cast<std::size_t>(rank);
+  return params[r] + grads[r] + optimizer[r] + activations[r];
+}
+
+MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us) {
+  MemoryBars bars;
+  if (!snapshot.evaluation) return bars;
+  const auto &simulation = snapshot.evaluation->simulation;
+  const int ranks = static_cast<int>(simulation.ranks.size());
+  bars.at_playhead = !std::isnan(playhead_us);
+  bars.params.assign(static_cast<std::size_t>(ranks), 0);
+  bars.grads = bars.optimizer = bars.activations = bars.params;
+  bars.over_capacity.assign(static_cast<std::size_t>(ranks), false);
+  if (snapshot.report && static_cast<int>(snapshot.report->memory.size()) == ranks) {
+    bars.bytes = true;
+    bars.unit = QStringLiteral("GiB");
+    for (int rank = 0; rank < ranks; ++rank) {
+      const auto &memory = snapshot.report->memory[static_cast<std::size_t>(rank)];
+      const auto r = static_cast<std::size_t>(rank);
+      bars.params[r] = memory.params / kGiB;
+      bars.grads[r] = memory.grads / kGiB;
+      bars.optimizer[r] = memory.optimizer / kGiB;
+      bars.activations[r] = (bars.at_playhead ? activationsAt(simulation, rank, playhead_us, true)
+                                              : memory.activations_peak) /
+                            kGiB;
+      bars.capacity = std::max(bars.capacity, memory.capacity / kGiB);
+      bars.over_capacity[r] =
+          bars.at_playhead ? bars.total(rank) > memory.capacity / kGiB : !memory.fits;
+    }
+  } else {
+    bars.unit = QStringLiteral("activation sets");
+    for (int rank = 0; rank < ranks; ++rank)
+      bars.activations[static_cast<std::size_t>(rank)] =
+          bars.at_playhead
+              ? activationsAt(simulation, rank, playhead_us, false)
+              : simulation.ranks[static_cast<std::size_t>(rank)].peak_inflight_microbatches;
+  }
+  return bars;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
+  chart_ = new QChart;
+  view_ = makeView(chart_, this);
+  series_ = new QStackedBarSeries(chart_);
+  const char *names[4] = {"params", "grads", "optimizer", "activations"};
+  for (int segment = 0; segment < 4; ++segment) {
+    sets_[segment] = new QBarSet(QString::fromLatin1(names[segment]));
+    sets_[segment]->setColor(palette::memorySegment(segment));
+    sets_[segment]->setBorderColor(palette::memorySegment(segment).darker(115));
+    series_->append(sets_[segment]);
+  }
+  series_->setBarWidth(0.7);
+  legend_ = addWrappingLegend(chart_, this);
+  chart_->addSeries(series_);
+  capacity_ = new QLineSeries(chart_);
+  capacity_->setName(tr("capacity"));
+  capacity_->setPen(QPen(palette::capacityLine(), 2, Qt::DashLine));
+  chart_->addSeries(capacity_);
+  rank_axis_ = new QBarCategoryAxis(chart_);
+  value_axis_ = new QValueAxis(chart_);
+  styleAxis(value_axis_);
+  QFont font = rank_axis_->labelsFont();
+  font.setPointSizeF(8);
+  rank_axis_->setLabelsFont(font);
+  chart_->addAxis(rank_axis_, Qt::AlignBottom);
+  chart_->addAxis(value_axis_, Qt::AlignLeft);
+  series_->attachAxis(rank_axis_);
+  series_->attachAxis(value_axis_);
+  capacity_->attachAxis(rank_axis_);
+  capacity_->attachAxis(value_axis_);
+  QFont title_font = chart_->titleFont();
+  title_font.setPointSizeF(9);
+  title_font.setBold(true);
+  chart_->setTitleFont(title_font);
+  setMinimumSize(220, 180);
+}
+
+void MemoryBarsChart::setBars(const MemoryBars &bars) {
+  // Most slider moves leave the bars as they were (1F1B's peak stops growing at M = P): Qt Charts
+  // relayouts its axes on every change, so an unchanged picture is left alone.
+  if (bars == bars_ && sets_[0]->count() == bars.rankCount()) return;
+  const bool same_shape = bars.rankCount() == bars_.rankCount() && bars.bytes == bars_.bytes &&
+                          bars.over_capacity == bars_.over_capacity;
+  bars_ = bars;
+  const std::vector<double> *values[4] = {&bars.params, &bars.grads, &bars.optimizer,
+                                          &bars.activations};
+  for (int segment = 0; segment < 4; ++segment) {
+    QBarSet *set = sets_[segment];
+    const auto &source = *values[segment];
+    if (set->count() == static_cast<int>(source.size())) {
+      for (int rank = 0; rank < set->count(); ++rank)
+        set->replace(rank, source[static_cast<std::size_t>(rank)]);
+    } else {
+      set->remove(0, set->count());
+      QList<qreal> list(source.begin(), source.end());
+      set->append(list);
+    }
+  }
+  if (!same_shape) {
+    // Past a couple of dozen ranks no label fits under its bar: say the range in the title.
+    rank_axis_->setLabelsVisible(bars.rankCount() <= 24);
+    QStringList categories;
+    for (int rank = 0; rank < bars.rankCount(); ++rank) {
+      // Label every rank while they fit; beyond that every k-th (Qt Charts needs unique names).
+      const int every = std::max(1, bars.rankCount() / 16);
+      QString label = rank % every == 0 ? QString::number(rank) : QString(rank, QLatin1Char(' '));
+      if (bars.over_capacity[static_cast<std::size_t>(rank)])
+        label = QStringLiteral("%1 OOM").arg(rank);
+      categories << label;
+    }
+    rank_axis_->clear();
+    rank_axis_->append(categories);
+  }
+  double top = bars.capacity;
+  for (int rank = 0; rank < bars.rankCount(); ++rank)
+    top = std::max(top, bars.total(rank));
+  // A stable axis during playback: the peak totals, not the playhead values, decide the range.
+  value_axis_->setRange(0, std::max(top * 1.08, 1e-9));
+  value_axis_->setTitleText(bars.unit);
+  value_axis_->applyNiceNumbers();
+  capacity_->setVisible(bars.capacity > 0);
+  if (bars.capacity > 0)
+    capacity_->replace(QList<QPointF>{QPointF(-0.5, bars.capacity),
+                                      QPointF(bars.rankCount() - 0.5, bars.capacity)});
+  chart_->setTitle(title());
+  QString legend;
+  for (int segment = bars.bytes ? 0 : 3; segment < 4; ++segment)
+    legend += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
+                  .arg(sets_[segment]->color().name(), sets_[segment]->label());
+  if (!bars.bytes)
+    legend += tr("<span style='color:%1'>(in microbatch equivalents; a model + hardware preset "
+                 "gives bytes)</span> ")
+                  .arg(palette::hintText().name());
+  if (bars.capacity > 0)
+    legend += tr("<span style='color:%1'><b>- -</b></span>&nbsp;device memory &nbsp; ")
+                  .arg(palette::capacityLine().name());
+  if (bars.rankCount() > 24)
+    legend += tr("<span style='color:%2'>ranks 0\u2013%1, left to right</span>")
+                  .arg(bars.rankCount() - 1)
+                  .arg(palette::hintText().name());
+  legend_->setText(legend);
+}
+
+double MemoryBarsChart::shownValue(int segment, int rank) const {
+  if (segment < 0 || segment > 3 || rank < 0 || rank >= sets_[segment]->count())
+    return std::nan("");
+  return sets_[segment]->at(rank);
+}
+
+QString MemoryBarsChart::title() const {
+  int over = 0;
+  for (bool flag : bars_.over_capacity)
+    over += flag ? 1 : 0;
+  QString text = bars_.bytes ? tr("Memory per rank") : tr("Activations per rank");
+  text += bars_.at_playhead ? tr(" (playhead)") : tr(" (peak)");
+  if (over > 0) text += tr(" \u2014 %n over capacity", nullptr, over);
+  return text;
+}
+
+QStringList MemoryBarsChart::categories() const {
+  return rank_axis_->categories();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+BubbleCurveChart::BubbleCurveChart(QWidget *parent) : QWidget(parent) {
+  chart_ = new QChart;
+  view_ = makeView(chart_, this);
+  m_axis_ = new QValueAxis(chart_);
+  bubble_axis_ = new QValueAxis(chart_);
+  styleAxis(m_axis_);
+  styleAxis(bubble_axis_);
+  m_axis_->setTitleText(tr("M (microbatches)"));
+  m_axis_->setLabelFormat(QStringLiteral("%d"));
+  bubble_axis_->setTitleText(tr("bubble fraction (%)"));
+  chart_->addAxis(m_axis_, Qt::AlignBottom);
+  chart_->addAxis(bubble_axis_, Qt::AlignLeft);
+  QFont title_font = chart_->titleFont();
+  title_font.setPointSizeF(9);
+  title_font.setBold(true);
+  chart_->setTitleFont(title_font);
+  legend_ = addWrappingLegend(chart_, this);
+  bubble_axis_->setLabelFormat(QStringLiteral("%.0f"));
+  m_axis_->setTickCount(5);
+  setMinimumSize(220, 180);
+}
+
+void BubbleCurveChart::setCurves(const std::vector<BubbleCurve> &curves, const QString &subtitle) {
+  for (auto *series : series_) {
+    chart_->removeSeries(series);
+    delete series;
+  }
+  series_.clear();
+  double max_m = 1, max_bubble = 1;
+  int index = 0;
+  for (const auto &curve : curves) {
+    auto *series = new QLineSeries(chart_);
+    series->setName(curve.name);
+    series->setPointsVisible(curve.points.size() < 40);
+    series->replace(QList<QPointF>(curve.points.begin(), curve.points.end()));
+    series->setPen(QPen(palette::curveSeries(index), 2));
+    chart_->addSeries(series);
+    series->attachAxis(m_axis_);
+    series->attachAxis(bubble_axis_);
+    series_.push_back(series);
+    for (const auto &point : curve.points) {
+      max_m = std::max(max_m, point.x());
+      max_bubble = std::max(max_bubble, point.y());
+    }
+    ++index;
+  }
+  m_axis_->setRange(0, max_m);
+  m_axis_->applyNiceNumbers();
+  legend_->setText(legendHtml(series_));
+  bubble_axis_->setRange(0, std::min(100.0, max_bubble * 1.1));
+  bubble_axis_->applyNiceNumbers();
+  chart_->setTitle(tr("Bubble against M"));
+  setToolTip(subtitle);
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,91 @@
+#pragma once
+// Every use of Qt Charts lives behind the classes in this file (STYLE.md §16): Qt Charts is
+// deprecated from Qt 6.10 in favour of Qt Graphs, and keeping it here keeps that swap small.
+// Charts are fed in bulk (replace()) with animations off. The memory-over-time view is painted
+// like the timeline instead (widgets/memory_time_view.h): it must follow every slider move in
+// the same frame.
+#include <QPointF>
+#include <QString>
+#include <QWidget>
+#include <cmath>
+#include <vector>
+
+#include "gui/explorer/explorer_snapshot.h"
+
+class QChart;
+class QLabel;
+class QChartView;
+class QBarSet;
+class QBarCategoryAxis;
+class QValueAxis;
+class QLineSeries;
+class QStackedBarSeries;
+
+namespace pipescope::gui {
+
+/// The numbers behind the memory bars, per pipeline rank, in the chart's unit.
+struct MemoryBars {
+  bool bytes = false; ///< GiB from a model; otherwise activation sets without bytes
+  QString unit;       ///< "GiB" or "activation sets (microbatches)"
+  std::vector<double> params, grads, optimizer, activations;
+  std::vector<bool> over_capacity;
+  double capacity = 0;      ///< device memory in the unit, 0 when unknown
+  bool at_playhead = false; ///< activations at the playhead rather than at their peak
+
+  int rankCount() const { return static_cast<int>(activations.size()); }
+  double total(int rank) const;
+  friend bool operator==(const MemoryBars &, const MemoryBars &) = default;
+};
+
+/// Memory bars of a snapshot: the model report's figures (activations at their peak, or at the
+/// playhead when one is given), or without a model the peak in-flight activation sets.
+MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us = std::nan(""));
+
+/// Stacked bars per rank (params, grads, optimizer, activations) against the device capacity
+/// line; ranks over capacity are marked in their axis label and the title.
+class MemoryBarsChart : public QWidget {
+  Q_OBJECT
+public:
+  explicit MemoryBarsChart(QWidget *parent = nullptr);
+  void setBars(const MemoryBars &bars);
+  const MemoryBars &bars() const { return bars_; }
+  /// Value of one bar segment as shown (0 params, 1 grads, 2 optimizer, 3 activations).
+  double shownValue(int segment, int rank) const;
+  QString title() const;
+  QStringList categories() const;
+
+private:
+  QChartView *view_ = nullptr;
+  QChart *chart_ = nullptr;
+  QStackedBarSeries *series_ = nullptr;
+  QBarSet *sets_[4] = {};
+  QLineSeries *capacity_ = nullptr;
+  QBarCategoryAxis *rank_axis_ = nullptr;
+  QValueAxis *value_axis_ = nullptr;
+  QLabel *legend_ = nullptr;
+  MemoryBars bars_;
+};
+
+/// One curve per schedule: bubble fraction against M.
+struct BubbleCurve {
+  QString name;
+  std::vector<QPointF> points; ///< (M, bubble fraction in %)
+};
+
+class BubbleCurveChart : public QWidget {
+  Q_OBJECT
+public:
+  explicit BubbleCurveChart(QWidget *parent = nullptr);
+  void setCurves(const std::vector<BubbleCurve> &curves, const QString &subtitle);
+  int curveCount() const { return static_cast<int>(series_.size()); }
+
+private:
+  QChartView *view_ = nullptr;
+  QChart *chart_ = nullptr;
+  QValueAxis *m_axis_ = nullptr;
+  QValueAxis *bubble_axis_ = nullptr;
+  std::vector<QLineSeries *> series_;
+  QLabel *legend_ = nullptr; ///< wraps where Qt Charts' own legend would elide the names
+};
+
+} // namespace pipescope::gui

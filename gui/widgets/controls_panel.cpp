@@ -1,0 +1,460 @@
+#include "gui/widgets/controls_panel.h"
+
+#include "gui/timeline/palette.h"
+#include <QButtonGroup>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QRadioButton>
+#include <QSlider>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <algorithm>
+
+namespace pipescope::gui {
+
+namespace {
+
+QString fromStd(std::string_view text) {
+  return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+}
+
+// Whether a family runs DualPipe's overlapped F&B pairs.
+bool usesOverlappedPairs(const std::string &name) {
+  return name.rfind("dualpipe", 0) == 0;
+}
+
+QDoubleSpinBox *timeBox(QWidget *parent, double maximum) {
+  auto *box = new QDoubleSpinBox(parent);
+  box->setRange(0, maximum);
+  box->setDecimals(2);
+  box->setSingleStep(0.25);
+  box->setSuffix(QStringLiteral(" \u00b5s"));
+  box->setKeyboardTracking(false);
+  return box;
+}
+
+} // namespace
+
+SliderSpin::SliderSpin(int slider_max, int spin_max, QWidget *parent)
+    : QWidget(parent), slider_(new QSlider(Qt::Horizontal, this)), spin_(new QSpinBox(this)) {
+  auto *layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(6);
+  layout->addWidget(slider_, 1);
+  layout->addWidget(spin_);
+  spin_->setMinimumWidth(64);
+  // Typing a number must not re-simulate on every keystroke.
+  spin_->setKeyboardTracking(false);
+  setRange(1, slider_max, spin_max);
+  connect(slider_, &QSlider::valueChanged, this, [this](int value) {
+    if (spin_->value() == value) return;
+    const QSignalBlocker blocker(spin_);
+    spin_->setValue(value);
+    emit valueChanged(value);
+  });
+  connect(spin_, &QSpinBox::valueChanged, this, [this](int value) {
+    {
+      const QSignalBlocker blocker(slider_);
+      slider_->setValue(std::min(value, slider_->maximum()));
+    }
+    emit valueChanged(value);
+  });
+}
+
+int SliderSpin::value() const {
+  return spin_->value();
+}
+
+void SliderSpin::setValue(int value) {
+  const QSignalBlocker spin_blocker(spin_);
+  const QSignalBlocker slider_blocker(slider_);
+  spin_->setValue(value);
+  slider_->setValue(std::min(value, slider_->maximum()));
+}
+
+void SliderSpin::setRange(int minimum, int slider_max, int spin_max) {
+  const QSignalBlocker spin_blocker(spin_);
+  const QSignalBlocker slider_blocker(slider_);
+  slider_->setRange(minimum, std::max(minimum, slider_max));
+  spin_->setRange(minimum, std::max(minimum, spin_max));
+}
+
+void SliderSpin::setReason(const QString &reason) {
+  setEnabled(reason.isEmpty());
+  slider_->setToolTip(reason.isEmpty() ? toolTip() : reason);
+  spin_->setToolTip(reason.isEmpty() ? toolTip() : reason);
+}
+
+ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
+  auto *layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->setSpacing(8);
+
+  auto *schedule_group = new QGroupBox(tr("Schedule"), this);
+  auto *schedule_form = new QFormLayout(schedule_group);
+  schedule_form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  schedule_ = new QComboBox(schedule_group);
+  schedule_->setObjectName(QStringLiteral("schedule"));
+  for (const auto &family : scheduleFamilies()) {
+    schedule_->addItem(QString::fromStdString(family.title), QString::fromStdString(family.name));
+    schedule_->setItemData(schedule_->count() - 1, QString::fromStdString(family.summary),
+                           Qt::ToolTipRole);
+  }
+  schedule_form->addRow(tr("schedule"), schedule_);
+  schedule_summary_ = new QLabel(schedule_group);
+  schedule_summary_->setWordWrap(true);
+  schedule_summary_->setStyleSheet(
+      QStringLiteral("color: %1; font-size: 8pt;").arg(palette::secondaryText().name()));
+  schedule_form->addRow(schedule_summary_);
+  pp_ = new SliderSpin(64, kMaxPipelineRanks, schedule_group);
+  pp_->setToolTip(tr("P: pipeline ranks (stages of the model)"));
+  microbatches_ = new SliderSpin(256, kMaxMicrobatches, schedule_group);
+  microbatches_->setToolTip(tr("M: microbatches per step per DP replica"));
+  chunks_ = new SliderSpin(8, kMaxChunks, schedule_group);
+  chunks_->setToolTip(tr("V: model chunks (virtual stages) per pipeline rank"));
+  microbatch_group_ = new QSpinBox(schedule_group);
+  microbatch_group_->setRange(0, kMaxMicrobatches);
+  microbatch_group_->setSpecialValueText(tr("P (depth-first)"));
+  microbatch_group_->setKeyboardTracking(false);
+  schedule_form->addRow(tr("P"), pp_);
+  schedule_form->addRow(tr("M"), microbatches_);
+  schedule_form->addRow(tr("V"), chunks_);
+  schedule_form->addRow(tr("group"), microbatch_group_);
+  layout->addWidget(schedule_group);
+
+  auto *mesh_group = new QGroupBox(tr("Mesh"), this);
+  auto *mesh_form = new QFormLayout(mesh_group);
+  dp_ = new SliderSpin(64, 65536, mesh_group);
+  dp_->setToolTip(tr("DP: data-parallel replicas"));
+  tp_ = new SliderSpin(16, 1024, mesh_group);
+  tp_->setToolTip(tr("TP: tensor-parallel GPUs per layer"));
+  gpus_per_node_ = new SliderSpin(16, 1024, mesh_group);
+  gpus_per_node_->setToolTip(tr("GPUs per node: which groups share the intra-node link"));
+  rank_order_ = new QComboBox(mesh_group);
+  for (const char *order : {"tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"})
+    rank_order_->addItem(QString::fromLatin1(order));
+  rank_order_->setToolTip(
+      tr("Which dimension varies fastest in rank numbering (innermost first). tp-pp-dp keeps "
+         "each TP group inside a node, as Megatron-LM numbers ranks."));
+  mesh_form->addRow(tr("DP"), dp_);
+  mesh_form->addRow(tr("TP"), tp_);
+  mesh_form->addRow(tr("GPUs/node"), gpus_per_node_);
+  mesh_form->addRow(tr("rank order"), rank_order_);
+  layout->addWidget(mesh_group);
+
+  auto *source_group = new QGroupBox(tr("Costs"), this);
+  auto *source_layout = new QVBoxLayout(source_group);
+  auto *source_row = new QHBoxLayout;
+  op_times_button_ = new QRadioButton(tr("Op times"), source_group);
+  model_button_ = new QRadioButton(tr("Model + hardware"), source_group);
+  auto *source_buttons = new QButtonGroup(this);
+  source_buttons->addButton(op_times_button_);
+  source_buttons->addButton(model_button_);
+  source_row->addWidget(op_times_button_);
+  source_row->addWidget(model_button_);
+  source_layout->addLayout(source_row);
+
+  op_times_group_ = new QGroupBox(source_group);
+  op_times_group_->setFlat(true);
+  auto *times_form = new QFormLayout(op_times_group_);
+  times_form->setContentsMargins(0, 0, 0, 0);
+  forward_ = timeBox(op_times_group_, 1e9);
+  backward_ = timeBox(op_times_group_, 1e9);
+  weight_ = timeBox(op_times_group_, 1e9);
+  overlapped_ = timeBox(op_times_group_, 1e9);
+  overlapped_->setSpecialValueText(tr("F + B (no gain)"));
+  latency_ = timeBox(op_times_group_, 1e9);
+  forward_->setToolTip(tr("F: forward time of one rank's share of the model (L/P layers)"));
+  backward_->setToolTip(tr("B: full backward time, B = I + W"));
+  weight_->setToolTip(tr("W: weight-grad part of B; an I op takes B \u2212 W"));
+  overlapped_->setToolTip(tr("Time of one overlapped F&B pair; 0 means F + B"));
+  latency_->setToolTip(tr("Point-to-point transfer time between neighbouring ranks"));
+  times_form->addRow(tr("F"), forward_);
+  times_form->addRow(tr("B"), backward_);
+  times_form->addRow(tr("W"), weight_);
+  times_form->addRow(tr("F&&B pair"), overlapped_);
+  times_form->addRow(tr("p2p latency"), latency_);
+  stage_costs_note_ = new QLabel(op_times_group_);
+  stage_costs_note_->setWordWrap(true);
+  stage_costs_note_->setObjectName(QStringLiteral("stageCostsNote"));
+  stage_costs_note_->setVisible(false);
+  times_form->addRow(stage_costs_note_);
+  source_layout->addWidget(op_times_group_);
+
+  model_group_ = new QGroupBox(source_group);
+  model_group_->setFlat(true);
+  auto *model_form = new QFormLayout(model_group_);
+  model_form->setContentsMargins(0, 0, 0, 0);
+  model_preset_ = new QComboBox(model_group_);
+  for (const auto &name : modelPresetNames())
+    model_preset_->addItem(QString::fromStdString(name));
+  hardware_preset_ = new QComboBox(model_group_);
+  for (const auto &name : hardwarePresetNames())
+    hardware_preset_->addItem(QString::fromStdString(name));
+  // Start on the smallest common case rather than the alphabetically first preset.
+  model_preset_->setCurrentText(QStringLiteral("llama3-8b"));
+  hardware_preset_->setCurrentText(QStringLiteral("h100-sxm"));
+  recompute_ = new QComboBox(model_group_);
+  for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full})
+    recompute_->addItem(fromStd(recomputeName(mode)), static_cast<int>(mode));
+  recompute_->setToolTip(
+      tr("Recomputation: redo forward work in the backward to hold fewer activations"));
+  device_memory_ = new QDoubleSpinBox(model_group_);
+  device_memory_->setRange(1, 4096);
+  device_memory_->setDecimals(1);
+  device_memory_->setSuffix(QStringLiteral(" GiB"));
+  device_memory_->setKeyboardTracking(false);
+  device_memory_->setToolTip(tr("Device memory per GPU (starts at the hardware preset's)"));
+  if (auto hardware = loadHardwareSpec(hardware_preset_->currentText().toStdString()))
+    device_memory_->setValue(hardware->memory_gib);
+  model_form->addRow(tr("model"), model_preset_);
+  model_form->addRow(tr("hardware"), hardware_preset_);
+  model_form->addRow(tr("recompute"), recompute_);
+  model_form->addRow(tr("device memory"), device_memory_);
+  source_layout->addWidget(model_group_);
+  layout->addWidget(source_group);
+  layout->addStretch(1);
+
+  auto edited = [this] {
+    if (!updating_) readControls();
+  };
+  connect(schedule_, &QComboBox::currentIndexChanged, this, edited);
+  for (SliderSpin *control : {pp_, microbatches_, chunks_, dp_, tp_, gpus_per_node_})
+    connect(control, &SliderSpin::valueChanged, this, edited);
+  connect(microbatch_group_, &QSpinBox::valueChanged, this, edited);
+  connect(rank_order_, &QComboBox::currentIndexChanged, this, edited);
+  for (QDoubleSpinBox *box : {forward_, backward_, weight_, overlapped_, latency_, device_memory_})
+    connect(box, &QDoubleSpinBox::valueChanged, this, edited);
+  connect(model_button_, &QRadioButton::toggled, this, edited);
+  connect(model_preset_, &QComboBox::currentIndexChanged, this, edited);
+  connect(recompute_, &QComboBox::currentIndexChanged, this, edited);
+  connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
+    if (updating_) return;
+    // A new GPU brings its memory and node size; the person can still override both.
+    if (auto hardware = loadHardwareSpec(hardware_preset_->currentText().toStdString())) {
+      updating_ = true;
+      device_memory_->setValue(hardware->memory_gib);
+      gpus_per_node_->setValue(hardware->gpus_per_node);
+      updating_ = false;
+    }
+    readControls();
+  });
+  setPlan(plan_);
+}
+
+void ControlsPanel::setPlan(const Plan &plan) {
+  updating_ = true;
+  plan_ = plan;
+  const QString custom_title = tr("Custom (from file)");
+  const int custom_index = schedule_->findData(QStringLiteral("custom"));
+  if (plan.custom && custom_index < 0) schedule_->addItem(custom_title, QStringLiteral("custom"));
+  if (!plan.custom && custom_index >= 0) schedule_->removeItem(custom_index);
+  const int index = schedule_->findData(plan.custom ? QStringLiteral("custom")
+                                                    : QString::fromStdString(plan.request.name));
+  schedule_->setCurrentIndex(std::max(0, index));
+  pp_->setValue(plan.request.pp);
+  microbatches_->setValue(plan.request.microbatches);
+  chunks_->setValue(plan.request.chunks);
+  microbatch_group_->setValue(plan.request.microbatch_group);
+  dp_->setValue(plan.mesh.dp);
+  tp_->setValue(plan.mesh.tp);
+  gpus_per_node_->setValue(plan.mesh.gpus_per_node);
+  rank_order_->setCurrentText(QString::fromStdString(plan.mesh.orderName()));
+  forward_->setValue(plan.costs.forward_us);
+  backward_->setValue(plan.costs.backward_us);
+  weight_->setValue(plan.costs.weight_us);
+  overlapped_->setValue(plan.costs.overlapped_us);
+  latency_->setValue(plan.costs.p2p_latency_us);
+  showStageCosts(plan.costs);
+  if (plan.model) remembered_model_ = plan.model;
+  model_button_->setChecked(plan.model.has_value());
+  op_times_button_->setChecked(!plan.model.has_value());
+  selectModelPresets();
+  updateApplicability();
+  updating_ = false;
+}
+
+void ControlsPanel::showStageCosts(const Costs &costs) {
+  if (costs.stage_overrides.empty()) {
+    stage_costs_note_->setVisible(false);
+    return;
+  }
+  double low[3] = {1e300, 1e300, 1e300}, high[3] = {0, 0, 0};
+  for (const auto &stage : costs.stage_overrides) {
+    const double values[3] = {stage.forward_us, stage.backward_us, stage.weight_us};
+    for (int i = 0; i < 3; ++i) {
+      low[i] = std::min(low[i], values[i]);
+      high[i] = std::max(high[i], values[i]);
+    }
+  }
+  const auto range = [&](int i) {
+    return low[i] == high[i]
+               ? QString::number(low[i], 'g', 4)
+               : QStringLiteral("%1\u2013%2")
+                     .arg(QString::number(low[i], 'g', 4), QString::number(high[i], 'g', 4));
+  };
+  const int stages = static_cast<int>(costs.stage_overrides.size());
+  stage_costs_note_->setText(
+      tr("<i>Per-stage times in use for %1%2: F %3, B %4, W %5 \u00b5s. Editing F, B or W, the "
+         "latency or the stages (P, V, schedule) replaces them.</i>")
+          .arg(stages == 1 ? tr("1 stage") : tr("%1 stages").arg(stages),
+               costs.boundary_transfer_us.empty() ? QString() : tr(" and their transfer times"),
+               range(0), range(1), range(2)));
+  stage_costs_note_->setVisible(true);
+}
+
+void ControlsPanel::selectModelPresets() {
+  if (!remembered_model_) return;
+  const int model_index =
+      model_preset_->findText(QString::fromStdString(remembered_model_->model.name));
+  if (model_index < 0 && !remembered_model_->model.name.empty())
+    model_preset_->addItem(QString::fromStdString(remembered_model_->model.name));
+  model_preset_->setCurrentText(QString::fromStdString(remembered_model_->model.name));
+  const int hardware_index =
+      hardware_preset_->findText(QString::fromStdString(remembered_model_->hardware.name));
+  if (hardware_index < 0 && !remembered_model_->hardware.name.empty())
+    hardware_preset_->addItem(QString::fromStdString(remembered_model_->hardware.name));
+  hardware_preset_->setCurrentText(QString::fromStdString(remembered_model_->hardware.name));
+  recompute_->setCurrentIndex(
+      recompute_->findData(static_cast<int>(remembered_model_->training.recompute)));
+  device_memory_->setValue(remembered_model_->hardware.memory_gib);
+}
+
+void ControlsPanel::readControls() {
+  Plan plan = plan_;
+  const QString name = schedule_->currentData().toString();
+  if (name != QStringLiteral("custom")) {
+    plan.custom.reset();
+    plan.request.name = name.toStdString();
+    plan.request.pp = pp_->value();
+    plan.request.microbatches = microbatches_->value();
+    const ScheduleFamily *family = findScheduleFamily(plan.request.name);
+    // Fixed V comes from the family, so switching schedules never leaves a stale V behind.
+    if (family && !family->uses_chunks)
+      plan.request.chunks = family->placement == PlacementKind::Loop ? 1 : 2;
+    // Interleaving needs V >= 2: coming from a V = 1 schedule starts at 2, not at an error.
+    else
+      plan.request.chunks = std::max(2, chunks_->value());
+    plan.request.microbatch_group =
+        family && family->uses_microbatch_group ? microbatch_group_->value() : 0;
+  }
+  plan.mesh.pp = plan.request.pp;
+  plan.mesh.dp = dp_->value();
+  plan.mesh.tp = tp_->value();
+  plan.mesh.gpus_per_node = gpus_per_node_->value();
+  if (auto order = Mesh::parseOrder(rank_order_->currentText().toStdString()))
+    plan.mesh.order = *order;
+  plan.costs.forward_us = forward_->value();
+  plan.costs.backward_us = backward_->value();
+  plan.costs.weight_us = weight_->value();
+  plan.costs.overlapped_us = overlapped_->value();
+  plan.costs.p2p_latency_us = latency_->value();
+
+  if (model_button_->isChecked()) {
+    const bool fresh = !remembered_model_;
+    ModelSetup setup = remembered_model_.value_or(ModelSetup{});
+    const std::string model_name = model_preset_->currentText().toStdString();
+    const std::string hardware_name = hardware_preset_->currentText().toStdString();
+    if (fresh || setup.model.name != model_name)
+      if (auto model = loadModelSpec(model_name)) setup.model = *model;
+    if (fresh || setup.hardware.name != hardware_name)
+      if (auto hardware = loadHardwareSpec(hardware_name)) setup.hardware = *hardware;
+    setup.training.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
+    if (fresh) {
+      // The first switch to a model takes the hardware's memory and node size.
+      updating_ = true;
+      device_memory_->setValue(setup.hardware.memory_gib);
+      gpus_per_node_->setValue(setup.hardware.gpus_per_node);
+      updating_ = false;
+      plan.mesh.gpus_per_node = setup.hardware.gpus_per_node;
+    } else {
+      setup.hardware.memory_gib = device_memory_->value();
+    }
+    remembered_model_ = setup;
+    plan.model = setup;
+  } else {
+    plan.model.reset();
+  }
+  plan_ = plan;
+  updating_ = true;
+  updateApplicability();
+  updating_ = false;
+  emit planEdited(plan_);
+}
+
+void ControlsPanel::updateApplicability() {
+  const bool custom = plan_.custom.has_value();
+  const ScheduleFamily *family = custom ? nullptr : findScheduleFamily(plan_.request.name);
+  const QString title = family ? QString::fromStdString(family->title) : tr("A custom schedule");
+  schedule_summary_->setText(family ? QString::fromStdString(family->summary)
+                                    : tr("Per-rank op lists loaded from a file."));
+  const QString custom_reason =
+      tr("A custom schedule fixes P, M and V; choose a built-in schedule to change them.");
+  pp_->setReason(custom ? custom_reason : QString());
+  microbatches_->setReason(custom ? custom_reason : QString());
+  QString chunks_reason;
+  if (custom)
+    chunks_reason = custom_reason;
+  else if (family && family->placement != PlacementKind::Loop)
+    chunks_reason =
+        tr("%1 fixes V at 2 (%2 placement).").arg(title, fromStd(placementName(family->placement)));
+  else if (family && !family->uses_chunks)
+    chunks_reason =
+        tr("%1 places one contiguous chunk per rank (V = 1); V applies to Interleaved 1F1B, "
+           "Looped BFS and Interleaved zero bubble.")
+            .arg(title);
+  chunks_->setReason(chunks_reason);
+  if (family && family->uses_chunks) {
+    chunks_->setRange(2, 8, kMaxChunks);
+    chunks_->setValue(std::max(2, plan_.request.chunks));
+  } else {
+    chunks_->setRange(1, 8, kMaxChunks);
+    chunks_->setValue(plan_.request.chunks);
+  }
+  const bool group_applies = family && family->uses_microbatch_group;
+  microbatch_group_->setEnabled(group_applies);
+  microbatch_group_->setToolTip(
+      group_applies
+          ? tr("Microbatches per group G (P \u2264 G \u2264 M): G = P is Megatron's "
+               "depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B in "
+               "its steady state; PyTorch's ScheduleLoopedBFS is the Looped BFS "
+               "schedule).")
+          : tr("The microbatch group applies to Interleaved 1F1B only."));
+  const bool model = plan_.model.has_value();
+  op_times_group_->setEnabled(!model);
+  op_times_group_->setToolTip(
+      model ? tr("The model + hardware preset derives every op time; choose 'Op times' to "
+                 "type them.")
+            : QString());
+  if (!model) {
+    const bool splits = family ? family->splits_backward : true;
+    weight_->setEnabled(splits);
+    weight_->setToolTip(
+        splits ? tr("W: weight-grad part of B; an I op takes B \u2212 W")
+               : tr("%1 runs the full backward B as one op; W matters only for schedules that "
+                    "split it (ZB-H1, ZB-H2, ZB-V, DualPipe).")
+                     .arg(title));
+    const bool pairs = family && usesOverlappedPairs(family->name);
+    overlapped_->setEnabled(pairs);
+    overlapped_->setToolTip(
+        pairs ? tr("Time of one overlapped F&B pair; 0 means F + B")
+              : tr("Only DualPipe and DualPipeV overlap a forward with a backward."));
+  }
+  model_group_->setEnabled(model);
+  model_group_->setToolTip(
+      model ? QString()
+            : tr("Choose 'Model + hardware' to derive op times and memory from a model preset."));
+  const QString mesh_hint =
+      model ? QString()
+            : tr(" Without a model it shapes the mesh view only; op times come from F, B, W.");
+  dp_->setToolTip(tr("DP: data-parallel replicas.") + mesh_hint);
+  tp_->setToolTip(tr("TP: tensor-parallel GPUs per layer.") + mesh_hint);
+  dp_->setReason(QString());
+  tp_->setReason(QString());
+}
+
+} // namespace pipescope::gui

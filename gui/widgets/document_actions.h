@@ -1,0 +1,74 @@
+#pragma once
+// The File menu's work, out of the window: open and save plans, export the timeline (PNG, SVG,
+// Chrome trace), import a measured trace and export it, and the recent files. It reads what it
+// saves from the window's parts and reports by signal; the window only shows the results.
+#include <QObject>
+#include <QString>
+#include <functional>
+
+#include "gui/explorer/explorer_snapshot.h"
+
+class QAction;
+class QMenu;
+class QWidget;
+
+namespace pipescope::gui {
+
+class ControlsPanel;
+class RunPanel;
+class TimelineWidget;
+
+class DocumentActions : public QObject {
+  Q_OBJECT
+public:
+  /// What the actions read and write. `dialog_parent` parents the file dialogs.
+  struct Parts {
+    QWidget *dialog_parent = nullptr;
+    ControlsPanel *controls = nullptr;
+    TimelineWidget *timeline = nullptr;
+    RunPanel *run_panel = nullptr;
+    std::function<SnapshotPointer()> shown; ///< the snapshot on screen
+  };
+  /// With `use_settings`, recent files persist in QSettings.
+  DocumentActions(const Parts &parts, bool use_settings, QObject *parent = nullptr);
+
+  /// Loads a plan file and emits planOpened; false (failed emitted) when it cannot be read.
+  bool openPlan(const QString &path);
+  bool savePlanTo(const QString &path);
+  bool exportPng(const QString &path);
+  bool exportSvg(const QString &path);
+  bool exportChromeTrace(const QString &path);
+  /// Loads a measured trace into the run session; false (with the reason in the Run tab) when
+  /// it cannot be read or is of another plan.
+  bool importMeasuredTrace(const QString &path);
+  /// Writes the measurement (as measured, in device time) as a Chrome trace.
+  bool exportMeasuredChromeTrace(const QString &path);
+
+  /// Adds the file actions (with their shortcuts and dialogs) and the recent files to `menu`;
+  /// the actions are also added to `shortcut_owner` so their shortcuts work everywhere.
+  void addToMenu(QMenu *menu, QWidget *shortcut_owner);
+  /// Enabled while there is a measurement to export.
+  QAction *exportMeasuredAction() const { return export_measured_; }
+
+signals:
+  void planOpened(const pipescope::Plan &plan);
+  /// An operation failed; the message says why (for the window's banner).
+  void failed(const QString &message);
+  /// A line for the status bar.
+  void message(const QString &text, int timeout_ms);
+  /// Import shows the Run tab.
+  void importStarted();
+
+private:
+  void addRecentFile(const QString &path);
+  void rebuildRecentMenu();
+  /// Reports a status' outcome: `done` on success, failed(message) otherwise.
+  bool report(const Status &status, const QString &done);
+
+  Parts parts_;
+  bool use_settings_ = true;
+  QMenu *recent_menu_ = nullptr;
+  QAction *export_measured_ = nullptr;
+};
+
+} // namespace pipescope::gui

@@ -1,0 +1,147 @@
+#include "gui/widgets/explain_panel.h"
+
+#include <QScrollBar>
+
+#include "gui/timeline/timeline_model.h"
+#include "gui/widgets/metrics_panel.h"
+
+namespace pipescope::gui {
+
+namespace {
+
+QString escaped(const std::string &text) {
+  return QString::fromStdString(text).toHtmlEscaped();
+}
+
+} // namespace
+
+QString explanationHtml(const ExplorerSnapshot &snapshot) {
+  const Plan &plan = snapshot.plan;
+  QString html;
+  const ScheduleFamily *family = plan.custom ? nullptr : findScheduleFamily(plan.request.name);
+  if (family) {
+    html += QStringLiteral("<h3>%1</h3><p>%2</p>")
+                .arg(escaped(family->title), escaped(family->summary));
+    html += QObject::tr("<p><b>Accepts:</b> %1<br><b>Reference:</b> %2</p>")
+                .arg(escaped(family->constraints), escaped(family->reference));
+  } else {
+    html += QObject::tr(
+        "<h3>Custom schedule</h3><p>Per-rank op lists loaded from a file; pipescope checks that "
+        "every required op appears once on the rank that owns its stage, then simulates it.</p>");
+  }
+  const int P = plan.request.pp, M = plan.request.microbatches;
+  if (snapshot.evaluation) {
+    const auto &evaluation = *snapshot.evaluation;
+    const auto &simulation = evaluation.simulation;
+    if (evaluation.analytic) {
+      const auto &analytic = *evaluation.analytic;
+      html +=
+          QObject::tr(
+              "<p><b>Bubble:</b> %1 (the idle share of the step) \u2014 %2 here; simulated %3.<br>"
+              "<b>Memory:</b> %4<br><b>Source:</b> %5<br><b>Exact when:</b> %6</p>")
+              .arg(escaped(analytic.bubble_formula), formatPercent(analytic.bubble_fraction),
+                   formatPercent(simulation.bubble_fraction), escaped(analytic.memory_formula),
+                   escaped(analytic.source), escaped(analytic.exact_when));
+      html +=
+          QStringLiteral("<p>%1</p>").arg(analyticAgreement(simulation, analytic).toHtmlEscaped());
+    }
+    html +=
+        QObject::tr("<p><b>Two bubble metrics.</b> The fraction 1 \u2212 \u03a3busy/(P\u00b7T) = "
+                    "%1 is the idle share "
+                    "of all rank time; the ratio (P\u00b7T \u2212 \u03a3busy)/\u03a3busy = %2 is "
+                    "idle time relative to "
+                    "compute. Papers quote both as \u201cthe bubble\u201d: GPipe and 1F1B give "
+                    "(P\u22121)/(M+P\u22121) and "
+                    "(P\u22121)/M.</p>")
+            .arg(formatPercent(simulation.bubble_fraction), formatPercent(simulation.bubble_ratio));
+  }
+  html += QObject::tr("<h4>What the sliders change now</h4><ul>");
+  html += QObject::tr("<li><b>P = %1</b> pipeline ranks: each holds L/P of the layers. The warm-up "
+                      "and cool-down "
+                      "cost about P\u22121 op slots, so the bubble grows with P.</li>")
+              .arg(P);
+  html += QObject::tr("<li><b>M = %1</b> microbatches per step: the fill and drain are paid once "
+                      "per step, so more "
+                      "microbatches shrink the bubble; with 1F1B-style schedules the activations "
+                      "held stay bounded by P, "
+                      "with GPipe they grow with M.</li>")
+              .arg(M);
+  if (family && family->uses_chunks)
+    html += QObject::tr("<li><b>V = %1</b> chunks per rank: each op does 1/V of the work, so the "
+                        "fill and drain "
+                        "shrink by V; the price is V times the point-to-point traffic.</li>")
+                .arg(plan.request.chunks);
+  else if (family && family->placement != PlacementKind::Loop)
+    html += QObject::tr("<li><b>V</b> is fixed at 2 by the %1 placement.</li>")
+                .arg(QString::fromUtf8(placementName(family->placement).data(),
+                                       static_cast<int>(placementName(family->placement).size())));
+  if (family && family->splits_backward)
+    html += QObject::tr(
+        "<li><b>W</b> (weight-grad) ops can run late: this schedule uses them to fill bubbles, "
+        "so the op times F, B and W decide how much of the bubble is left.</li>");
+  if (plan.model)
+    html +=
+        QObject::tr(
+            "<li><b>DP %1 \u00d7 TP %2</b> with rank order %3: TP divides each layer's work and "
+            "adds "
+            "all-reduces on the critical path; the rank order decides which groups cross nodes. "
+            "<b>Recomputation</b> trades backward time for activation memory.</li>")
+            .arg(plan.mesh.dp)
+            .arg(plan.mesh.tp)
+            .arg(QString::fromStdString(plan.mesh.orderName()));
+  else
+    html += QObject::tr(
+        "<li><b>DP, TP, GPUs per node, rank order</b> shape the mesh view; they change op times "
+        "only with a model + hardware preset.</li>");
+  html += QStringLiteral("</ul>");
+  if (!snapshot.slider_effects.empty()) {
+    html += QObject::tr("<h4>Try it</h4><ul>");
+    for (const auto &effect : snapshot.slider_effects)
+      html += QObject::tr("<li>%1 from %2 to %3: bubble %4 \u2192 %5; rank 0 holds %6 \u2192 %7 "
+                          "activation sets at "
+                          "its peak.</li>")
+                  .arg(effect.control)
+                  .arg(effect.from)
+                  .arg(effect.to)
+                  .arg(formatPercent(effect.bubble_fraction_from),
+                       formatPercent(effect.bubble_fraction_to))
+                  .arg(effect.peak_inflight_from)
+                  .arg(effect.peak_inflight_to);
+    html += QStringLiteral("</ul>");
+  }
+  html += QObject::tr("<h4>Letters</h4><p>");
+  for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
+                      OpKind::OverlappedPair})
+    html += QStringLiteral("<span style='color:%1'>\u25a0</span> %2<br>")
+                .arg(opKindColor(kind).name(), opKindLegend(kind).toHtmlEscaped());
+  html += QObject::tr("The zero-bubble paper calls the input-grad pass \u201cB\u201d; pipescope "
+                      "follows PyTorch: I, W, "
+                      "and B = I + W.</p>");
+  return html;
+}
+
+ExplainPanel::ExplainPanel(QWidget *parent) : QTextBrowser(parent) {
+  setOpenExternalLinks(true);
+  setFrameShape(QFrame::NoFrame);
+}
+
+void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {
+  if (!snapshot) return;
+  pending_ = snapshot;
+  if (isVisible()) applyPending();
+}
+
+void ExplainPanel::showEvent(QShowEvent *event) {
+  QTextBrowser::showEvent(event);
+  applyPending();
+}
+
+void ExplainPanel::applyPending() {
+  if (!pending_) return;
+  const int scroll = verticalScrollBar() ? verticalScrollBar()->value() : 0;
+  setHtml(explanationHtml(*pending_));
+  pending_.reset();
+  if (verticalScrollBar()) verticalScrollBar()->setValue(scroll);
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,209 @@
+#include "gui/widgets/mesh_widget.h"
+
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+
+namespace pipescope::gui {
+
+MeshWidget::MeshWidget(QWidget *parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumSize(260, 180);
+}
+
+void MeshWidget::setMesh(const Mesh &mesh) {
+  mesh_ = mesh;
+  if (hovered_ >= mesh_.worldSize()) hovered_ = -1;
+  update();
+}
+
+MeshWidget::Layout MeshWidget::layout() const {
+  Layout result;
+  const int world = std::max(1, mesh_.worldSize());
+  const int nodes = std::max(1, mesh_.nodeCount());
+  const int per_node = std::max(1, std::min(mesh_.gpus_per_node, world));
+  result.cells_per_row = std::min(per_node, 8);
+  result.cell_rows = (per_node + result.cells_per_row - 1) / result.cells_per_row;
+  const double width = std::max(100, this->width() - 8);
+  const double height = std::max(60.0, this->height() - result.top - 4);
+  // Pick the node column count that gives the largest cells.
+  double best_cell = 0;
+  for (int columns = 1; columns <= nodes; ++columns) {
+    const int rows = (nodes + columns - 1) / columns;
+    const double cell_w =
+        (width / columns - result.gap - 2 * result.padding) / result.cells_per_row;
+    const double cell_h =
+        (height / rows - result.gap - 2 * result.padding - result.title) / result.cell_rows;
+    const double cell = std::min({cell_w, cell_h, 46.0});
+    if (cell > best_cell) {
+      best_cell = cell;
+      result.node_columns = columns;
+    }
+  }
+  result.cell = std::max(2.0, best_cell);
+  result.node_width = result.cells_per_row * result.cell + 2 * result.padding;
+  result.node_height = result.cell_rows * result.cell + 2 * result.padding + result.title;
+  return result;
+}
+
+QRectF MeshWidget::gpuRect(int rank) const {
+  const Layout l = layout();
+  const int node = mesh_.nodeOf(rank);
+  const int local = mesh_.localRankOf(rank);
+  // Nodes and GPUs fill whole grid rows: the row is an integer division on purpose.
+  const int node_row = node / l.node_columns, gpu_row = local / l.cells_per_row;
+  const double node_x = 4 + (node % l.node_columns) * (l.node_width + l.gap);
+  const double node_y = l.top + node_row * (l.node_height + l.gap);
+  const double x = node_x + l.padding + (local % l.cells_per_row) * l.cell;
+  const double y = node_y + l.title + l.padding + gpu_row * l.cell;
+  return QRectF(x + 1, y + 1, l.cell - 2, l.cell - 2);
+}
+
+int MeshWidget::gpuAt(QPoint position) const {
+  const int world = mesh_.worldSize();
+  if (world > kMaxDrawnGpus) return -1;
+  for (int rank = 0; rank < world; ++rank)
+    if (gpuRect(rank).adjusted(-1, -1, 1, 1).contains(position)) return rank;
+  return -1;
+}
+
+QString MeshWidget::describeGpu(int rank) const {
+  if (rank < 0 || rank >= mesh_.worldSize()) return {};
+  const RankCoords coords = mesh_.coordsOf(rank);
+  auto group_text = [&](MeshDim dim, const char *name) {
+    const auto group = mesh_.groupOf(dim, rank);
+    QStringList members;
+    const std::size_t shown = std::min<std::size_t>(group.size(), 16);
+    for (std::size_t i = 0; i < shown; ++i)
+      members << QString::number(group[i]);
+    if (shown < group.size()) members << QStringLiteral("\u2026 (%1 GPUs)").arg(group.size());
+    const bool inside = mesh_.groupInsideNode(dim, rank);
+    const QString link = group.size() <= 1 ? tr("no traffic (group of one)")
+                         : inside          ? tr("intra-node link (NVLink class)")
+                                           : tr("inter-node link (InfiniBand class)");
+    return QStringLiteral("<b>%1 group</b> [%2]: %3")
+        .arg(QString::fromLatin1(name), members.join(QStringLiteral(", ")), link);
+  };
+  return tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank p=%5, TP "
+            "index t=%6<br>")
+             .arg(rank)
+             .arg(mesh_.nodeOf(rank))
+             .arg(mesh_.localRankOf(rank))
+             .arg(coords.d)
+             .arg(coords.p)
+             .arg(coords.t) +
+         group_text(MeshDim::TP, "TP") + QStringLiteral("<br>") + group_text(MeshDim::PP, "PP") +
+         QStringLiteral("<br>") + group_text(MeshDim::DP, "DP");
+}
+
+void MeshWidget::setHoveredGpu(int rank) {
+  if (rank == hovered_) return;
+  hovered_ = rank;
+  emit hoverTextChanged(describeGpu(rank));
+  update();
+}
+
+void MeshWidget::mouseMoveEvent(QMouseEvent *event) {
+  const int rank = gpuAt(event->pos());
+  const bool changed = rank != hovered_;
+  setHoveredGpu(rank);
+  if (!changed) return;
+  if (rank < 0)
+    QToolTip::hideText();
+  else
+    QToolTip::showText(mapToGlobal(event->pos()), describeGpu(rank), this);
+}
+
+void MeshWidget::leaveEvent(QEvent *event) {
+  QWidget::leaveEvent(event);
+  setHoveredGpu(-1);
+}
+
+void MeshWidget::paintEvent(QPaintEvent *) {
+  QPainter painter(this);
+  painter.fillRect(rect(), palette::background());
+  QFont font = painter.font();
+  font.setPointSizeF(8.5);
+  painter.setFont(font);
+  const int world = mesh_.worldSize();
+  painter.setPen(palette::text());
+  const QString summary =
+      tr("%1 GPUs = DP %2 \u00d7 TP %3 \u00d7 PP %4, %5 per node, rank order %6 \u2014 "
+         "color = pipeline rank; hover a GPU for its groups")
+          .arg(world)
+          .arg(mesh_.dp)
+          .arg(mesh_.tp)
+          .arg(mesh_.pp)
+          .arg(mesh_.gpus_per_node)
+          .arg(QString::fromStdString(mesh_.orderName()));
+  painter.drawText(QRectF(6, 4, width() - 12, 22), Qt::AlignLeft | Qt::AlignVCenter, summary);
+  if (world > kMaxDrawnGpus || world <= 0) {
+    painter.drawText(rect(), Qt::AlignCenter,
+                     tr("%1 GPUs are too many to draw one by one").arg(world));
+    return;
+  }
+  const Layout l = layout();
+  // The hovered GPU's groups, outlined in one color each.
+  std::vector<int> tp_group, pp_group, dp_group;
+  if (hovered_ >= 0) {
+    tp_group = mesh_.groupOf(MeshDim::TP, hovered_);
+    pp_group = mesh_.groupOf(MeshDim::PP, hovered_);
+    dp_group = mesh_.groupOf(MeshDim::DP, hovered_);
+  }
+  for (int node = 0; node < mesh_.nodeCount(); ++node) {
+    const int node_row = node / l.node_columns; // whole grid rows
+    const double node_x = 4 + (node % l.node_columns) * (l.node_width + l.gap);
+    const double node_y = l.top + node_row * (l.node_height + l.gap);
+    painter.setPen(palette::gpuFrame());
+    painter.setBrush(palette::nodeFill());
+    painter.drawRoundedRect(QRectF(node_x, node_y, l.node_width, l.node_height), 4, 4);
+    painter.setPen(palette::rowLabel());
+    if (l.node_width > 40)
+      painter.drawText(QRectF(node_x + 4, node_y + 1, l.node_width - 8, l.title),
+                       Qt::AlignLeft | Qt::AlignVCenter, tr("node %1").arg(node));
+  }
+  painter.setBrush(Qt::NoBrush);
+  for (int rank = 0; rank < world; ++rank) {
+    const QRectF cell = gpuRect(rank);
+    const RankCoords coords = mesh_.coordsOf(rank);
+    QColor color = pipelineStageColor(coords.p, mesh_.pp);
+    painter.fillRect(cell, color);
+    if (l.cell >= 22) {
+      painter.setPen(palette::gpuText());
+      painter.drawText(cell, Qt::AlignCenter, QStringLiteral("p%1").arg(coords.p));
+    }
+  }
+  auto outline = [&](const std::vector<int> &group, const QColor &color, double inset) {
+    painter.setPen(QPen(color, 2.2));
+    for (int member : group)
+      painter.drawRect(gpuRect(member).adjusted(inset, inset, -inset, -inset));
+  };
+  if (hovered_ >= 0) {
+    outline(dp_group, palette::dpGroup(), -1);
+    outline(pp_group, palette::ppGroup(), 1.5);
+    outline(tp_group, palette::tpGroup(), 4);
+    painter.setPen(QPen(palette::hoveredGpu(), 2));
+    painter.drawRect(gpuRect(hovered_));
+  }
+  // Legend for the outlines.
+  const double legend_y = height() - 16;
+  struct Entry {
+    const char *name;
+    QColor color;
+  } entries[] = {{"TP group", palette::tpGroup()},
+                 {"PP group", palette::ppGroup()},
+                 {"DP group", palette::dpGroup()}};
+  double x = width() - 250;
+  for (const auto &entry : entries) {
+    painter.setPen(QPen(entry.color, 2.2));
+    painter.drawRect(QRectF(x, legend_y + 2, 10, 10));
+    painter.setPen(palette::text());
+    painter.drawText(QRectF(x + 14, legend_y, 70, 14), Qt::AlignLeft | Qt::AlignVCenter,
+                     QString::fromLatin1(entry.name));
+    x += 82;
+  }
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,204 @@
+#include "gui/widgets/metrics_panel.h"
+
+#include <QGridLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "gui/timeline/palette.h"
+#include "gui/timeline/time_mapping.h"
+
+namespace pipescope::gui {
+
+QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic) {
+  const double difference = std::abs(simulation.bubble_fraction - analytic.bubble_fraction);
+  if (difference < 1e-6) return QObject::tr("The simulation matches the formula exactly.");
+  QString text = QObject::tr("The simulation differs from the formula by %1 points")
+                     .arg(QString::number(difference * 100, 'f', 2));
+  if (!analytic.exact_when.empty())
+    text += QObject::tr("; the formula is exact only when %1")
+                .arg(QString::fromStdString(analytic.exact_when));
+  return text + QLatin1Char('.');
+}
+
+MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
+  auto *outer = new QVBoxLayout(this);
+  outer->setContentsMargins(6, 6, 6, 6);
+  grid_ = new QGridLayout;
+  grid_->setHorizontalSpacing(10);
+  grid_->setVerticalSpacing(3);
+  grid_->setColumnStretch(1, 1);
+  outer->addLayout(grid_);
+  outer->addStretch(1);
+
+  addSection(tr("Step"));
+  addRow(QStringLiteral("step_time"), tr("step time"),
+         tr("Makespan T: first op start to last op end of one step."));
+  addRow(QStringLiteral("ops"), tr("ops"), tr("Compute ops in the schedule (all ranks)."));
+  addSection(tr("Bubble (idle share)"));
+  addRow(QStringLiteral("bubble_fraction"), tr("fraction, simulated"),
+         tr("bubble_fraction = 1 \u2212 \u03a3 busy / (P\u00b7T): idle share of the total time."));
+  addRow(QStringLiteral("bubble_fraction_analytic"), tr("fraction, formula"),
+         tr("The published closed form evaluated at this P, M, V and F, B, W."));
+  addRow(QStringLiteral("bubble_ratio"), tr("ratio, simulated"),
+         tr("bubble_ratio = (P\u00b7T \u2212 \u03a3 busy) / \u03a3 busy: idle time relative to "
+            "compute. "
+            "The literature quotes both kinds under the same name."));
+  addRow(QStringLiteral("bubble_ratio_analytic"), tr("ratio, formula"),
+         tr("The published closed form of the ratio."));
+  addRow(QStringLiteral("formula"), tr("formula"),
+         tr("The published bubble formula and its source."));
+  addRow(QStringLiteral("agreement"), tr("agreement"),
+         tr("Whether the simulation matches the formula."));
+  addSection(tr("Memory"));
+  addRow(QStringLiteral("peak_activations"), tr("peak activations"),
+         tr("Most activation sets any rank holds at once: in chunks, in microbatch equivalents, "
+            "and in bytes "
+            "with a model."));
+  addRow(QStringLiteral("memory_fit"), tr("fits in memory"),
+         tr("Whether every rank's total fits its device memory."));
+  addSection(tr("Communication per step"));
+  addRow(QStringLiteral("communication_tp"), tr("TP"),
+         tr("Tensor-parallel all-reduces inside each layer."));
+  addRow(QStringLiteral("communication_pp"), tr("PP"),
+         tr("Point-to-point activations and gradients between stages."));
+  addRow(QStringLiteral("communication_dp"), tr("DP"),
+         tr("The gradient all-reduce across data-parallel replicas."));
+  addSection(tr("Throughput"));
+  addRow(QStringLiteral("tokens_per_s"), tr("tokens/s"),
+         tr("Tokens per second for the whole mesh."));
+  addRow(QStringLiteral("mfu"), tr("MFU"),
+         tr("Model FLOPs utilization: useful FLOPs over the mesh's peak."));
+  addRow(QStringLiteral("evaluation_time"), tr("evaluated in"),
+         tr("Wall time to schedule, lower and simulate."));
+}
+
+QLabel *MetricsPanel::addSection(const QString &title) {
+  auto *label = new QLabel(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()), this);
+  label->setContentsMargins(0, next_row_ == 0 ? 0 : 6, 0, 0);
+  grid_->addWidget(label, next_row_++, 0, 1, 2);
+  return label;
+}
+
+QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QString &tooltip) {
+  auto *name_label = new QLabel(name, this);
+  name_label->setToolTip(tooltip);
+  name_label->setStyleSheet(QStringLiteral("color: %1;").arg(palette::secondaryText().name()));
+  name_label->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  auto *value = new QLabel(QStringLiteral("\u2014"), this);
+  value->setObjectName(QStringLiteral("metric_") + key);
+  value->setToolTip(tooltip);
+  value->setWordWrap(true);
+  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  grid_->addWidget(name_label, next_row_, 0);
+  grid_->addWidget(value, next_row_, 1);
+  ++next_row_;
+  values_.insert(key, value);
+  return value;
+}
+
+QString MetricsPanel::valueText(const QString &key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? QString() : it.value()->text();
+}
+
+void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
+  if (!snapshot || !snapshot->evaluation) return;
+  const Evaluation &evaluation = *snapshot->evaluation;
+  const SimulationResult &simulation = evaluation.simulation;
+  auto set = [this](const char *key, const QString &text) {
+    values_.value(QString::fromLatin1(key))->setText(text);
+  };
+  QString step = formatDuration(simulation.makespan_us);
+  set("step_time", step);
+  set("ops", QLocale().toString(static_cast<qulonglong>(evaluation.schedule.opCount())));
+  set("bubble_fraction", formatPercent(simulation.bubble_fraction));
+  set("bubble_ratio", formatPercent(simulation.bubble_ratio));
+  if (evaluation.analytic) {
+    const auto &analytic = *evaluation.analytic;
+    set("bubble_fraction_analytic", formatPercent(analytic.bubble_fraction));
+    set("bubble_ratio_analytic", formatPercent(analytic.bubble_ratio));
+    set("formula", QStringLiteral("%1<br><span style='color:%3'>%2</span>")
+                       .arg(QString::fromStdString(analytic.bubble_formula).toHtmlEscaped(),
+                            QString::fromStdString(analytic.source).toHtmlEscaped(),
+                            palette::hintText().name()));
+    set("agreement", analyticAgreement(simulation, analytic));
+  } else {
+    const QString none = tr("no published closed form for this schedule");
+    set("bubble_fraction_analytic", QStringLiteral("\u2014"));
+    set("bubble_ratio_analytic", QStringLiteral("\u2014"));
+    set("formula", none);
+    set("agreement", QStringLiteral("\u2014"));
+  }
+  int peak_chunks = 0;
+  double peak_microbatches = 0, peak_bytes = 0;
+  int peak_rank = 0;
+  for (std::size_t rank = 0; rank < simulation.ranks.size(); ++rank) {
+    const auto &stats = simulation.ranks[rank];
+    if (stats.peak_inflight_microbatches > peak_microbatches) peak_rank = static_cast<int>(rank);
+    peak_chunks = std::max(peak_chunks, stats.peak_inflight);
+    peak_microbatches = std::max(peak_microbatches, stats.peak_inflight_microbatches);
+    peak_bytes = std::max(peak_bytes, stats.peak_activation_bytes);
+  }
+  QString peak = tr("%1 chunks = %2 microbatches (rank %3)")
+                     .arg(peak_chunks)
+                     .arg(QString::number(peak_microbatches, 'g', 4))
+                     .arg(peak_rank);
+  if (snapshot->report) {
+    double report_peak = 0;
+    for (const auto &memory : snapshot->report->memory)
+      report_peak = std::max(report_peak, memory.activations_peak);
+    peak += QStringLiteral(", ") + formatBytes(report_peak);
+  }
+  set("peak_activations", peak);
+  if (snapshot->report) {
+    const ModelReport &report = *snapshot->report;
+    // The model's step adds what the timeline does not show (an unoverlapped DP sync).
+    if (std::abs(report.step_time_s * 1e6 - simulation.makespan_us) > 1e-3 * simulation.makespan_us)
+      set("step_time",
+          step + tr(" (%1 with the DP sync)").arg(formatDuration(report.step_time_s * 1e6)));
+    int over = 0;
+    double worst = 0, capacity = 0;
+    for (const auto &memory : report.memory) {
+      over += memory.fits ? 0 : 1;
+      if (memory.total > worst) {
+        worst = memory.total;
+        capacity = memory.capacity;
+      }
+    }
+    set("memory_fit",
+        over == 0
+            ? tr("yes: largest rank %1 of %2").arg(formatBytes(worst), formatBytes(capacity))
+            : tr("<span style='color:%3'><b>no</b>: %n rank(s) over; largest %1 of %2</span>",
+                 nullptr, over)
+                  .arg(formatBytes(worst), formatBytes(capacity), palette::badValue().name()));
+    auto communication = [](const CommunicationKind &kind) {
+      if (kind.bytes <= 0 && kind.time_s <= 0) return tr("none");
+      return tr("%1, %2 per rank, %3")
+          .arg(formatBytes(kind.bytes), formatDuration(kind.time_s * 1e6),
+               QString::fromStdString(kind.link));
+    };
+    set("communication_tp", communication(report.tp));
+    set("communication_pp", communication(report.pp));
+    set("communication_dp", communication(report.dp));
+    set("tokens_per_s", QLocale().toString(report.tokens_per_s, 'f', 0));
+    set("mfu", formatPercent(report.mfu));
+  } else {
+    const QString needs_model = tr("needs a model + hardware preset");
+    set("memory_fit", needs_model);
+    // Without a model only the pipeline transfers are known: count them.
+    set("communication_tp", needs_model);
+    set("communication_pp",
+        tr("%1 transfers between ranks")
+            .arg(QLocale().toString(static_cast<qulonglong>(evaluation.program.messages.size()))));
+    set("communication_dp", needs_model);
+    set("tokens_per_s", needs_model);
+    set("mfu", needs_model);
+  }
+  set("evaluation_time",
+      QStringLiteral("%1 ms").arg(QString::number(snapshot->compute_ms, 'f', 2)));
+}
+
+} // namespace pipescope::gui

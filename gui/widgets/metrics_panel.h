@@ -1,0 +1,39 @@
+#pragma once
+// The numbers of one snapshot: step time, both bubble metrics from the simulation beside the
+// published closed form (and whether they agree), peak activations, communication by kind,
+// tokens/s and MFU. Each value sits in a label with a stable object name ("metric_<key>") so
+// tests read exactly what a person sees.
+#include <QMap>
+#include <QWidget>
+
+#include "gui/explorer/explorer_snapshot.h"
+#include "gui/explorer/labels.h"
+
+class QLabel;
+class QGridLayout;
+
+namespace pipescope::gui {
+
+/// Whether the simulation matches the analytic closed form, in words.
+QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic);
+
+class MetricsPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit MetricsPanel(QWidget *parent = nullptr);
+  void setSnapshot(const SnapshotPointer &snapshot);
+  /// The text shown for a metric key ("step_time", "bubble_fraction", "bubble_fraction_analytic",
+  /// "bubble_ratio", "bubble_ratio_analytic", "formula", "agreement", "peak_activations",
+  /// "communication_tp", "communication_pp", "communication_dp", "tokens_per_s", "mfu",
+  /// "ops", "evaluation_time").
+  QString valueText(const QString &key) const;
+
+private:
+  QLabel *addRow(const QString &key, const QString &name, const QString &tooltip);
+  QLabel *addSection(const QString &title);
+  QGridLayout *grid_ = nullptr;
+  QMap<QString, QLabel *> values_;
+  int next_row_ = 0;
+};
+
+} // namespace pipescope::gui

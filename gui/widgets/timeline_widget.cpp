@@ -1,0 +1,636 @@
+#include "gui/widgets/timeline_widget.h"
+
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <algorithm>
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr double kMinRowHeight = 3;
+constexpr double kMaxRowHeight = 44;
+constexpr double kFadedAlpha = 0.22;
+
+} // namespace
+
+TimelineWidget::TimelineWidget(QWidget *parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumSize(200, 120);
+  setFocusPolicy(Qt::WheelFocus);
+  setAttribute(Qt::WA_OpaquePaintEvent);
+  morph_timer_.setInterval(16);
+  connect(&morph_timer_, &QTimer::timeout, this, [this] {
+    if (morph_clock_.elapsed() >= kMorphDurationMs) finishMorph();
+    draw_list_valid_ = false;
+    update();
+  });
+  setZoomStack(new ZoomStack(this));
+  updatePixelSpan();
+}
+
+void TimelineWidget::setZoomStack(ZoomStack *stack) {
+  if (zoom_) disconnect(zoom_, nullptr, this, nullptr);
+  zoom_ = stack;
+  connect(zoom_, &ZoomStack::zoomChanged, this, &TimelineWidget::followZoom);
+  followZoom(zoom_->mapping());
+}
+
+void TimelineWidget::followZoom(const TimeMapping &mapping) {
+  const TimeMapping next = mapping.withPixelSpan(mapping_.xLeft(), mapping_.widthPx());
+  if (next == mapping_) return;
+  // Fitting the step shows every row again too.
+  if (next.isFitted() && !mapping_.isFitted()) vertical_offset_ = 0;
+  mapping_ = next;
+  draw_list_valid_ = false;
+  update();
+}
+
+void TimelineWidget::setModel(TimelineModel model, bool animate) {
+  const bool was_fitted = mapping_.isFitted() || model_.empty();
+  previous_model_ = std::move(model_);
+  model_ = std::move(model);
+  morph_from_end_us_ = previous_model_.empty() ? model_.endTime() : previous_model_.endTime();
+  morph_ = animate ? LayoutMorph(previous_model_, model_) : LayoutMorph();
+  if (morph_.active()) {
+    morph_clock_.start();
+    morph_timer_.start();
+  } else {
+    morph_timer_.stop();
+    previous_model_ = TimelineModel();
+  }
+  const double end = std::max(model_.endTime(), 1e-6);
+  if (was_fitted && !zoom_->mapping().isFitted()) zoom_->setMapping(zoom_->mapping().fitted());
+  zoom_->setFullRange(0, end);
+  // A highlight follows its microbatch while it still exists.
+  if (highlighted_microbatch_ >= 0)
+    setHighlightedMicrobatch(highlighted_section_, highlighted_microbatch_);
+  clampVerticalOffset();
+  hovered_.reset();
+  draw_list_valid_ = false;
+  update();
+}
+
+void TimelineWidget::finishMorph() {
+  morph_timer_.stop();
+  morph_ = LayoutMorph();
+  previous_model_ = TimelineModel();
+  draw_list_valid_ = false;
+  update();
+}
+
+void TimelineWidget::setMapping(const TimeMapping &mapping) {
+  zoom_->setMapping(mapping.withPixelSpan(mapping_.xLeft(), mapping_.widthPx()));
+}
+
+void TimelineWidget::updatePixelSpan() {
+  // A little right margin so the last op's edge and the last tick label stay inside.
+  mapping_ = mapping_.withPixelSpan(kHeaderWidth + 4, std::max(1, width() - kHeaderWidth - 16));
+  draw_list_valid_ = false;
+}
+
+double TimelineWidget::rowHeight() const {
+  const int sections = static_cast<int>(model_.sections().size());
+  const double titles = sections > 1 ? sections * kSectionTitleHeight : 0;
+  const double available = height() - kAxisHeight - titles - 4;
+  if (model_.rowCount() == 0) return kMaxRowHeight;
+  return std::clamp(available / model_.rowCount(), kMinRowHeight, kMaxRowHeight);
+}
+
+double TimelineWidget::rowTop(double row, int section) const {
+  const double titles = model_.sections().size() > 1 ? (section + 1) * kSectionTitleHeight : 0;
+  return kAxisHeight + 2 + titles + row * rowHeight() - vertical_offset_;
+}
+
+double TimelineWidget::rowCenterY(int row) const {
+  const auto [section, rank] = model_.sectionAndRank(row);
+  (void)rank;
+  return rowTop(row, std::max(section, 0)) + rowHeight() / 2;
+}
+
+int TimelineWidget::rowAt(double y) const {
+  const double height = rowHeight();
+  for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
+    const int first = model_.sectionFirstRow(section);
+    const int count = model_.sections()[static_cast<std::size_t>(section)].rankCount();
+    const double top = rowTop(first, section);
+    if (y >= top && y < top + count * height) return first + static_cast<int>((y - top) / height);
+  }
+  return -1;
+}
+
+QRectF TimelineWidget::opRect(const OpLocation &location) const {
+  const auto &timing = model_.timing(location);
+  const int row = model_.sectionFirstRow(location.section) + location.rank;
+  const double x0 = mapping_.mapTimeToX(timing.start_us);
+  const double x1 = mapping_.mapTimeToX(timing.end_us);
+  return QRectF(x0, rowTop(row, location.section) + 1, std::max(1.0, x1 - x0), rowHeight() - 2);
+}
+
+void TimelineWidget::clampVerticalOffset() {
+  const int sections = static_cast<int>(model_.sections().size());
+  const double titles = sections > 1 ? sections * kSectionTitleHeight : 0;
+  const double content = model_.rowCount() * rowHeight() + titles;
+  const double available = height() - kAxisHeight - 4;
+  vertical_offset_ = std::clamp(vertical_offset_, 0.0, std::max(0.0, content - available));
+}
+
+void TimelineWidget::rebuildDrawList() {
+  if (draw_list_valid_) return;
+  if (morphing()) {
+    const double progress =
+        easeInOut(static_cast<double>(morph_clock_.elapsed()) / kMorphDurationMs);
+    // The time axis eases between the old and the new step length as well.
+    TimeMapping morph_mapping = mapping_;
+    if (mapping_.isFitted()) {
+      const double end = morph_from_end_us_ + (model_.endTime() - morph_from_end_us_) * progress;
+      morph_mapping = TimeMapping(0, std::max(end, 1e-6), mapping_.xLeft(), mapping_.widthPx());
+    }
+    draw_list_ = morph_.interpolate(model_, morph_mapping, progress);
+  } else {
+    DrawListOptions options;
+    // Cull rows off screen.
+    options.first_row = std::max(0, rowAt(kAxisHeight + 2) - 1);
+    const int last = rowAt(height() - 1);
+    options.last_row = last < 0 ? model_.rowCount() - 1 : last + 1;
+    if (options.first_row < 0) options.first_row = 0;
+    draw_list_ = buildDrawList(model_, mapping_, options);
+  }
+  measured_draw_list_ = DrawList();
+  if (hasMeasuredOverlay() && !morphing()) {
+    DrawListOptions options;
+    options.first_row = std::max(0, rowAt(kAxisHeight + 2) - 1);
+    const int last = rowAt(height() - 1);
+    options.last_row = last < 0 ? model_.rowCount() - 1 : last + 1;
+    options.measured = true;
+    measured_draw_list_ = buildDrawList(model_, mapping_, options);
+  }
+  draw_list_valid_ = true;
+}
+
+const DrawList &TimelineWidget::drawList() {
+  rebuildDrawList();
+  return draw_list_;
+}
+
+const DrawList &TimelineWidget::measuredDrawList() {
+  rebuildDrawList();
+  return measured_draw_list_;
+}
+
+bool TimelineWidget::hasMeasuredOverlay() const {
+  return std::any_of(model_.sections().begin(), model_.sections().end(),
+                     [](const TimelineSection &section) { return section.measured != nullptr; });
+}
+
+bool TimelineWidget::sectionHasMeasured(int section) const {
+  return section >= 0 && static_cast<std::size_t>(section) < model_.sections().size() &&
+         model_.sections()[static_cast<std::size_t>(section)].measured != nullptr;
+}
+
+std::optional<OpLocation> TimelineWidget::opAt(QPoint position) {
+  const int row = rowAt(position.y());
+  if (row < 0 || position.x() < kHeaderWidth) return std::nullopt;
+  const DrawItem *item = drawList().itemAt(row, position.x(), 1.5);
+  if (!item || item->folded()) return std::nullopt;
+  return item->first;
+}
+
+void TimelineWidget::setHighlightedMicrobatch(int section, int microbatch) {
+  highlighted_section_ = section;
+  highlighted_microbatch_ = microbatch;
+  highlighted_path_.clear();
+  if (microbatch >= 0) highlighted_path_ = model_.microbatchPath(section, microbatch);
+  if (microbatch >= 0 && highlighted_path_.empty() &&
+      model_.microbatchOps(section, microbatch).empty())
+    highlighted_microbatch_ = -1;
+  update();
+}
+
+void TimelineWidget::setPlayhead(double time_us) {
+  if (std::isnan(time_us) && std::isnan(playhead_us_)) return;
+  playhead_us_ = time_us;
+  update();
+}
+
+void TimelineWidget::resizeEvent(QResizeEvent *event) {
+  QWidget::resizeEvent(event);
+  updatePixelSpan();
+  clampVerticalOffset();
+}
+
+void TimelineWidget::wheelEvent(QWheelEvent *event) {
+  const double delta =
+      event->angleDelta().y() != 0 ? event->angleDelta().y() : event->angleDelta().x();
+  if (event->modifiers() & Qt::ShiftModifier) {
+    setMapping(mapping_.pannedByPixels(delta / 2));
+  } else {
+    // One notch (120) zooms by about 20%.
+    zoom_->zoomTo(mapping_.zoomedAround(event->position().x(), std::pow(1.0015, delta)));
+  }
+  event->accept();
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent *event) {
+  if (event->button() != Qt::LeftButton) return;
+  press_position_ = event->pos();
+  last_drag_position_ = event->pos();
+  dragging_ = false;
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent *event) {
+  if (event->buttons() & Qt::LeftButton) {
+    if (!dragging_ && (event->pos() - press_position_).manhattanLength() > 3) {
+      dragging_ = true;
+      setCursor(Qt::ClosedHandCursor);
+      QToolTip::hideText();
+    }
+    if (dragging_) {
+      const QPoint delta = event->pos() - last_drag_position_;
+      last_drag_position_ = event->pos();
+      vertical_offset_ -= delta.y();
+      clampVerticalOffset();
+      draw_list_valid_ = false;
+      setMapping(mapping_.pannedByPixels(delta.x()));
+      update();
+      return;
+    }
+  }
+  showHoverAt(event->pos());
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent *event) {
+  if (event->button() != Qt::LeftButton) return;
+  if (dragging_) {
+    dragging_ = false;
+    unsetCursor();
+    return;
+  }
+  // A click: highlight the clicked op's microbatch, or clear the highlight on empty space.
+  if (auto location = opAt(event->pos())) {
+    const Op &op = model_.op(*location);
+    int microbatch = op.microbatch;
+    // For an overlapped pair, a click on its lower half picks the backward part's microbatch.
+    if (op.kind == OpKind::OverlappedPair &&
+        event->pos().y() > rowCenterY(model_.sectionFirstRow(location->section) + location->rank))
+      microbatch = op.backward_microbatch;
+    if (microbatch == highlighted_microbatch_ && location->section == highlighted_section_)
+      microbatch = -1;
+    setHighlightedMicrobatch(location->section, microbatch);
+    emit microbatchHighlighted(location->section, microbatch);
+  } else if (highlighted_microbatch_ >= 0) {
+    setHighlightedMicrobatch(highlighted_section_, -1);
+    emit microbatchHighlighted(highlighted_section_, -1);
+  }
+}
+
+void TimelineWidget::mouseDoubleClickEvent(QMouseEvent *event) {
+  if (event->button() != Qt::LeftButton) return;
+  vertical_offset_ = 0;
+  zoom_->resetZoom();
+  update();
+}
+
+void TimelineWidget::leaveEvent(QEvent *event) {
+  QWidget::leaveEvent(event);
+  if (hovered_) {
+    hovered_.reset();
+    emit hoverTextChanged(QString());
+    update();
+  }
+}
+
+void TimelineWidget::showHoverAt(QPoint position) {
+  std::optional<DrawItem> hovered;
+  const int row = rowAt(position.y());
+  if (row >= 0 && position.x() >= kHeaderWidth && !morphing()) {
+    // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on
+    // top.
+    const DrawItem *measured = measuredDrawList().itemAt(row, position.x(), 0.5);
+    if (measured && !measured->folded())
+      hovered = *measured;
+    else if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5))
+      hovered = *item;
+  }
+  const bool changed =
+      hovered.has_value() != hovered_.has_value() ||
+      (hovered && (hovered->first != hovered_->first || hovered->op_count != hovered_->op_count));
+  hovered_ = hovered;
+  if (!changed) return;
+  QString text;
+  if (hovered && !hovered->folded()) {
+    text =
+        describeOp(model_.op(hovered->first), model_.timing(hovered->first), hovered->first.rank);
+    if (const OpTiming *measured = model_.measuredTiming(hovered->first)) {
+      const auto &predicted = model_.timing(hovered->first);
+      const double planned = predicted.end_us - predicted.start_us;
+      const double took = measured->end_us - measured->start_us;
+      text.replace(QStringLiteral("<br>start"), QStringLiteral("<br><i>predicted</i> start"));
+      text += QStringLiteral("<br><i>measured</i> start %1 &nbsp;end %2<br>duration %3")
+                  .arg(formatDuration(measured->start_us), formatDuration(measured->end_us),
+                       formatDuration(took));
+      if (planned > 0)
+        text += QStringLiteral(" (%1%2 % against the prediction)")
+                    .arg(took >= planned ? QStringLiteral("+") : QString())
+                    .arg((took - planned) / planned * 100, 0, 'f', 1);
+    }
+    const auto &section = model_.sections()[static_cast<std::size_t>(hovered->first.section)];
+    if (model_.sections().size() > 1)
+      text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
+  } else if (hovered) {
+    const auto &first = model_.timing(hovered->first);
+    OpLocation last = hovered->first;
+    last.index += hovered->op_count - 1;
+    text = QStringLiteral("<b>%1 ops too small to display</b> (zoom in)<br>pipeline rank %2<br>"
+                          "%3 to %4<br>compute %5% of that span")
+               .arg(hovered->op_count)
+               .arg(hovered->first.rank)
+               .arg(formatDuration(first.start_us), formatDuration(model_.timing(last).end_us))
+               .arg(qRound(hovered->busy_share * 100));
+  }
+  emit hoverTextChanged(text);
+  if (text.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(mapToGlobal(position), text, this);
+  update();
+}
+
+void TimelineWidget::paintEvent(QPaintEvent *) {
+  QPainter painter(this);
+  painter.fillRect(rect(), palette::background());
+  if (model_.empty()) {
+    painter.setPen(palette().color(QPalette::PlaceholderText));
+    painter.drawText(rect(), Qt::AlignCenter, tr("No schedule to show"));
+    return;
+  }
+  rebuildDrawList();
+  const QRect content(kHeaderWidth, kAxisHeight, width() - kHeaderWidth, height() - kAxisHeight);
+  painter.save();
+  painter.setClipRect(content);
+  paintRows(painter, content);
+  paintItems(painter, content);
+  paintMeasured(painter);
+  paintPath(painter);
+  painter.restore();
+  paintAxis(painter);
+
+  // Row names, in the header column.
+  painter.save();
+  painter.setClipRect(QRect(0, kAxisHeight, width(), height() - kAxisHeight));
+  QFont font = painter.font();
+  font.setPointSizeF(std::min(font.pointSizeF(), 8.5));
+  painter.setFont(font);
+  const double row_height = rowHeight();
+  const int label_every = std::max(1, static_cast<int>(std::ceil(12.0 / row_height)));
+  for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
+    const auto &info = model_.sections()[static_cast<std::size_t>(section)];
+    const int first = model_.sectionFirstRow(section);
+    if (model_.sections().size() > 1) {
+      painter.setPen(palette::sectionTitle());
+      QFont bold = font;
+      bold.setBold(true);
+      painter.setFont(bold);
+      painter.drawText(QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12,
+                              kSectionTitleHeight),
+                       Qt::AlignLeft | Qt::AlignVCenter, info.title);
+      painter.setFont(font);
+    }
+    painter.setPen(palette::rowLabel());
+    for (int rank = 0; rank < info.rankCount(); rank += label_every) {
+      const double top = rowTop(first + rank, section);
+      if (top + row_height < kAxisHeight || top > height()) continue;
+      painter.drawText(QRectF(4, top, kHeaderWidth - 10, std::max(row_height, 12.0)),
+                       Qt::AlignRight | Qt::AlignVCenter, tr("rank %1").arg(rank));
+    }
+  }
+  painter.restore();
+
+  if (!std::isnan(playhead_us_)) {
+    const double x = mapping_.mapTimeToX(playhead_us_);
+    if (x >= kHeaderWidth) {
+      painter.setPen(QPen(palette::playhead(), 2));
+      painter.drawLine(QPointF(x, kAxisHeight - 6), QPointF(x, height()));
+    }
+  }
+}
+
+void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
+  const double row_height = rowHeight();
+  QBrush hatch(palette::idleHatch(), Qt::BDiagPattern);
+  for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
+    const auto &info = model_.sections()[static_cast<std::size_t>(section)];
+    if (!info.evaluation) continue;
+    const int first = model_.sectionFirstRow(section);
+    const double x0 = mapping_.mapTimeToX(0);
+    // Under a measured overlay the row spans whichever step is longer.
+    const double end = std::max(info.evaluation->simulation.makespan_us,
+                                info.measured ? info.measured->simulation.makespan_us : 0.0);
+    const double x1 = mapping_.mapTimeToX(end);
+    for (int rank = 0; rank < info.rankCount(); ++rank) {
+      const double top = rowTop(first + rank, section);
+      if (top + row_height < kAxisHeight || top > height()) continue;
+      const QRectF row(x0, top + 1, x1 - x0, std::max(1.0, row_height - 2));
+      // Idle time inside the step shows as hatched bubble behind the ops.
+      painter.fillRect(row, palette::rowBackground());
+      if (row_height >= 6) painter.fillRect(row, hatch);
+    }
+  }
+}
+
+void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
+  const double row_height = rowHeight();
+  const bool highlighting = highlighted_microbatch_ >= 0;
+  const double playhead_x = std::isnan(playhead_us_) ? 1e30 : mapping_.mapTimeToX(playhead_us_);
+  const QFontMetrics metrics(painter.font());
+  const bool labels = row_height >= metrics.height() - 2 && !morphing();
+  painter.setRenderHint(QPainter::Antialiasing, false);
+  for (const DrawItem &item : draw_list_.items) {
+    const double top = rowTop(item.row, item.first.section) + 1;
+    const double height = std::max(1.0, row_height - (row_height >= 6 ? 2 : 1));
+    if (top + height < kAxisHeight || top > this->height()) continue;
+    QColor color = item.folded() ? opKindColor(item.kind) : opColor(item.kind, item.microbatch);
+    double alpha = item.alpha;
+    if (item.folded()) alpha *= 0.35 + 0.65 * item.busy_share;
+    if (highlighting) {
+      const bool on_path = !item.folded() && item.first.section == highlighted_section_ &&
+                           opTouchesMicrobatch(model_.op(item.first), highlighted_microbatch_);
+      if (!on_path) alpha *= kFadedAlpha;
+    }
+    const QRectF rect(item.x0, top, std::max(1.0f, item.x1 - item.x0), height);
+    if (sectionHasMeasured(item.first.section) && !morphing()) {
+      // The prediction under a measurement: a pale fill and an outline in the kind's color, so
+      // the measured bar inside reads as "what happened" against "what was planned".
+      QColor fill = color;
+      fill.setAlphaF(static_cast<float>(alpha * 0.22));
+      painter.fillRect(rect, fill);
+      if (rect.width() >= 3 && height >= 4) {
+        QColor outline = opKindColor(item.kind);
+        outline.setAlphaF(static_cast<float>(alpha * 0.9));
+        painter.setPen(QPen(outline, 1));
+        painter.setBrush(Qt::NoBrush);
+        painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
+      }
+      continue;
+    }
+    if (playhead_x < item.x1) {
+      // Ops after the playhead are still to come: faded, with the running op split at it.
+      QColor future = color;
+      future.setAlphaF(static_cast<float>(alpha * kFadedAlpha));
+      painter.fillRect(rect, future);
+      if (playhead_x > item.x0) {
+        color.setAlphaF(static_cast<float>(alpha));
+        painter.fillRect(QRectF(item.x0, top, playhead_x - item.x0, height), color);
+      }
+      continue;
+    }
+    color.setAlphaF(static_cast<float>(alpha));
+    if (item.folded() && height >= 4) {
+      // Stacked stripes, one per kind, as tall as the kind's share of the run's compute.
+      double stripe_top = top;
+      for (int kind = 0; kind < kOpKindCount; ++kind) {
+        const double share = item.kind_share[static_cast<std::size_t>(kind)];
+        if (share <= 0) continue;
+        QColor stripe = opKindColor(static_cast<OpKind>(kind));
+        stripe.setAlphaF(static_cast<float>(alpha));
+        const double stripe_height = share * height;
+        painter.fillRect(QRectF(item.x0, stripe_top, rect.width(), stripe_height), stripe);
+        stripe_top += stripe_height;
+      }
+      continue;
+    }
+    painter.fillRect(rect, color);
+    if (labels && !item.folded() && rect.width() >= 14) {
+      const Op &op = model_.op(item.first);
+      QString label = QString::number(op.microbatch);
+      if (op.kind == OpKind::OverlappedPair)
+        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+      if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
+        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
+        painter.drawText(rect, Qt::AlignCenter, label);
+      }
+    }
+  }
+  if (hovered_ && !morphing()) {
+    const double top = rowTop(hovered_->row, hovered_->first.section) + 0.5;
+    painter.setPen(QPen(palette::path(), 1.5));
+    painter.drawRect(
+        QRectF(hovered_->x0, top, std::max(1.0f, hovered_->x1 - hovered_->x0), row_height - 1));
+  }
+}
+
+void TimelineWidget::paintMeasured(QPainter &painter) {
+  if (measured_draw_list_.items.empty() || morphing()) return;
+  const double row_height = rowHeight();
+  // A bar through the middle of the row: tall enough to read, short enough that the ghost's
+  // outline above and below still shows where the prediction put the op.
+  const double inset = row_height >= 10 ? row_height * 0.22 : 0;
+  const double height = std::max(1.0, row_height - 2 - 2 * inset);
+  const bool highlighting = highlighted_microbatch_ >= 0;
+  const QFontMetrics metrics(painter.font());
+  const bool labels = height >= metrics.height() - 3;
+  painter.setRenderHint(QPainter::Antialiasing, false);
+  for (const DrawItem &item : measured_draw_list_.items) {
+    const double top = rowTop(item.row, item.first.section) + 1 + inset;
+    if (top + height < kAxisHeight || top > this->height()) continue;
+    double alpha = 1;
+    if (item.folded()) alpha *= 0.45 + 0.55 * item.busy_share;
+    if (highlighting && (item.folded() || item.first.section != highlighted_section_ ||
+                         !opTouchesMicrobatch(model_.op(item.first), highlighted_microbatch_)))
+      alpha *= kFadedAlpha;
+    const QRectF rect(item.x0, top, std::max(1.0f, item.x1 - item.x0), height);
+    if (item.folded()) {
+      double stripe_top = top;
+      for (int kind = 0; kind < kOpKindCount; ++kind) {
+        const double share = item.kind_share[static_cast<std::size_t>(kind)];
+        if (share <= 0) continue;
+        QColor stripe = opKindColor(static_cast<OpKind>(kind)).darker(115);
+        stripe.setAlphaF(static_cast<float>(alpha));
+        painter.fillRect(QRectF(item.x0, stripe_top, rect.width(), share * height), stripe);
+        stripe_top += share * height;
+      }
+      continue;
+    }
+    QColor color = opColor(item.kind, item.microbatch).darker(112);
+    color.setAlphaF(static_cast<float>(alpha));
+    painter.fillRect(rect, color);
+    if (rect.width() >= 4 && height >= 5) {
+      QColor edge = palette::measuredEdge();
+      edge.setAlphaF(static_cast<float>(alpha * 0.55));
+      painter.setPen(QPen(edge, 1));
+      painter.setBrush(Qt::NoBrush);
+      painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
+    }
+    if (labels && rect.width() >= 14) {
+      const Op &op = model_.op(item.first);
+      QString label = QString::number(op.microbatch);
+      if (op.kind == OpKind::OverlappedPair)
+        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+      if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
+        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
+        painter.drawText(rect, Qt::AlignCenter, label);
+      }
+    }
+  }
+}
+
+void TimelineWidget::paintPath(QPainter &painter) {
+  if (highlighted_microbatch_ < 0 || morphing()) return;
+  painter.setRenderHint(QPainter::Antialiasing, true);
+  // Outline every op of the microbatch, then draw its dependency edges as arrows.
+  painter.setPen(QPen(palette::path(), 1.5));
+  painter.setBrush(Qt::NoBrush);
+  for (const auto &location : model_.microbatchOps(highlighted_section_, highlighted_microbatch_))
+    painter.drawRect(opRect(location));
+  QColor edge_color = palette::path();
+  edge_color.setAlpha(200);
+  painter.setPen(QPen(edge_color, 1.4));
+  for (const auto &edge : highlighted_path_) {
+    const QRectF from = opRect(edge.from);
+    const QRectF to = opRect(edge.to);
+    const QPointF start(from.right(), from.center().y());
+    const QPointF end(to.left(), to.center().y());
+    painter.drawLine(start, end);
+    // A small arrow head at the consumer.
+    const QPointF direction = end - start;
+    const double length = std::hypot(direction.x(), direction.y());
+    if (length < 6) continue;
+    const QPointF unit = direction / length;
+    const QPointF normal(-unit.y(), unit.x());
+    QPolygonF head;
+    head << end << end - unit * 6 + normal * 3 << end - unit * 6 - normal * 3;
+    painter.setBrush(palette::path());
+    painter.drawPolygon(head);
+    painter.setBrush(Qt::NoBrush);
+  }
+  painter.setRenderHint(QPainter::Antialiasing, false);
+}
+
+void TimelineWidget::paintAxis(QPainter &painter) {
+  painter.fillRect(QRect(0, 0, width(), kAxisHeight), palette::axisBackground());
+  painter.setPen(palette::axisLine());
+  painter.drawLine(0, kAxisHeight - 1, width(), kAxisHeight - 1);
+  QFont font = painter.font();
+  font.setPointSizeF(std::min(font.pointSizeF(), 8.5));
+  painter.setFont(font);
+  const auto ticks = axisTicks(mapping_, 90);
+  for (const auto &tick : ticks) {
+    if (tick.x < kHeaderWidth) continue;
+    painter.setPen(palette::minorTick());
+    painter.drawLine(QPointF(tick.x, kAxisHeight - 7), QPointF(tick.x, kAxisHeight - 1));
+    // A faint grid line through the rows.
+    painter.setPen(palette::gridLine());
+    painter.drawLine(QPointF(tick.x, kAxisHeight), QPointF(tick.x, height()));
+    painter.setPen(palette::text());
+    painter.drawText(QRectF(tick.x + 3, 2, 120, kAxisHeight - 8), Qt::AlignLeft | Qt::AlignVCenter,
+                     tick.label);
+  }
+  painter.setPen(palette::rowLabel());
+  painter.drawText(QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6),
+                   Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
+}
+
+} // namespace pipescope::gui
