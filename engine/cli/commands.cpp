@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cli/arguments.h"
+#include "engine/cli/layout_options.h"
 #include "engine/evaluation.h"
 #include "engine/json_text.h"
 #include "engine/model/model_setup.h"
@@ -75,7 +76,7 @@ std::string bytesText(double bytes) {
 // ---------------------------------------------------------------------------------------------
 // simulate
 
-constexpr const char *kSimulateHelp = R"(usage: pipescope simulate [options]
+const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 
 Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary.
 Times are in microseconds, bandwidth in GB/s, sizes in bytes.
@@ -97,7 +98,7 @@ model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
   --balance --overlap-dp
-output:
+)" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end
   --save-plan FILE         write the plan (with its lowered programs) for the backend
@@ -236,9 +237,14 @@ Result<Plan> planFromArguments(const Arguments &a) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    if (hasLayoutOption(a)) setup.training.balance_layers = false;
+    if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
+      return status.error();
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
+      if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
+    for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
   }
   if (auto status = plan.mesh.check(); !status) return status.error();
@@ -301,7 +307,11 @@ int runSimulate(const std::vector<std::string> &args) {
                                   "tp",
                                   "gpus-per-node",
                                   "rank-order",
-                                  "recompute"},
+                                  "recompute",
+                                  kLayoutOptionNames[0],
+                                  kLayoutOptionNames[1],
+                                  kLayoutOptionNames[2],
+                                  kLayoutOptionNames[3]},
                                  {"json", "ops", "zero1", "seq-parallel", "balance", "overlap-dp"},
                                  "simulate");
   if (!parsed) return fail(parsed.error().message);

@@ -13,6 +13,8 @@ int runBench(const std::vector<std::string> &args);
 int runPresets(const std::vector<std::string> &args);
 int runSchedules(const std::vector<std::string> &args);
 int runCompare(const std::vector<std::string> &args);
+int runSearch(const std::vector<std::string> &args);      // search_command.cpp
+int runSearchBench(const std::vector<std::string> &args); // bench --search
 
 /// What the command is doing now ("simulating the schedule", "writing out.json"), for the
 /// out-of-memory message in main.

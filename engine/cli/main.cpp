@@ -1,4 +1,5 @@
 // `pipescope`: the command-line face of the engine.
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +26,8 @@ commands:
   validate   check a plan or a custom schedule (JSON or PyTorch CSV)
   compare    a measured trace against its plan's prediction, and calibration
   bench      time generation + lowering + simulation over a ladder of sizes
+             (--search: the planner's configurations simulated per second)
+  search     the planner: every mesh, schedule, V, M and option on N GPUs, ranked by tokens/s
   schedules  list the schedule families and the P, M, V each accepts
   presets    list the model and hardware presets
 
@@ -47,11 +50,14 @@ int runCommand(std::vector<std::string> args) {
   if (command == "table") return runTable(args);
   if (command == "validate") return runValidate(args);
   if (command == "compare") return runCompare(args);
+  if (command == "search") return runSearch(args);
+  if (command == "bench" && std::find(args.begin(), args.end(), "--search") != args.end())
+    return runSearchBench(args);
   if (command == "bench") return runBench(args);
   if (command == "presets") return runPresets(args);
   if (command == "schedules") return runSchedules(args);
   return fail("unknown command '" + command +
-              "'; use simulate, table, validate, compare, bench, schedules or presets (see "
+              "'; use simulate, table, validate, compare, search, bench, schedules or presets (see "
               "pipescope --help)");
 }
 
