@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <sstream>
 
 namespace pipescope::cli {
 
@@ -106,6 +107,15 @@ Result<std::optional<std::vector<int>>> Arguments::integerList(const std::string
     if (list.size() > 10000) return makeError("--" + name + " lists too many values");
   }
   return std::optional<std::vector<int>>{std::move(list)};
+}
+
+std::vector<std::string> splitList(const std::string &text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
 }
 
 } // namespace pipescope::cli

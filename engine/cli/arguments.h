@@ -10,6 +10,9 @@
 
 namespace pipescope::cli {
 
+/// The non-empty items of a comma-separated list ("gpipe,1f1b").
+std::vector<std::string> splitList(const std::string &text);
+
 class Arguments {
 public:
   /// `valued` options take a value, `flags` do not; anything else is refused.

@@ -553,15 +553,6 @@ Each cell is simulated with uniform op times and free transfers (F=1, B=2, W=1 u
   --forward F --backward B --weight W   op times
 )";
 
-std::vector<std::string> splitList(const std::string &text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 } // namespace
 
 int runTable(const std::vector<std::string> &args) {

@@ -67,15 +67,6 @@ extern "C" void onInterrupt(int /*signal*/) {
   interrupted.store(true);
 }
 
-std::vector<std::string> splitList(const std::string &text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 std::string fixed(double value, int digits) {
   char buffer[48];
   std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
@@ -178,8 +169,10 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
       if (!parsed) return makeError("--rank-orders: " + parsed.error().message);
       request.rank_orders.push_back(*parsed);
     }
-  if (a.has("json") && a.text("csv") && isStandardOutput(*a.text("csv")))
-    return makeError("--json prints on standard output; give --csv a file name");
+  for (const char *flag : {"csv", "save-plan"})
+    if (auto path = a.text(flag); path && isStandardOutput(*path))
+      return makeError(std::string("the plans print on standard output; give --") + flag +
+                       " a file name");
   return request;
 }
 
