@@ -515,7 +515,7 @@ std::string whySlower(const SearchPlan &plan, const SearchPlan &best) {
   }
   if (reasons.empty()) reasons = "transfers on the critical path";
   std::snprintf(buffer, sizeof buffer,
-                "+%.1f %% step time: ", (plan.step_time_s / best.step_time_s - 1) * 100);
+                "+%.2f %% step time: ", (plan.step_time_s / best.step_time_s - 1) * 100);
   return buffer + reasons;
 }
 

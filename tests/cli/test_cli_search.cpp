@@ -6,7 +6,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <csignal>
 #include <string>
+
+#include <signal.h>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +30,19 @@ Run pipescope(const QStringList &args) {
           QString::fromUtf8(process.readAllStandardError())};
 }
 
-const QStringList kSmallSearch = {"search",          "--model",   "llama3-8b", "--hardware",
-                                  "h100-sxm",        "--gpus",    "8",         "--global-batch",
-                                  "16",              "--schedules", "1f1b,zb-h1,interleaved-1f1b",
-                                  "--microbatch-sizes", "1,2"};
+const QStringList kSmallSearch = {"search",
+                                  "--model",
+                                  "llama3-8b",
+                                  "--hardware",
+                                  "h100-sxm",
+                                  "--gpus",
+                                  "8",
+                                  "--global-batch",
+                                  "16",
+                                  "--schedules",
+                                  "1f1b,zb-h1,interleaved-1f1b",
+                                  "--microbatch-sizes",
+                                  "1,2"};
 
 const QStringList kModel = {"--model", "llama3-8b", "--hardware", "h100-sxm"};
 
@@ -41,8 +53,8 @@ class TestCliSearch : public QObject {
 
 private slots:
   void searchJsonListsRankedPlansWithinMemory() {
-    const Run run = pipescope(kSmallSearch + QStringList{"--json", "--top", "4", "--memory-limit",
-                                                         "40"});
+    const Run run =
+        pipescope(kSmallSearch + QStringList{"--json", "--top", "4", "--memory-limit", "40"});
     QVERIFY2(run.exit_code == 0, qPrintable(run.err));
     const json out = json::parse(run.out.toStdString());
     for (const char *key : {"space", "evaluated", "seconds", "plans", "pareto"})
@@ -104,32 +116,33 @@ private slots:
   void badInputIsRefusedWithWhatWouldWork_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("no mesh") << QStringList{"search", "--model", "llama3-8b", "--hardware",
-                                            "h100-sxm", "--gpus", "97", "--global-batch", "128"}
+    QTest::newRow("no mesh") << QStringList{"search",     "--model",        "llama3-8b",
+                                            "--hardware", "h100-sxm",       "--gpus",
+                                            "97",         "--global-batch", "128"}
                              << "97 GPUs admit no mesh";
     QTest::newRow("nothing fits") << kSmallSearch + QStringList{"--memory-limit", "2"}
                                   << "nothing fits in 2.0 GiB per GPU";
     QTest::newRow("limit beyond the device")
         << kSmallSearch + QStringList{"--memory-limit", "200"} << "--memory-limit must be";
     QTest::newRow("unknown schedule")
-        << QStringList{"search", "--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8",
-                       "--schedules", "zz"}
+        << QStringList{"search", "--model", "llama3-8b",   "--hardware", "h100-sxm",
+                       "--gpus", "8",       "--schedules", "zz"}
         << "unknown schedule 'zz'";
-    QTest::newRow("layout syntax")
-        << QStringList{"simulate", "--pp", "4"} + kModel + QStringList{"--layout", "Et*8|t*8|(t*8|t*8L"}
-        << "--layout: the group opened at column 10 is not closed";
-    QTest::newRow("layout layer count")
-        << QStringList{"simulate", "--pp", "4"} + kModel + QStringList{"--layout", "Et*8|t*8|t*8|t*9L"}
-        << "33 transformer layers but the model has 32";
-    QTest::newRow("layout stage count")
-        << QStringList{"simulate", "--pp", "2"} + kModel + QStringList{"--layers-per-stage", "8,8,8,8"}
-        << "P × V = 4";
+    QTest::newRow("layout syntax") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                          QStringList{"--layout", "Et*8|t*8|(t*8|t*8L"}
+                                   << "--layout: the group opened at column 10 is not closed";
+    QTest::newRow("layout layer count") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                               QStringList{"--layout", "Et*8|t*8|t*8|t*9L"}
+                                        << "33 transformer layers but the model has 32";
+    QTest::newRow("layout stage count") << QStringList{"simulate", "--pp", "2"} + kModel +
+                                               QStringList{"--layers-per-stage", "8,8,8,8"}
+                                        << "P × V = 4";
     QTest::newRow("layout without a model")
         << QStringList{"simulate", "--pp", "4", "--layout", "Et|t|t|tL"} << "needs --model";
-    QTest::newRow("two layouts")
-        << QStringList{"simulate", "--pp", "4"} + kModel +
-               QStringList{"--layers-per-stage", "8,8,8,8", "--first-stage-less-layers", "1"}
-        << "give one of them";
+    QTest::newRow("two layouts") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                        QStringList{"--layers-per-stage", "8,8,8,8",
+                                                    "--first-stage-less-layers", "1"}
+                                 << "give one of them";
   }
   void badInputIsRefusedWithWhatWouldWork() {
     QFETCH(QStringList, args);
@@ -139,6 +152,30 @@ private slots:
     QVERIFY2(run.err.contains(expected), qPrintable(run.err));
     QVERIFY2(run.err.count('\n') == 1, qPrintable(run.err)); // one line
     QVERIFY(run.out.isEmpty());
+  }
+
+  // Ctrl-C stops the search: the process ends normally (not by the signal) with what it found,
+  // marked as interrupted, or says that it had found nothing yet.
+  void interruptKeepsWhatWasFound() {
+    QProcess process;
+    process.start(QStringLiteral(PIPESCOPE_CLI), {"search", "--model", "llama3-405b", "--hardware",
+                                                  "h100-sxm", "--gpus", "4096", "--json"});
+    QVERIFY(process.waitForStarted());
+    QTest::qWait(400);
+    QCOMPARE(::kill(static_cast<pid_t>(process.processId()), SIGINT), 0);
+    QVERIFY(process.waitForFinished(120000));
+    QCOMPARE(process.exitStatus(), QProcess::NormalExit);
+    const QString err = QString::fromUtf8(process.readAllStandardError());
+    if (process.exitCode() == 2) {
+      QVERIFY2(err.contains("interrupted before any plan was simulated"), qPrintable(err));
+      return;
+    }
+    QCOMPARE(process.exitCode(), 0);
+    const json out = json::parse(process.readAllStandardOutput().toStdString());
+    if (out["interrupted"].get<bool>()) {
+      QVERIFY(err.contains("interrupted; showing the best of what was simulated"));
+      QVERIFY(!out["plans"].empty());
+    }
   }
 
   // The same split three ways gives the same step; another split gives another.
