@@ -39,7 +39,7 @@ namespace {
 constexpr double kGiB = 1073741824.0;
 constexpr int kMaxLayers = 100000;
 
-enum class Link { None, Intra, Inter, Mixed };
+using Link = LinkKind;
 
 Link merge(Link a, Link b) {
   if (a == Link::None) return b;
@@ -317,7 +317,7 @@ std::vector<int> splitLayers(int layers, int stages, bool balance,
 }
 
 Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placement &placement,
-                         const LayerLayout *given_layout) {
+                         const LayerLayout *given_layout, const MeshLinks *links = nullptr) {
   if (auto status = checkSetup(setup, mesh, placement); !status) return status.error();
   const ModelSpec &m = setup.model;
   const HardwareSpec &hw = setup.hardware;
@@ -354,8 +354,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_tp_allreduce_us.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    an.rank_tp_link[i] = tpLinkOf(mesh, p);
-    an.rank_dp_link[i] = dpLinkOf(mesh, p);
+    an.rank_tp_link[i] = links ? links->tp[i] : tpLinkOf(mesh, p);
+    an.rank_dp_link[i] = links ? links->dp[i] : dpLinkOf(mesh, p);
     const auto [gbps, latency] = linkSpeed(hw, an.rank_tp_link[i]);
     an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
   }
@@ -481,8 +481,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const int from = placement.rankOf(v), to = placement.rankOf(next);
     const std::pair<int, int> key{std::min(from, to), std::max(from, to)};
     auto it = pair_links.find(key);
-    if (it == pair_links.end())
-      it = pair_links.emplace(key, pairLinkOf(mesh, key.first, key.second)).first;
+    if (it == pair_links.end()) {
+      // Neighbours p, p + 1 and the wrap-around pair 0, P - 1 are in the precomputed links.
+      const bool neighbours = key.second == key.first + 1,
+                 wraps = key.first == 0 && key.second == P - 1;
+      const Link link = links && neighbours ? links->next[static_cast<std::size_t>(key.first)]
+                        : links && wraps    ? links->next[static_cast<std::size_t>(P - 1)]
+                                            : pairLinkOf(mesh, key.first, key.second);
+      it = pair_links.emplace(key, link).first;
+    }
     const auto [gbps, latency] = linkSpeed(hw, it->second);
     an.boundary_link[static_cast<std::size_t>(v)] = it->second;
     const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3);
@@ -567,9 +574,27 @@ double parameterCount(const ModelSpec &model) {
          headParams(model, true).whole() + model.mtp_layers * mtp_module;
 }
 
+MeshLinks meshLinks(const Mesh &mesh) {
+  MeshLinks links;
+  const auto P = static_cast<std::size_t>(mesh.pp);
+  links.tp.resize(P);
+  links.dp.resize(P);
+  links.next.resize(P);
+  for (int p = 0; p < mesh.pp; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    links.tp[i] = tpLinkOf(mesh, p);
+    links.dp[i] = dpLinkOf(mesh, p);
+    links.next[i] = mesh.pp > 1 ? pairLinkOf(mesh, p, (p + 1) % mesh.pp) : Link::None;
+  }
+  return links;
+}
+
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
-                                         const Placement &placement) {
-  auto analysis = analyze(setup, mesh, placement, nullptr);
+                                         const Placement &placement, const MeshLinks *links) {
+  if (links && (static_cast<int>(links->tp.size()) != mesh.pp ||
+                static_cast<int>(links->next.size()) != mesh.pp))
+    return makeError("the mesh links were computed for another mesh; pass meshLinks(mesh)");
+  auto analysis = analyze(setup, mesh, placement, nullptr, links);
   if (!analysis) return analysis.error();
   const Analysis &an = *analysis;
   ModelDerivation derivation;

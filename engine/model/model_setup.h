@@ -1,6 +1,7 @@
 #pragma once
 // A model, the hardware it runs on and the training options: what a person planning a run
 // knows, from which the engine derives every op time, transfer and memory figure (DESIGN.md §5).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,18 @@ struct ModelDerivation {
   double forward_flops_per_microbatch = 0;
 };
 
+/// Which link a group of ranks uses: none (a group of one), all inside a node, all across nodes,
+/// or some of each (priced at the inter-node link).
+enum class LinkKind : std::uint8_t { None, Intra, Inter, Mixed };
+
+/// The links of a mesh's groups, per pipeline rank p: its TP groups, its DP groups, and the PP
+/// pairs between p and (p + 1) mod P. They depend on the mesh alone, so a caller deriving many
+/// setups on one mesh (the planner) classifies them once instead of per derivation.
+struct MeshLinks {
+  std::vector<LinkKind> tp, dp, next;
+};
+MeshLinks meshLinks(const Mesh &mesh);
+
 /// Per rank memory in bytes.
 struct RankMemory {
   double params = 0, grads = 0, optimizer = 0, activations_peak = 0, total = 0, capacity = 0;
@@ -132,8 +145,10 @@ int dtypeBytes(std::string_view dtype);
 
 /// Derives costs for the placement. Refuses impossible meshes (fewer layers than stages, tp
 /// beyond a node, heads not divisible by tp, mesh.pp != placement.pp) with a clear message.
+/// `links`, when given, must be meshLinks(mesh).
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
-                                         const Placement &placement);
+                                         const Placement &placement,
+                                         const MeshLinks *links = nullptr);
 
 /// Memory of pipeline rank `rank` (bf16 params and grads, optimizer state, ZeRO-1 over DP) with
 /// the given peak of stored activations, against the hardware's capacity.

@@ -221,6 +221,8 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
     for (const auto &rank_order : orders) {
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
+      // Which groups cross nodes depends on the mesh alone: classified once for its options.
+      const MeshLinks links = meshLinks(mesh);
       for (Recompute recompute : request.recompute)
         for (bool sequence_parallel : request.sequence_parallel) {
           if (sequence_parallel && mesh.tp == 1) continue;
@@ -229,7 +231,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
           setup.training.sequence_parallel = sequence_parallel;
           setup.training.zero1 = false;
           const std::size_t zero1_count = request.zero1.size();
-          auto derivation = deriveModelCosts(setup, mesh, placement);
+          auto derivation = deriveModelCosts(setup, mesh, placement, &links);
           if (!derivation) {
             order += zero1_count;
             continue;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "engine/lowering.h"
 #include "engine/model/layer_layout.h"
@@ -255,6 +256,34 @@ private slots:
     QVERIFY(result.ok());
     QVERIFY(result->cancelled);
     QVERIFY(result->evaluated < runSearch(smallRequest())->evaluated);
+  }
+
+  // The links classified once per mesh give the derivation every mesh gives on its own, across
+  // nodes, for every rank order and placement.
+  void precomputedMeshLinksDeriveTheSameCosts() {
+    const ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+    std::array<MeshDim, 3> order{MeshDim::DP, MeshDim::TP, MeshDim::PP};
+    int compared = 0;
+    do {
+      for (const auto &[dp, tp, pp] :
+           {std::tuple{4, 2, 8}, std::tuple{2, 4, 8}, std::tuple{8, 8, 2}})
+        for (PlacementKind kind :
+             {PlacementKind::Loop, PlacementKind::VShape, PlacementKind::Bidirectional}) {
+          const Mesh mesh{dp, tp, pp, 8, order};
+          const Placement placement = Placement::make(kind, pp, 2, 8);
+          const MeshLinks links = meshLinks(mesh);
+          auto alone = deriveModelCosts(setup, mesh, placement);
+          auto shared = deriveModelCosts(setup, mesh, placement, &links);
+          QVERIFY(alone.ok() && shared.ok());
+          QCOMPARE(shared->costs.boundary_transfer_us, alone->costs.boundary_transfer_us);
+          QCOMPARE(shared->costs.gradient_sync_us, alone->costs.gradient_sync_us);
+          for (std::size_t s = 0; s < alone->costs.stage_overrides.size(); ++s)
+            QCOMPARE(shared->costs.stage_overrides[s].forward_us,
+                     alone->costs.stage_overrides[s].forward_us);
+          ++compared;
+        }
+    } while (std::next_permutation(order.begin(), order.end()));
+    QCOMPARE(compared, 54);
   }
 
   // ------------------------------------------------------------------------------------------
