@@ -320,8 +320,7 @@ Status checkSearchRequest(const SearchRequest &request) {
   if (request.top < 1) return makeError("--top must be at least 1");
   if (request.memory_limit_gib < 0 || request.memory_limit_gib > request.hardware.memory_gib)
     return makeError("--memory-limit must be between 0 and the " + request.hardware.name + "'s " +
-                     std::to_string(static_cast<int>(request.hardware.memory_gib)) +
-                     " GiB per GPU");
+                     gib(request.hardware.memory_gib * kGiB) + " per GPU");
   for (const auto &name : request.schedules)
     if (!findScheduleFamily(name))
       return makeError("unknown schedule '" + name + "' in --schedules; see 'pipescope schedules'");
