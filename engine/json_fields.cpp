@@ -118,7 +118,9 @@ const nlohmann::json *JsonFields::array(const char *key, bool required) {
   return value;
 }
 
-Status checkFormatAndVersion(const nlohmann::json &json, std::string_view format, int version) {
+Status checkFormatAndVersion(const nlohmann::json &json, std::string_view format, int version,
+                             int oldest) {
+  if (oldest <= 0) oldest = version;
   if (!json.is_object())
     return makeError("expected a JSON object with \"format\": \"" + std::string(format) +
                      "\", got " + jsonTypeName(json));
@@ -136,9 +138,9 @@ Status checkFormatAndVersion(const nlohmann::json &json, std::string_view format
     return makeError("/version: the file is version " + std::to_string(got) +
                      ", newer than this pipescope reads (" + std::to_string(version) +
                      "); update pipescope");
-  if (got < version)
+  if (got < oldest)
     return makeError("/version: the file is version " + std::to_string(got) +
-                     ", older than this pipescope reads (" + std::to_string(version) +
+                     ", older than this pipescope reads (" + std::to_string(oldest) +
                      "); re-save it with the version that wrote it");
   return Ok{};
 }

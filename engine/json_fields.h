@@ -44,6 +44,8 @@ std::string jsonTypeName(const nlohmann::json &value);
 
 /// Checks "format" and "version": the error distinguishes a different file kind, an older and a
 /// newer version (as Tracy does for its trace files).
-Status checkFormatAndVersion(const nlohmann::json &json, std::string_view format, int version);
+/// Versions from `oldest` (default: only `version`) up to `version` are read.
+Status checkFormatAndVersion(const nlohmann::json &json, std::string_view format, int version,
+                             int oldest = 0);
 
 } // namespace pipescope

@@ -92,7 +92,10 @@ json programToJson(const Schedule &schedule, const LoweredProgram &program) {
 json planToJson(const Plan &plan, const LoweredProgram *program) {
   json out;
   out["format"] = kPlanFormat;
-  out["version"] = kPlanVersion;
+  // A plan without a layer layout is written as version 1, so pipescope releases that predate
+  // layouts still read it; only a layout needs version 2.
+  const bool has_layout = plan.model && !plan.model->training.layout.empty();
+  out["version"] = has_layout ? kPlanVersion : kPlanOldestVersion;
   out["schedule"] = {
       {"name", plan.custom ? std::string("custom") : plan.request.name},
       {"pp", plan.custom ? plan.custom->pp() : plan.request.pp},
@@ -272,7 +275,8 @@ Result<LoweredProgram> programFromJson(const json &value, const Schedule &schedu
 } // namespace
 
 Result<Plan> planFromJson(const json &json_plan) {
-  if (auto status = checkFormatAndVersion(json_plan, kPlanFormat, kPlanVersion); !status)
+  if (auto status = checkFormatAndVersion(json_plan, kPlanFormat, kPlanVersion, kPlanOldestVersion);
+      !status)
     return status.error();
   Plan plan;
   JsonFields root(json_plan, "");

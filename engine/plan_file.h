@@ -17,7 +17,9 @@
 namespace pipescope {
 
 inline constexpr std::string_view kPlanFormat = "pipescope.plan";
-inline constexpr int kPlanVersion = 1;
+/// Version 2 added the layer layout (training.layout); version 1 files load as before.
+inline constexpr int kPlanVersion = 2;
+inline constexpr int kPlanOldestVersion = 1;
 inline constexpr std::string_view kTraceFormat = "pipescope.trace";
 inline constexpr int kTraceVersion = 1;
 

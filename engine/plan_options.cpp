@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "engine/layout_options.h"
 #include "engine/model/model_setup.h"
 #include "engine/pytorch_csv.h"
 
@@ -13,7 +14,9 @@ std::span<const PlanOption> planOptions() {
       {"pp", "P", "Pipeline ranks."},
       {"microbatches", "M", "Microbatches per step."},
       {"virtual-stages", "V", "Chunks per rank (interleaved schedules)."},
-      {"microbatch-group", "G", "For interleaved-1f1b: P = depth-first, M = breadth-first."},
+      {"microbatch-group", "G",
+       "For interleaved-1f1b: P = depth-first, M = Megatron's breadth-first interleaving (not "
+       "looped-bfs)."},
       {"custom", "FILE", "A custom schedule: pipescope.schedule JSON or PyTorch CSV."},
       {"plan", "FILE", "Start from a plan file; other options override it."},
       {"forward", "F", "Forward time of one rank's share (us)."},
@@ -34,6 +37,12 @@ std::span<const PlanOption> planOptions() {
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
+      {"layout", "STR",
+       "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
+      {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
+      {"first-stage-less-layers", "N",
+       "torchtitan: the embedding counts as N layers (with --model)."},
+      {"last-stage-less-layers", "N", "torchtitan: the head counts as N layers (with --model)."},
   };
   return kOptions;
 }
@@ -168,9 +177,14 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    if (hasLayoutOption(a)) setup.training.balance_layers = false;
+    if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
+      return status.error();
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
+      if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
+    for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
   }
   if (auto status = plan.mesh.check(); !status) return status.error();

@@ -15,8 +15,12 @@ namespace pipescope::cli {
 using nlohmann::json;
 
 int runBench(const std::vector<std::string> &args) {
+  // `bench --search`: the planner's configurations simulated per second (search_command.cpp).
+  if (std::find(args.begin(), args.end(), "--search") != args.end()) return runSearchBench(args);
   if (wantsHelp(args)) {
-    std::cout << "usage: pipescope bench [--schedules LIST] [--repeat N] [--json]\n\nTimes "
+    std::cout << "usage: pipescope bench [--schedules LIST] [--repeat N] [--json]\n"
+                 "       pipescope bench --search [...]   (see 'pipescope bench --search --help')"
+                 "\n\nTimes "
                  "generation + lowering + simulation over a ladder of sizes up to P=64, M=1024, "
                  "V=4 (about a million ops; one rung beyond at M=2048) and prints ops per second "
                  "(the best of N runs, default 5). Default schedules: 1f1b, interleaved-1f1b, "

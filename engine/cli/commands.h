@@ -16,6 +16,7 @@ using CommandFunction = int (*)(const std::vector<std::string> &args);
   int function(const std::vector<std::string> &args);
 #include "engine/cli/command_list.inc"
 #undef PIPESCOPE_COMMAND
+int runSearchBench(const std::vector<std::string> &args); ///< `bench --search`, search_command.cpp
 
 struct Command {
   std::string_view name;

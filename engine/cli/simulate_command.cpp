@@ -10,6 +10,7 @@
 #include "engine/cli/commands.h"
 #include "engine/evaluation.h"
 #include "engine/json_text.h"
+#include "engine/layout_options.h"
 #include "engine/model/model_setup.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
@@ -40,7 +41,7 @@ std::string bytesText(double bytes) {
   return buffer;
 }
 
-constexpr const char *kSimulateHelp = R"(usage: pipescope simulate [options]
+const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 
 Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary.
 Times are in microseconds, bandwidth in GB/s, sizes in bytes.
@@ -64,7 +65,7 @@ model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
   --balance --overlap-dp
-output:
+)" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end
   --save-plan FILE         write the plan (with its lowered programs) for the backend

@@ -39,7 +39,7 @@ namespace {
 constexpr double kGiB = 1073741824.0;
 constexpr int kMaxLayers = 100000;
 
-enum class Link { None, Intra, Inter, Mixed };
+using Link = LinkKind;
 
 Link merge(Link a, Link b) {
   if (a == Link::None) return b;
@@ -192,7 +192,13 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
     return makeError(model + "ffn_hidden (" + std::to_string(m.ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
   const int model_stages = placement.modelStageCount();
-  if (m.layers < model_stages)
+  if (m.mtp_layers < 0)
+    return makeError(model + "mtp_layers must be 0 or more, got " + std::to_string(m.mtp_layers));
+  if (!setup.training.layout.empty()) {
+    if (auto status = checkLayerLayout(setup.training.layout, m.layers, m.mtp_layers, model_stages);
+        !status)
+      return status.error();
+  } else if (m.layers < model_stages)
     return makeError(
         model + std::to_string(m.layers) + " layers cannot fill " + std::to_string(model_stages) +
         " model stages (pp × chunks); every stage needs at least one layer — lower pp or V");
@@ -206,7 +212,7 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
 /// Everything derived for one placement; shared by deriveModelCosts and reportModel.
 struct Analysis {
   int model_stages = 0;
-  std::vector<int> model_layers; ///< per model stage
+  LayerLayout model_layout; ///< per model stage
   // Per virtual stage.
   std::vector<StageCost> stage_costs;
   std::vector<double> stage_activation;     ///< bytes per microbatch
@@ -279,8 +285,9 @@ double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
   return 2.0 * (n - 1) / n * bytes / (gbps * 1e3) + 2.0 * (n - 1) * latency_us;
 }
 
-/// Layers per model stage: even (remainder on the first stages, so the head's stage never gets an
-/// extra layer), or balanced to minimize the slowest stage given the embedding and head costs.
+/// Transformer layers per model stage: even (remainder on the first stages, so the head's stage
+/// never gets an extra layer), or balanced to minimize the slowest stage given the embedding and
+/// head costs.
 std::vector<int> splitLayers(int layers, int stages, bool balance,
                              const std::vector<double> &extra_us,
                              const std::vector<double> &layer_us) {
@@ -310,7 +317,7 @@ std::vector<int> splitLayers(int layers, int stages, bool balance,
 }
 
 Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placement &placement,
-                         const std::vector<int> *given_layers) {
+                         const LayerLayout *given_layout, const MeshLinks *links = nullptr) {
   if (auto status = checkSetup(setup, mesh, placement); !status) return status.error();
   const ModelSpec &m = setup.model;
   const HardwareSpec &hw = setup.hardware;
@@ -333,7 +340,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double linear_flops = 2 * s * b * layerMatrixParams(m);
   const double attention_flops = 4 * b * s * s * h; // scores Q·Kᵀ and context A·V
   const double head_flops = 2 * s * b * h * V;
-  an.forward_flops_per_microbatch = m.layers * (linear_flops + attention_flops) + head_flops;
+  // An MTP module (DeepSeek-V3 §2.2) projects [h; h] to h before its transformer layer and runs
+  // the shared output head on its result.
+  const double mtp_projection_flops = 2 * s * b * 2 * h * h;
+  const double mtp_flops = linear_flops + attention_flops + mtp_projection_flops + head_flops;
+  an.forward_flops_per_microbatch =
+      m.layers * (linear_flops + attention_flops) + head_flops + m.mtp_layers * mtp_flops;
 
   // Per pipeline rank links and TP all-reduce time.
   an.tp_message_bytes = sbh * dt;
@@ -342,8 +354,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_tp_allreduce_us.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    an.rank_tp_link[i] = tpLinkOf(mesh, p);
-    an.rank_dp_link[i] = dpLinkOf(mesh, p);
+    an.rank_tp_link[i] = links ? links->tp[i] : tpLinkOf(mesh, p);
+    an.rank_dp_link[i] = links ? links->dp[i] : dpLinkOf(mesh, p);
     const auto [gbps, latency] = linkSpeed(hw, an.rank_tp_link[i]);
     an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
   }
@@ -384,14 +396,20 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = sbh / (sp ? t : 1);
   const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s * b * V / t;
+  // MTP: its layer, the concatenated projection input (2·sbh) and its own head and logits.
+  const double mtp_activation = layer_activation + scale * 2 * 2 * sbh / (sp ? t : 1) +
+                                (training.recompute == Recompute::Full ? 0 : head_activation);
+  const double mtp_compute = (mtp_projection_flops + head_flops) / t / rate;
 
   // Layer split over the model stages.
   std::vector<int> model_rank(static_cast<std::size_t>(an.model_stages), 0);
   for (int v = S - 1; v >= 0; --v)
     model_rank[static_cast<std::size_t>(placement.model_stage[static_cast<std::size_t>(v)])] =
         placement.rankOf(v);
-  if (given_layers && static_cast<int>(given_layers->size()) == an.model_stages) {
-    an.model_layers = *given_layers;
+  if (given_layout && static_cast<int>(given_layout->size()) == an.model_stages) {
+    an.model_layout = *given_layout;
+  } else if (!training.layout.empty()) {
+    an.model_layout = training.layout;
   } else {
     std::vector<double> extra(static_cast<std::size_t>(an.model_stages), 0.0);
     std::vector<double> per_layer(static_cast<std::size_t>(an.model_stages), 0.0);
@@ -403,8 +421,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       if (k == 0) extra[i] += (embed_f + embed_i) * ar;
       if (k == an.model_stages - 1) extra[i] += 3 * head_compute + (head_f + head_i) * ar;
     }
-    an.model_layers =
-        splitLayers(m.layers, an.model_stages, training.balance_layers, extra, per_layer);
+    an.model_layout = layoutFromLayerCounts(
+        splitLayers(m.layers, an.model_stages, training.balance_layers, extra, per_layer));
+    an.model_layout.back().mtp_layers = m.mtp_layers; // Megatron's default: MTP on the last stage
   }
 
   // Per virtual stage times, activations and collectives.
@@ -421,22 +440,26 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   for (int v = 0; v < S; ++v) {
     const auto i = static_cast<std::size_t>(v);
     const int k = placement.model_stage[i];
-    const double n = an.model_layers[static_cast<std::size_t>(k)];
-    const bool first = k == 0, last = k == an.model_stages - 1;
+    const StageLayers &held = an.model_layout[static_cast<std::size_t>(k)];
+    // An MTP layer costs a transformer layer plus its projection and head pass.
+    const double n = held.layers + held.mtp_layers;
+    const double mtp = held.mtp_layers;
+    const bool first = held.embedding, last = held.loss;
     const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(placement.rankOf(v))];
-    const double f_collectives = 2 * n + (first ? embed_f : 0) + (last ? head_f : 0);
-    const double i_collectives =
-        (2 + recompute_collectives) * n + (first ? embed_i : 0) + (last ? head_i : 0);
+    const double f_collectives = 2 * n + (first ? embed_f : 0) + (last ? head_f : 0) + mtp * head_f;
+    const double i_collectives = (2 + recompute_collectives) * n + (first ? embed_i : 0) +
+                                 (last ? head_i : 0) + mtp * head_i;
     StageCost cost;
-    cost.forward_us = n * layer_f_compute + (last ? head_compute : 0) + f_collectives * ar;
-    cost.weight_us = n * layer_w + (last ? head_compute : 0);
-    const double input_grad =
-        n * (layer_i_compute + recompute_compute) + (last ? head_compute : 0) + i_collectives * ar;
+    cost.forward_us =
+        n * layer_f_compute + (last ? head_compute : 0) + mtp * mtp_compute + f_collectives * ar;
+    cost.weight_us = n * layer_w + (last ? head_compute : 0) + mtp * mtp_compute;
+    const double input_grad = n * (layer_i_compute + recompute_compute) +
+                              (last ? head_compute : 0) + mtp * mtp_compute + i_collectives * ar;
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
-    an.stage_activation[i] =
-        n * layer_activation + (first ? embed_activation : 0) + (last ? head_activation : 0);
+    an.stage_activation[i] = held.layers * layer_activation + mtp * mtp_activation +
+                             (first ? embed_activation : 0) + (last ? head_activation : 0);
   }
   // Per layer times on a middle rank, for the rank-share figures Costs displays.
   const double middle_ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(P / 2)];
@@ -458,8 +481,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const int from = placement.rankOf(v), to = placement.rankOf(next);
     const std::pair<int, int> key{std::min(from, to), std::max(from, to)};
     auto it = pair_links.find(key);
-    if (it == pair_links.end())
-      it = pair_links.emplace(key, pairLinkOf(mesh, key.first, key.second)).first;
+    if (it == pair_links.end()) {
+      // Neighbours p, p + 1 and the wrap-around pair 0, P - 1 are in the precomputed links.
+      const bool neighbours = key.second == key.first + 1,
+                 wraps = key.first == 0 && key.second == P - 1;
+      const Link link = links && neighbours ? links->next[static_cast<std::size_t>(key.first)]
+                        : links && wraps    ? links->next[static_cast<std::size_t>(P - 1)]
+                                            : pairLinkOf(mesh, key.first, key.second);
+      it = pair_links.emplace(key, link).first;
+    }
     const auto [gbps, latency] = linkSpeed(hw, it->second);
     an.boundary_link[static_cast<std::size_t>(v)] = it->second;
     const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3);
@@ -477,8 +507,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
+  int embedding_stage = 0, loss_stage = an.model_stages - 1;
+  for (int k = 0; k < an.model_stages; ++k) {
+    if (an.model_layout[static_cast<std::size_t>(k)].embedding) embedding_stage = k;
+    if (an.model_layout[static_cast<std::size_t>(k)].loss) loss_stage = k;
+  }
   const Params layer = layerParams(m), embedding = embeddingParams(m),
-               head = headParams(m, an.model_stages == 1);
+               head = headParams(m, embedding_stage == loss_stage);
+  // An MTP module: its layer, the 2h→h projection (column-parallel) and two norms; it shares the
+  // embedding and head, holding a copy of the head when it sits off the loss stage (Megatron).
+  Params mtp_module = layer;
+  mtp_module.sharded += 2.0 * m.hidden * m.hidden;
+  mtp_module.replicated += 2 * normParams(m);
   {
     std::vector<std::vector<int>> held(static_cast<std::size_t>(P));
     for (int v = 0; v < S; ++v) {
@@ -492,11 +532,14 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       std::sort(stages.begin(), stages.end());
       stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
       for (int k : stages) {
-        const int n = an.model_layers[static_cast<std::size_t>(k)];
-        an.rank_layers[i] += n;
-        an.rank_params[i] += n * layer.perTpRank(t);
-        if (k == 0) an.rank_params[i] += embedding.perTpRank(t);
-        if (k == an.model_stages - 1) an.rank_params[i] += head.perTpRank(t);
+        const StageLayers &held = an.model_layout[static_cast<std::size_t>(k)];
+        an.rank_layers[i] += held.layers + held.mtp_layers;
+        an.rank_params[i] +=
+            held.layers * layer.perTpRank(t) + held.mtp_layers * mtp_module.perTpRank(t);
+        if (held.mtp_layers > 0 && !held.loss)
+          an.rank_params[i] += Params{static_cast<double>(m.vocab) * m.hidden, 0}.perTpRank(t);
+        if (held.embedding) an.rank_params[i] += embedding.perTpRank(t);
+        if (held.loss) an.rank_params[i] += head.perTpRank(t);
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume).
@@ -524,13 +567,34 @@ int dtypeBytes(std::string_view dtype) {
 }
 
 double parameterCount(const ModelSpec &model) {
+  // MTP modules: a layer, the 2h→h projection and two norms each (the head and embedding shared).
+  const double mtp_module =
+      layerParams(model).whole() + 2.0 * model.hidden * model.hidden + 2 * normParams(model);
   return model.layers * layerParams(model).whole() + embeddingParams(model).whole() +
-         headParams(model, true).whole();
+         headParams(model, true).whole() + model.mtp_layers * mtp_module;
+}
+
+MeshLinks meshLinks(const Mesh &mesh) {
+  MeshLinks links;
+  const auto P = static_cast<std::size_t>(mesh.pp);
+  links.tp.resize(P);
+  links.dp.resize(P);
+  links.next.resize(P);
+  for (int p = 0; p < mesh.pp; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    links.tp[i] = tpLinkOf(mesh, p);
+    links.dp[i] = dpLinkOf(mesh, p);
+    links.next[i] = mesh.pp > 1 ? pairLinkOf(mesh, p, (p + 1) % mesh.pp) : Link::None;
+  }
+  return links;
 }
 
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
-                                         const Placement &placement) {
-  auto analysis = analyze(setup, mesh, placement, nullptr);
+                                         const Placement &placement, const MeshLinks *links) {
+  if (links && (static_cast<int>(links->tp.size()) != mesh.pp ||
+                static_cast<int>(links->next.size()) != mesh.pp))
+    return makeError("the mesh links were computed for another mesh; pass meshLinks(mesh)");
+  auto analysis = analyze(setup, mesh, placement, nullptr, links);
   if (!analysis) return analysis.error();
   const Analysis &an = *analysis;
   ModelDerivation derivation;
@@ -549,9 +613,17 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
       *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end());
   derivation.stage_layers.resize(static_cast<std::size_t>(placement.stageCount()));
   for (int v = 0; v < placement.stageCount(); ++v)
-    derivation.stage_layers[static_cast<std::size_t>(v)] = an.model_layers[static_cast<std::size_t>(
-        placement.model_stage[static_cast<std::size_t>(v)])];
+    derivation.stage_layers[static_cast<std::size_t>(v)] =
+        an.model_layout[static_cast<std::size_t>(
+                            placement.model_stage[static_cast<std::size_t>(v)])]
+            .layers;
   derivation.stage_activation_bytes = an.stage_activation;
+  derivation.model_layout = an.model_layout;
+  derivation.rank_parameters = an.rank_params;
+  derivation.rank_layers = an.rank_layers;
+  derivation.recompute_transient_bytes =
+      setup.training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
+  derivation.forward_flops_per_microbatch = an.forward_flops_per_microbatch;
   if (auto status = costs.check(placement.stageCount()); !status)
     return makeError("the derived costs are not valid (" + status.error().message +
                      "); check the model and hardware numbers");
@@ -564,17 +636,8 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   const Placement &placement = schedule.placement;
   report.parameters = parameterCount(setup.model);
   // The layer split the derivation chose (per model stage), so the report matches it.
-  std::vector<int> model_layers;
-  if (static_cast<int>(derivation.stage_layers.size()) == placement.stageCount()) {
-    model_layers.assign(static_cast<std::size_t>(placement.modelStageCount()), 0);
-    for (int v = 0; v < placement.stageCount(); ++v) {
-      const auto k = static_cast<std::size_t>(placement.model_stage[static_cast<std::size_t>(v)]);
-      if (k < model_layers.size())
-        model_layers[k] = derivation.stage_layers[static_cast<std::size_t>(v)];
-    }
-  }
-  const auto analysis =
-      analyze(setup, mesh, placement, model_layers.empty() ? nullptr : &model_layers);
+  const auto analysis = analyze(
+      setup, mesh, placement, derivation.model_layout.empty() ? nullptr : &derivation.model_layout);
   if (!analysis) return report;
   const Analysis &an = *analysis;
   const ModelSpec &m = setup.model;
@@ -585,14 +648,14 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
       derivation.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
 
   // Memory per pipeline rank (the same on every TP rank and DP replica of it).
+  ModelDerivation analyzed;
+  analyzed.rank_parameters = an.rank_params;
+  analyzed.rank_layers = an.rank_layers;
+  analyzed.recompute_transient_bytes =
+      training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
   report.memory.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    RankMemory &mem = report.memory[i];
-    const double params = an.rank_params[i];
-    mem.params = params * dt;
-    mem.grads = params * dt;
-    mem.optimizer = params * training.optimizer_bytes_per_param / (training.zero1 ? dp : 1);
     double activations = 0;
     if (i < simulation.ranks.size()) {
       const RankStats &stats = simulation.ranks[i];
@@ -608,14 +671,7 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
         activations = largest * stats.peak_inflight;
       }
     }
-    // Full recomputation rebuilds one layer's activations during its backward: a transient on
-    // top of the stored layer inputs.
-    if (training.recompute == Recompute::Full && an.rank_layers[i] > 0)
-      activations += an.layer_activation_full;
-    mem.activations_peak = activations;
-    mem.total = mem.params + mem.grads + mem.optimizer + mem.activations_peak;
-    mem.capacity = setup.hardware.memory_gib * kGiB;
-    mem.fits = mem.total <= mem.capacity;
+    report.memory[i] = rankMemory(setup, mesh, analyzed, p, activations);
   }
 
   // Step, throughput and MFU.
@@ -678,6 +734,28 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
       *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end()) * 1e-6;
   report.dp.link = linkName(dp_link);
   return report;
+}
+
+RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDerivation &derivation,
+                      int rank, double peak_activation_bytes) {
+  RankMemory mem;
+  const auto i = static_cast<std::size_t>(rank);
+  if (i >= derivation.rank_parameters.size()) return mem;
+  const double params = derivation.rank_parameters[i];
+  const double dt = dtypeBytes(setup.model.dtype);
+  mem.params = params * dt;
+  mem.grads = params * dt;
+  mem.optimizer =
+      params * setup.training.optimizer_bytes_per_param / (setup.training.zero1 ? mesh.dp : 1);
+  mem.activations_peak = peak_activation_bytes;
+  // Full recomputation rebuilds one layer's activations during its backward: a transient on top
+  // of the stored layer inputs.
+  if (i < derivation.rank_layers.size() && derivation.rank_layers[i] > 0)
+    mem.activations_peak += derivation.recompute_transient_bytes;
+  mem.total = mem.params + mem.grads + mem.optimizer + mem.activations_peak;
+  mem.capacity = setup.hardware.memory_gib * kGiB;
+  mem.fits = mem.total <= mem.capacity;
+  return mem;
 }
 
 Status checkModelReport(const ModelReport &report) {

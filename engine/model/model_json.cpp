@@ -144,25 +144,27 @@ Result<HardwareSpec> loadHardwareSpec(const std::string &name_or_path) {
 }
 
 nlohmann::json toJson(const ModelSpec &m) {
-  return {{"format", kModelFormat},
-          {"version", kVersion},
-          {"name", m.name},
-          {"source", m.source},
-          {"notes", m.notes},
-          {"layers", m.layers},
-          {"hidden", m.hidden},
-          {"ffn_hidden", m.ffn_hidden},
-          {"heads", m.heads},
-          {"kv_heads", m.kv_heads},
-          {"vocab", m.vocab},
-          {"sequence_length", m.sequence_length},
-          {"microbatch_size", m.microbatch_size},
-          {"dtype", m.dtype},
-          {"tied_embeddings", m.tied_embeddings},
-          {"gated_mlp", m.gated_mlp},
-          {"position_embeddings", m.position_embeddings},
-          {"linear_biases", m.linear_biases},
-          {"norm", m.norm}};
+  nlohmann::json out = {{"format", kModelFormat},
+                        {"version", kVersion},
+                        {"name", m.name},
+                        {"source", m.source},
+                        {"notes", m.notes},
+                        {"layers", m.layers},
+                        {"hidden", m.hidden},
+                        {"ffn_hidden", m.ffn_hidden},
+                        {"heads", m.heads},
+                        {"kv_heads", m.kv_heads},
+                        {"vocab", m.vocab},
+                        {"sequence_length", m.sequence_length},
+                        {"microbatch_size", m.microbatch_size},
+                        {"dtype", m.dtype},
+                        {"tied_embeddings", m.tied_embeddings},
+                        {"gated_mlp", m.gated_mlp},
+                        {"position_embeddings", m.position_embeddings},
+                        {"linear_biases", m.linear_biases},
+                        {"norm", m.norm}};
+  if (m.mtp_layers > 0) out["mtp_layers"] = m.mtp_layers;
+  return out;
 }
 
 nlohmann::json toJson(const HardwareSpec &hw) {
@@ -182,12 +184,14 @@ nlohmann::json toJson(const HardwareSpec &hw) {
 }
 
 nlohmann::json toJson(const TrainingSetup &training) {
-  return {{"recompute", recomputeName(training.recompute)},
-          {"zero1", training.zero1},
-          {"sequence_parallel", training.sequence_parallel},
-          {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
-          {"balance_layers", training.balance_layers},
-          {"overlap_gradient_sync", training.overlap_gradient_sync}};
+  nlohmann::json out = {{"recompute", recomputeName(training.recompute)},
+                        {"zero1", training.zero1},
+                        {"sequence_parallel", training.sequence_parallel},
+                        {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
+                        {"balance_layers", training.balance_layers},
+                        {"overlap_gradient_sync", training.overlap_gradient_sync}};
+  if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
+  return out;
 }
 
 Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
@@ -195,10 +199,26 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   if (!fields.ok()) return fields.error();
   if (auto s = checkOptionalFormat(json, pointer, kModelFormat); !s) return s.error();
   if (auto s = checkKeys(json, pointer,
-                         {"format", "version", "name", "source", "notes", "layers", "hidden",
-                          "ffn_hidden", "heads", "kv_heads", "vocab", "sequence_length",
-                          "microbatch_size", "dtype", "tied_embeddings", "gated_mlp",
-                          "position_embeddings", "linear_biases", "norm"});
+                         {"format",
+                          "version",
+                          "name",
+                          "source",
+                          "notes",
+                          "layers",
+                          "hidden",
+                          "ffn_hidden",
+                          "heads",
+                          "kv_heads",
+                          "vocab",
+                          "sequence_length",
+                          "microbatch_size",
+                          "dtype",
+                          "tied_embeddings",
+                          "gated_mlp",
+                          "position_embeddings",
+                          "linear_biases",
+                          "norm",
+                          "mtp_layers"});
       !s)
     return s.error();
   ModelSpec m;
@@ -219,7 +239,8 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .boolean("gated_mlp", m.gated_mlp)
       .integer("position_embeddings", m.position_embeddings, 0, 1 << 24)
       .boolean("linear_biases", m.linear_biases)
-      .text("norm", m.norm);
+      .text("norm", m.norm)
+      .integer("mtp_layers", m.mtp_layers, 0, 100000);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
   if (m.hidden % m.heads != 0)
@@ -275,7 +296,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (!fields.ok()) return fields.error();
   if (auto s = checkKeys(json, pointer,
                          {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                          "balance_layers", "overlap_gradient_sync"});
+                          "balance_layers", "overlap_gradient_sync", "layout"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -286,7 +307,18 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
       .boolean("balance_layers", training.balance_layers)
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync);
+  std::string layout;
+  fields.text("layout", layout);
   if (!fields.ok()) return fields.error();
+  if (!layout.empty()) {
+    // Plan version 2: the layer layout as a Megatron string (version 1 files have none).
+    auto parsed = parseMegatronLayout(layout);
+    if (!parsed) return makeError(pointer + "/layout: " + parsed.error().message);
+    training.layout = std::move(*parsed);
+    if (training.balance_layers)
+      return makeError(pointer + "/balance_layers: true does not apply with a layout; set it "
+                                 "false or remove \"layout\"");
+  }
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;

@@ -1,6 +1,7 @@
 #pragma once
 // A model, the hardware it runs on and the training options: what a person planning a run
 // knows, from which the engine derives every op time, transfer and memory figure (DESIGN.md §5).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "engine/costs.h"
 #include "engine/mesh.h"
+#include "engine/model/layer_layout.h"
 #include "engine/result.h"
 #include "engine/schedule.h"
 #include "engine/simulator.h"
@@ -35,7 +37,10 @@ struct ModelSpec {
       0; ///< rows of a learned absolute position table (GPT-3: 2048); 0 = rotary
   bool linear_biases = false;   ///< biases on the linear layers (GPT-3) or none (Llama)
   std::string norm = "rmsnorm"; ///< "rmsnorm" (weight only) or "layernorm" (weight and bias)
-  std::string notes;            ///< free text shown with the preset
+  /// Multi-token-prediction layers after the last transformer layer (DeepSeek-V3 §2.2): each a
+  /// transformer layer, a 2h→h projection and a pass through the shared output head.
+  int mtp_layers = 0;
+  std::string notes; ///< free text shown with the preset
 };
 
 /// One GPU type and the links of the cluster it sits in.
@@ -63,7 +68,10 @@ struct TrainingSetup {
   /// 12 = fp32 master weights + Adam m + Adam v, 4 bytes each (mixed-precision Adam as counted by
   /// the ZeRO paper, Rajbhandari et al. 2020, K = 12). Some texts count only m and v (8).
   double optimizer_bytes_per_param = 12;
-  bool balance_layers = false;        ///< split layers to minimize the slowest stage
+  bool balance_layers = false; ///< split layers to minimize the slowest stage
+  /// Uneven stages: what each model stage holds (empty: the even or balanced split). Set from a
+  /// Megatron layout string, torchtitan's options or a layers-per-stage list (layer_layout.h).
+  LayerLayout layout;
   bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
 };
 
@@ -78,7 +86,28 @@ struct ModelDerivation {
   Costs costs;                                ///< per-stage overrides, transfers, gradient sync
   std::vector<int> stage_layers;              ///< transformer layers per virtual stage
   std::vector<double> stage_activation_bytes; ///< per microbatch held on each virtual stage
+  LayerLayout model_layout;                   ///< what each model stage holds, as split
+  /// Per pipeline rank: parameters held by one of its TP ranks, and its transformer layers.
+  std::vector<double> rank_parameters;
+  std::vector<int> rank_layers;
+  /// Full recomputation rebuilds one layer's activations during its backward: this transient
+  /// sits on top of the stored activations of every rank that has layers.
+  double recompute_transient_bytes = 0;
+  /// Model FLOPs of one microbatch's forward (as ModelReport::mfu counts them).
+  double forward_flops_per_microbatch = 0;
 };
+
+/// Which link a group of ranks uses: none (a group of one), all inside a node, all across nodes,
+/// or some of each (priced at the inter-node link).
+enum class LinkKind : std::uint8_t { None, Intra, Inter, Mixed };
+
+/// The links of a mesh's groups, per pipeline rank p: its TP groups, its DP groups, and the PP
+/// pairs between p and (p + 1) mod P. They depend on the mesh alone, so a caller deriving many
+/// setups on one mesh (the planner) classifies them once instead of per derivation.
+struct MeshLinks {
+  std::vector<LinkKind> tp, dp, next;
+};
+MeshLinks meshLinks(const Mesh &mesh);
 
 /// Per rank memory in bytes.
 struct RankMemory {
@@ -116,8 +145,15 @@ int dtypeBytes(std::string_view dtype);
 
 /// Derives costs for the placement. Refuses impossible meshes (fewer layers than stages, tp
 /// beyond a node, heads not divisible by tp, mesh.pp != placement.pp) with a clear message.
+/// `links`, when given, must be meshLinks(mesh).
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
-                                         const Placement &placement);
+                                         const Placement &placement,
+                                         const MeshLinks *links = nullptr);
+
+/// Memory of pipeline rank `rank` (bf16 params and grads, optimizer state, ZeRO-1 over DP) with
+/// the given peak of stored activations, against the hardware's capacity.
+RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDerivation &derivation,
+                      int rank, double peak_activation_bytes);
 
 /// Memory, throughput and communication for a simulated step.
 ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedule &schedule,

@@ -1,0 +1,369 @@
+// `pipescope search` (the planner) and `pipescope bench --search` (its speed).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/arguments.h"
+#include "engine/cli/commands.h"
+#include "engine/output_file.h"
+#include "engine/plan_file.h"
+#include "engine/planner/search.h"
+
+namespace pipescope::cli {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kSearchHelp =
+    R"(usage: pipescope search --model M --hardware H --gpus N [options]
+
+The planner: enumerates every mesh dp × tp × pp that uses the N GPUs (tp within a node and
+dividing the heads, KV heads and FFN; pp at most the layers), × rank order × schedule × V ×
+microbatch size and M × recomputation × ZeRO-1 × sequence parallelism; prunes by memory before
+simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
+structure and re-timed per cost set) and ranks by tokens/s. Prints the top K with step time,
+bubble and memory per rank, why the runners-up lose, and the Pareto front of step time against
+peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what was found.
+
+  --model NAME|FILE        model preset or JSON file (see 'pipescope presets')
+  --hardware NAME|FILE     hardware preset or JSON file
+  --gpus N                 GPUs to use, all of them
+  --global-batch B         sequences per step (default N, one per GPU); dp × M × b = B
+  --sequence S             sequence length (default the model's)
+  --memory-limit GIB       per GPU (default the hardware's memory)
+  --schedules LIST         families to try (default every family in 'pipescope schedules')
+  --microbatch-sizes LIST  b to try (default 1,2,4,8)
+  --virtual-stages LIST    V to try where V is free (default 2,3,4)
+  --recompute LIST         none,selective,full (default all three)
+  --rank-orders LIST       e.g. tp-pp-dp,tp-dp-pp (default all six)
+  --gpus-per-node G        (default the hardware's)
+  --top K                  plans to print (default 10)
+  --threads T              workers (default every core)
+  --json                   one JSON object: space, evaluated, seconds, plans, pareto
+  --csv FILE               the ranked plans as CSV
+  --save-plan FILE         the best plan as a plan file (pipescope simulate --plan FILE)
+
+Searched: DP, TP, PP, rank order, schedule, V, microbatch size and M, recomputation
+(none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce is overlapped
+with the backward. Not searched, because the cost model does not have them: expert (EP) and
+context (CP) parallelism, ZeRO-2/3 and FSDP, the interleaved microbatch group, uneven layer
+layouts (each plan splits layers evenly), activation offloading.
+)";
+
+std::atomic<bool> interrupted{false};
+
+extern "C" void onInterrupt(int /*signal*/) {
+  interrupted.store(true);
+}
+
+std::string fixed(double value, int digits) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+constexpr double kGiB = 1073741824.0;
+
+json planJson(const SearchPlan &plan, const SearchPlan *best) {
+  json out = {{"mesh",
+               {{"dp", plan.mesh.dp},
+                {"tp", plan.mesh.tp},
+                {"pp", plan.mesh.pp},
+                {"gpus_per_node", plan.mesh.gpus_per_node}}},
+              {"rank_order", plan.mesh.orderName()},
+              {"schedule", plan.schedule.name},
+              {"virtual_stages", plan.schedule.chunks},
+              {"microbatches", plan.schedule.microbatches},
+              {"microbatch_size", plan.microbatch_size},
+              {"recompute", recomputeName(plan.training.recompute)},
+              {"zero1", plan.training.zero1},
+              {"sequence_parallel", plan.training.sequence_parallel},
+              {"step_time_s", plan.step_time_s},
+              {"tokens_per_s", plan.tokens_per_s},
+              {"mfu", plan.mfu},
+              {"bubble_fraction", plan.bubble_fraction},
+              {"memory_per_rank_bytes", plan.memory_per_rank},
+              {"peak_memory_bytes", plan.peak_memory},
+              {"capacity_bytes", plan.capacity}};
+  if (best) out["why_slower"] = whySlower(plan, *best);
+  return out;
+}
+
+std::string planLine(const SearchPlan &plan) {
+  std::string schedule = plan.schedule.name;
+  if (plan.schedule.chunks > 1) schedule += " V=" + std::to_string(plan.schedule.chunks);
+  char line[320];
+  std::snprintf(
+      line, sizeof line,
+      "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-9s %-22s M=%-5d b=%-2d "
+      "%-9s %-5s %s",
+      plan.tokens_per_s, plan.step_time_s * 1e3, plan.mfu * 100, plan.bubble_fraction * 100,
+      plan.peak_memory / kGiB, plan.capacity / kGiB, plan.mesh.dp, plan.mesh.tp, plan.mesh.pp,
+      plan.mesh.orderName().c_str(), schedule.c_str(), plan.schedule.microbatches,
+      plan.microbatch_size, std::string(recomputeName(plan.training.recompute)).c_str(),
+      plan.training.zero1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
+  return line;
+}
+
+constexpr const char *kTableHeader =
+    "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order     schedule  "
+    "               M       b    recompute ZeRO  SP\n";
+
+Result<SearchRequest> requestFromArguments(const Arguments &a) {
+  SearchRequest request;
+  if (!a.has("model") || !a.has("hardware") || !a.has("gpus"))
+    return makeError("search needs --model, --hardware and --gpus (see 'pipescope search --help')");
+  auto model = loadModelSpec(*a.text("model"));
+  if (!model) return model.error();
+  auto hardware = loadHardwareSpec(*a.text("hardware"));
+  if (!hardware) return hardware.error();
+  request.model = std::move(*model);
+  request.hardware = std::move(*hardware);
+  struct IntOption {
+    const char *name;
+    int *target;
+    int min, max;
+  } ints[] = {{"gpus", &request.gpus, 1, kMaxWorldSize},
+              {"global-batch", &request.global_batch, 1, 1 << 30},
+              {"sequence", &request.model.sequence_length, 1, 1 << 24},
+              {"gpus-per-node", &request.hardware.gpus_per_node, 1, 1 << 16},
+              {"top", &request.top, 1, 100000},
+              {"threads", &request.threads, 1, 1024}};
+  for (const auto &o : ints) {
+    auto v = a.integer(o.name, o.min, o.max);
+    if (!v) return v.error();
+    if (*v) *o.target = **v;
+  }
+  auto limit = a.number("memory-limit", 1e-6, 1e9);
+  if (!limit) return limit.error();
+  if (*limit) request.memory_limit_gib = **limit;
+  if (auto list = a.text("schedules")) request.schedules = splitList(*list);
+  auto sizes = a.integerList("microbatch-sizes", 1, 1 << 20);
+  if (!sizes) return sizes.error();
+  if (*sizes) request.microbatch_sizes = **sizes;
+  auto chunks = a.integerList("virtual-stages", 1, kMaxChunks);
+  if (!chunks) return chunks.error();
+  if (*chunks) request.virtual_stages = **chunks;
+  if (auto list = a.text("recompute")) {
+    request.recompute.clear();
+    for (const auto &name : splitList(*list)) {
+      auto parsed = parseRecompute(name);
+      if (!parsed) return makeError("--recompute: " + parsed.error().message);
+      request.recompute.push_back(*parsed);
+    }
+  }
+  if (auto list = a.text("rank-orders"))
+    for (const auto &name : splitList(*list)) {
+      auto parsed = Mesh::parseOrder(name);
+      if (!parsed) return makeError("--rank-orders: " + parsed.error().message);
+      request.rank_orders.push_back(*parsed);
+    }
+  for (const char *flag : {"csv", "save-plan"})
+    if (auto path = a.text(flag); path && isStandardOutput(*path))
+      return makeError(std::string("the plans print on standard output; give --") + flag +
+                       " a file name");
+  return request;
+}
+
+/// Draws "searching: 40 % (1200/3000 structures), 51234 simulated" on stderr when it is a
+/// terminal.
+void drawProgress(const SearchProgress &progress) {
+  static auto last = std::chrono::steady_clock::time_point{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::milliseconds(100)) return;
+  last = now;
+  const double share = progress.structures_total > 0
+                           ? 100.0 * static_cast<double>(progress.structures_done) /
+                                 static_cast<double>(progress.structures_total)
+                           : 100.0;
+  std::fprintf(stderr, "\rsearching: %5.1f %% (%zu/%zu schedule structures), %zu simulated   ",
+               share, progress.structures_done, progress.structures_total, progress.evaluated);
+  std::fflush(stderr);
+}
+
+} // namespace
+
+int runSearch(const std::vector<std::string> &args) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end()) {
+    std::cout << kSearchHelp;
+    return 0;
+  }
+  auto parsed =
+      Arguments::parse(args,
+                       {"model", "hardware", "gpus", "global-batch", "sequence", "memory-limit",
+                        "schedules", "microbatch-sizes", "virtual-stages", "recompute",
+                        "rank-orders", "gpus-per-node", "top", "threads", "csv", "save-plan"},
+                       {"json"}, "search");
+  if (!parsed) return fail(parsed.error().message);
+  const Arguments &a = *parsed;
+  if (!a.positional().empty())
+    return fail("unexpected argument '" + a.positional().front() + "' for 'search'");
+  auto request = requestFromArguments(a);
+  if (!request) return fail(request.error().message);
+  if (auto status = checkSearchRequest(*request); !status) return fail(status.error().message);
+
+  // Outputs are opened first, so a bad path is reported before minutes of searching.
+  OutputTransaction outputs;
+  for (const char *flag : {"csv", "save-plan"})
+    if (auto path = a.text(flag))
+      if (auto added = outputs.add(*path); !added) return fail(added.error().message);
+
+  interrupted.store(false);
+  auto *previous = std::signal(SIGINT, onInterrupt);
+  SearchCallbacks callbacks;
+  callbacks.cancelled = [] { return interrupted.load(); };
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (terminal) callbacks.progress = drawProgress;
+  currentActivity() = "searching plans";
+  auto result = pipescope::runSearch(*request, callbacks);
+  std::signal(SIGINT, previous);
+  if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+  if (!result) return fail(result.error().message);
+  if (result->cancelled)
+    std::fprintf(stderr, "pipescope: interrupted; showing the best of what was simulated\n");
+  if (result->plans.empty()) return fail("interrupted before any plan was simulated");
+  const SearchPlan &best = result->plans.front();
+
+  // Files: the ranked plans as CSV, the best as a plan file.
+  for (std::size_t i : outputs.writeOrder()) {
+    OutputFile &file = outputs.output(i);
+    if (a.text("csv") && file.path() == *a.text("csv")) {
+      std::string csv = "rank,tokens_per_s,step_time_s,mfu,bubble_fraction,peak_memory_bytes,"
+                        "capacity_bytes,dp,tp,pp,rank_order,schedule,virtual_stages,microbatches,"
+                        "microbatch_size,recompute,zero1,sequence_parallel\n";
+      for (std::size_t k = 0; k < result->plans.size(); ++k) {
+        const auto &p = result->plans[k];
+        csv += std::to_string(k + 1) + "," + json(p.tokens_per_s).dump() + "," +
+               json(p.step_time_s).dump() + "," + json(p.mfu).dump() + "," +
+               json(p.bubble_fraction).dump() + "," + json(p.peak_memory).dump() + "," +
+               json(p.capacity).dump() + "," + std::to_string(p.mesh.dp) + "," +
+               std::to_string(p.mesh.tp) + "," + std::to_string(p.mesh.pp) + "," +
+               p.mesh.orderName() + "," + p.schedule.name + "," +
+               std::to_string(p.schedule.chunks) + "," + std::to_string(p.schedule.microbatches) +
+               "," + std::to_string(p.microbatch_size) + "," +
+               std::string(recomputeName(p.training.recompute)) + "," +
+               (p.training.zero1 ? "true" : "false") + "," +
+               (p.training.sequence_parallel ? "true" : "false") + "\n";
+      }
+      file.write(csv);
+    } else {
+      const Plan plan = searchPlanToPlan(*request, best);
+      file.write(planToJson(plan).dump(2) + "\n");
+    }
+  }
+  if (auto status = outputs.commit(); !status) return fail(status.error().message);
+
+  if (a.has("json")) {
+    json plans = json::array(), pareto = json::array();
+    for (std::size_t k = 0; k < result->plans.size(); ++k)
+      plans.push_back(planJson(result->plans[k], k == 0 ? nullptr : &best));
+    for (const auto &p : result->pareto)
+      pareto.push_back(planJson(p, nullptr));
+    json out = {{"model", request->model.name},
+                {"hardware", request->hardware.name},
+                {"gpus", request->gpus},
+                {"global_batch", request->global_batch > 0 ? request->global_batch : request->gpus},
+                {"sequence_length", request->model.sequence_length},
+                {"space", result->space},
+                {"evaluated", result->evaluated},
+                {"pruned_by_memory", result->pruned_by_memory},
+                {"timing_passes", result->timing_passes},
+                {"seconds", result->seconds},
+                {"interrupted", result->cancelled},
+                {"plans", std::move(plans)},
+                {"pareto", std::move(pareto)}};
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << request->model.name << " on " << request->gpus << " × " << request->hardware.name
+            << ": " << result->space << " configurations, " << result->pruned_by_memory
+            << " pruned by memory, " << result->evaluated << " simulated in "
+            << fixed(result->seconds, 2) << " s" << (result->cancelled ? " (interrupted)" : "")
+            << "\n\n"
+            << kTableHeader;
+  for (const auto &plan : result->plans)
+    std::cout << planLine(plan) << '\n';
+  if (result->plans.size() > 1) {
+    std::cout << "\nwhy the runners-up lose to #1:\n";
+    for (std::size_t k = 1; k < result->plans.size(); ++k)
+      std::cout << "  #" << k + 1 << ": " << whySlower(result->plans[k], best) << '\n';
+  }
+  std::cout << "\nPareto front (step time against peak memory):\n" << kTableHeader;
+  for (const auto &plan : result->pareto)
+    std::cout << planLine(plan) << '\n';
+  return 0;
+}
+
+int runSearchBench(const std::vector<std::string> &args) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::cout << "usage: pipescope bench --search [--threads T] [--json]\n\nTimes the planner on "
+                 "llama3-70b over 1,024 h100-sxm GPUs (global batch 1,024 sequences of 8,192 "
+                 "tokens, every schedule family) and prints the configurations simulated per "
+                 "second, wall and CPU.\n";
+    return 0;
+  }
+  std::vector<std::string> rest;
+  for (const auto &arg : args)
+    if (arg != "--search") rest.push_back(arg);
+  auto parsed = Arguments::parse(rest, {"threads"}, {"json"}, "bench --search");
+  if (!parsed) return fail(parsed.error().message);
+  SearchRequest request;
+  auto model = loadModelSpec("llama3-70b");
+  auto hardware = loadHardwareSpec("h100-sxm");
+  if (!model || !hardware) return fail("the llama3-70b and h100-sxm presets are missing");
+  request.model = *model;
+  request.hardware = *hardware;
+  request.gpus = 1024;
+  request.global_batch = 1024;
+  auto threads = parsed->integer("threads", 1, 1024);
+  if (!threads) return fail(threads.error().message);
+  request.threads = threads->value_or(0);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  auto result = pipescope::runSearch(request);
+  getrusage(RUSAGE_SELF, &after);
+  if (!result) return fail(result.error().message);
+  const auto seconds = [](const timeval &t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  const double cpu = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
+                     seconds(before.ru_stime);
+  const double per_second = static_cast<double>(result->evaluated) / result->seconds;
+  const double per_cpu_second = static_cast<double>(result->evaluated) / cpu;
+  if (parsed->has("json")) {
+    std::cout << json{{"space", result->space},
+                      {"evaluated", result->evaluated},
+                      {"pruned_by_memory", result->pruned_by_memory},
+                      {"timing_passes", result->timing_passes},
+                      {"seconds", result->seconds},
+                      {"cpu_seconds", cpu},
+                      {"simulated_per_second", per_second},
+                      {"simulated_per_cpu_second", per_cpu_second},
+                      {"threads", request.threads > 0
+                                      ? request.threads
+                                      : static_cast<int>(std::thread::hardware_concurrency())}}
+                     .dump(2)
+              << '\n';
+    return 0;
+  }
+  std::printf("planner: llama3-70b on 1024 x h100-sxm, global batch 1024\n"
+              "  space %zu configurations, %zu pruned by memory, %zu simulated (%zu distinct "
+              "timings)\n"
+              "  %.2f s wall, %.2f s CPU: %.0f configurations simulated per second (%.0f per "
+              "CPU second)\n",
+              result->space, result->pruned_by_memory, result->evaluated, result->timing_passes,
+              result->seconds, cpu, per_second, per_cpu_second);
+  return 0;
+}
+
+} // namespace pipescope::cli

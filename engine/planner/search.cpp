@@ -1,0 +1,523 @@
+#include "engine/planner/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "engine/lowering.h"
+#include "engine/planner/compiled_schedule.h"
+
+namespace pipescope {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string gib(double bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f GiB", bytes / kGiB);
+  return buffer;
+}
+
+std::vector<std::array<MeshDim, 3>> allRankOrders() {
+  std::array<MeshDim, 3> order{MeshDim::TP, MeshDim::PP, MeshDim::DP};
+  std::sort(order.begin(), order.end());
+  std::vector<std::array<MeshDim, 3>> orders;
+  do {
+    orders.push_back(order);
+  } while (std::next_permutation(order.begin(), order.end()));
+  return orders;
+}
+
+/// tp sizes the model and node admit.
+std::vector<int> tensorParallelSizes(const SearchRequest &request, int gpus) {
+  std::vector<int> sizes;
+  const ModelSpec &m = request.model;
+  for (int tp = 1; tp <= request.hardware.gpus_per_node && tp <= gpus; ++tp)
+    if (gpus % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0)
+      sizes.push_back(tp);
+  return sizes;
+}
+
+int globalBatch(const SearchRequest &request) {
+  return request.global_batch > 0 ? request.global_batch : request.gpus;
+}
+
+std::vector<Mesh> meshesFor(const SearchRequest &request, int gpus) {
+  std::vector<Mesh> meshes;
+  const int batch = globalBatch(request);
+  for (int tp : tensorParallelSizes(request, gpus))
+    for (int pp = 1; pp <= gpus / tp; ++pp) {
+      if ((gpus / tp) % pp != 0 || pp > request.model.layers) continue;
+      const int dp = gpus / tp / pp;
+      const bool batch_fits =
+          std::any_of(request.microbatch_sizes.begin(), request.microbatch_sizes.end(), [&](int b) {
+            return b > 0 && static_cast<long long>(dp) * b <= batch &&
+                   batch % (static_cast<long long>(dp) * b) == 0;
+          });
+      if (!batch_fits) continue;
+      Mesh mesh;
+      mesh.dp = dp;
+      mesh.tp = tp;
+      mesh.pp = pp;
+      mesh.gpus_per_node = request.hardware.gpus_per_node;
+      meshes.push_back(mesh);
+    }
+  return meshes;
+}
+
+std::vector<const ScheduleFamily *> searchFamilies(const SearchRequest &request) {
+  std::vector<const ScheduleFamily *> families;
+  if (request.schedules.empty())
+    for (const auto &family : scheduleFamilies())
+      families.push_back(&family);
+  for (const auto &name : request.schedules)
+    if (const auto *family = findScheduleFamily(name)) families.push_back(family);
+  return families;
+}
+
+/// Better first: more tokens/s, then less peak memory, then earlier in the enumeration.
+bool better(const SearchPlan &a, const SearchPlan &b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
+  return a.order < b.order;
+}
+
+/// Whether a is at least as good as b on step time and peak memory (ties by enumeration order).
+bool dominates(const SearchPlan &a, const SearchPlan &b) {
+  if (a.step_time_s > b.step_time_s || a.peak_memory > b.peak_memory) return false;
+  if (a.step_time_s < b.step_time_s || a.peak_memory < b.peak_memory) return true;
+  return a.order < b.order;
+}
+
+/// The bounded part of the results: the top K and the Pareto front.
+struct Collector {
+  std::size_t top = 10;
+  std::vector<SearchPlan> best;
+  std::vector<SearchPlan> pareto;
+  std::optional<SearchPlan> smallest;
+
+  void offer(const SearchPlan &plan) {
+    offerTop(plan);
+    offerPareto(plan);
+  }
+  void offerTop(const SearchPlan &plan) {
+    if (best.size() < top || better(plan, best.back())) {
+      const auto at = std::upper_bound(best.begin(), best.end(), plan, better);
+      best.insert(at, plan);
+      if (best.size() > top) best.pop_back();
+    }
+  }
+  void offerPareto(const SearchPlan &plan) {
+    for (const auto &kept : pareto)
+      if (dominates(kept, plan)) return;
+    std::erase_if(pareto, [&](const SearchPlan &kept) { return dominates(plan, kept); });
+    pareto.push_back(plan);
+  }
+  void offerFootprint(const SearchPlan &plan) {
+    if (!smallest || plan.peak_memory < smallest->peak_memory ||
+        (plan.peak_memory == smallest->peak_memory && plan.order < smallest->order))
+      smallest = plan;
+  }
+  void merge(const Collector &other) {
+    for (const auto &plan : other.best)
+      offerTop(plan);
+    for (const auto &plan : other.pareto)
+      offerPareto(plan);
+    if (other.smallest) offerFootprint(*other.smallest);
+  }
+};
+
+/// One schedule structure (family, P, V, M) and the meshes and microbatch sizes that share it.
+struct Structure {
+  ScheduleRequest request;
+  struct Variant {
+    Mesh mesh;
+    int microbatch_size = 1;
+  };
+  std::vector<Variant> variants;
+  std::uint64_t first_order = 0; ///< enumeration index of its first configuration
+  std::size_t configurations = 0;
+};
+
+std::size_t configurationsOf(const SearchRequest &request, const Structure::Variant &variant,
+                             std::size_t orders) {
+  const std::size_t sp =
+      variant.mesh.tp > 1
+          ? request.sequence_parallel.size()
+          : static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
+                                                request.sequence_parallel.end(), false));
+  return orders * request.recompute.size() * sp * request.zero1.size();
+}
+
+std::vector<Structure> enumerateStructures(const SearchRequest &request,
+                                           const std::vector<std::array<MeshDim, 3>> &orders) {
+  std::map<std::tuple<std::string, int, int, int>, Structure> structures;
+  const int batch = globalBatch(request);
+  for (const Mesh &mesh : meshesFor(request, request.gpus))
+    for (int b : request.microbatch_sizes) {
+      const long long per_replica = static_cast<long long>(mesh.dp) * b;
+      if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
+      const int microbatches = static_cast<int>(batch / per_replica);
+      for (const ScheduleFamily *family : searchFamilies(request)) {
+        std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
+        if (family->uses_chunks) chunk_options = request.virtual_stages;
+        for (int v : chunk_options) {
+          ScheduleRequest schedule{family->name, mesh.pp, microbatches, v, 0};
+          if (!checkScheduleRequest(schedule)) continue;
+          const int model_stages =
+              Placement::make(family->placement, mesh.pp, v, 1).modelStageCount();
+          if (model_stages > request.model.layers) continue;
+          auto &structure = structures[{family->name, mesh.pp, v, microbatches}];
+          structure.request = schedule;
+          structure.variants.push_back({mesh, b});
+        }
+      }
+    }
+  std::vector<Structure> list;
+  list.reserve(structures.size());
+  std::uint64_t order = 0;
+  for (auto &[key, structure] : structures) {
+    structure.first_order = order;
+    for (const auto &variant : structure.variants)
+      structure.configurations += configurationsOf(request, variant, orders.size());
+    order += structure.configurations;
+    list.push_back(std::move(structure));
+  }
+  return list;
+}
+
+struct Counters {
+  std::atomic<std::size_t> structures_done{0}, evaluated{0}, pruned{0}, timings{0};
+};
+
+/// Evaluates every configuration of one structure.
+void searchStructure(const SearchRequest &request, const Structure &structure,
+                     const std::vector<std::array<MeshDim, 3>> &orders, double limit_bytes,
+                     const SearchCallbacks &callbacks, Counters &counters, Collector &collector,
+                     std::vector<double> &scratch) {
+  auto schedule = generateSchedule(structure.request);
+  if (!schedule || !checkOpCoverage(*schedule)) return;
+  const LoweredProgram program = lowerSchedule(*schedule);
+  auto compiled = compileSchedule(*schedule, program);
+  if (!compiled) return;
+  const Placement &placement = schedule->placement;
+  const int batch = globalBatch(request);
+  std::uint64_t order = structure.first_order;
+  std::vector<double> peak_activations;
+  StageTimes last_times;
+  CompiledTiming last_timing;
+  bool have_last = false;
+  for (const auto &variant : structure.variants) {
+    ModelSetup setup{request.model, request.hardware, {}};
+    setup.model.microbatch_size = variant.microbatch_size;
+    setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
+    for (const auto &rank_order : orders) {
+      Mesh mesh = variant.mesh;
+      mesh.order = rank_order;
+      // Which groups cross nodes depends on the mesh alone: classified once for its options.
+      const MeshLinks links = meshLinks(mesh);
+      for (Recompute recompute : request.recompute)
+        for (bool sequence_parallel : request.sequence_parallel) {
+          if (sequence_parallel && mesh.tp == 1) continue;
+          if (callbacks.cancelled && callbacks.cancelled()) return;
+          setup.training.recompute = recompute;
+          setup.training.sequence_parallel = sequence_parallel;
+          setup.training.zero1 = false;
+          const std::size_t zero1_count = request.zero1.size();
+          auto derivation = deriveModelCosts(setup, mesh, placement, &links);
+          if (!derivation) {
+            order += zero1_count;
+            continue;
+          }
+          peakActivationBytes(*compiled, derivation->stage_activation_bytes, peak_activations);
+          bool timed = false;
+          CompiledTiming timing;
+          for (bool zero1 : request.zero1) {
+            setup.training.zero1 = zero1;
+            SearchPlan plan;
+            plan.mesh = mesh;
+            plan.schedule = structure.request;
+            plan.microbatch_size = variant.microbatch_size;
+            plan.training = setup.training;
+            plan.order = order++;
+            plan.capacity = request.hardware.memory_gib * kGiB;
+            plan.memory_per_rank.resize(peak_activations.size());
+            for (std::size_t r = 0; r < peak_activations.size(); ++r) {
+              const RankMemory memory =
+                  rankMemory(setup, mesh, *derivation, static_cast<int>(r), peak_activations[r]);
+              plan.memory_per_rank[r] = memory.total;
+              plan.peak_memory = std::max(plan.peak_memory, memory.total);
+            }
+            collector.offerFootprint(plan);
+            if (plan.peak_memory > limit_bytes) {
+              ++counters.pruned;
+              continue;
+            }
+            if (!timed) {
+              auto times = resolveStageTimes(derivation->costs, placement);
+              if (!times) break;
+              // Neighbouring configurations often price every op alike (rank orders that put
+              // the same groups on the same links): the timing is then the same.
+              if (have_last && times->forward == last_times.forward &&
+                  times->full_backward == last_times.full_backward &&
+                  times->weight_grad == last_times.weight_grad &&
+                  times->send_forward == last_times.send_forward &&
+                  times->send_backward == last_times.send_backward &&
+                  times->gradient_sync == last_times.gradient_sync &&
+                  times->overlap_factor == last_times.overlap_factor) {
+                timing = last_timing;
+              } else {
+                timing = timeCompiledSchedule(*compiled, *times, scratch);
+                ++counters.timings;
+                last_times = std::move(*times);
+                last_timing = timing;
+                have_last = true;
+              }
+              timed = true;
+            }
+            plan.step_time_s = timing.makespan_us * 1e-6;
+            if (!(plan.step_time_s > 0)) continue;
+            plan.tokens_per_s =
+                static_cast<double>(batch) * request.model.sequence_length / plan.step_time_s;
+            plan.mfu = static_cast<double>(batch) / variant.microbatch_size * 3 *
+                       derivation->forward_flops_per_microbatch /
+                       (plan.step_time_s * request.gpus * request.hardware.peak_tflops * 1e12);
+            plan.bubble_fraction = timing.bubble_fraction;
+            plan.busiest_rank_s = timing.busiest_rank_us * 1e-6;
+            plan.gradient_sync_s = derivation->costs.gradient_sync_us * 1e-6;
+            ++counters.evaluated;
+            collector.offer(plan);
+          }
+        }
+    }
+  }
+}
+
+std::string meshText(const Mesh &mesh) {
+  return "dp " + std::to_string(mesh.dp) + " × tp " + std::to_string(mesh.tp) + " × pp " +
+         std::to_string(mesh.pp);
+}
+
+} // namespace
+
+std::vector<Mesh> searchMeshes(const SearchRequest &request) {
+  return meshesFor(request, request.gpus);
+}
+
+Status checkSearchRequest(const SearchRequest &request) {
+  if (request.gpus < 1 || request.gpus > kMaxWorldSize)
+    return makeError("--gpus must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                     std::to_string(request.gpus));
+  if (request.global_batch < 0)
+    return makeError("--global-batch must be a positive number of sequences");
+  if (request.top < 1) return makeError("--top must be at least 1");
+  if (request.memory_limit_gib < 0 || request.memory_limit_gib > request.hardware.memory_gib)
+    return makeError("--memory-limit must be between 0 and the " + request.hardware.name + "'s " +
+                     gib(request.hardware.memory_gib * kGiB) + " per GPU");
+  for (const auto &name : request.schedules)
+    if (!findScheduleFamily(name))
+      return makeError("unknown schedule '" + name + "' in --schedules; see 'pipescope schedules'");
+  for (int b : request.microbatch_sizes)
+    if (b < 1) return makeError("microbatch sizes must be at least 1");
+  for (int v : request.virtual_stages)
+    if (v < 1 || v > kMaxChunks)
+      return makeError("virtual stages must be between 1 and " + std::to_string(kMaxChunks));
+  if (request.recompute.empty() || request.zero1.empty() || request.sequence_parallel.empty() ||
+      request.microbatch_sizes.empty() || request.virtual_stages.empty())
+    return makeError("the search space is empty: every option needs at least one value");
+  if (!meshesFor(request, request.gpus).empty()) return Ok{};
+  // Name the nearest GPU counts that have a mesh.
+  std::string nearest;
+  for (int n = request.gpus - 1; n >= 1; --n)
+    if (!meshesFor(request, n).empty()) {
+      nearest = std::to_string(n);
+      break;
+    }
+  for (int n = request.gpus + 1; n <= 2 * request.gpus && n <= kMaxWorldSize; ++n)
+    if (!meshesFor(request, n).empty()) {
+      nearest += (nearest.empty() ? "" : " or ") + std::to_string(n);
+      break;
+    }
+  std::string sizes;
+  for (int b : request.microbatch_sizes)
+    sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  return makeError(
+      std::to_string(request.gpus) + " GPUs admit no mesh for " + request.model.name +
+      ": dp × tp × pp must use every GPU with tp ≤ " +
+      std::to_string(request.hardware.gpus_per_node) + " dividing the heads, pp ≤ " +
+      std::to_string(request.model.layers) + " layers and dp × microbatch size (" + sizes +
+      ") dividing the global batch of " + std::to_string(globalBatch(request)) + " sequences" +
+      (nearest.empty() ? std::string("; change --global-batch")
+                       : "; " + nearest + " GPUs would work, or change --global-batch"));
+}
+
+Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbacks &callbacks) {
+  if (auto status = checkSearchRequest(request); !status) return status.error();
+  const auto started = std::chrono::steady_clock::now();
+  const auto orders = request.rank_orders.empty() ? allRankOrders() : request.rank_orders;
+  std::vector<Structure> structures = enumerateStructures(request, orders);
+  std::size_t space = 0;
+  for (const auto &structure : structures)
+    space += structure.configurations;
+  // Largest first, so no worker is left with a big one at the end.
+  std::vector<std::size_t> queue(structures.size());
+  for (std::size_t i = 0; i < queue.size(); ++i)
+    queue[i] = i;
+  std::stable_sort(queue.begin(), queue.end(), [&](std::size_t a, std::size_t b) {
+    const auto size = [&](const Structure &s) {
+      return static_cast<double>(s.request.pp) * s.request.chunks * s.request.microbatches *
+             static_cast<double>(s.configurations);
+    };
+    return size(structures[a]) > size(structures[b]);
+  });
+  const double limit_bytes =
+      (request.memory_limit_gib > 0 ? request.memory_limit_gib : request.hardware.memory_gib) *
+      kGiB;
+  const unsigned threads = request.threads > 0 ? static_cast<unsigned>(request.threads)
+                                               : std::max(1U, std::thread::hardware_concurrency());
+  Counters counters;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<Collector> collectors(threads);
+  for (auto &collector : collectors)
+    collector.top = static_cast<std::size_t>(request.top);
+  SearchCallbacks worker_callbacks;
+  // Workers stop between configurations: at once on `stop`, or when the caller cancels.
+  worker_callbacks.cancelled = [&] {
+    if (stop.load(std::memory_order_relaxed)) return true;
+    if (callbacks.cancelled && callbacks.cancelled()) {
+      stop = true;
+      return true;
+    }
+    return false;
+  };
+  std::mutex finished_mutex;
+  std::condition_variable finished;
+  unsigned running = threads;
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::vector<double> scratch;
+      while (!stop.load(std::memory_order_relaxed)) {
+        const std::size_t i = next.fetch_add(1);
+        if (i >= queue.size()) break;
+        searchStructure(request, structures[queue[i]], orders, limit_bytes, worker_callbacks,
+                        counters, collectors[t], scratch);
+        ++counters.structures_done;
+      }
+      const std::lock_guard lock(finished_mutex);
+      --running;
+      finished.notify_all();
+    });
+  while (true) {
+    {
+      std::unique_lock lock(finished_mutex);
+      if (finished.wait_for(lock, std::chrono::milliseconds(50), [&] { return running == 0; }))
+        break;
+    }
+    if (callbacks.cancelled && callbacks.cancelled()) stop = true;
+    if (callbacks.progress) {
+      SearchProgress progress;
+      progress.structures_done = counters.structures_done.load();
+      progress.structures_total = structures.size();
+      progress.space = space;
+      progress.evaluated = counters.evaluated.load();
+      callbacks.progress(progress);
+    }
+  }
+  for (auto &worker : workers)
+    worker.join();
+  Collector all;
+  all.top = static_cast<std::size_t>(request.top);
+  for (const auto &collector : collectors)
+    all.merge(collector);
+  SearchResult result;
+  result.space = space;
+  result.evaluated = counters.evaluated.load();
+  result.pruned_by_memory = counters.pruned.load();
+  result.timing_passes = counters.timings.load();
+  result.cancelled = stop.load();
+  result.plans = std::move(all.best);
+  result.pareto = std::move(all.pareto);
+  std::sort(result.pareto.begin(), result.pareto.end(),
+            [](const SearchPlan &a, const SearchPlan &b) { return a.peak_memory < b.peak_memory; });
+  result.smallest_footprint = all.smallest;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (result.plans.empty() && !result.cancelled) {
+    if (!result.smallest_footprint)
+      return makeError("no configuration of " + request.model.name + " on " +
+                       std::to_string(request.gpus) +
+                       " GPUs could be evaluated; widen --schedules or the microbatch sizes");
+    const SearchPlan &small = *result.smallest_footprint;
+    return makeError(
+        "nothing fits in " + gib(limit_bytes) + " per GPU: the smallest footprint of " +
+        std::to_string(result.space) + " configurations is " + gib(small.peak_memory) + " (" +
+        meshText(small.mesh) + ", " + small.schedule.name + ", microbatch size " +
+        std::to_string(small.microbatch_size) + ", recompute " +
+        std::string(recomputeName(small.training.recompute)) +
+        (small.training.zero1 ? ", ZeRO-1" : "") + "); raise --memory-limit to at least " +
+        gib(small.peak_memory) + " (the device has " + gib(request.hardware.memory_gib * kGiB) +
+        ") or use more GPUs");
+  }
+  return result;
+}
+
+Plan searchPlanToPlan(const SearchRequest &request, const SearchPlan &plan) {
+  Plan out;
+  out.request = plan.schedule;
+  out.mesh = plan.mesh;
+  ModelSetup setup{request.model, request.hardware, plan.training};
+  setup.model.microbatch_size = plan.microbatch_size;
+  out.model = setup;
+  return out;
+}
+
+std::string whySlower(const SearchPlan &plan, const SearchPlan &best) {
+  char buffer[160];
+  std::string reasons;
+  const auto add = [&](const char *text) {
+    reasons += (reasons.empty() ? "" : "; ") + std::string(text);
+  };
+  if (plan.bubble_fraction > best.bubble_fraction + 0.005) {
+    std::snprintf(buffer, sizeof buffer, "bubble %.1f %% vs %.1f %%", plan.bubble_fraction * 100,
+                  best.bubble_fraction * 100);
+    add(buffer);
+  }
+  if (plan.busiest_rank_s > best.busiest_rank_s * 1.005) {
+    const char *cause = plan.training.recompute != best.training.recompute &&
+                                plan.training.recompute != Recompute::None
+                            ? " (recomputation)"
+                        : plan.mesh.tp > best.mesh.tp ? " (more TP collectives)"
+                        : plan.mesh.pp < best.mesh.pp ? " (more layers per rank)"
+                                                      : "";
+    std::snprintf(buffer, sizeof buffer, "busiest rank computes %.1f ms vs %.1f ms%s",
+                  plan.busiest_rank_s * 1e3, best.busiest_rank_s * 1e3, cause);
+    add(buffer);
+  }
+  if (plan.gradient_sync_s > best.gradient_sync_s * 1.005 + 1e-6) {
+    std::snprintf(buffer, sizeof buffer, "exposed DP sync %.1f ms vs %.1f ms",
+                  plan.gradient_sync_s * 1e3, best.gradient_sync_s * 1e3);
+    add(buffer);
+  }
+  if (plan.step_time_s == best.step_time_s && plan.peak_memory == best.peak_memory)
+    return "ties with #1 on step time and memory (listed later in the enumeration)";
+  if (plan.step_time_s == best.step_time_s) {
+    std::snprintf(buffer, sizeof buffer, "same step time, more memory (%.1f vs %.1f GiB)",
+                  plan.peak_memory / kGiB, best.peak_memory / kGiB);
+    return buffer;
+  }
+  if (reasons.empty()) reasons = "transfers on the critical path";
+  std::snprintf(buffer, sizeof buffer,
+                "+%.2f %% step time: ", (plan.step_time_s / best.step_time_s - 1) * 100);
+  return buffer + reasons;
+}
+
+} // namespace pipescope

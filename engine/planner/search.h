@@ -1,0 +1,101 @@
+#pragma once
+// The planner (DESIGN.md §8 "Search", §9): enumerates meshes × rank orders × schedules × V ×
+// microbatch size and M × recomputation × ZeRO-1 × sequence parallelism for a model on N GPUs,
+// prunes by memory before simulating, simulates every survivor exactly and ranks by tokens/s.
+// Callers (CLI, GUI worker) get progress and can cancel; memory stays bounded (the top K and the
+// Pareto front are kept, not every result).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/mesh.h"
+#include "engine/model/model_setup.h"
+#include "engine/plan_file.h"
+#include "engine/result.h"
+#include "engine/schedule.h"
+
+namespace pipescope {
+
+struct SearchRequest {
+  ModelSpec model;       ///< its sequence_length is the training sequence
+  HardwareSpec hardware; ///< its gpus_per_node lays out the meshes
+  int gpus = 8;
+  int global_batch = 0;               ///< sequences per step; 0 = one per GPU
+  double memory_limit_gib = 0;        ///< 0 = the hardware's memory
+  std::vector<std::string> schedules; ///< empty = every family of the registry
+  std::vector<int> microbatch_sizes{1, 2, 4, 8};
+  std::vector<int> virtual_stages{2, 3, 4};        ///< V tried for families with a free V
+  std::vector<std::array<MeshDim, 3>> rank_orders; ///< empty = all six
+  std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
+  std::vector<bool> zero1{false, true};
+  std::vector<bool> sequence_parallel{false, true}; ///< only with tp > 1
+  bool overlap_gradient_sync = true; ///< DP all-reduce overlapped with the backward (Megatron)
+  int top = 10;
+  int threads = 0; ///< 0 = every core
+};
+
+/// One configuration and what its simulation gave.
+struct SearchPlan {
+  Mesh mesh;
+  ScheduleRequest schedule;
+  int microbatch_size = 1;
+  TrainingSetup training;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double bubble_fraction = 0;
+  double busiest_rank_s = 0;  ///< compute of the busiest pipeline rank (TP collectives in it)
+  double gradient_sync_s = 0; ///< exposed DP gradient sync
+  std::vector<double> memory_per_rank; ///< bytes per pipeline rank (total)
+  double peak_memory = 0;              ///< the largest of them
+  double capacity = 0;                 ///< bytes the device has
+  std::uint64_t order = 0;             ///< enumeration order: the tie-break, for determinism
+};
+
+struct SearchProgress {
+  std::size_t structures_done = 0, structures_total = 0;
+  std::size_t space = 0;     ///< configurations enumerated so far
+  std::size_t evaluated = 0; ///< simulated (after memory pruning)
+  double best_tokens_per_s = 0;
+};
+
+struct SearchResult {
+  std::size_t space = 0;            ///< configurations enumerated
+  std::size_t evaluated = 0;        ///< configurations simulated (fit the memory limit)
+  std::size_t pruned_by_memory = 0; ///< refused before simulating
+  std::size_t timing_passes = 0;    ///< distinct timings run (equal costs share one)
+  double seconds = 0;
+  bool cancelled = false;
+  std::vector<SearchPlan> plans;  ///< ranked, best first, at most `top`
+  std::vector<SearchPlan> pareto; ///< step time vs peak memory, by peak memory
+  /// The configuration with the smallest peak memory seen (fitting or not), for the message
+  /// when nothing fits.
+  std::optional<SearchPlan> smallest_footprint;
+};
+
+struct SearchCallbacks {
+  std::function<void(const SearchProgress &)> progress; ///< from the calling thread, ~10/s
+  /// Polled by the workers between configurations and by the calling thread: thread-safe.
+  std::function<bool()> cancelled;
+};
+
+/// The meshes (dp, tp, pp) of `gpus` GPUs the model admits: tp within a node dividing the heads,
+/// KV heads and FFN, pp at most the layers, dp × microbatch size dividing the global batch.
+std::vector<Mesh> searchMeshes(const SearchRequest &request);
+
+/// Checks the request; with no valid mesh the error names GPU counts that have one.
+Status checkSearchRequest(const SearchRequest &request);
+
+/// Runs the search on `threads` workers. Errors: a bad request, or nothing fits the memory
+/// limit (the message names the smallest footprint found and what would make it fit).
+Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbacks &callbacks = {});
+
+/// The plan file of a searched configuration (loadable by `pipescope simulate --plan`).
+Plan searchPlanToPlan(const SearchRequest &request, const SearchPlan &plan);
+
+/// Why `plan` is slower than `best`, in a few words ("bubble 12.0 % vs 4.1 %; ...").
+std::string whySlower(const SearchPlan &plan, const SearchPlan &best);
+
+} // namespace pipescope

@@ -1,0 +1,194 @@
+// `pipescope search` and the uneven-stage options, run as a user runs them (issue #14): outputs,
+// files, and exit 2 with one clear line for bad input.
+#include <QtTest>
+
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <csignal>
+#include <string>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_process.h"
+
+using nlohmann::json;
+
+namespace {
+
+using cli_test::pipescope;
+using cli_test::Run;
+
+const QStringList kSmallSearch = {"search",
+                                  "--model",
+                                  "llama3-8b",
+                                  "--hardware",
+                                  "h100-sxm",
+                                  "--gpus",
+                                  "8",
+                                  "--global-batch",
+                                  "16",
+                                  "--schedules",
+                                  "1f1b,zb-h1,interleaved-1f1b",
+                                  "--microbatch-sizes",
+                                  "1,2"};
+
+const QStringList kModel = {"--model", "llama3-8b", "--hardware", "h100-sxm"};
+
+} // namespace
+
+class TestCliSearch : public QObject {
+  Q_OBJECT
+
+private slots:
+  void searchJsonListsRankedPlansWithinMemory() {
+    const Run run =
+        pipescope(kSmallSearch + QStringList{"--json", "--top", "4", "--memory-limit", "40"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json out = json::parse(run.out.toStdString());
+    for (const char *key : {"space", "evaluated", "seconds", "plans", "pareto"})
+      QVERIFY2(out.contains(key), key);
+    QVERIFY(out["space"].get<int>() >= out["evaluated"].get<int>());
+    QVERIFY(out["evaluated"].get<int>() > 0);
+    const auto &plans = out["plans"];
+    QCOMPARE(plans.size(), std::size_t{4});
+    for (std::size_t k = 0; k < plans.size(); ++k) {
+      const auto &plan = plans[k];
+      for (const char *key :
+           {"mesh", "rank_order", "schedule", "virtual_stages", "microbatches", "microbatch_size",
+            "recompute", "zero1", "sequence_parallel", "step_time_s", "tokens_per_s",
+            "memory_per_rank_bytes", "peak_memory_bytes", "capacity_bytes"})
+        QVERIFY2(plan.contains(key), key);
+      QVERIFY(plan["peak_memory_bytes"].get<double>() <= 40.0 * 1073741824.0);
+      const auto &mesh = plan["mesh"];
+      QCOMPARE(mesh["dp"].get<int>() * mesh["tp"].get<int>() * mesh["pp"].get<int>(), 8);
+      QCOMPARE(mesh["dp"].get<int>() * plan["microbatches"].get<int>() *
+                   plan["microbatch_size"].get<int>(),
+               16);
+      if (k > 0) {
+        QVERIFY(plan["tokens_per_s"].get<double>() <= plans[k - 1]["tokens_per_s"].get<double>());
+        QVERIFY(plan.contains("why_slower"));
+      }
+    }
+  }
+
+  void textShowsTopRunnersUpAndParetoFront() {
+    const Run run = pipescope(kSmallSearch + QStringList{"--top", "3"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    QVERIFY(run.out.contains("why the runners-up lose to #1:"));
+    QVERIFY(run.out.contains("#3: "));
+    QVERIFY(run.out.contains("Pareto front (step time against peak memory):"));
+    // Not a terminal: no progress drawn on stderr.
+    QVERIFY(run.err.isEmpty());
+  }
+
+  // The saved best plan simulates to the step time the search reported; the CSV has the rows.
+  void savedPlanReproducesTheSearch() {
+    QTemporaryDir dir;
+    const QString plan_path = dir.filePath("best.json"), csv_path = dir.filePath("plans.csv");
+    const Run run = pipescope(kSmallSearch + QStringList{"--json", "--top", "3", "--save-plan",
+                                                         plan_path, "--csv", csv_path});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json best = json::parse(run.out.toStdString())["plans"][0];
+    const Run simulated = pipescope({"simulate", "--plan", plan_path, "--json"});
+    QVERIFY2(simulated.exit_code == 0, qPrintable(simulated.err));
+    const json result = json::parse(simulated.out.toStdString());
+    QCOMPARE(result["step_time_s"].get<double>(), best["step_time_s"].get<double>());
+    QCOMPARE(result["schedule"].get<std::string>(), best["schedule"].get<std::string>());
+    QFile csv(csv_path);
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
+    QCOMPARE(lines.size(), 4);
+    QVERIFY(lines[0].startsWith("rank,tokens_per_s,step_time_s"));
+  }
+
+  void badInputIsRefusedWithWhatWouldWork_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("no mesh") << QStringList{"search",     "--model",        "llama3-8b",
+                                            "--hardware", "h100-sxm",       "--gpus",
+                                            "97",         "--global-batch", "128"}
+                             << "97 GPUs admit no mesh";
+    QTest::newRow("nothing fits") << kSmallSearch + QStringList{"--memory-limit", "2"}
+                                  << "nothing fits in 2.0 GiB per GPU";
+    QTest::newRow("limit beyond the device")
+        << kSmallSearch + QStringList{"--memory-limit", "200"} << "--memory-limit must be";
+    QTest::newRow("unknown schedule")
+        << QStringList{"search", "--model", "llama3-8b",   "--hardware", "h100-sxm",
+                       "--gpus", "8",       "--schedules", "zz"}
+        << "unknown schedule 'zz'";
+    QTest::newRow("layout syntax") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                          QStringList{"--layout", "Et*8|t*8|(t*8|t*8L"}
+                                   << "--layout: the group opened at column 10 is not closed";
+    QTest::newRow("layout layer count") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                               QStringList{"--layout", "Et*8|t*8|t*8|t*9L"}
+                                        << "33 transformer layers but the model has 32";
+    QTest::newRow("layout stage count") << QStringList{"simulate", "--pp", "2"} + kModel +
+                                               QStringList{"--layers-per-stage", "8,8,8,8"}
+                                        << "P × V = 4";
+    QTest::newRow("layout without a model")
+        << QStringList{"simulate", "--pp", "4", "--layout", "Et|t|t|tL"} << "needs --model";
+    QTest::newRow("two layouts") << QStringList{"simulate", "--pp", "4"} + kModel +
+                                        QStringList{"--layers-per-stage", "8,8,8,8",
+                                                    "--first-stage-less-layers", "1"}
+                                 << "give one of them";
+  }
+  void badInputIsRefusedWithWhatWouldWork() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, expected);
+    const Run run = pipescope(args);
+    QCOMPARE(run.exit_code, 2);
+    QVERIFY2(run.err.contains(expected), qPrintable(run.err));
+    QVERIFY2(run.err.count('\n') == 1, qPrintable(run.err)); // one line
+    QVERIFY(run.out.isEmpty());
+  }
+
+  // Ctrl-C stops the search: the process ends normally (not by the signal) with what it found,
+  // marked as interrupted, or says that it had found nothing yet.
+  void interruptKeepsWhatWasFound() {
+    QProcess process;
+    process.start(QStringLiteral(PIPESCOPE_CLI),
+                  {"search", "--model", "llama3-405b", "--hardware", "h100-sxm", "--gpus", "16384",
+                   "--global-batch", "65536", "--microbatch-sizes", "1,2,4,8,16",
+                   "--virtual-stages", "2,3,4,6,8", "--json"});
+    QVERIFY(process.waitForStarted());
+    QTest::qWait(150);
+    // Only a running child is signalled: kill(0, ...) would signal this test's process group.
+    const auto pid = static_cast<pid_t>(process.processId());
+    QVERIFY2(process.state() == QProcess::Running && pid > 0,
+             "the search ended before it could be interrupted; give it a larger space");
+    QCOMPARE(::kill(pid, SIGINT), 0);
+    QVERIFY(process.waitForFinished(120000));
+    QCOMPARE(process.exitStatus(), QProcess::NormalExit);
+    const QString err = QString::fromUtf8(process.readAllStandardError());
+    if (process.exitCode() == 2) {
+      QVERIFY2(err.contains("interrupted before any plan was simulated"), qPrintable(err));
+      return;
+    }
+    QCOMPARE(process.exitCode(), 0);
+    const json out = json::parse(process.readAllStandardOutput().toStdString());
+    QVERIFY(out["interrupted"].get<bool>());
+    QVERIFY(err.contains("interrupted; showing the best of what was simulated"));
+    QVERIFY(!out["plans"].empty());
+  }
+
+  // The same split three ways gives the same step; another split gives another.
+  void layoutOptionsDriveTheSimulation() {
+    const auto step = [](const QStringList &extra) {
+      const Run run = pipescope(QStringList{"simulate", "--pp", "4", "--json"} + kModel + extra);
+      if (run.exit_code != 0) qFatal("simulate failed: %s", qPrintable(run.err));
+      return json::parse(run.out.toStdString())["step_time_s"].get<double>();
+    };
+    const double megatron = step({"--layout", "Et*7|(t*9|)*2t*7L"});
+    QCOMPARE(step({"--layers-per-stage", "7,9,9,7"}), megatron);
+    // torchtitan: first 2, last 2 fewer: 36 over 4 = 9 each, minus 2 at each end.
+    QCOMPARE(step({"--first-stage-less-layers", "2", "--last-stage-less-layers", "2"}), megatron);
+    QVERIFY(step({}) != megatron);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliSearch)
+#include "test_cli_search.moc"

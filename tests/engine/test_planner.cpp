@@ -1,0 +1,455 @@
+// The planner (issue #14): the compiled re-timing equals the event simulation, the search finds
+// the brute-force optimum and never returns a plan over its memory limit, bad requests are
+// refused with what would work; uneven stages (Megatron layouts, torchtitan's split, explicit
+// lists) parse, refuse bad input at its column, and drive costs and memory.
+#include <QtTest>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "engine/lowering.h"
+#include "engine/model/layer_layout.h"
+#include "engine/model/model_setup.h"
+#include "engine/plan_file.h"
+#include "engine/planner/compiled_schedule.h"
+#include "engine/planner/search.h"
+#include "engine/simulator.h"
+
+using namespace pipescope;
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+ModelSetup presetSetup(const std::string &model, const std::string &hardware) {
+  ModelSetup setup;
+  if (auto m = loadModelSpec(model)) setup.model = *m;
+  if (auto hw = loadHardwareSpec(hardware)) setup.hardware = *hw;
+  return setup;
+}
+
+/// The small space both the search and the brute force below walk.
+SearchRequest smallRequest() {
+  SearchRequest request;
+  const ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  request.model = setup.model;
+  request.model.sequence_length = 4096;
+  request.hardware = setup.hardware;
+  request.gpus = 8;
+  request.global_batch = 16;
+  request.schedules = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "gpipe"};
+  request.microbatch_sizes = {1, 2};
+  request.virtual_stages = {2};
+  request.top = 5;
+  request.threads = 2;
+  return request;
+}
+
+struct BruteForceBest {
+  double tokens_per_s = 0;
+  double peak_memory = 0;
+  std::size_t configurations = 0, fitting = 0;
+};
+
+/// Every configuration of smallRequest() through the ordinary path (generate, derive, lower,
+/// event-simulate, report), independent of the planner's enumeration and re-timing.
+BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
+  BruteForceBest best;
+  const std::array<MeshDim, 3> dims{MeshDim::DP, MeshDim::TP, MeshDim::PP};
+  for (int tp = 1; tp <= 8; ++tp)
+    for (int pp = 1; pp <= 8; ++pp) {
+      if (request.gpus % (tp * pp) != 0) continue;
+      const int dp = request.gpus / (tp * pp);
+      for (int b : request.microbatch_sizes) {
+        if (request.global_batch % (dp * b) != 0) continue;
+        const int microbatches = request.global_batch / (dp * b);
+        for (const auto &name : request.schedules) {
+          const auto *family = findScheduleFamily(name);
+          const int v = family->placement == PlacementKind::Loop
+                            ? (family->uses_chunks ? request.virtual_stages.front() : 1)
+                            : 2;
+          const ScheduleRequest schedule{name, pp, microbatches, v, 0};
+          if (!checkScheduleRequest(schedule)) continue;
+          std::array<MeshDim, 3> order = dims;
+          std::sort(order.begin(), order.end());
+          do {
+            for (Recompute recompute : request.recompute)
+              for (bool sp : {false, true}) {
+                if (sp && tp == 1) continue;
+                for (bool zero1 : {false, true}) {
+                  Plan plan;
+                  plan.request = schedule;
+                  plan.mesh = {dp, tp, pp, request.hardware.gpus_per_node, order};
+                  ModelSetup setup{request.model, request.hardware, {}};
+                  setup.model.microbatch_size = b;
+                  setup.training.recompute = recompute;
+                  setup.training.sequence_parallel = sp;
+                  setup.training.zero1 = zero1;
+                  setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
+                  plan.model = setup;
+                  ModelDerivation derivation;
+                  auto evaluation = evaluatePlan(plan, {}, &derivation);
+                  if (!evaluation) continue;
+                  ++best.configurations;
+                  const ModelReport report = reportModel(setup, plan.mesh, evaluation->schedule,
+                                                         derivation, evaluation->simulation);
+                  double peak = 0;
+                  for (const auto &memory : report.memory)
+                    peak = std::max(peak, memory.total);
+                  if (peak > limit_bytes) continue;
+                  ++best.fitting;
+                  if (report.tokens_per_s > best.tokens_per_s ||
+                      (report.tokens_per_s == best.tokens_per_s && peak < best.peak_memory)) {
+                    best.tokens_per_s = report.tokens_per_s;
+                    best.peak_memory = peak;
+                  }
+                }
+              }
+          } while (std::next_permutation(order.begin(), order.end()));
+        }
+      }
+    }
+  return best;
+}
+
+} // namespace
+
+class TestPlanner : public QObject {
+  Q_OBJECT
+
+private slots:
+  // The compiled re-timing performs the simulator's operations in a dependency order: every
+  // figure is bitwise equal, for every family, under uneven per-stage costs and transfers.
+  void compiledTimingEqualsTheEventSimulation() {
+    std::mt19937 random(14);
+    std::uniform_real_distribution<double> time(0.5, 3.0);
+    int compared = 0;
+    for (const auto &family : scheduleFamilies())
+      for (int pp : {2, 4, 6})
+        for (int m : {4, 8, 12})
+          for (int v : {1, 2, 3}) {
+            const ScheduleRequest request{family.name, pp, m, v, 0};
+            if (!checkScheduleRequest(request)) continue;
+            auto schedule = generateSchedule(request);
+            QVERIFY(schedule.ok());
+            const LoweredProgram program = lowerSchedule(*schedule);
+            auto compiled = compileSchedule(*schedule, program);
+            QVERIFY2(compiled.ok(), request.name.c_str());
+            const int stages = schedule->placement.stageCount();
+            Costs costs;
+            for (int s = 0; s < stages; ++s) {
+              const double w = time(random);
+              costs.stage_overrides.push_back({time(random), w + time(random), w});
+              costs.boundary_transfer_us.push_back(time(random) / 4);
+            }
+            costs.gradient_sync_us = time(random);
+            auto times = resolveStageTimes(costs, schedule->placement);
+            QVERIFY(times.ok());
+            SimulationOptions options;
+            for (int s = 0; s < stages; ++s)
+              options.stage_activation_bytes.push_back(time(random) * 1e9);
+            auto simulated = simulate(*schedule, program, *times, options);
+            QVERIFY(simulated.ok());
+            std::vector<double> scratch, peaks;
+            const CompiledTiming timing = timeCompiledSchedule(*compiled, *times, scratch);
+            QCOMPARE(timing.makespan_us, simulated->makespan_us);
+            QCOMPARE(timing.bubble_fraction, simulated->bubble_fraction);
+            QCOMPARE(timing.bubble_ratio, simulated->bubble_ratio);
+            double busiest = 0;
+            for (const auto &rank : simulated->ranks)
+              busiest = std::max(busiest, rank.busy_us);
+            QCOMPARE(timing.busiest_rank_us, busiest);
+            peakActivationBytes(*compiled, options.stage_activation_bytes, peaks);
+            for (std::size_t r = 0; r < peaks.size(); ++r)
+              QCOMPARE(peaks[r], simulated->ranks[r].peak_activation_bytes);
+            ++compared;
+          }
+    QVERIFY(compared > 60);
+  }
+
+  // The search's best equals the best of every configuration enumerated by brute force through
+  // the ordinary simulate path, at a limit that prunes part of the space; no plan it returns
+  // (ranked or on the Pareto front) exceeds the limit.
+  void findsTheBruteForceOptimumWithinTheMemoryLimit() {
+    SearchRequest request = smallRequest();
+    request.memory_limit_gib = 40;
+    const double limit = request.memory_limit_gib * kGiB;
+    const BruteForceBest expected = bruteForce(request, limit);
+    QVERIFY(expected.fitting > 0);
+    QVERIFY(expected.fitting < expected.configurations); // the limit prunes some
+    auto result = runSearch(request);
+    QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
+    QCOMPARE(result->space, expected.configurations);
+    QCOMPARE(result->evaluated, expected.fitting);
+    QVERIFY(!result->plans.empty());
+    QCOMPARE(result->plans.front().tokens_per_s, expected.tokens_per_s);
+    QCOMPARE(result->plans.front().peak_memory, expected.peak_memory);
+    for (std::size_t k = 1; k < result->plans.size(); ++k)
+      QVERIFY(result->plans[k].tokens_per_s <= result->plans[k - 1].tokens_per_s);
+    for (const auto *list : {&result->plans, &result->pareto})
+      for (const auto &plan : *list) {
+        QVERIFY(plan.peak_memory <= limit);
+        for (double bytes : plan.memory_per_rank)
+          QVERIFY(bytes <= limit);
+      }
+    // The Pareto front: sorted by memory, each step faster than the one before.
+    for (std::size_t k = 1; k < result->pareto.size(); ++k) {
+      QVERIFY(result->pareto[k].peak_memory >= result->pareto[k - 1].peak_memory);
+      QVERIFY(result->pareto[k].step_time_s < result->pareto[k - 1].step_time_s);
+    }
+    QCOMPARE(result->pareto.back().tokens_per_s, expected.tokens_per_s);
+  }
+
+  // The saved best plan, simulated the ordinary way, gives the figures the search reported.
+  void bestPlanReproducesThroughThePlanFile() {
+    const SearchRequest request = smallRequest();
+    auto result = runSearch(request);
+    QVERIFY(result.ok());
+    const SearchPlan &best = result->plans.front();
+    auto plan = planFromJson(planToJson(searchPlanToPlan(request, best)));
+    QVERIFY(plan.ok());
+    ModelDerivation derivation;
+    auto evaluation = evaluatePlan(*plan, {}, &derivation);
+    QVERIFY(evaluation.ok());
+    const ModelReport report = reportModel(*plan->model, plan->mesh, evaluation->schedule,
+                                           derivation, evaluation->simulation);
+    QCOMPARE(report.step_time_s, best.step_time_s);
+    QCOMPARE(report.tokens_per_s, best.tokens_per_s);
+    for (std::size_t r = 0; r < report.memory.size(); ++r)
+      QCOMPARE(report.memory[r].total, best.memory_per_rank[r]);
+  }
+
+  void aGpuCountWithoutAMeshNamesOnesThatWork() {
+    SearchRequest request = smallRequest();
+    request.gpus = 97; // prime, beyond a node and beyond 32 layers: only dp = 97, which 128
+                       // sequences do not divide; 100 = dp 1 × tp 4 × pp 25 works
+    request.global_batch = 128;
+    auto result = runSearch(request);
+    QVERIFY(!result.ok());
+    const std::string &message = result.error().message;
+    QVERIFY2(message.find("97 GPUs admit no mesh") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("96 or 100 GPUs would work") != std::string::npos, message.c_str());
+  }
+
+  void aMemoryLimitNothingFitsNamesTheSmallestFootprint() {
+    SearchRequest request = smallRequest();
+    request.memory_limit_gib = 1;
+    auto result = runSearch(request);
+    QVERIFY(!result.ok());
+    const std::string &message = result.error().message;
+    QVERIFY2(message.find("nothing fits in 1.0 GiB") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("raise --memory-limit to at least") != std::string::npos,
+             message.c_str());
+  }
+
+  void cancellingKeepsWhatWasFound() {
+    SearchRequest request = smallRequest();
+    request.threads = 1;
+    std::atomic<int> polls{0};
+    SearchCallbacks callbacks;
+    callbacks.cancelled = [&] { return ++polls > 200; };
+    auto result = runSearch(request, callbacks);
+    QVERIFY(result.ok());
+    QVERIFY(result->cancelled);
+    QVERIFY(result->evaluated < runSearch(smallRequest())->evaluated);
+  }
+
+  // The links classified once per mesh give the derivation every mesh gives on its own, across
+  // nodes, for every rank order and placement.
+  void precomputedMeshLinksDeriveTheSameCosts() {
+    const ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+    std::array<MeshDim, 3> order{MeshDim::DP, MeshDim::TP, MeshDim::PP};
+    int compared = 0;
+    do {
+      for (const auto &[dp, tp, pp] :
+           {std::tuple{4, 2, 8}, std::tuple{2, 4, 8}, std::tuple{8, 8, 2}})
+        for (PlacementKind kind :
+             {PlacementKind::Loop, PlacementKind::VShape, PlacementKind::Bidirectional}) {
+          const Mesh mesh{dp, tp, pp, 8, order};
+          const Placement placement = Placement::make(kind, pp, 2, 8);
+          const MeshLinks links = meshLinks(mesh);
+          auto alone = deriveModelCosts(setup, mesh, placement);
+          auto shared = deriveModelCosts(setup, mesh, placement, &links);
+          QVERIFY(alone.ok() && shared.ok());
+          QCOMPARE(shared->costs.boundary_transfer_us, alone->costs.boundary_transfer_us);
+          QCOMPARE(shared->costs.gradient_sync_us, alone->costs.gradient_sync_us);
+          for (std::size_t s = 0; s < alone->costs.stage_overrides.size(); ++s)
+            QCOMPARE(shared->costs.stage_overrides[s].forward_us,
+                     alone->costs.stage_overrides[s].forward_us);
+          ++compared;
+        }
+    } while (std::next_permutation(order.begin(), order.end()));
+    QCOMPARE(compared, 54);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Uneven stages
+
+  // Megatron's own example (pipeline_parallel_layer_layout.py, parse_str_to_list) and its
+  // repeat forms.
+  void megatronLayoutsParse() {
+    auto layout = parseMegatronLayout("Ettt|(tt|)*29,m|L");
+    QVERIFY(layout.ok());
+    QCOMPARE(layout->size(), std::size_t{32});
+    QCOMPARE((*layout)[0], (StageLayers{3, 0, true, false}));
+    QCOMPARE((*layout)[1], (StageLayers{2, 0, false, false}));
+    QCOMPARE((*layout)[29], (StageLayers{2, 0, false, false}));
+    QCOMPARE((*layout)[30], (StageLayers{0, 1, false, false}));
+    QCOMPARE((*layout)[31], (StageLayers{0, 0, false, true}));
+    auto repeated = parseMegatronLayout("Et*3(|t*2)*2,tL");
+    QVERIFY(repeated.ok()); // Megatron's "(|ab)*2,cd -> |ab|abcd"
+    QCOMPARE(layoutLayerCounts(*repeated), (std::vector<int>{3, 2, 3}));
+    auto empty_stage = parseMegatronLayout("E||t*4|tL");
+    QVERIFY(empty_stage.ok());
+    QCOMPARE(layoutLayerCounts(*empty_stage), (std::vector<int>{0, 0, 4, 1}));
+    QVERIFY(checkLayerLayout(*empty_stage, 5, 0, 4).ok());
+    // The formatted form parses back to the same layout.
+    for (const char *text : {"Ettt|(tt|)*29,m|L", "E||t*4|tL", "Et*7|(t*9|)*2t*7L", "EtL"}) {
+      auto parsed = parseMegatronLayout(text);
+      QVERIFY(parsed.ok());
+      auto again = parseMegatronLayout(formatMegatronLayout(*parsed));
+      QVERIFY2(again.ok() && *again == *parsed, formatMegatronLayout(*parsed).c_str());
+    }
+  }
+
+  void megatronLayoutErrorsNameTheColumn_data() {
+    QTest::addColumn<QString>("layout");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("unknown character") << "Ettx|tL"
+                                       << "unexpected 'x' at column 4";
+    QTest::newRow("missing count") << "E(tt|)*|tL"
+                                   << "'*' at column 7 needs a repeat count";
+    QTest::newRow("group without count") << "E(tt|)tL"
+                                         << "closed at column 6 needs a repeat";
+    QTest::newRow("unclosed group") << "E(tt|*2"
+                                    << "opened at column 2 is not closed";
+    QTest::newRow("nested group") << "E((t|)*2)*2L"
+                                  << "'(' at column 3 opens a group inside";
+    QTest::newRow("stray star") << "*3EtL"
+                                << "'*' at column 1 follows nothing";
+    QTest::newRow("second embedding") << "E*2tL"
+                                      << "a second embedding E at column 1";
+    QTest::newRow("layer after loss") << "EtL|t"
+                                      << "'t' at column 5 comes after the loss";
+    QTest::newRow("no embedding") << "tt|tL"
+                                  << "before the embedding";
+    QTest::newRow("no loss") << "Ett|tt"
+                             << "no loss L";
+    QTest::newRow("huge repeat") << "E(t|)*99999999999L"
+                                 << "too large";
+  }
+  void megatronLayoutErrorsNameTheColumn() {
+    QFETCH(QString, layout);
+    QFETCH(QString, expected);
+    auto parsed = parseMegatronLayout(layout.toStdString());
+    QVERIFY(!parsed.ok());
+    QVERIFY2(parsed.error().message.find(expected.toStdString()) != std::string::npos,
+             parsed.error().message.c_str());
+  }
+
+  void layoutCountsAreCheckedAgainstTheModel() {
+    auto layout = parseMegatronLayout("Et*7|t*8|t*8|t*8L");
+    QVERIFY(layout.ok());
+    auto status = checkLayerLayout(*layout, 32, 0, 4);
+    QVERIFY(!status.ok());
+    QVERIFY2(status.error().message.find("31 transformer layers but the model has 32") !=
+                 std::string::npos,
+             status.error().message.c_str());
+    status = checkLayerLayout(*layout, 31, 0, 8);
+    QVERIFY(!status.ok());
+    QVERIFY(status.error().message.find("P × V = 4") != std::string::npos);
+    status = checkLayerLayout(*layout, 31, 1, 4);
+    QVERIFY(!status.ok());
+    QVERIFY(status.error().message.find("MTP") != std::string::npos);
+  }
+
+  // torchtitan's _generate_llm_fqn_per_model_part: its docstring example (2 stages, 3 layers,
+  // weights 2 and 2) and the defaults (1 and 1) on Llama 3 8B's 32 layers over 4 stages.
+  void torchtitanSplitsAsTorchtitanDoes() {
+    auto docstring = torchtitanLayout(3, 2, 2, 2);
+    QVERIFY(docstring.ok());
+    QCOMPARE(layoutLayerCounts(*docstring), (std::vector<int>{2, 1}));
+    auto defaults = torchtitanLayout(32, 4, 1, 1);
+    QVERIFY(defaults.ok());
+    QCOMPARE(layoutLayerCounts(*defaults), (std::vector<int>{8, 9, 8, 7}));
+    QVERIFY(defaults->front().embedding && defaults->back().loss);
+    auto refused = torchtitanLayout(3, 2, 5, 1);
+    QVERIFY(!refused.ok());
+    QVERIFY(refused.error().message.find("exceed the layers per stage") != std::string::npos);
+  }
+
+  // Op times and memory follow each stage's layers, embedding and head.
+  void costsAndMemoryFollowTheLayout() {
+    ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+    const Mesh mesh{1, 1, 4, 8, {MeshDim::TP, MeshDim::PP, MeshDim::DP}};
+    const Placement placement = Placement::make(PlacementKind::Loop, 4, 1, 8);
+    auto even = deriveModelCosts(setup, mesh, placement);
+    QVERIFY(even.ok());
+    setup.training.layout = layoutFromLayerCounts({4, 12, 12, 4});
+    auto uneven = deriveModelCosts(setup, mesh, placement);
+    QVERIFY(uneven.ok());
+    QCOMPARE(uneven->stage_layers, (std::vector<int>{4, 12, 12, 4}));
+    // A middle stage's forward is only layers: 12 layers take 1.5 × the even split's 8.
+    const auto forward = [](const ModelDerivation &d, int s) {
+      return d.costs.stage_overrides[static_cast<std::size_t>(s)].forward_us;
+    };
+    QVERIFY(std::abs(forward(*uneven, 1) / forward(*even, 1) - 1.5) < 1e-9);
+    QVERIFY(forward(*uneven, 0) < forward(*even, 0));
+    QVERIFY(uneven->rank_parameters[1] > even->rank_parameters[1]);
+    QVERIFY(uneven->stage_activation_bytes[0] < even->stage_activation_bytes[0]);
+    // Moving the loss onto an otherwise empty last stage moves the head's parameters there.
+    auto with_head_alone = parseMegatronLayout("Et*11|t*11|t*10|L");
+    QVERIFY(with_head_alone.ok());
+    setup.training.layout = *with_head_alone;
+    auto head_alone = deriveModelCosts(setup, mesh, placement);
+    QVERIFY(head_alone.ok());
+    const double head = 4096.0 * 128256 + 4096; // the output matrix and the final RMSNorm
+    QCOMPARE(head_alone->rank_parameters[3], head);
+    QCOMPARE(head_alone->stage_layers[3], 0);
+    // A layout for another number of stages is refused with what would work.
+    const Placement eight = Placement::make(PlacementKind::Loop, 8, 1, 8);
+    Mesh mesh8 = mesh;
+    mesh8.pp = 8;
+    auto refused = deriveModelCosts(setup, mesh8, eight);
+    QVERIFY(!refused.ok());
+    QVERIFY(refused.error().message.find("P × V = 4") != std::string::npos);
+  }
+
+  // Plan files: a layout is written as version 2 and read back; a version 1 file loads as before.
+  void planFilesCarryTheLayout() {
+    Plan plan;
+    plan.request = {"1f1b", 4, 8, 1, 0};
+    plan.mesh.pp = 4;
+    ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+    plan.model = setup;
+    {
+      const auto without = planToJson(plan);
+      QCOMPARE(without["version"].get<int>(), 1);
+      QVERIFY(!without["training"].contains("layout"));
+      plan.model->training.layout = layoutFromLayerCounts({7, 9, 9, 7});
+      const auto with = planToJson(plan);
+      QCOMPARE(with["version"].get<int>(), 2);
+      QCOMPARE(with["training"]["layout"].get<std::string>(), std::string("Et*7|(t*9|)*2t*7L"));
+      auto read = planFromJson(with);
+      QVERIFY(read.ok());
+      QCOMPARE(read->model->training.layout, plan.model->training.layout);
+      auto old = planFromJson(without);
+      QVERIFY(old.ok());
+      QVERIFY(old->model->training.layout.empty());
+      auto bad = with;
+      bad["training"]["layout"] = "Et*7|(t*9|)*2t*7Lx";
+      auto refused = planFromJson(bad);
+      QVERIFY(!refused.ok());
+      QVERIFY2(refused.error().message.find("/training/layout: layout: unexpected 'x' at "
+                                            "column 18") != std::string::npos,
+               refused.error().message.c_str());
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestPlanner)
+#include "test_planner.moc"
