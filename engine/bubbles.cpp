@@ -592,23 +592,18 @@ std::string describeIdleInterval(const Schedule &schedule, const BubbleAnalysis 
 namespace {
 
 using json_text::appendField;
+using json_text::appendFields;
 using json_text::appendKey;
 
 void appendOp(std::string &out, const Schedule &schedule, OpRef ref) {
   const Op &op = opAt(schedule, ref);
   out += '{';
-  appendField(out, "rank", ref.rank);
-  out += ',';
-  appendField(out, "kind", opKindLetter(op.kind));
-  out += ',';
-  appendField(out, "stage", op.stage);
-  out += ',';
-  appendField(out, "microbatch", op.microbatch);
+  appendFields(out, "rank", ref.rank, "kind", opKindLetter(op.kind), "stage", op.stage,
+               "microbatch", op.microbatch);
   if (op.kind == OpKind::OverlappedPair) {
     out += ',';
-    appendField(out, "backward_stage", op.backward_stage);
-    out += ',';
-    appendField(out, "backward_microbatch", op.backward_microbatch);
+    appendFields(out, "backward_stage", op.backward_stage, "backward_microbatch",
+                 op.backward_microbatch);
   }
   out += '}';
 }
@@ -626,9 +621,7 @@ void appendCauses(std::string &out, const std::array<double, kBubbleCauseCount> 
 // "busy_us":..,"idle_us":..,"causes":{...}
 void appendTotals(std::string &out, double busy_us, double idle_us,
                   const std::array<double, kBubbleCauseCount> &causes) {
-  appendField(out, "busy_us", busy_us);
-  out += ',';
-  appendField(out, "idle_us", idle_us);
+  appendFields(out, "busy_us", busy_us, "idle_us", idle_us);
   out += ",\"causes\":";
   appendCauses(out, causes);
 }
@@ -643,11 +636,8 @@ void streamBubbleJson(const TextSink &write, const Schedule &schedule,
       appendKey(text, key);
       text += value.dump() + ",";
     }
-  appendField(text, "step_start_us", analysis.step_start_us);
-  text += ',';
-  appendField(text, "step_end_us", analysis.step_end_us);
-  text += ',';
-  appendField(text, "makespan_us", analysis.makespanUs());
+  appendFields(text, "step_start_us", analysis.step_start_us, "step_end_us", analysis.step_end_us,
+               "makespan_us", analysis.makespanUs());
   text += ',';
   appendTotals(text, analysis.busy_us, analysis.idle_us, analysis.cause_us);
   text += ",\n\"ranks\":[";
@@ -664,11 +654,8 @@ void streamBubbleJson(const TextSink &write, const Schedule &schedule,
     for (std::size_t k = 0; k < rank.intervals.size(); ++k) {
       const IdleInterval &interval = rank.intervals[k];
       record.assign(k ? ",\n{" : "\n{");
-      appendField(record, "start_us", interval.start_us);
-      record += ',';
-      appendField(record, "end_us", interval.end_us);
-      record += ',';
-      appendField(record, "cause", bubbleCauseName(interval.cause));
+      appendFields(record, "start_us", interval.start_us, "end_us", interval.end_us, "cause",
+                   bubbleCauseName(interval.cause));
       if (interval.waits_for.valid()) {
         record += ",\"waits_for\":";
         appendOp(record, schedule, interval.waits_for);
@@ -706,22 +693,14 @@ void streamBubbleJson(const TextSink &write, const Schedule &schedule,
       appendOp(op, schedule, segment.op);
       record.append(op, 1, op.size() - 2);
     } else if (segment.kind == PathSegmentKind::Transfer) {
-      appendField(record, "from_rank", segment.rank);
-      record += ',';
-      appendField(record, "to_rank", segment.to_rank);
-      record += ',';
-      appendField(record, "kind", segment.gradient ? "gradient" : "activation");
-      record += ',';
-      appendField(record, "stage", segment.stage);
-      record += ',';
-      appendField(record, "microbatch", segment.microbatch);
+      appendFields(record, "from_rank", segment.rank, "to_rank", segment.to_rank, "kind",
+                   segment.gradient ? "gradient" : "activation", "stage", segment.stage,
+                   "microbatch", segment.microbatch);
     } else {
       appendField(record, "rank", segment.rank);
     }
     record += ',';
-    appendField(record, "start_us", segment.start_us);
-    record += ',';
-    appendField(record, "end_us", segment.end_us);
+    appendFields(record, "start_us", segment.start_us, "end_us", segment.end_us);
     record += '}';
     write(record);
   }

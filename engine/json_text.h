@@ -72,4 +72,15 @@ inline void appendField(std::string &out, std::string_view name, Value value) {
     appendNumber(out, value);
 }
 
+/// `"a":1,"b":"x",...`: several fields of a record, comma-separated (no comma before or after),
+/// so a record's fields read as one list instead of alternating appends and commas.
+template <typename Value, typename... Rest>
+inline void appendFields(std::string &out, std::string_view name, Value value, Rest... rest) {
+  appendField(out, name, value);
+  if constexpr (sizeof...(rest) > 0) {
+    out += ',';
+    appendFields(out, rest...);
+  }
+}
+
 } // namespace pipescope::json_text

@@ -202,24 +202,11 @@ Result<RunEvent> readDone(JsonFields &f) {
 
 void appendTraceOpRecord(std::string &out, const TraceOp &op) {
   using json_text::appendField;
+  using json_text::appendFields;
   out += '{';
-  appendField(out, "rank", op.rank);
-  out += ',';
-  appendField(out, "step", op.step);
-  out += ',';
-  appendField(out, "index", op.index);
-  out += ',';
-  appendField(out, "kind", opKindLetter(op.kind));
-  out += ',';
-  appendField(out, "stage", op.stage);
-  out += ',';
-  appendField(out, "microbatch", op.microbatch);
-  out += ',';
-  appendField(out, "start_us", op.start_us);
-  out += ',';
-  appendField(out, "end_us", op.end_us);
-  out += ',';
-  appendField(out, "lane", op.lane);
+  appendFields(out, "rank", op.rank, "step", op.step, "index", op.index, "kind",
+               opKindLetter(op.kind), "stage", op.stage, "microbatch", op.microbatch, "start_us",
+               op.start_us, "end_us", op.end_us, "lane", op.lane);
   if (op.overlapped) out += ",\"overlapped\":true";
   out += '}';
 }

@@ -531,6 +531,7 @@ Result<Trace> loadTrace(const std::string &path) {
 namespace {
 
 using json_text::appendField;
+using json_text::appendFields;
 using json_text::appendKey;
 using json_text::appendNumber;
 
@@ -626,21 +627,9 @@ void streamTraceView(const TextSink &write, const TraceView &view, const json &e
   view.for_each_transfer([&](const TraceTransfer &t) {
     record.assign(first ? "\n{" : ",\n{");
     first = false;
-    appendField(record, "from_rank", t.from_rank);
-    record += ',';
-    appendField(record, "to_rank", t.to_rank);
-    record += ',';
-    appendField(record, "stage", t.stage);
-    record += ',';
-    appendField(record, "microbatch", t.microbatch);
-    record += ',';
-    appendField(record, "kind", t.gradient ? "gradient" : "activation");
-    record += ',';
-    appendField(record, "start_us", t.start_us);
-    record += ',';
-    appendField(record, "end_us", t.end_us);
-    record += ',';
-    appendField(record, "bytes", t.bytes);
+    appendFields(record, "from_rank", t.from_rank, "to_rank", t.to_rank, "stage", t.stage,
+                 "microbatch", t.microbatch, "kind", t.gradient ? "gradient" : "activation",
+                 "start_us", t.start_us, "end_us", t.end_us, "bytes", t.bytes);
     record += '}';
     write(record);
   });
@@ -699,21 +688,11 @@ void streamChromeView(const TextSink &write, const TraceView &view) {
     record += ',';
     appendField(record, "cat", opKindName(op.kind));
     record += ",\"ph\":\"X\",";
-    appendField(record, "pid", op.rank);
-    record += ',';
-    appendField(record, "tid", op.lane);
-    record += ',';
-    appendField(record, "ts", op.start_us);
-    record += ',';
-    appendField(record, "dur", op.end_us - op.start_us);
+    appendFields(record, "pid", op.rank, "tid", op.lane, "ts", op.start_us, "dur",
+                 op.end_us - op.start_us);
     record += ",\"args\":{";
-    appendField(record, "stage", op.stage);
-    record += ',';
-    appendField(record, "microbatch", op.microbatch);
-    record += ',';
-    appendField(record, "kind", opKindName(op.kind));
-    record += ',';
-    appendField(record, "step", op.step);
+    appendFields(record, "stage", op.stage, "microbatch", op.microbatch, "kind",
+                 opKindName(op.kind), "step", op.step);
     if (op.overlapped) record += ",\"overlapped\":true";
     record += "}}";
     write(record);
@@ -729,23 +708,15 @@ void streamChromeView(const TextSink &write, const TraceView &view) {
     record += ",\"cat\":\"p2p\",\"ph\":\"X\",";
     appendField(record, "pid", t.from_rank);
     record += ",\"tid\":1,";
-    appendField(record, "ts", t.start_us);
-    record += ',';
-    appendField(record, "dur", std::max(0.0, t.end_us - t.start_us));
+    appendFields(record, "ts", t.start_us, "dur", std::max(0.0, t.end_us - t.start_us));
     record += ",\"args\":{";
-    appendField(record, "bytes", t.bytes);
-    record += ',';
-    appendField(record, "to_rank", t.to_rank);
+    appendFields(record, "bytes", t.bytes, "to_rank", t.to_rank);
     record += "}},\n{\"name\":\"p2p\",\"cat\":\"p2p\",\"ph\":\"s\",";
-    appendField(record, "id", id);
-    record += ',';
-    appendField(record, "pid", t.from_rank);
+    appendFields(record, "id", id, "pid", t.from_rank);
     record += ",\"tid\":1,";
     appendField(record, "ts", t.start_us);
     record += "},\n{\"name\":\"p2p\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",";
-    appendField(record, "id", id);
-    record += ',';
-    appendField(record, "pid", t.to_rank);
+    appendFields(record, "id", id, "pid", t.to_rank);
     record += ",\"tid\":0,";
     appendField(record, "ts", t.end_us);
     record += '}';
@@ -757,13 +728,10 @@ void streamChromeView(const TextSink &write, const TraceView &view) {
       for (const auto &point : (*view.memory)[r]) {
         begin();
         record += "\"name\":\"in-flight activations\",\"ph\":\"C\",";
-        appendField(record, "pid", static_cast<int>(r));
-        record += ',';
-        appendField(record, "ts", point.time_us);
+        appendFields(record, "pid", static_cast<int>(r), "ts", point.time_us);
         record += ",\"args\":{";
-        appendField(record, "chunks", point.inflight_chunks);
-        record += ',';
-        appendField(record, "microbatches", point.inflight_microbatches);
+        appendFields(record, "chunks", point.inflight_chunks, "microbatches",
+                     point.inflight_microbatches);
         record += "}}";
         write(record);
       }

@@ -221,24 +221,15 @@ int runSimulate(const std::vector<std::string> &args) {
         const Op &op = e.schedule.ranks[r][i];
         const OpTiming &t = sim.op_times[r][i];
         using json_text::appendField;
+        using json_text::appendFields;
         record.assign(first ? "\n    {" : ",\n    {");
         first = false;
-        appendField(record, "rank", r);
-        record += ',';
-        appendField(record, "kind", opKindLetter(op.kind));
-        record += ',';
-        appendField(record, "stage", op.stage);
-        record += ',';
-        appendField(record, "microbatch", op.microbatch);
-        record += ',';
-        appendField(record, "start", t.start_us);
-        record += ',';
-        appendField(record, "end", t.end_us);
+        appendFields(record, "rank", r, "kind", opKindLetter(op.kind), "stage", op.stage,
+                     "microbatch", op.microbatch, "start", t.start_us, "end", t.end_us);
         if (op.kind == OpKind::OverlappedPair) {
           record += ',';
-          appendField(record, "backward_stage", op.backward_stage);
-          record += ',';
-          appendField(record, "backward_microbatch", op.backward_microbatch);
+          appendFields(record, "backward_stage", op.backward_stage, "backward_microbatch",
+                       op.backward_microbatch);
         }
         record += '}';
         write(record);
