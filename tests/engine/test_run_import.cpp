@@ -354,6 +354,33 @@ private slots:
                        medianOf(durations[{static_cast<int>(s), OpKind::Forward}])) < 1e-6);
   }
 
+  // Cancel (the explorer's button) stops the import with an error saying so, before the next file
+  // and inside one; progress reaches the total when nothing cancels it.
+  void cancelStopsTheImport() {
+    const std::vector<std::string> paths = {kRuns + "/gpipe-p4-m4"};
+    ImportOptions options;
+    std::size_t last_done = 0, last_total = 0;
+    options.progress = [&](std::size_t done, std::size_t total) {
+      last_done = done;
+      last_total = total;
+    };
+    QVERIFY(importRun(paths, options).ok());
+    QVERIFY(last_total > 0);
+    QCOMPARE(last_done, last_total);
+
+    int polls = 0;
+    options.cancelled = [&polls] { return ++polls > 2; };
+    auto cancelled = importRun(paths, options);
+    QVERIFY(!cancelled.ok());
+    QCOMPARE(cancelled.error().message, std::string(kImportCancelled));
+    QVERIFY(last_done < last_total);
+
+    options.cancelled = [] { return true; };
+    auto at_once = importRun(paths, options);
+    QVERIFY(!at_once.ok());
+    QCOMPARE(at_once.error().message, std::string(kImportCancelled));
+  }
+
   // What an imported trace is written as loads back equal, and exports to Chrome trace events.
   void savedTraceLoadsBackAndExports() {
     QTemporaryDir dir;
