@@ -461,6 +461,7 @@ void MainWindow::rebuildTimeline(bool animate) {
       mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
   if (measured && mode == OverlayMode::Overlay) {
     section.measured = measured;
+    section.measured_bubbles = run_panel_->session()->measuredBubbles(measuredStep());
     sections.push_back(section);
   } else if (measured && mode == OverlayMode::SideBySide) {
     const int step = measuredStep() < 0 ? run_panel_->measurement()->latestStep() : measuredStep();
@@ -468,6 +469,7 @@ void MainWindow::rebuildTimeline(bool animate) {
     TimelineSection measured_section;
     measured_section.title = tr("Measured \u2014 step %1, aligned at its start").arg(step);
     measured_section.evaluation = measured;
+    measured_section.measured_bubbles = run_panel_->session()->measuredBubbles(measuredStep());
     sections = {section, measured_section};
   } else {
     sections.push_back(section);
@@ -554,6 +556,11 @@ void MainWindow::updateLegend() {
     for (const auto &op : ops)
       present[static_cast<int>(op.kind)] = true;
   QString html;
+  // First when shown: it is what was asked for, and the legend is clipped on narrow windows.
+  if (timeline_->criticalPathShown())
+    html += tr("<span style='color:%1; font-size:12pt'>\u25a1</span>&nbsp;critical path "
+               "&nbsp;&nbsp; ")
+                .arg(palette::criticalPath().name());
   for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
                       OpKind::OverlappedPair}) {
     if (!present[static_cast<int>(kind)]) continue;
@@ -568,7 +575,8 @@ void MainWindow::updateLegend() {
                "<span style='color:%2; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ")
                 .arg(palette::predictedGhost().name(), palette::measuredSwatch().name());
   html += tr("<span style='color:%1; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
-             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>")
+             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path \u00b7 "
+             "hover a bubble: its cause</span>")
               .arg(palette::idleHatch().name(), palette::faintText().name());
   legend_->setText(html);
 }
@@ -648,6 +656,7 @@ bool MainWindow::importRealRun(const QStringList &paths) {
 void MainWindow::setCriticalPathShown(bool shown) {
   critical_path_action_->setChecked(shown);
   timeline_->setCriticalPathShown(shown);
+  updateLegend();
 }
 
 bool MainWindow::criticalPathShown() const {

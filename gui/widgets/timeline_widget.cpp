@@ -89,21 +89,28 @@ const BubbleAnalysis *TimelineWidget::bubbles(int section) {
   }
   if (!bubbles_tried_[index]) {
     bubbles_tried_[index] = 1;
-    const auto &evaluation = model_.sections()[index].evaluation;
-    // A measured step shown as its own section is laid out on the schedule without the lowered
-    // program the analysis follows; only predictions carry one.
+    const TimelineSection &shown = model_.sections()[index];
+    const auto &evaluation = shown.evaluation;
+    // A prediction carries the lowered program the analysis follows; a measured step shown as its
+    // own section does not, and brings its analysis with it (RunSession::measuredBubbles).
     if (evaluation && !evaluation->program.ranks.empty()) {
-      if (auto analysis = explainBubbles(*evaluation); analysis.ok()) {
-        auto &flags = critical_ops_[index];
-        flags.resize(evaluation->schedule.ranks.size());
-        for (std::size_t r = 0; r < flags.size(); ++r)
-          flags[r].assign(evaluation->schedule.ranks[r].size(), 0);
-        for (const auto &segment : analysis->critical_path.segments)
-          if (segment.kind == PathSegmentKind::Compute && segment.op.valid())
-            flags[static_cast<std::size_t>(segment.op.rank)]
-                 [static_cast<std::size_t>(segment.op.position)] = 1;
+      if (auto analysis = explainBubbles(*evaluation); analysis.ok())
         bubbles_[index] = std::make_shared<const BubbleAnalysis>(std::move(*analysis));
-      }
+    } else {
+      bubbles_[index] = shown.measured_bubbles;
+    }
+    if (const auto &analysis = bubbles_[index]; analysis && evaluation) {
+      auto &flags = critical_ops_[index];
+      flags.resize(evaluation->schedule.ranks.size());
+      for (std::size_t r = 0; r < flags.size(); ++r)
+        flags[r].assign(evaluation->schedule.ranks[r].size(), 0);
+      for (const auto &segment : analysis->critical_path.segments)
+        if (segment.kind == PathSegmentKind::Compute && segment.op.valid() &&
+            static_cast<std::size_t>(segment.op.rank) < flags.size() &&
+            static_cast<std::size_t>(segment.op.position) <
+                flags[static_cast<std::size_t>(segment.op.rank)].size())
+          flags[static_cast<std::size_t>(segment.op.rank)]
+               [static_cast<std::size_t>(segment.op.position)] = 1;
     }
   }
   return bubbles_[index].get();
@@ -134,7 +141,12 @@ bool TimelineWidget::onCriticalPath(const OpLocation &location) const {
 }
 
 QString TimelineWidget::idleTextAt(int section, int rank, double time_us) {
-  const BubbleAnalysis *analysis = bubbles(section);
+  if (section < 0 || static_cast<std::size_t>(section) >= model_.sections().size()) return {};
+  // Where a measured step is drawn (over the prediction or as its own section), its idle time is
+  // what the pointer is on.
+  const TimelineSection &shown = model_.sections()[static_cast<std::size_t>(section)];
+  const bool measured = shown.measured_bubbles != nullptr;
+  const BubbleAnalysis *analysis = measured ? shown.measured_bubbles.get() : bubbles(section);
   if (!analysis || rank < 0 || static_cast<std::size_t>(rank) >= analysis->ranks.size()) return {};
   // The model's times start at the step's start (T0 = 0 for a simulation).
   const double t = time_us + analysis->step_start_us;
@@ -146,7 +158,8 @@ QString TimelineWidget::idleTextAt(int section, int rank, double time_us) {
   const IdleInterval &interval = *std::prev(after);
   if (t > interval.end_us || interval.durationUs() <= 0) return {};
   const auto &schedule = model_.sections()[static_cast<std::size_t>(section)].evaluation->schedule;
-  return tr("<b>idle</b> on pipeline rank %1<br>%2 to %3 (%4)<br>%5")
+  return tr("<b>idle</b>%1 on pipeline rank %2<br>%3 to %4 (%5)<br>%6")
+      .arg(measured ? tr(" (measured)") : QString())
       .arg(rank)
       .arg(formatDuration(interval.start_us - analysis->step_start_us),
            formatDuration(interval.end_us - analysis->step_start_us),
@@ -690,7 +703,9 @@ void TimelineWidget::paintCriticalPath(QPainter &painter) {
       if (ops[i].rank == ops[i - 1].rank) continue;
       const QRectF from = opRect(ops[i - 1]);
       const QRectF to = opRect(ops[i]);
-      painter.drawLine(QPointF(from.right(), from.center().y()),
+      // Measured ops may overlap their producer a little (CPU spans include waiting, clocks
+      // differ): the hand-over is then drawn straight down at the consumer's start.
+      painter.drawLine(QPointF(std::min(from.right(), to.left()), from.center().y()),
                        QPointF(to.left(), to.center().y()));
     }
   }

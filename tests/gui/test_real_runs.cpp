@@ -16,6 +16,7 @@
 
 #include "engine/bubbles.h"
 #include "engine/json_io.h"
+#include "gui/run/run_session.h"
 #include "gui/widgets/document_actions.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/run_panel.h"
@@ -120,6 +121,33 @@ private slots:
       for (const Op &op : rank)
         records += op.kind == OpKind::OverlappedPair ? 2 : 1;
     QCOMPARE(static_cast<std::size_t>(counted), records);
+
+    // Side by side, hovering the measured step's longest idle interval names its cause there.
+    window.setOverlayMode(OverlayMode::SideBySide);
+    window.settle();
+    const auto measured = window.runPanel()->session()->measuredBubbles();
+    QVERIFY(measured);
+    const IdleInterval *longest = nullptr;
+    int longest_rank = -1;
+    for (std::size_t r = 0; r < measured->ranks.size(); ++r)
+      for (const IdleInterval &interval : measured->ranks[r].intervals)
+        if (!longest || interval.durationUs() > longest->durationUs()) {
+          longest = &interval;
+          longest_rank = static_cast<int>(r);
+        }
+    QVERIFY(longest);
+    TimelineWidget *timeline = window.timeline();
+    QCOMPARE(timeline->model().sections().size(), std::size_t{2});
+    const double middle = (longest->start_us + longest->end_us) / 2 - measured->step_start_us;
+    const QPoint point(
+        qRound(timeline->mapping().mapTimeToX(middle)),
+        qRound(timeline->rowCenterY(timeline->model().sectionFirstRow(1) + longest_rank)));
+    const QString hover = timeline->hoverTextAt(point);
+    QVERIFY2(hover.contains(QStringLiteral("(measured)")), qPrintable(hover));
+    QVERIFY2(hover.contains(QString::fromStdString(std::string(bubbleCauseName(longest->cause)))),
+             qPrintable(hover));
+    window.setOverlayMode(OverlayMode::Overlay);
+    window.settle();
 
     QVERIFY2(window.runPanel()->calibrate(), qPrintable(window.runPanel()->statusText()));
     window.settle();
