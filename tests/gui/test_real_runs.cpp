@@ -21,39 +21,22 @@
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
 using nlohmann::json;
 
 namespace {
 
 const QString kRuns = QStringLiteral(PIPESCOPE_TORCH_RUNS);
 
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
-
 json runDescription(const QString &run) {
   const QString path = kRuns + QLatin1Char('/') + run + QStringLiteral("/run.json");
   auto text = readTextFile(path.toStdString());
   if (!text) qFatal("%s", text.error().message.c_str());
   return json::parse(*text);
-}
-
-int runExplorer(const QStringList &arguments, QString *output) {
-  QProcess process;
-  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-  environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-  process.setProcessEnvironment(environment);
-  process.setProcessChannelMode(QProcess::MergedChannels);
-  process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
-  if (!process.waitForFinished(120000)) return -1;
-  *output = QString::fromUtf8(process.readAll());
-  return process.exitCode();
 }
 
 // The op count in a kind table's row header: "F forward (32 ops)" -> 32.
