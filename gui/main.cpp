@@ -77,7 +77,8 @@ struct Flags {
              "folder; repeat for several files), show its plan and draw the run over it.",
              "PATH");
   QCommandLineOption critical_path =
-      flag("critical-path", "Highlight the critical path on the timeline.");
+      flag("critical-path", "Highlight the critical path on the timeline (with --bench: in every "
+                            "frame measured).");
   QCommandLineOption calibrate =
       flag("calibrate", "Calibrate the costs to the measurement before the screenshot.");
   QCommandLineOption run = valued("run",
@@ -239,6 +240,7 @@ int main(int argc, char *argv[]) {
     QTextStream out(stdout);
     FrameBenchmarkOptions bench_options;
     bench_options.json = parser.isSet(flags.bench_json);
+    bench_options.critical_path = parser.isSet(flags.critical_path);
     if (parser.isSet(flags.bench_max_ops))
       bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
     return runFrameBenchmark(out, bench_options);

@@ -40,6 +40,10 @@ DocumentActions::DocumentActions(const Parts &parts, bool use_settings, QObject 
   });
 }
 
+DocumentActions::~DocumentActions() {
+  cancelRealRunImport();
+}
+
 bool DocumentActions::report(const Status &status, const QString &done) {
   if (!status) {
     emit failed(QString::fromStdString(status.error().message));

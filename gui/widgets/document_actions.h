@@ -39,6 +39,8 @@ public:
   };
   /// With `use_settings`, recent files persist in QSettings.
   DocumentActions(const Parts &parts, bool use_settings, QObject *parent = nullptr);
+  /// Cancels an import under way: the worker stops at its next poll.
+  ~DocumentActions() override;
 
   /// Loads a plan file and emits planOpened; false (failed emitted) when it cannot be read.
   bool openPlan(const QString &path);

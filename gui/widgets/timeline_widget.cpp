@@ -687,22 +687,29 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
 
 void TimelineWidget::paintCriticalPath(QPainter &painter) {
   if (!critical_path_shown_ || morphing()) return;
-  painter.setRenderHint(QPainter::Antialiasing, true);
+  const QRectF visible(kHeaderWidth, kAxisHeight, width() - kHeaderWidth, height() - kAxisHeight);
+  QColor edge = palette::criticalPath();
+  edge.setAlpha(210);
+  const QPen outline(palette::criticalPath(), 2);
+  const QPen hand_over(edge, 1.6);
+  painter.setBrush(Qt::NoBrush);
   for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
     const std::vector<OpLocation> ops = criticalPathOps(section);
-    // Each op outlined, and each hand-over from one op to the next drawn as a line: across ranks
-    // it is the dependency (or transfer) the next op waited for.
-    painter.setPen(QPen(palette::criticalPath(), 2));
-    painter.setBrush(Qt::NoBrush);
+    // Each op outlined (axis-aligned: no antialiasing needed), and each hand-over from one op to
+    // the next on another rank drawn as a line: the dependency (or transfer) the next op waited
+    // for. Only what is on screen is drawn.
+    painter.setRenderHint(QPainter::Antialiasing, false);
+    painter.setPen(outline);
     for (const auto &location : ops)
-      painter.drawRect(opRect(location).adjusted(-1, -1, 1, 1));
-    QColor edge = palette::criticalPath();
-    edge.setAlpha(210);
-    painter.setPen(QPen(edge, 1.6));
+      if (const QRectF rect = opRect(location).adjusted(-1, -1, 1, 1); rect.intersects(visible))
+        painter.drawRect(rect);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    painter.setPen(hand_over);
     for (std::size_t i = 1; i < ops.size(); ++i) {
       if (ops[i].rank == ops[i - 1].rank) continue;
       const QRectF from = opRect(ops[i - 1]);
       const QRectF to = opRect(ops[i]);
+      if (!from.united(to).intersects(visible)) continue;
       // Measured ops may overlap their producer a little (CPU spans include waiting, clocks
       // differ): the hand-over is then drawn straight down at the consumer's start.
       painter.drawLine(QPointF(std::min(from.right(), to.left()), from.center().y()),
