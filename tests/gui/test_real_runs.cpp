@@ -4,6 +4,7 @@
 // and Cancel leaves the window as it was. Bubble causes: hovering an idle interval of a 1F1B plan
 // names what the rank waits for; the critical path's ops sum to the makespan. The executable's
 // --import and --critical-path flags render a screenshot.
+#include <QAction>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -221,8 +222,14 @@ private slots:
     window.show();
     window.settle();
     QVERIFY(!window.criticalPathShown());
-    window.setCriticalPathShown(true);
+    // View > Critical path (Ctrl+K) is the toggle.
+    QAction *toggle = nullptr;
+    for (QAction *action : window.actions())
+      if (action->text() == QStringLiteral("&Critical path")) toggle = action;
+    QVERIFY(toggle && toggle->isCheckable());
+    toggle->trigger();
     QVERIFY(window.criticalPathShown());
+    QVERIFY(window.timeline()->criticalPathShown());
     const auto check = [&window] {
       const auto &evaluation = *window.snapshot()->evaluation;
       const auto ops = window.timeline()->criticalPathOps(0);
