@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -379,6 +380,27 @@ private slots:
     auto at_once = importRun(paths, options);
     QVERIFY(!at_once.ok());
     QCOMPARE(at_once.error().message, std::string(kImportCancelled));
+  }
+
+  // Inside one file the reader polls every 65,536 events (false: stop): a trace of 140,000 stops at
+  // the second poll when that one says so, and reads to its end when none does.
+  void cancelStopsInsideAFile() {
+    std::string text = R"({"traceEvents":[)";
+    for (int i = 0; i < 140000; ++i)
+      text += (i ? "," : "") + std::string(R"({"ph":"X","cat":"cpu_op","name":"aten::mm","ts":)") +
+              std::to_string(i) + R"(,"dur":1})";
+    text += "]}";
+    int polls = 0;
+    std::istringstream input(text);
+    auto stopped = readKinetoTrace(input, "long.json", [&polls] { return ++polls < 2; });
+    QVERIFY(!stopped.ok());
+    QVERIFY2(stopped.error().message.find(kImportCancelled) != std::string::npos,
+             stopped.error().message.c_str());
+    QCOMPARE(polls, 2);
+    std::istringstream again(text);
+    auto read = readKinetoTrace(again, "long.json", [] { return true; });
+    QVERIFY(read.ok());
+    QCOMPARE(read->events, std::size_t{140000});
   }
 
   // What an imported trace is written as loads back equal, and exports to Chrome trace events.
