@@ -40,7 +40,7 @@ int numberAfter(std::string_view name, std::string_view prefix) {
 
 class KinetoSax : public nlohmann::json_sax<json> {
 public:
-  KinetoSax(RankRecording &recording, const std::function<void()> &on_progress)
+  KinetoSax(RankRecording &recording, const std::function<bool()> &on_progress)
       : recording_(recording), on_progress_(on_progress) {}
 
   bool null() override { return scalar(nullptr); }
@@ -165,7 +165,8 @@ private:
   }
   bool endEvent() {
     ++recording_.events;
-    if (on_progress_ && (recording_.events & 0xFFFF) == 0) on_progress_();
+    if (on_progress_ && (recording_.events & 0xFFFF) == 0 && !on_progress_())
+      return fail(kImportCancelled);
     if (!complete_) return true;
     if (category_ == "cpu_op") {
       ++recording_.cpu_ops;
@@ -239,7 +240,7 @@ private:
   }
 
   RankRecording &recording_;
-  const std::function<void()> &on_progress_;
+  const std::function<bool()> &on_progress_;
   JsonDomBuilder header_;
   std::size_t header_values_ = 0;
   int depth_ = 0;
@@ -255,7 +256,7 @@ private:
 } // namespace
 
 Result<RankRecording> readKinetoTrace(std::istream &input, const std::string &path,
-                                      const std::function<void()> &on_progress) {
+                                      const std::function<bool()> &on_progress) {
   RankRecording recording;
   recording.path = path;
   KinetoSax sax(recording, on_progress);

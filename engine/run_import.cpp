@@ -88,17 +88,21 @@ Result<std::vector<std::string>> expandPaths(const std::vector<std::string> &pat
   return files;
 }
 
+// `progress` gets the bytes read so far and returns false to stop (ImportOptions::cancelled).
 Result<RankRecording> readTorchFile(const std::string &path,
-                                    const std::function<void(std::size_t)> &progress) {
+                                    const std::function<bool(std::size_t)> &progress) {
   ReadLimits limits;
   limits.max_bytes = kMaxImportFileBytes;
   auto file = InputFile::open(path, limits);
   if (!file) return file.error();
   std::istream input(file->get());
   InputFile &source = **file;
+  bool cancelled = false;
   auto recording = readKinetoTrace(input, path, [&] {
-    if (progress) progress(source.sourceBytesRead());
+    cancelled = progress && !progress(source.sourceBytesRead());
+    return !cancelled;
   });
+  if (cancelled) return makeError(kImportCancelled);
   // Damaged gzip first shows to the parser as bad text: read on to find the real reason.
   if (!recording && source.compressed())
     while (source.error().empty() && input.rdbuf()->sbumpc() != std::char_traits<char>::eof()) {
@@ -115,7 +119,7 @@ Result<RankRecording> readTorchFile(const std::string &path,
     return recording.error();
   }
   recording->bytes = source.bytesRead();
-  if (progress) progress(source.sourceBytesRead());
+  if (progress && !progress(source.sourceBytesRead())) return makeError(kImportCancelled);
   return recording;
 }
 
@@ -848,12 +852,15 @@ Result<ImportedRun> importRun(const std::vector<std::string> &paths, const Impor
     const auto size = std::filesystem::file_size(file, error);
     if (!error) total += size;
   }
+  const auto cancelled = [&options] { return options.cancelled && options.cancelled(); };
   std::vector<RankRecording> recordings;
   for (const auto &file : *files) {
+    if (cancelled()) return makeError(kImportCancelled);
     auto recording = format == RunFormat::Megatron ? readMegatronTimers(file)
                                                    : readTorchFile(file, [&](std::size_t bytes) {
                                                        if (options.progress)
                                                          options.progress(done + bytes, total);
+                                                       return !cancelled();
                                                      });
     if (!recording) return recording.error();
     std::error_code error;
@@ -862,6 +869,7 @@ Result<ImportedRun> importRun(const std::vector<std::string> &paths, const Impor
     if (options.progress) options.progress(done, total);
     recordings.push_back(std::move(*recording));
   }
+  if (cancelled()) return makeError(kImportCancelled);
   auto run = importRecordings(std::move(recordings), options);
   if (!run) return run.error();
   run->origin["files"] = *files;

@@ -70,9 +70,10 @@ using ImportProgress = std::function<void(std::size_t done, std::size_t total)>;
 
 /// Reads one Kineto Chrome trace from a stream, event by event (nlohmann/json SAX): memory holds
 /// the recorded actions and the small top-level fields, never the event list. `path` names the
-/// file in errors.
+/// file in errors. `on_progress` is called every few thousand events; when it returns false the
+/// read stops and the error says it was cancelled.
 Result<RankRecording> readKinetoTrace(std::istream &input, const std::string &path,
-                                      const std::function<void()> &on_progress = {});
+                                      const std::function<bool()> &on_progress = {});
 /// Reads one Megatron-LM PP timer dump: a JSON object of "forward-{mb}-start" (V = 1) or
 /// "forward-{chunk}-{mb}-start" (V > 1) keys, "-end" and "backward-..." alike, in milliseconds;
 /// the file name event_times_PP{P}_VPP{V}_..._pp_rank_{p}_rank_{g}.json gives P, V and the ranks.
@@ -82,7 +83,13 @@ struct ImportOptions {
   RunFormat format = RunFormat::Auto;
   std::optional<int> step; ///< one profiled step (its ProfilerStep number), or all
   ImportProgress progress; ///< called as the files are read
+  /// Polled as the files are read (every few thousand events) and between them: once it returns
+  /// true, the import stops with kImportCancelled as its error (the explorer's Cancel button).
+  std::function<bool()> cancelled;
 };
+
+/// The error message of an import stopped by ImportOptions::cancelled.
+inline constexpr const char *kImportCancelled = "the import was cancelled";
 
 /// What `pipescope import --json` prints about an imported run.
 // nlohmann::json's destructor checks its invariants with assertions, not exceptions, which

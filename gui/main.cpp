@@ -1,9 +1,9 @@
-// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE]` renders the
-// window after loading and exits (headless use and tests; with `--run TARGET` it waits for the run
-// first); `--bench` prints frame times for a ladder of sizes. With no display at all, the window is
-// rendered to a PNG whose path is printed. The plan options (--schedule, --pp, --model, ...) are
-// `pipescope simulate`'s, read by the same engine code (engine/plan_options.h), with its checks
-// and messages.
+// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE] [--import
+// PATH...] [--critical-path]` renders the window after loading and exits (headless use and
+// tests; with `--run TARGET` it waits for the run first); `--bench` prints frame times for a
+// ladder of sizes. With no display at all, the window is rendered to a PNG whose path is printed.
+// The plan options (--schedule, --pp, --model, ...) are `pipescope simulate`'s, read by the same
+// engine code (engine/plan_options.h), with its checks and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -71,6 +71,14 @@ struct Flags {
       valued("overlay", "How the measurement is drawn: overlay, side, hidden.", "MODE");
   QCommandLineOption measured_step =
       valued("measured-step", "Which measured step to draw (default: the latest).", "K");
+  QCommandLineOption import_run =
+      valued("import",
+             "Import a real run (PyTorch profiler traces or Megatron-LM timer dumps: a file or "
+             "folder; repeat for several files), show its plan and draw the run over it.",
+             "PATH");
+  QCommandLineOption critical_path =
+      flag("critical-path", "Highlight the critical path on the timeline (with --bench: in every "
+                            "frame measured).");
   QCommandLineOption calibrate =
       flag("calibrate", "Calibrate the costs to the measurement before the screenshot.");
   QCommandLineOption run = valued("run",
@@ -83,8 +91,8 @@ struct Flags {
 
   explicit Flags(QCommandLineParser &parser) {
     parser.addOptions({screenshot, plan, bench, bench_json, bench_max_ops, chunks, tab, highlight,
-                       playhead, zoom, hover_gpu, measured, overlay, measured_step, calibrate, run,
-                       size});
+                       playhead, zoom, hover_gpu, measured, import_run, critical_path, overlay,
+                       measured_step, calibrate, run, size});
     for (const PlanOption &option : planOptions()) {
       if (option.name == std::string_view("plan")) continue;
       const auto added = plan_options.emplace(
@@ -139,6 +147,7 @@ void applyViewFlags(MainWindow &window, const QCommandLineParser &parser, const 
   if (parser.isSet(flags.playhead) && window.snapshot())
     window.setPlayhead(parser.value(flags.playhead).toDouble() *
                        window.snapshot()->evaluation->simulation.makespan_us);
+  if (parser.isSet(flags.critical_path)) window.setCriticalPathShown(true);
   if (parser.isSet(flags.hover_gpu))
     window.mesh()->setHoveredGpu(parser.value(flags.hover_gpu).toInt());
 }
@@ -169,6 +178,9 @@ std::optional<QString> runFromFlags(MainWindow &window, const QCommandLineParser
 std::optional<QString> measurementFromFlags(MainWindow &window, const QCommandLineParser &parser,
                                             const Flags &flags, bool screenshot) {
   if (parser.isSet(flags.measured) && !window.importMeasuredTrace(parser.value(flags.measured)) &&
+      screenshot)
+    return window.runPanel()->statusText();
+  if (parser.isSet(flags.import_run) && !window.importRealRun(parser.values(flags.import_run)) &&
       screenshot)
     return window.runPanel()->statusText();
   if (parser.isSet(flags.run))
@@ -228,6 +240,7 @@ int main(int argc, char *argv[]) {
     QTextStream out(stdout);
     FrameBenchmarkOptions bench_options;
     bench_options.json = parser.isSet(flags.bench_json);
+    bench_options.critical_path = parser.isSet(flags.critical_path);
     if (parser.isSet(flags.bench_max_ops))
       bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
     return runFrameBenchmark(out, bench_options);

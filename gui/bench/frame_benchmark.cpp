@@ -198,6 +198,7 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
   window_options.use_settings = false;
   window_options.animate = false;
   MainWindow window(window_options);
+  window.setCriticalPathShown(options.critical_path);
   window.resize(1280, 800);
   window.show();
   window.settle();

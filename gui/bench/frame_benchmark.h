@@ -13,6 +13,9 @@ struct FrameBenchmarkOptions {
   bool json = false;
   /// Sizes above this many ops are skipped (the biggest take seconds to set up).
   std::size_t largest_ops = std::size_t{1} << 21;
+  /// With the critical path highlighted (View > Critical path): each frame then also explains
+  /// the new step's bubbles to find it.
+  bool critical_path = false;
 };
 
 /// Runs the ladder and writes the table (or the JSON object) to `out`. Returns 0.

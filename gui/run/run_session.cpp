@@ -256,6 +256,26 @@ std::shared_ptr<const Evaluation> RunSession::measuredStep(int step) const {
   return measurement_->alignedStep(step < 0 ? measurement_->latestStep() : step);
 }
 
+std::shared_ptr<const BubbleAnalysis> RunSession::measuredBubbles(int step) const {
+  if (!measurementApplies()) return nullptr;
+  if (step < 0) step = measurement_->latestStep();
+  const Evaluation *prediction = snapshot_->evaluation.get();
+  const std::size_t ops = measurement_->trace().ops.size();
+  if (bubble_cache_.prediction != prediction || bubble_cache_.measurement != measurement_.get() ||
+      bubble_cache_.step != step || bubble_cache_.ops != ops) {
+    bubble_cache_ = {prediction, measurement_.get(), step, ops, nullptr};
+    // The measured step laid out on the prediction's schedule and lowered program: the same
+    // dependencies, the measured times (in planned microseconds, as drawn).
+    auto timeline = stepTimelineFromTrace(measurement_->trace(), prediction->schedule,
+                                          prediction->program, step);
+    if (timeline) {
+      auto analysis = explainBubbles(prediction->schedule, prediction->program, *timeline);
+      if (analysis) bubble_cache_.analysis = std::make_shared<const BubbleAnalysis>(*analysis);
+    }
+  }
+  return bubble_cache_.analysis;
+}
+
 Status RunSession::importTrace(const MeasuredTraceFile &file) {
   if (!snapshot_ || !snapshot_->ok())
     return makeError("there is no prediction to compare with: the settings cannot be evaluated");

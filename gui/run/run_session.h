@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/bubbles.h"
 #include "engine/calibration.h"
 #include "gui/explorer/explorer_snapshot.h"
 #include "gui/run/backend_process.h"
@@ -77,6 +78,10 @@ public:
   bool measurementApplies() const;
   /// A step of the measurement aligned at its start, when it applies; step -1 = the latest.
   std::shared_ptr<const Evaluation> measuredStep(int step = -1) const;
+  /// Every idle interval of a measured step with its cause, and its critical path
+  /// (engine/bubbles.h), when the measurement applies; step -1 = the latest. Computed once per
+  /// step and kept until the measurement or the prediction changes; null when it cannot be made.
+  std::shared_ptr<const BubbleAnalysis> measuredBubbles(int step = -1) const;
   /// The errors of the measurement against the shown prediction (when it applies).
   const std::optional<TraceComparison> &comparison() const { return comparison_; }
   /// One line under the tables: how many steps, in which unit, or why nothing is shown.
@@ -142,6 +147,15 @@ private:
 
   std::unique_ptr<Measurement> measurement_;
   std::optional<Trace> predicted_trace_; ///< the shown prediction as a trace (cached per snapshot)
+  /// measuredBubbles' last answer and what it was made from.
+  struct BubbleCache {
+    const Evaluation *prediction = nullptr;
+    const Measurement *measurement = nullptr;
+    int step = -1;
+    std::size_t ops = 0;
+    std::shared_ptr<const BubbleAnalysis> analysis;
+  };
+  mutable BubbleCache bubble_cache_;
   std::optional<TraceComparison> comparison_;
   struct Calibration {
     Plan uncalibrated;

@@ -72,6 +72,9 @@ QColor playhead() {
 QColor path() {
   return {0x11, 0x11, 0x11};
 }
+QColor criticalPath() {
+  return {0xe6, 0x00, 0x7e}; // magenta: no op kind uses it, so the outline reads on all
+}
 QColor measuredEdge() {
   return {0x1c, 0x1c, 0x24};
 }

@@ -33,6 +33,7 @@ QColor opLabelFaded();   ///< the same on faded ops
 QColor idleHatch();      ///< idle (bubble) time
 QColor playhead();       ///< the playhead line
 QColor path();           ///< a highlighted microbatch's path and the hover outline
+QColor criticalPath();   ///< the step's critical path (View > Critical path)
 QColor measuredEdge();   ///< outline of measured bars
 QColor predictedGhost(); ///< legend swatch of predicted outlines
 QColor measuredSwatch(); ///< legend swatch of measured bars

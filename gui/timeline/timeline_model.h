@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/bubbles.h"
 #include "engine/evaluation.h"
 #include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
@@ -21,6 +22,9 @@ struct TimelineSection {
   /// A measured step drawn over the prediction on the same rows: its schedule is the
   /// evaluation's and op_times[r][i] is when ranks[r][i] ran (gui/measurement.h). Null: none.
   std::shared_ptr<const Evaluation> measured = nullptr;
+  /// The bubble analysis of the measured step drawn here (over the prediction, or as this
+  /// section), in the measured clock: hovering its idle time names the cause. Null: none.
+  std::shared_ptr<const BubbleAnalysis> measured_bubbles = nullptr;
 
   int rankCount() const {
     return evaluation ? static_cast<int>(evaluation->schedule.ranks.size()) : 0;

@@ -1,10 +1,13 @@
 #include "gui/widgets/document_actions.h"
 
 #include <QAction>
+#include <QCoreApplication>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
+#include <QProgressDialog>
 #include <QSettings>
+#include <QtConcurrent>
 
 #include "engine/output_file.h"
 #include "engine/trace_file.h"
@@ -23,7 +26,23 @@ const QString kRecentFilesKey = QStringLiteral("files/recent");
 } // namespace
 
 DocumentActions::DocumentActions(const Parts &parts, bool use_settings, QObject *parent)
-    : QObject(parent), parts_(parts), use_settings_(use_settings) {}
+    : QObject(parent), parts_(parts), use_settings_(use_settings) {
+  import_progress_timer_.setInterval(100);
+  connect(&import_progress_timer_, &QTimer::timeout, this, [this] {
+    if (!import_dialog_ || !import_state_) return;
+    // The dialog counts in KiB so that a multi-gigabyte run fits its int range.
+    const auto [done, total] = realRunImportProgress();
+    import_dialog_->setMaximum(static_cast<int>(std::max<std::size_t>(total / 1024, 1)));
+    import_dialog_->setValue(static_cast<int>(std::min(done, total) / 1024));
+    import_dialog_->setLabelText(tr("Reading %1 of %2 MB\u2026")
+                                     .arg(static_cast<double>(done) / 1e6, 0, 'f', 1)
+                                     .arg(static_cast<double>(total) / 1e6, 0, 'f', 1));
+  });
+}
+
+DocumentActions::~DocumentActions() {
+  cancelRealRunImport();
+}
 
 bool DocumentActions::report(const Status &status, const QString &done) {
   if (!status) {
@@ -103,6 +122,99 @@ bool DocumentActions::exportMeasuredChromeTrace(const QString &path) {
                 tr("Exported %1").arg(path));
 }
 
+bool DocumentActions::startRealRunImport(const QStringList &paths) {
+  if (import_watcher_) {
+    emit message(tr("An import is under way; cancel it or wait for it to finish"), kWarningMs);
+    return false;
+  }
+  import_paths_ = paths;
+  import_state_ = std::make_shared<ImportState>();
+  std::vector<std::string> files;
+  for (const QString &path : paths)
+    files.push_back(path.toStdString());
+  ImportOptions options;
+  // The worker writes only these atomics; the dialog reads them on the GUI thread.
+  const std::shared_ptr<ImportState> state = import_state_;
+  options.progress = [state](std::size_t done, std::size_t total) {
+    state->total = total;
+    state->done = done;
+  };
+  options.cancelled = [state] { return state->cancelled.load(); };
+  import_watcher_ = new QFutureWatcher<Result<ImportedRun>>(this);
+  connect(import_watcher_, &QFutureWatcherBase::finished, this,
+          &DocumentActions::finishRealRunImport);
+  import_dialog_ =
+      new QProgressDialog(tr("Reading the run\u2026"), tr("Cancel"), 0, 1, parts_.dialog_parent);
+  import_dialog_->setWindowTitle(tr("Import real run"));
+  import_dialog_->setWindowModality(Qt::WindowModal);
+  import_dialog_->setMinimumDuration(400); // a small run imports before it would flash
+  import_dialog_->setAutoClose(false);
+  import_dialog_->setAutoReset(false);
+  connect(import_dialog_, &QProgressDialog::canceled, this, &DocumentActions::cancelRealRunImport);
+  import_progress_timer_.start();
+  emit message(tr("Importing %1\u2026").arg(paths.join(QStringLiteral(", "))), 0);
+  import_watcher_->setFuture(
+      QtConcurrent::run([files, options] { return importRun(files, options); }));
+  return true;
+}
+
+void DocumentActions::cancelRealRunImport() {
+  if (import_state_) import_state_->cancelled = true;
+}
+
+std::pair<std::size_t, std::size_t> DocumentActions::realRunImportProgress() const {
+  if (!import_state_) return {0, 0};
+  return {import_state_->done.load(), import_state_->total.load()};
+}
+
+void DocumentActions::waitForRealRunImport() {
+  while (import_watcher_) {
+    import_watcher_->waitForFinished();
+    QCoreApplication::processEvents();
+  }
+}
+
+void DocumentActions::finishRealRunImport() {
+  import_progress_timer_.stop();
+  Result<ImportedRun> result = import_watcher_->result();
+  const bool cancelled = import_state_->cancelled.load();
+  import_watcher_->deleteLater();
+  import_watcher_ = nullptr;
+  import_state_.reset();
+  if (import_dialog_) {
+    import_dialog_->hide();
+    import_dialog_->deleteLater();
+    import_dialog_ = nullptr;
+  }
+  const QString paths = import_paths_.join(QStringLiteral(", "));
+  if (cancelled) {
+    // Nothing read is kept: the window shows what it showed before.
+    emit message(tr("Import cancelled"), kMessageMs);
+    emit realRunImportFinished(false);
+    return;
+  }
+  if (!result) {
+    emit importStarted();
+    parts_.run_panel->showImportFailure(QString::fromStdString(result.error().message));
+    emit message(tr("Could not import %1").arg(paths), kWarningMs);
+    emit realRunImportFinished(false);
+    return;
+  }
+  emit importStarted();
+  emit realRunImported(*result);
+  const ImportSummary &summary = result->summary;
+  emit message(tr("Imported %1: P=%2, M=%3, V=%4, %5 ops, %6 step(s), %7 timing")
+                   .arg(paths)
+                   .arg(summary.pp)
+                   .arg(summary.microbatches)
+                   .arg(summary.virtual_stages)
+                   .arg(summary.ops)
+                   .arg(summary.steps.size())
+                   .arg(QString::fromStdString(summary.timing)),
+               kMessageMs);
+  emit realRunImportFinished(true);
+}
+
 void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
   QWidget *dialogs = parts_.dialog_parent;
   auto add = [this, file, shortcut_owner](const QString &text, const QKeySequence &keys,
@@ -149,6 +261,18 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
   add(tr("&Import measured trace\u2026"), QKeySequence(tr("Ctrl+I")),
       opening(tr("Import measured trace"), tr("Traces (*.json);;All files (*)"),
               &DocumentActions::importMeasuredTrace));
+  // A real run: its rank files (one dialog, several files), or the folder that holds them.
+  add(tr("Import real &run (files)\u2026"), QKeySequence(tr("Ctrl+Shift+I")), [this, dialogs] {
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        dialogs, tr("Import real run: the ranks' profiler traces or Megatron timer dumps"),
+        QString(), tr("Profiler traces and timer dumps (*.json *.json.gz *.gz);;All files (*)"));
+    if (!paths.isEmpty()) startRealRunImport(paths);
+  });
+  add(tr("Import real run (&folder)\u2026"), QKeySequence(), [this, dialogs] {
+    const QString folder = QFileDialog::getExistingDirectory(
+        dialogs, tr("Import real run: the folder of the ranks' traces"));
+    if (!folder.isEmpty()) startRealRunImport({folder});
+  });
   export_measured_ =
       add(tr("Export &measured trace as Chrome trace\u2026"), QKeySequence(),
           saving(tr("Export measured trace"), QStringLiteral("measured-trace.json"),

@@ -196,6 +196,14 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   connect(documents_, &DocumentActions::message, statusBar(), &QStatusBar::showMessage);
   connect(documents_, &DocumentActions::importStarted, this,
           [this] { tabs_->setCurrentWidget(run_panel_); });
+  // A real run brings its own plan (its schedule, P, M, V and the run's median op times): show
+  // that plan, and draw the run over its prediction once the snapshot is ready.
+  connect(documents_, &DocumentActions::realRunImported, this, [this](const ImportedRun &run) {
+    MeasuredTraceFile file;
+    file.trace = run.trace;
+    pending_run_ = std::move(file);
+    setPlan(run.trace.plan);
+  });
   buildMenus();
   resize(1280, 800);
   Plan plan = examplePlan();
@@ -337,6 +345,13 @@ void MainWindow::buildMenus() {
   add(view, tr("Step &back"), QKeySequence(Qt::Key_Comma), [this] { stepPlayhead(-1); });
   add(view, tr("S&top"), QKeySequence(tr("Ctrl+.")), [this] { stopPlayback(); });
   view->addSeparator();
+  critical_path_action_ = add(view, tr("&Critical path"), QKeySequence(tr("Ctrl+K")),
+                              [this](bool checked) { setCriticalPathShown(checked); });
+  critical_path_action_->setCheckable(true);
+  critical_path_action_->setToolTip(
+      tr("Highlight the step's critical path: the chain of ops (and the waits between them) "
+         "whose durations sum to the makespan"));
+  view->addSeparator();
   for (QAction *action : {zoom_->zoomInAction(), zoom_->zoomOutAction(), zoom_->resetZoomAction(),
                           zoom_->zoomBackAction()}) {
     view->addAction(action);
@@ -388,6 +403,11 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
     // The last good picture stays, dimmed by nothing but the banner that says why the new
     // settings cannot be shown.
     showError(snapshot->error);
+    if (pending_run_) {
+      pending_run_.reset();
+      run_panel_->showImportFailure(
+          tr("the run's plan cannot be evaluated: %1").arg(snapshot->error));
+    }
     mesh_->setMesh(snapshot->plan.mesh);
     return;
   }
@@ -399,6 +419,12 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
       snapshot->plan.custom ? nullptr : findScheduleFamily(snapshot->plan.request.name);
   const QString title = family ? QString::fromStdString(family->title) : tr("Custom");
   run_panel_->setSnapshot(snapshot);
+  if (pending_run_) {
+    // The imported run's plan is shown now: draw the run over it.
+    const MeasuredTraceFile run = std::move(*pending_run_);
+    pending_run_.reset();
+    run_panel_->importTrace(run);
+  }
   updateMeasuredControls();
   rebuildTimeline(animate);
   playback_->setSnapshot(snapshot);
@@ -435,6 +461,7 @@ void MainWindow::rebuildTimeline(bool animate) {
       mode == OverlayMode::Hidden ? nullptr : run_panel_->measuredStep(measuredStep());
   if (measured && mode == OverlayMode::Overlay) {
     section.measured = measured;
+    section.measured_bubbles = run_panel_->session()->measuredBubbles(measuredStep());
     sections.push_back(section);
   } else if (measured && mode == OverlayMode::SideBySide) {
     const int step = measuredStep() < 0 ? run_panel_->measurement()->latestStep() : measuredStep();
@@ -442,6 +469,7 @@ void MainWindow::rebuildTimeline(bool animate) {
     TimelineSection measured_section;
     measured_section.title = tr("Measured \u2014 step %1, aligned at its start").arg(step);
     measured_section.evaluation = measured;
+    measured_section.measured_bubbles = run_panel_->session()->measuredBubbles(measuredStep());
     sections = {section, measured_section};
   } else {
     sections.push_back(section);
@@ -528,6 +556,11 @@ void MainWindow::updateLegend() {
     for (const auto &op : ops)
       present[static_cast<int>(op.kind)] = true;
   QString html;
+  // First when shown: it is what was asked for, and the legend is clipped on narrow windows.
+  if (timeline_->criticalPathShown())
+    html += tr("<span style='color:%1; font-size:12pt'>\u25a1</span>&nbsp;critical path "
+               "&nbsp;&nbsp; ")
+                .arg(palette::criticalPath().name());
   for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
                       OpKind::OverlappedPair}) {
     if (!present[static_cast<int>(kind)]) continue;
@@ -542,7 +575,8 @@ void MainWindow::updateLegend() {
                "<span style='color:%2; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ")
                 .arg(palette::predictedGhost().name(), palette::measuredSwatch().name());
   html += tr("<span style='color:%1; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
-             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path</span>")
+             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path \u00b7 "
+             "hover a bubble: its cause</span>")
               .arg(palette::idleHatch().name(), palette::faintText().name());
   legend_->setText(html);
 }
@@ -606,6 +640,27 @@ bool MainWindow::importMeasuredTrace(const QString &path) {
 
 bool MainWindow::exportMeasuredChromeTrace(const QString &path) {
   return documents_->exportMeasuredChromeTrace(path);
+}
+
+bool MainWindow::importRealRun(const QStringList &paths) {
+  bool imported = false;
+  const auto connection = connect(documents_, &DocumentActions::realRunImportFinished, this,
+                                  [&imported](bool ok) { imported = ok; });
+  const bool started = documents_->startRealRunImport(paths);
+  documents_->waitForRealRunImport();
+  disconnect(connection);
+  settle();
+  return started && imported && run_panel_->measurementApplies();
+}
+
+void MainWindow::setCriticalPathShown(bool shown) {
+  critical_path_action_->setChecked(shown);
+  timeline_->setCriticalPathShown(shown);
+  updateLegend();
+}
+
+bool MainWindow::criticalPathShown() const {
+  return timeline_->criticalPathShown();
 }
 
 void MainWindow::storeSettings() {

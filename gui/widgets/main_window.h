@@ -6,7 +6,10 @@
 #include <QMainWindow>
 #include <QTimer>
 #include <cmath>
+#include <optional>
 #include <vector>
+
+#include "engine/trace_matching.h"
 
 #include "gui/explorer/explorer_evaluator.h"
 #include "gui/explorer/explorer_snapshot.h"
@@ -68,6 +71,13 @@ public:
   bool importMeasuredTrace(const QString &path);
   /// Writes the measurement (as measured, in device time) as a Chrome trace.
   bool exportMeasuredChromeTrace(const QString &path);
+  /// Imports a real run (File > Import real run, engine/run_import.h), waits for it, shows its
+  /// plan and draws the run over that plan's prediction; false (with the reason in the Run tab)
+  /// when it cannot be read or shown. Headless use and tests; the menu imports without waiting.
+  bool importRealRun(const QStringList &paths);
+  /// Highlights the critical path on the timeline (View > Critical path).
+  void setCriticalPathShown(bool shown);
+  bool criticalPathShown() const;
   void setOverlayMode(OverlayMode mode);
   OverlayMode overlayMode() const;
   /// Which measured step the timeline shows; -1 = the latest (follows a run live).
@@ -149,6 +159,9 @@ private:
   QAction *run_action_ = nullptr;
   QAction *cancel_action_ = nullptr;
   QAction *calibrate_action_ = nullptr;
+  QAction *critical_path_action_ = nullptr;
+  /// An imported real run waiting for its plan's snapshot, to be drawn over it.
+  std::optional<MeasuredTraceFile> pending_run_;
   QLabel *banner_ = nullptr;
   QLabel *legend_ = nullptr;
   QLabel *transport_label_ = nullptr;

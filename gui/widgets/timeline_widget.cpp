@@ -70,8 +70,102 @@ void TimelineWidget::setModel(TimelineModel model, bool animate) {
     setHighlightedMicrobatch(highlighted_section_, highlighted_microbatch_);
   clampVerticalOffset();
   hovered_.reset();
+  hover_text_.clear();
+  // The analyses belong to the old evaluations; they are recomputed when next asked for.
+  bubbles_.assign(model_.sections().size(), nullptr);
+  bubbles_tried_.assign(model_.sections().size(), 0);
+  critical_ops_.assign(model_.sections().size(), {});
   draw_list_valid_ = false;
   update();
+}
+
+const BubbleAnalysis *TimelineWidget::bubbles(int section) {
+  if (section < 0 || static_cast<std::size_t>(section) >= model_.sections().size()) return nullptr;
+  const auto index = static_cast<std::size_t>(section);
+  if (bubbles_tried_.size() != model_.sections().size()) {
+    bubbles_.assign(model_.sections().size(), nullptr);
+    bubbles_tried_.assign(model_.sections().size(), 0);
+    critical_ops_.assign(model_.sections().size(), {});
+  }
+  if (!bubbles_tried_[index]) {
+    bubbles_tried_[index] = 1;
+    const TimelineSection &shown = model_.sections()[index];
+    const auto &evaluation = shown.evaluation;
+    // A prediction carries the lowered program the analysis follows; a measured step shown as its
+    // own section does not, and brings its analysis with it (RunSession::measuredBubbles).
+    if (evaluation && !evaluation->program.ranks.empty()) {
+      if (auto analysis = explainBubbles(*evaluation); analysis.ok())
+        bubbles_[index] = std::make_shared<const BubbleAnalysis>(std::move(*analysis));
+    } else {
+      bubbles_[index] = shown.measured_bubbles;
+    }
+    if (const auto &analysis = bubbles_[index]; analysis && evaluation) {
+      auto &flags = critical_ops_[index];
+      flags.resize(evaluation->schedule.ranks.size());
+      for (std::size_t r = 0; r < flags.size(); ++r)
+        flags[r].assign(evaluation->schedule.ranks[r].size(), 0);
+      for (const auto &segment : analysis->critical_path.segments)
+        if (segment.kind == PathSegmentKind::Compute && segment.op.valid() &&
+            static_cast<std::size_t>(segment.op.rank) < flags.size() &&
+            static_cast<std::size_t>(segment.op.position) <
+                flags[static_cast<std::size_t>(segment.op.rank)].size())
+          flags[static_cast<std::size_t>(segment.op.rank)]
+               [static_cast<std::size_t>(segment.op.position)] = 1;
+    }
+  }
+  return bubbles_[index].get();
+}
+
+std::vector<OpLocation> TimelineWidget::criticalPathOps(int section) {
+  std::vector<OpLocation> ops;
+  if (const BubbleAnalysis *analysis = bubbles(section))
+    for (const auto &segment : analysis->critical_path.segments)
+      if (segment.kind == PathSegmentKind::Compute && segment.op.valid())
+        ops.push_back({section, segment.op.rank, segment.op.position});
+  return ops;
+}
+
+void TimelineWidget::setCriticalPathShown(bool shown) {
+  if (shown == critical_path_shown_) return;
+  critical_path_shown_ = shown;
+  update();
+}
+
+bool TimelineWidget::onCriticalPath(const OpLocation &location) const {
+  const auto section = static_cast<std::size_t>(location.section);
+  if (section >= critical_ops_.size()) return false;
+  const auto &ranks = critical_ops_[section];
+  const auto rank = static_cast<std::size_t>(location.rank);
+  return rank < ranks.size() && static_cast<std::size_t>(location.index) < ranks[rank].size() &&
+         ranks[rank][static_cast<std::size_t>(location.index)] != 0;
+}
+
+QString TimelineWidget::idleTextAt(int section, int rank, double time_us) {
+  if (section < 0 || static_cast<std::size_t>(section) >= model_.sections().size()) return {};
+  // Where a measured step is drawn (over the prediction or as its own section), its idle time is
+  // what the pointer is on.
+  const TimelineSection &shown = model_.sections()[static_cast<std::size_t>(section)];
+  const bool measured = shown.measured_bubbles != nullptr;
+  const BubbleAnalysis *analysis = measured ? shown.measured_bubbles.get() : bubbles(section);
+  if (!analysis || rank < 0 || static_cast<std::size_t>(rank) >= analysis->ranks.size()) return {};
+  // The model's times start at the step's start (T0 = 0 for a simulation).
+  const double t = time_us + analysis->step_start_us;
+  const auto &intervals = analysis->ranks[static_cast<std::size_t>(rank)].intervals;
+  const auto after = std::upper_bound(
+      intervals.begin(), intervals.end(), t,
+      [](double time, const IdleInterval &interval) { return time < interval.start_us; });
+  if (after == intervals.begin()) return {};
+  const IdleInterval &interval = *std::prev(after);
+  if (t > interval.end_us || interval.durationUs() <= 0) return {};
+  const auto &schedule = model_.sections()[static_cast<std::size_t>(section)].evaluation->schedule;
+  return tr("<b>idle</b>%1 on pipeline rank %2<br>%3 to %4 (%5)<br>%6")
+      .arg(measured ? tr(" (measured)") : QString())
+      .arg(rank)
+      .arg(formatDuration(interval.start_us - analysis->step_start_us),
+           formatDuration(interval.end_us - analysis->step_start_us),
+           formatDuration(interval.durationUs()),
+           QString::fromStdString(describeIdleInterval(schedule, *analysis, interval))
+               .toHtmlEscaped());
 }
 
 void TimelineWidget::finishMorph() {
@@ -296,36 +390,20 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent *event) {
 
 void TimelineWidget::leaveEvent(QEvent *event) {
   QWidget::leaveEvent(event);
-  if (hovered_) {
+  if (hovered_ || !hover_text_.isEmpty()) {
     hovered_.reset();
+    hover_text_.clear();
     emit hoverTextChanged(QString());
     update();
   }
 }
 
-void TimelineWidget::showHoverAt(QPoint position) {
-  std::optional<DrawItem> hovered;
-  const int row = rowAt(position.y());
-  if (row >= 0 && position.x() >= kHeaderWidth && !morphing()) {
-    // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on
-    // top.
-    const DrawItem *measured = measuredDrawList().itemAt(row, position.x(), 0.5);
-    if (measured && !measured->folded())
-      hovered = *measured;
-    else if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5))
-      hovered = *item;
-  }
-  const bool changed =
-      hovered.has_value() != hovered_.has_value() ||
-      (hovered && (hovered->first != hovered_->first || hovered->op_count != hovered_->op_count));
-  hovered_ = hovered;
-  if (!changed) return;
+QString TimelineWidget::describeItem(const DrawItem &item) const {
   QString text;
-  if (hovered && !hovered->folded()) {
-    text =
-        describeOp(model_.op(hovered->first), model_.timing(hovered->first), hovered->first.rank);
-    if (const OpTiming *measured = model_.measuredTiming(hovered->first)) {
-      const auto &predicted = model_.timing(hovered->first);
+  if (!item.folded()) {
+    text = describeOp(model_.op(item.first), model_.timing(item.first), item.first.rank);
+    if (const OpTiming *measured = model_.measuredTiming(item.first)) {
+      const auto &predicted = model_.timing(item.first);
       const double planned = predicted.end_us - predicted.start_us;
       const double took = measured->end_us - measured->start_us;
       text.replace(QStringLiteral("<br>start"), QStringLiteral("<br><i>predicted</i> start"));
@@ -337,20 +415,47 @@ void TimelineWidget::showHoverAt(QPoint position) {
                     .arg(took >= planned ? QStringLiteral("+") : QString())
                     .arg((took - planned) / planned * 100, 0, 'f', 1);
     }
-    const auto &section = model_.sections()[static_cast<std::size_t>(hovered->first.section)];
+    const auto &section = model_.sections()[static_cast<std::size_t>(item.first.section)];
     if (model_.sections().size() > 1)
       text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
-  } else if (hovered) {
-    const auto &first = model_.timing(hovered->first);
-    OpLocation last = hovered->first;
-    last.index += hovered->op_count - 1;
+  } else {
+    const auto &first = model_.timing(item.first);
+    OpLocation last = item.first;
+    last.index += item.op_count - 1;
     text = QStringLiteral("<b>%1 ops too small to display</b> (zoom in)<br>pipeline rank %2<br>"
                           "%3 to %4<br>compute %5% of that span")
-               .arg(hovered->op_count)
-               .arg(hovered->first.rank)
+               .arg(item.op_count)
+               .arg(item.first.rank)
                .arg(formatDuration(first.start_us), formatDuration(model_.timing(last).end_us))
-               .arg(qRound(hovered->busy_share * 100));
+               .arg(qRound(item.busy_share * 100));
   }
+  return text;
+}
+
+std::optional<DrawItem> TimelineWidget::itemUnder(QPoint position) {
+  const int row = rowAt(position.y());
+  if (row < 0 || position.x() < kHeaderWidth || morphing()) return std::nullopt;
+  // Over a measured overlay, the measured bar under the pointer wins: it is what was drawn on top.
+  const DrawItem *measured = measuredDrawList().itemAt(row, position.x(), 0.5);
+  if (measured && !measured->folded()) return *measured;
+  if (const DrawItem *item = drawList().itemAt(row, position.x(), 1.5)) return *item;
+  return std::nullopt;
+}
+
+QString TimelineWidget::hoverTextAt(QPoint position) {
+  if (const auto item = itemUnder(position)) return describeItem(*item);
+  const int row = rowAt(position.y());
+  if (row < 0 || position.x() < kHeaderWidth || morphing()) return {};
+  // A gap: the idle interval under the pointer, with its cause.
+  const auto [section, rank] = model_.sectionAndRank(row);
+  return idleTextAt(section, rank, mapping_.mapXToTime(position.x()));
+}
+
+void TimelineWidget::showHoverAt(QPoint position) {
+  hovered_ = itemUnder(position);
+  const QString text = hoverTextAt(position);
+  if (text == hover_text_) return;
+  hover_text_ = text;
   emit hoverTextChanged(text);
   if (text.isEmpty())
     QToolTip::hideText();
@@ -375,6 +480,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
   paintItems(painter, content);
   paintMeasured(painter);
   paintPath(painter);
+  paintCriticalPath(painter);
   painter.restore();
   paintAxis(painter);
 
@@ -460,6 +566,8 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
                            opTouchesMicrobatch(model_.op(item.first), highlighted_microbatch_);
       if (!on_path) alpha *= kFadedAlpha;
     }
+    if (critical_path_shown_ && (item.folded() || !onCriticalPath(item.first)))
+      alpha *= kFadedAlpha;
     const QRectF rect(item.x0, top, std::max(1.0f, item.x1 - item.x0), height);
     if (sectionHasMeasured(item.first.section) && !morphing()) {
       // The prediction under a measurement: a pale fill and an outline in the kind's color, so
@@ -575,6 +683,40 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
       }
     }
   }
+}
+
+void TimelineWidget::paintCriticalPath(QPainter &painter) {
+  if (!critical_path_shown_ || morphing()) return;
+  const QRectF visible(kHeaderWidth, kAxisHeight, width() - kHeaderWidth, height() - kAxisHeight);
+  QColor edge = palette::criticalPath();
+  edge.setAlpha(210);
+  const QPen outline(palette::criticalPath(), 2);
+  const QPen hand_over(edge, 1.6);
+  painter.setBrush(Qt::NoBrush);
+  for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
+    const std::vector<OpLocation> ops = criticalPathOps(section);
+    // Each op outlined (axis-aligned: no antialiasing needed), and each hand-over from one op to
+    // the next on another rank drawn as a line: the dependency (or transfer) the next op waited
+    // for. Only what is on screen is drawn.
+    painter.setRenderHint(QPainter::Antialiasing, false);
+    painter.setPen(outline);
+    for (const auto &location : ops)
+      if (const QRectF rect = opRect(location).adjusted(-1, -1, 1, 1); rect.intersects(visible))
+        painter.drawRect(rect);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    painter.setPen(hand_over);
+    for (std::size_t i = 1; i < ops.size(); ++i) {
+      if (ops[i].rank == ops[i - 1].rank) continue;
+      const QRectF from = opRect(ops[i - 1]);
+      const QRectF to = opRect(ops[i]);
+      if (!from.united(to).intersects(visible)) continue;
+      // Measured ops may overlap their producer a little (CPU spans include waiting, clocks
+      // differ): the hand-over is then drawn straight down at the consumer's start.
+      painter.drawLine(QPointF(std::min(from.right(), to.left()), from.center().y()),
+                       QPointF(to.left(), to.center().y()));
+    }
+  }
+  painter.setRenderHint(QPainter::Antialiasing, false);
 }
 
 void TimelineWidget::paintPath(QPainter &painter) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <optional>
 
+#include "engine/bubbles.h"
 #include "gui/timeline/time_mapping.h"
 #include "gui/timeline/timeline_draw_list.h"
 #include "gui/timeline/timeline_model.h"
@@ -61,6 +62,18 @@ public:
   void setPlayhead(double time_us);
   double playhead() const { return playhead_us_; }
 
+  /// Highlights each predicted section's critical path (engine/bubbles.h): its ops outlined and
+  /// joined, every other op dimmed.
+  void setCriticalPathShown(bool shown);
+  bool criticalPathShown() const { return critical_path_shown_; }
+  /// The ops on a section's critical path, in time order (empty when it cannot be analysed).
+  std::vector<OpLocation> criticalPathOps(int section);
+  /// A predicted section's bubble analysis, computed on first use (hover, critical path) and kept
+  /// until the model changes; null for a measured section or when the analysis fails.
+  const BubbleAnalysis *bubbles(int section);
+  /// The tooltip for a point: the op under it, or the idle interval's cause; empty for nothing.
+  QString hoverTextAt(QPoint position);
+
   bool morphing() const { return morph_.active() && morph_timer_.isActive(); }
   /// Ends a running morph at once (tests, screenshots).
   void finishMorph();
@@ -102,6 +115,15 @@ private:
   bool sectionHasMeasured(int section) const;
   void paintPath(class QPainter &painter);
   void paintAxis(class QPainter &painter);
+  void paintCriticalPath(class QPainter &painter);
+  /// The op (or folded run) under a point: a measured bar first, then the prediction.
+  std::optional<DrawItem> itemUnder(QPoint position);
+  /// The tooltip text of an op or a folded run.
+  QString describeItem(const DrawItem &item) const;
+  /// Whether an op is on its section's critical path (only while it is shown).
+  bool onCriticalPath(const OpLocation &location) const;
+  /// The idle interval of a rank's row at a time, with its cause, as tooltip text; empty if none.
+  QString idleTextAt(int section, int rank, double time_us);
 
   TimelineModel model_;
   TimeMapping mapping_;
@@ -127,6 +149,13 @@ private:
   QPoint last_drag_position_;
   bool dragging_ = false;
   std::optional<DrawItem> hovered_;
+  QString hover_text_; ///< the tooltip shown now
+  /// Per section, computed lazily: the bubble analysis (null until asked for or when it fails),
+  /// whether it was tried, and the critical path's ops as flags [rank][index].
+  std::vector<std::shared_ptr<const BubbleAnalysis>> bubbles_;
+  std::vector<std::uint8_t> bubbles_tried_;
+  std::vector<std::vector<std::vector<std::uint8_t>>> critical_ops_;
+  bool critical_path_shown_ = false;
   ZoomStack *zoom_ = nullptr;
 };
 

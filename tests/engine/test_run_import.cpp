@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -352,6 +353,54 @@ private slots:
     for (std::size_t s = 0; s < refit->stage_overrides.size(); ++s)
       QVERIFY(std::abs(refit->stage_overrides[s].forward_us -
                        medianOf(durations[{static_cast<int>(s), OpKind::Forward}])) < 1e-6);
+  }
+
+  // Cancel (the explorer's button) stops the import with an error saying so, before the next file
+  // and inside one; progress reaches the total when nothing cancels it.
+  void cancelStopsTheImport() {
+    const std::vector<std::string> paths = {kRuns + "/gpipe-p4-m4"};
+    ImportOptions options;
+    std::size_t last_done = 0, last_total = 0;
+    options.progress = [&](std::size_t done, std::size_t total) {
+      last_done = done;
+      last_total = total;
+    };
+    QVERIFY(importRun(paths, options).ok());
+    QVERIFY(last_total > 0);
+    QCOMPARE(last_done, last_total);
+
+    int polls = 0;
+    options.cancelled = [&polls] { return ++polls > 2; };
+    auto cancelled = importRun(paths, options);
+    QVERIFY(!cancelled.ok());
+    QCOMPARE(cancelled.error().message, std::string(kImportCancelled));
+    QVERIFY(last_done < last_total);
+
+    options.cancelled = [] { return true; };
+    auto at_once = importRun(paths, options);
+    QVERIFY(!at_once.ok());
+    QCOMPARE(at_once.error().message, std::string(kImportCancelled));
+  }
+
+  // Inside one file the reader polls every 65,536 events (false: stop): a trace of 140,000 stops at
+  // the second poll when that one says so, and reads to its end when none does.
+  void cancelStopsInsideAFile() {
+    std::string text = R"({"traceEvents":[)";
+    for (int i = 0; i < 140000; ++i)
+      text += (i ? "," : "") + std::string(R"({"ph":"X","cat":"cpu_op","name":"aten::mm","ts":)") +
+              std::to_string(i) + R"(,"dur":1})";
+    text += "]}";
+    int polls = 0;
+    std::istringstream input(text);
+    auto stopped = readKinetoTrace(input, "long.json", [&polls] { return ++polls < 2; });
+    QVERIFY(!stopped.ok());
+    QVERIFY2(stopped.error().message.find(kImportCancelled) != std::string::npos,
+             stopped.error().message.c_str());
+    QCOMPARE(polls, 2);
+    std::istringstream again(text);
+    auto read = readKinetoTrace(again, "long.json", [] { return true; });
+    QVERIFY(read.ok());
+    QCOMPARE(read->events, std::size_t{140000});
   }
 
   // What an imported trace is written as loads back equal, and exports to Chrome trace events.

@@ -33,19 +33,14 @@
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
 using nlohmann::json;
 
 namespace {
-
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
 
 // The example plan (1F1B, P=4, M=8, F=1, B=2, W=1) evaluated as the window does.
 Evaluation evaluated(const Plan &plan) {
@@ -196,18 +191,6 @@ void useFake(RunPanel *panel, const FakeBackend &fake) {
 }
 
 // pipescope-gui with these arguments, offscreen; its exit code (-1 when it hung) and output.
-int runExplorer(const QStringList &arguments, QString *output) {
-  QProcess process;
-  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-  environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-  process.setProcessEnvironment(environment);
-  process.setProcessChannelMode(QProcess::MergedChannels);
-  process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
-  if (!process.waitForFinished(120000)) return -1;
-  *output = QString::fromUtf8(process.readAll());
-  return process.exitCode();
-}
-
 QString cell(QTableView *table, int row, int column) {
   return table->model()->data(table->model()->index(row, column)).toString();
 }

@@ -21,20 +21,15 @@
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
 
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
 
 Evaluation engineEvaluation(const Plan &plan) {
   auto schedule = planSchedule(plan);

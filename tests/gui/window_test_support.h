@@ -1,0 +1,35 @@
+#pragma once
+// What the window suites share: a window that neither remembers settings nor animates, and the
+// explorer executable run offscreen as a person or a CI job would.
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include "gui/widgets/main_window.h"
+
+namespace pipescope::gui::testing {
+
+inline MainWindowOptions quietOptions() {
+  MainWindowOptions options;
+  options.use_settings = false;
+  options.animate = false;
+  return options;
+}
+
+#ifdef PIPESCOPE_GUI_EXECUTABLE
+/// Runs pipescope-gui offscreen; its exit code (-1 when it did not finish in two minutes), with
+/// stdout and stderr together in `output`.
+inline int runExplorer(const QStringList &arguments, QString *output) {
+  QProcess process;
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+  process.setProcessEnvironment(environment);
+  process.setProcessChannelMode(QProcess::MergedChannels);
+  process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE), arguments);
+  if (!process.waitForFinished(120000)) return -1;
+  *output = QString::fromUtf8(process.readAll());
+  return process.exitCode();
+}
+#endif
+
+} // namespace pipescope::gui::testing
