@@ -4,10 +4,13 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QScatterSeries>
 #include <QStackedBarSeries>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -38,6 +41,12 @@ QString legendHtml(const std::vector<QLineSeries *> &series) {
     html += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
                 .arg(line->pen().color().name(), line->name().toHtmlEscaped());
   return html;
+}
+
+// One legend entry that never breaks between its symbol and its name.
+QString legendItem(const QString &symbol_html, const QString &name) {
+  return QStringLiteral("<span style='white-space:nowrap'>%1&nbsp;%2</span> &nbsp; ")
+      .arg(symbol_html, name.toHtmlEscaped());
 }
 
 QChartView *makeView(QChart *chart, QWidget *parent) {
@@ -289,6 +298,179 @@ void BubbleCurveChart::setCurves(const std::vector<BubbleCurve> &curves, const Q
   bubble_axis_->applyNiceNumbers();
   chart_->setTitle(tr("Bubble against M"));
   setToolTip(subtitle);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
+  chart_ = new QChart;
+  view_ = makeView(chart_, this);
+  memory_axis_ = new QValueAxis(chart_);
+  tokens_axis_ = new QValueAxis(chart_);
+  styleAxis(memory_axis_);
+  styleAxis(tokens_axis_);
+  memory_axis_->setTitleText(tr("peak memory per GPU (GiB)"));
+  memory_axis_->setLabelFormat(QStringLiteral("%.0f"));
+  tokens_axis_->setTitleText(tr("tokens/s (whole mesh)"));
+  tokens_axis_->setLabelFormat(QStringLiteral("%.0f"));
+  chart_->addAxis(memory_axis_, Qt::AlignBottom);
+  chart_->addAxis(tokens_axis_, Qt::AlignLeft);
+  QFont title_font = chart_->titleFont();
+  title_font.setPointSizeF(9);
+  title_font.setBold(true);
+  chart_->setTitleFont(title_font);
+  front_ = new QLineSeries(chart_);
+  front_->setName(tr("Pareto front"));
+  front_->setPen(QPen(palette::paretoLine(), 1.5, Qt::DashLine));
+  limit_ = new QLineSeries(chart_);
+  limit_->setName(tr("memory limit"));
+  limit_->setPen(QPen(palette::capacityLine(), 2, Qt::DashLine));
+  chosen_ = new QScatterSeries(chart_);
+  chosen_->setName(tr("loaded"));
+  chosen_->setMarkerSize(16);
+  chosen_->setColor(Qt::transparent);
+  chosen_->setBorderColor(palette::chosenPoint());
+  for (QXYSeries *series : std::initializer_list<QXYSeries *>{front_, limit_, chosen_}) {
+    chart_->addSeries(series);
+    series->attachAxis(memory_axis_);
+    series->attachAxis(tokens_axis_);
+  }
+  legend_ = addWrappingLegend(chart_, this);
+  setMinimumSize(320, 220);
+  clear();
+}
+
+void SearchScatterChart::clear() {
+  setResults({}, {}, 0, tr("No search yet: set the GPUs and schedules, then Run."));
+}
+
+void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
+                                    const std::vector<QPointF> &front, double limit_gib,
+                                    const QString &title) {
+  for (auto *series : series_) {
+    chart_->removeSeries(series);
+    delete series;
+  }
+  series_.clear();
+  groups_ = groups;
+  double max_memory = limit_gib, max_tokens = 0;
+  QString legend;
+  for (std::size_t index = 0; index < groups_.size(); ++index) {
+    const ScatterGroup &group = groups_[index];
+    auto *series = new QScatterSeries(chart_);
+    series->setName(group.name);
+    series->setColor(group.color);
+    series->setBorderColor(group.color.darker(130));
+    series->setMarkerSize(9);
+    QList<QPointF> values;
+    for (const auto &point : group.points) {
+      values.append(point.value);
+      max_memory = std::max(max_memory, point.value.x());
+      max_tokens = std::max(max_tokens, point.value.y());
+    }
+    series->replace(values);
+    chart_->addSeries(series);
+    series->attachAxis(memory_axis_);
+    series->attachAxis(tokens_axis_);
+    const int series_index = static_cast<int>(index);
+    connect(series, &QScatterSeries::hovered, this,
+            [this, series_index](const QPointF &value, bool state) {
+              const ScatterPoint *point = state ? find(series_index, value) : nullptr;
+              if (point)
+                QToolTip::showText(QCursor::pos(), point->details, view_);
+              else
+                QToolTip::hideText();
+              emit pointHovered(point ? point->plan : -1, point ? point->details : QString());
+            });
+    connect(series, &QScatterSeries::clicked, this, [this, series_index](const QPointF &value) {
+      if (const ScatterPoint *point = find(series_index, value)) emit pointClicked(point->plan);
+    });
+    series_.push_back(series);
+    legend += legendItem(QStringLiteral("<span style='color:%1; font-size:11pt'>\u25cf</span>")
+                             .arg(group.color.name()),
+                         group.name);
+  }
+  front_->replace(QList<QPointF>(front.begin(), front.end()));
+  if (!front.empty())
+    legend += legendItem(QStringLiteral("<span style='color:%1'>\u2012\u2012</span>")
+                             .arg(palette::paretoLine().name()),
+                         tr("Pareto front"));
+  max_tokens = max_tokens > 0 ? max_tokens * 1.08 : 1;
+  max_memory = max_memory > 0 ? max_memory * 1.05 : 1;
+  if (limit_gib > 0) {
+    limit_->replace({QPointF(limit_gib, 0), QPointF(limit_gib, max_tokens)});
+    legend += legendItem(
+        QStringLiteral("<span style='color:%1'>\u2506</span>").arg(palette::capacityLine().name()),
+        tr("memory limit %1 GiB").arg(limit_gib, 0, 'f', 1));
+  } else {
+    limit_->clear();
+  }
+  chosen_->clear();
+  memory_axis_->setRange(0, max_memory);
+  tokens_axis_->setRange(0, max_tokens);
+  memory_axis_->applyNiceNumbers();
+  tokens_axis_->applyNiceNumbers();
+  chart_->setTitle(title);
+  legend_->setText(legend);
+}
+
+const ScatterPoint *SearchScatterChart::find(int series, const QPointF &value) const {
+  if (series < 0 || series >= static_cast<int>(groups_.size())) return nullptr;
+  const ScatterPoint *nearest = nullptr;
+  double best = 0;
+  for (const auto &point : groups_[static_cast<std::size_t>(series)].points) {
+    const QPointF delta = point.value - value;
+    // Relative distance: the axes differ by orders of magnitude.
+    const double dx = delta.x() / std::max(1e-9, memory_axis_->max());
+    const double dy = delta.y() / std::max(1e-9, tokens_axis_->max());
+    const double distance = dx * dx + dy * dy;
+    if (!nearest || distance < best) {
+      nearest = &point;
+      best = distance;
+    }
+  }
+  return nearest;
+}
+
+int SearchScatterChart::pointCount() const {
+  int count = 0;
+  for (auto *series : series_)
+    count += static_cast<int>(series->count());
+  return count;
+}
+
+int SearchScatterChart::frontPointCount() const {
+  return static_cast<int>(front_->count());
+}
+
+QString SearchScatterChart::seriesName(int index) const {
+  return series_.at(static_cast<std::size_t>(index))->name();
+}
+
+QColor SearchScatterChart::seriesColor(int index) const {
+  return series_.at(static_cast<std::size_t>(index))->color();
+}
+
+QString SearchScatterChart::xTitle() const {
+  return memory_axis_->titleText();
+}
+
+QString SearchScatterChart::yTitle() const {
+  return tokens_axis_->titleText();
+}
+
+QString SearchScatterChart::detailsOf(int plan) const {
+  for (const auto &group : groups_)
+    for (const auto &point : group.points)
+      if (point.plan == plan) return point.details;
+  return {};
+}
+
+void SearchScatterChart::setChosen(int plan) {
+  chosen_->clear();
+  for (const auto &group : groups_)
+    for (const auto &point : group.points)
+      if (point.plan == plan) chosen_->append(point.value);
 }
 
 } // namespace pipescope::gui
