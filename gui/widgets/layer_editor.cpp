@@ -195,13 +195,19 @@ void LayerEditor::rebuildSpins(int stages) {
 }
 
 bool LayerEditor::setStageLayers(int stage, int layers) {
-  if (stage < 0 || stage >= static_cast<int>(shown_.size())) return false;
+  if (stage < 0 || stage >= static_cast<int>(shown_.size()) || stage >= stageCount()) return false;
+  // The pending edit is what the spin boxes say: a refused step (the total off by the layers
+  // the person is about to take from another stage) stays in its box until the next one.
+  {
+    const QSignalBlocker blocker(spins_[static_cast<std::size_t>(stage)]);
+    spins_[static_cast<std::size_t>(stage)]->setValue(layers);
+  }
   LayerLayout layout = shown_;
-  layout[static_cast<std::size_t>(stage)].layers = layers;
+  for (int index = 0; index < stageCount(); ++index)
+    layout[static_cast<std::size_t>(index)].layers =
+        spins_[static_cast<std::size_t>(index)]->value();
   text_->setText(QString::fromStdString(formatMegatronLayout(layout)));
-  if (tryLayout(layout)) return true;
-  // The spin box keeps the edit (the person will move another one); the plan keeps its layout.
-  return false;
+  return tryLayout(layout);
 }
 
 bool LayerEditor::applyLayoutText(const QString &text) {

@@ -249,6 +249,7 @@ bool SearchPanel::startSearch() {
   status_->setText(tr("Searching %1 on %2 GPUs\u2026")
                        .arg(QString::fromStdString(request->model.name))
                        .arg(request->gpus));
+  busy_ = true;
   setRunning(true);
   // The planner calls progress from the thread that runs it (this worker) and polls cancel from
   // every worker; progress is handed to the UI thread, which only ever reads copies.
@@ -276,13 +277,12 @@ void SearchPanel::cancelSearch() {
 }
 
 bool SearchPanel::running() const {
-  return watcher_.isRunning();
+  return busy_;
 }
 
 void SearchPanel::waitForSearch() {
   while (running())
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-  QCoreApplication::processEvents();
+    QCoreApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 50);
 }
 
 void SearchPanel::showProgress(const SearchProgress &progress) {
@@ -305,6 +305,7 @@ void SearchPanel::setRunning(bool running) {
 }
 
 void SearchPanel::finished() {
+  busy_ = false;
   setRunning(false);
   if (!outcome_ || !outcome_->has_value()) return;
   Result<SearchResult> &outcome = **outcome_;

@@ -82,6 +82,8 @@ private:
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::shared_ptr<std::optional<Result<SearchResult>>> outcome_;
   QFutureWatcher<void> watcher_;
+  /// From startSearch until its results are shown (the watcher's finished signal handled).
+  bool busy_ = false;
 
   QComboBox *model_ = nullptr, *hardware_ = nullptr;
   QSpinBox *gpus_ = nullptr, *global_batch_ = nullptr, *sequence_ = nullptr, *top_ = nullptr;
