@@ -353,7 +353,8 @@ void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
   }
   series_.clear();
   groups_ = groups;
-  double max_memory = limit_gib, max_tokens = 0;
+  double max_memory = limit_gib, max_tokens = 0, min_tokens = 0;
+  bool any = false;
   QString legend;
   for (std::size_t index = 0; index < groups_.size(); ++index) {
     const ScatterGroup &group = groups_[index];
@@ -367,6 +368,8 @@ void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
       values.append(point.value);
       max_memory = std::max(max_memory, point.value.x());
       max_tokens = std::max(max_tokens, point.value.y());
+      min_tokens = any ? std::min(min_tokens, point.value.y()) : point.value.y();
+      any = true;
     }
     series->replace(values);
     chart_->addSeries(series);
@@ -407,7 +410,9 @@ void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
   }
   chosen_->clear();
   memory_axis_->setRange(0, max_memory);
-  tokens_axis_->setRange(0, max_tokens);
+  // Tokens/s from a little under the slowest plan shown: the differences between plans are the
+  // point, and they are often a few percent.
+  tokens_axis_->setRange(any ? min_tokens * 0.9 : 0, max_tokens);
   memory_axis_->applyNiceNumbers();
   tokens_axis_->applyNiceNumbers();
   chart_->setTitle(title);

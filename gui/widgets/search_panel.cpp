@@ -14,6 +14,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
@@ -150,12 +151,13 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   inputs->setMaximumWidth(300);
   layout->addWidget(inputs);
 
-  auto *results = new QSplitter(Qt::Horizontal, this);
+  results_ = new QSplitter(Qt::Horizontal, this);
+  QSplitter *results = results_;
   chart_ = new SearchScatterChart(results);
   table_ = new QTableWidget(results);
   table_->setColumnCount(8);
-  table_->setHorizontalHeaderLabels({tr("tokens/s"), tr("step ms"), tr("peak GiB"), tr("mesh"),
-                                     tr("schedule"), tr("M"), tr("b"), tr("recompute")});
+  table_->setHorizontalHeaderLabels({tr("mesh"), tr("schedule"), tr("tokens/s"), tr("step ms"),
+                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute")});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -164,9 +166,8 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
   results->addWidget(chart_);
   results->addWidget(table_);
-  results->setStretchFactor(0, 3);
-  results->setStretchFactor(1, 2);
-  results->setSizes({560, 380});
+  results->setStretchFactor(0, 1);
+  results->setStretchFactor(1, 1);
   layout->addWidget(results, 1);
 
   connect(run_, &QPushButton::clicked, this, [this] {
@@ -180,6 +181,18 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   connect(table_, &QTableWidget::cellDoubleClicked, this,
           [this](int row, int /*column*/) { loadShownPlan(row); });
   setRunning(false);
+}
+
+void SearchPanel::showEvent(QShowEvent *event) {
+  QWidget::showEvent(event);
+  // The chart and the table share the width evenly (sizes apply once the splitter has its
+  // width): the table's mesh and schedule columns stay readable beside the chart.
+  if (sized_) return;
+  sized_ = true;
+  QTimer::singleShot(0, this, [this] {
+    const int half = results_->width() / 2;
+    results_->setSizes({half, results_->width() - half});
+  });
 }
 
 SearchPanel::~SearchPanel() {
@@ -370,17 +383,17 @@ void SearchPanel::showResult() {
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
-    const QString cells[8] = {QString::number(plan.tokens_per_s, 'f', 0),
+    const QString cells[8] = {meshText(plan),
+                              scheduleText(plan),
+                              QString::number(plan.tokens_per_s, 'f', 0),
                               QString::number(plan.step_time_s * 1e3, 'f', 1),
                               QString::number(plan.peak_memory / kGiB, 'f', 1),
-                              meshText(plan),
-                              scheduleText(plan),
                               QString::number(plan.schedule.microbatches),
                               QString::number(plan.microbatch_size),
                               QString::fromUtf8(recomputeName(plan.training.recompute).data())};
     for (int column = 0; column < 8; ++column) {
       auto *item = new QTableWidgetItem(cells[column]);
-      if (column < 3) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setToolTip(planDetails(plan, row + 1));
       table_->setItem(row, column, item);
     }

@@ -18,6 +18,8 @@ class QListWidget;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QShowEvent;
+class QSplitter;
 class QTableWidget;
 
 namespace pipescope::gui {
@@ -65,6 +67,9 @@ public:
   /// Checks exactly these families (names as in `pipescope schedules`).
   void setSchedules(const std::vector<std::string> &names);
 
+protected:
+  void showEvent(QShowEvent *event) override;
+
 signals:
   void planChosen(const pipescope::Plan &plan);
   void runningChanged(bool running);
@@ -94,6 +99,8 @@ private:
   QLabel *status_ = nullptr;
   SearchScatterChart *chart_ = nullptr;
   QTableWidget *table_ = nullptr;
+  QSplitter *results_ = nullptr;
+  bool sized_ = false;
 };
 
 } // namespace pipescope::gui

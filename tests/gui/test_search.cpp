@@ -123,7 +123,7 @@ void TestSearch::searchShowsPointsAndFront() {
   QVERIFY(details.contains(QStringLiteral("peak memory")));
   // The ranked table: the top K, best first.
   QCOMPARE(search->table()->rowCount(), static_cast<int>(result.plans.size()));
-  QCOMPARE(search->table()->item(0, 0)->text(), QString::number(best.tokens_per_s, 'f', 0));
+  QCOMPARE(search->table()->item(0, 2)->text(), QString::number(best.tokens_per_s, 'f', 0));
 }
 
 void TestSearch::clickingBestLoadsItsPlan() {
@@ -225,10 +225,17 @@ void TestSearch::layerEditorAppliesLayout() {
   window.settle();
   QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
            (std::vector<int>{4, 10, 10, 8}));
+  // Balanced: the engine's balanced split, no layout.
+  editor->setMode(LayerEditor::Mode::Balanced);
+  window.settle();
+  QVERIFY(window.errorMessage().isEmpty());
+  QVERIFY(window.controls()->plan().model->training.layout.empty());
+  QVERIFY(window.controls()->plan().model->training.balance_layers);
   // Even again: the engine's split, no layout.
   editor->setMode(LayerEditor::Mode::Even);
   window.settle();
   QVERIFY(window.controls()->plan().model->training.layout.empty());
+  QVERIFY(!window.controls()->plan().model->training.balance_layers);
   QCOMPARE(window.snapshot()->evaluation->times.forward, even);
 }
 
