@@ -202,6 +202,17 @@ SearchPanel::~SearchPanel() {
 
 void SearchPanel::takeSettingsFrom(const Plan &plan) {
   if (running()) return;
+  // Only settings the controls changed since last time replace the inputs: edits made here
+  // survive a visit to another tab.
+  const QString key =
+      QStringLiteral("%1/%2/%3/%4/%5")
+          .arg(plan.mesh.dp * plan.mesh.tp * plan.request.pp)
+          .arg(plan.model ? QString::fromStdString(plan.model->model.name) : QString(),
+               plan.model ? QString::fromStdString(plan.model->hardware.name) : QString())
+          .arg(plan.model ? plan.model->model.sequence_length : 0)
+          .arg(plan.model ? plan.model->hardware.memory_gib : 0);
+  if (key == taken_from_) return;
+  taken_from_ = key;
   gpus_->setValue(std::max(1, plan.mesh.dp * plan.mesh.tp * plan.request.pp));
   if (!plan.model) return;
   const auto select = [](QComboBox *box, const std::string &name) {
@@ -346,6 +357,7 @@ void SearchPanel::finished() {
 
 void SearchPanel::showResult() {
   shown_ = result_->plans;
+  shown_.reserve(result_->plans.size() + result_->pareto.size());
   for (const auto &plan : result_->pareto)
     if (std::none_of(shown_.begin(), shown_.end(),
                      [&](const SearchPlan &shown) { return shown.order == plan.order; }))
@@ -366,9 +378,11 @@ void SearchPanel::showResult() {
                             planDetails(plan, rank), static_cast<int>(index)});
   }
   std::vector<ScatterGroup> ordered;
+  ordered.reserve(groups.size());
   for (auto &[family, group] : groups)
     ordered.push_back(std::move(group));
   std::vector<QPointF> front;
+  front.reserve(result_->pareto.size());
   for (const auto &plan : result_->pareto)
     front.emplace_back(plan.peak_memory / kGiB, plan.tokens_per_s);
   const SearchRequest &request = *shown_request_;

@@ -33,7 +33,8 @@ public:
   ~SearchPanel() override;
 
   /// Takes the model, hardware, GPUs (DP × TP × PP), sequence and memory of a plan as the
-  /// search's starting point (plans without a model keep the current presets).
+  /// search's starting point (plans without a model keep the current presets); settings taken
+  /// before are left alone, so edits made in the tab stay.
   void takeSettingsFrom(const Plan &plan);
   /// The request the inputs describe, or the reason they describe none.
   Result<SearchRequest> request() const;
@@ -101,6 +102,7 @@ private:
   QTableWidget *table_ = nullptr;
   QSplitter *results_ = nullptr;
   bool sized_ = false;
+  QString taken_from_; ///< the controls' settings last taken (takeSettingsFrom)
 };
 
 } // namespace pipescope::gui

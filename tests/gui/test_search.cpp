@@ -74,6 +74,15 @@ void TestSearch::searchShowsPointsAndFront() {
   window.settle();
   SearchPanel *search = window.search();
   QCOMPARE(window.tabs()->tabText(window.tabs()->indexOf(search)), QStringLiteral("Search"));
+  // Opening the tab takes the controls' model, hardware and GPUs (DP x TP x PP = 1 x 1 x 4).
+  window.tabs()->setCurrentWidget(search);
+  QCOMPARE(search->gpusBox()->value(), 4);
+  QCOMPARE(search->modelBox()->currentText(), QStringLiteral("llama3-8b"));
+  // An edit made in the tab survives a visit to another tab.
+  search->gpusBox()->setValue(24);
+  window.tabs()->setCurrentIndex(0);
+  window.tabs()->setCurrentWidget(search);
+  QCOMPARE(search->gpusBox()->value(), 24);
   setUpSmallSearch(search, 32);
   auto request = search->request();
   QVERIFY2(request.ok(), request.ok() ? "" : request.error().message.c_str());
