@@ -75,6 +75,24 @@ void styleAxis(QValueAxis *axis) {
   axis->setTitleFont(title);
 }
 
+// A value axis with its title and label format, styled like the others, added to the chart.
+QValueAxis *addValueAxis(QChart *chart, Qt::Alignment alignment, const QString &title,
+                         const QString &label_format) {
+  auto *axis = new QValueAxis(chart);
+  styleAxis(axis);
+  axis->setTitleText(title);
+  axis->setLabelFormat(label_format);
+  chart->addAxis(axis, alignment);
+  return axis;
+}
+
+void styleTitle(QChart *chart) {
+  QFont title_font = chart->titleFont();
+  title_font.setPointSizeF(9);
+  title_font.setBold(true);
+  chart->setTitleFont(title_font);
+}
+
 } // namespace
 
 double MemoryBars::total(int rank) const {
@@ -150,10 +168,7 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   series_->attachAxis(value_axis_);
   capacity_->attachAxis(rank_axis_);
   capacity_->attachAxis(value_axis_);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
+  styleTitle(chart_);
   setMinimumSize(220, 180);
 }
 
@@ -248,21 +263,11 @@ QStringList MemoryBarsChart::categories() const {
 BubbleCurveChart::BubbleCurveChart(QWidget *parent) : QWidget(parent) {
   chart_ = new QChart;
   view_ = makeView(chart_, this);
-  m_axis_ = new QValueAxis(chart_);
-  bubble_axis_ = new QValueAxis(chart_);
-  styleAxis(m_axis_);
-  styleAxis(bubble_axis_);
-  m_axis_->setTitleText(tr("M (microbatches)"));
-  m_axis_->setLabelFormat(QStringLiteral("%d"));
-  bubble_axis_->setTitleText(tr("bubble fraction (%)"));
-  chart_->addAxis(m_axis_, Qt::AlignBottom);
-  chart_->addAxis(bubble_axis_, Qt::AlignLeft);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
+  m_axis_ = addValueAxis(chart_, Qt::AlignBottom, tr("M (microbatches)"), QStringLiteral("%d"));
+  bubble_axis_ =
+      addValueAxis(chart_, Qt::AlignLeft, tr("bubble fraction (%)"), QStringLiteral("%.0f"));
+  styleTitle(chart_);
   legend_ = addWrappingLegend(chart_, this);
-  bubble_axis_->setLabelFormat(QStringLiteral("%.0f"));
   m_axis_->setTickCount(5);
   setMinimumSize(220, 180);
 }
@@ -305,20 +310,11 @@ void BubbleCurveChart::setCurves(const std::vector<BubbleCurve> &curves, const Q
 SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
   chart_ = new QChart;
   view_ = makeView(chart_, this);
-  memory_axis_ = new QValueAxis(chart_);
-  tokens_axis_ = new QValueAxis(chart_);
-  styleAxis(memory_axis_);
-  styleAxis(tokens_axis_);
-  memory_axis_->setTitleText(tr("peak memory per GPU (GiB)"));
-  memory_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  tokens_axis_->setTitleText(tr("tokens/s (whole mesh)"));
-  tokens_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  chart_->addAxis(memory_axis_, Qt::AlignBottom);
-  chart_->addAxis(tokens_axis_, Qt::AlignLeft);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
+  memory_axis_ = addValueAxis(chart_, Qt::AlignBottom, tr("peak memory per GPU (GiB)"),
+                              QStringLiteral("%.0f"));
+  tokens_axis_ =
+      addValueAxis(chart_, Qt::AlignLeft, tr("tokens/s (whole mesh)"), QStringLiteral("%.0f"));
+  styleTitle(chart_);
   front_ = new QLineSeries(chart_);
   front_->setName(tr("Pareto front"));
   front_->setPen(QPen(palette::paretoLine(), 1.5, Qt::DashLine));

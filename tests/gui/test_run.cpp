@@ -33,19 +33,14 @@
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::test;
 using nlohmann::json;
 
 namespace {
-
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
 
 // The example plan (1F1B, P=4, M=8, F=1, B=2, W=1) evaluated as the window does.
 Evaluation evaluated(const Plan &plan) {

@@ -21,28 +21,13 @@
 #include "gui/widgets/layer_editor.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/search_panel.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::test;
 
 namespace {
-
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
-
-Plan modelPlan() {
-  Plan plan = examplePlan();
-  auto model = loadModelSpec("llama3-8b");
-  auto hardware = loadHardwareSpec("h100-sxm");
-  if (!model || !hardware) qFatal("presets missing");
-  plan.model = ModelSetup{*model, *hardware, TrainingSetup{}};
-  plan.mesh.gpus_per_node = hardware->gpus_per_node;
-  return plan;
-}
 
 // A small search: llama3-8b on `gpus` H100s, three families.
 void setUpSmallSearch(SearchPanel *search, int gpus) {

@@ -21,20 +21,15 @@
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
+using namespace pipescope::gui::test;
 
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-MainWindowOptions quietOptions() {
-  MainWindowOptions options;
-  options.use_settings = false;
-  options.animate = false;
-  return options;
-}
 
 Evaluation engineEvaluation(const Plan &plan) {
   auto schedule = planSchedule(plan);
@@ -44,16 +39,6 @@ Evaluation engineEvaluation(const Plan &plan) {
   auto evaluation = evaluateSchedule(std::move(*schedule), *costs);
   if (!evaluation) qFatal("%s", evaluation.error().message.c_str());
   return std::move(*evaluation);
-}
-
-Plan modelPlan() {
-  Plan plan = examplePlan();
-  auto model = loadModelSpec("llama3-8b");
-  auto hardware = loadHardwareSpec("h100-sxm");
-  if (!model || !hardware) qFatal("presets missing");
-  plan.model = ModelSetup{*model, *hardware, TrainingSetup{}};
-  plan.mesh.gpus_per_node = hardware->gpus_per_node;
-  return plan;
 }
 
 } // namespace
