@@ -1,14 +1,18 @@
 // pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE] [--import
 // PATH...] [--critical-path]` renders the window after loading and exits (headless use and
-// tests; with `--run TARGET` it waits for the run first); `--bench` prints frame times for a
+// tests; with `--run TARGET` it waits for the run first, with `--search-gpus N` for the Search
+// tab's planner); `--bench` prints frame times for a
 // ladder of sizes. With no display at all, the window is rendered to a PNG whose path is printed.
 // The plan options (--schedule, --pp, --model, ...) are `pipescope simulate`'s, read by the same
 // engine code (engine/plan_options.h), with its checks and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QLabel>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTextStream>
 #include <map>
@@ -20,6 +24,7 @@
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/run_panel.h"
+#include "gui/widgets/search_panel.h"
 #include "gui/widgets/timeline_widget.h"
 
 using namespace pipescope;
@@ -57,7 +62,7 @@ struct Flags {
       valued("bench-max-ops", "With --bench, skip the sizes with more than OPS ops.", "OPS");
   QCommandLineOption chunks = valued("chunks", "Same as --virtual-stages.", "V");
   QCommandLineOption tab =
-      valued("tab", "Bottom tab to show: memory, mesh, explain, compare, run.", "NAME");
+      valued("tab", "Bottom tab to show: memory, mesh, explain, compare, run, search.", "NAME");
   QCommandLineOption highlight = valued("highlight", "Highlight this microbatch's path.", "M");
   QCommandLineOption playhead =
       valued("playhead", "Put the playhead at this fraction of the step.", "FRACTION");
@@ -86,13 +91,50 @@ struct Flags {
                                   "custom); with --screenshot, wait for it to end.",
                                   "TARGET");
   QCommandLineOption size = valued("size", "Window size for --screenshot, e.g. 1280x800.", "WxH");
+  QCommandLineOption search_gpus =
+      valued("search-gpus",
+             "Run the Search tab's planner on N GPUs (the model and hardware of the plan); with "
+             "--screenshot, wait for it to end.",
+             "N");
+  QCommandLineOption search_schedules =
+      valued("search-schedules", "With --search-gpus, the families to try (default all).", "LIST");
+  QCommandLineOption search_global_batch = valued(
+      "search-global-batch", "With --search-gpus, sequences per step (default one per GPU).", "B");
+  QCommandLineOption search_memory_limit =
+      valued("search-memory-limit", "With --search-gpus, GiB per GPU (default the GPU's).", "GIB");
+  QCommandLineOption search_top =
+      valued("search-top", "With --search-gpus, plans to rank (default 10).", "K");
+  QCommandLineOption search_load =
+      valued("search-load", "With --search-gpus, load the K-th ranked plan (1 = the best).", "K");
   /// The engine's plan options but --plan, which the explorer opens itself.
   std::map<std::string, QCommandLineOption> plan_options;
 
   explicit Flags(QCommandLineParser &parser) {
-    parser.addOptions({screenshot, plan, bench, bench_json, bench_max_ops, chunks, tab, highlight,
-                       playhead, zoom, hover_gpu, measured, import_run, critical_path, overlay,
-                       measured_step, calibrate, run, size});
+    parser.addOptions({screenshot,
+                       plan,
+                       bench,
+                       bench_json,
+                       bench_max_ops,
+                       chunks,
+                       tab,
+                       highlight,
+                       playhead,
+                       zoom,
+                       hover_gpu,
+                       measured,
+                       import_run,
+                       critical_path,
+                       overlay,
+                       measured_step,
+                       calibrate,
+                       run,
+                       size,
+                       search_gpus,
+                       search_schedules,
+                       search_global_batch,
+                       search_memory_limit,
+                       search_top,
+                       search_load});
     for (const PlanOption &option : planOptions()) {
       if (option.name == std::string_view("plan")) continue;
       const auto added = plan_options.emplace(
@@ -199,6 +241,62 @@ std::optional<QString> measurementFromFlags(MainWindow &window, const QCommandLi
   return std::nullopt;
 }
 
+// --search-gpus N and its companions: runs the Search tab's planner from the plan's model and
+// hardware; headless, waits for it and loads --search-load's plan.
+std::optional<QString> searchFromFlags(MainWindow &window, const QCommandLineParser &parser,
+                                       const Flags &flags, bool screenshot) {
+  if (!parser.isSet(flags.search_gpus)) return std::nullopt;
+  SearchPanel *search = window.search();
+  search->takeSettingsFrom(window.controls()->plan());
+  bool ok = true;
+  const auto integer = [&](const QCommandLineOption &option, int minimum) {
+    const int value = parser.value(option).toInt(&ok);
+    if (!ok || value < minimum) ok = false;
+    return value;
+  };
+  search->gpusBox()->setValue(integer(flags.search_gpus, 1));
+  if (!ok) return QStringLiteral("--search-gpus: expected a GPU count of 1 or more");
+  if (parser.isSet(flags.search_global_batch)) {
+    search->globalBatchBox()->setValue(integer(flags.search_global_batch, 1));
+    if (!ok) return QStringLiteral("--search-global-batch: expected 1 or more sequences");
+  }
+  if (parser.isSet(flags.search_top)) {
+    search->topBox()->setValue(integer(flags.search_top, 1));
+    if (!ok) return QStringLiteral("--search-top: expected 1 or more plans");
+  }
+  if (parser.isSet(flags.search_memory_limit)) {
+    const double limit = parser.value(flags.search_memory_limit).toDouble(&ok);
+    if (!ok || limit <= 0) return QStringLiteral("--search-memory-limit: expected GiB above 0");
+    search->memoryLimitBox()->setValue(limit);
+  }
+  if (parser.isSet(flags.search_schedules)) {
+    std::vector<std::string> names;
+    for (const QString &name :
+         parser.value(flags.search_schedules).split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+      if (!findScheduleFamily(name.trimmed().toStdString()))
+        return QStringLiteral("--search-schedules: unknown schedule '%1' (see 'pipescope "
+                              "schedules')")
+            .arg(name);
+      names.push_back(name.trimmed().toStdString());
+    }
+    search->setSchedules(names);
+  }
+  window.tabs()->setCurrentWidget(search);
+  if (!search->startSearch()) return search->status()->text();
+  if (!screenshot) return std::nullopt;
+  search->waitForSearch();
+  if (!search->result()) return search->status()->text();
+  if (parser.isSet(flags.search_load)) {
+    const int rank = integer(flags.search_load, 1);
+    if (!ok || rank > static_cast<int>(search->result()->plans.size()))
+      return QStringLiteral("--search-load: expected a rank from 1 to %1")
+          .arg(search->result()->plans.size());
+    search->loadShownPlan(rank - 1);
+  }
+  window.settle();
+  return std::nullopt;
+}
+
 int saveScreenshot(MainWindow &window, const QString &path, bool said_where) {
   const QImage image = window.renderWindow();
   if (image.isNull() || !image.save(path))
@@ -275,6 +373,7 @@ int main(int argc, char *argv[]) {
     return fail(parser.value(flags.plan) + QStringLiteral(": ") + window.errorMessage());
   applyViewFlags(window, parser, flags);
   if (auto failure = measurementFromFlags(window, parser, flags, screenshot)) return fail(*failure);
+  if (auto failure = searchFromFlags(window, parser, flags, screenshot)) return fail(*failure);
   // Importing and running show the Run tab; an explicit --tab has the last word.
   if (parser.isSet(flags.tab)) showTab(window, parser.value(flags.tab));
   if (screenshot)

@@ -4,10 +4,13 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QScatterSeries>
 #include <QStackedBarSeries>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -40,6 +43,12 @@ QString legendHtml(const std::vector<QLineSeries *> &series) {
   return html;
 }
 
+// One legend entry that never breaks between its symbol and its name.
+QString legendItem(const QString &symbol_html, const QString &name) {
+  return QStringLiteral("<span style='white-space:nowrap'>%1&nbsp;%2</span> &nbsp; ")
+      .arg(symbol_html, name.toHtmlEscaped());
+}
+
 QChartView *makeView(QChart *chart, QWidget *parent) {
   chart->setAnimationOptions(QChart::NoAnimation);
   chart->setMargins(QMargins(4, 4, 4, 4));
@@ -64,6 +73,24 @@ void styleAxis(QValueAxis *axis) {
   title.setPointSizeF(8);
   title.setBold(false);
   axis->setTitleFont(title);
+}
+
+// A value axis with its title and label format, styled like the others, added to the chart.
+QValueAxis *addValueAxis(QChart *chart, Qt::Alignment alignment, const QString &title,
+                         const QString &label_format) {
+  auto *axis = new QValueAxis(chart);
+  styleAxis(axis);
+  axis->setTitleText(title);
+  axis->setLabelFormat(label_format);
+  chart->addAxis(axis, alignment);
+  return axis;
+}
+
+void styleTitle(QChart *chart) {
+  QFont title_font = chart->titleFont();
+  title_font.setPointSizeF(9);
+  title_font.setBold(true);
+  chart->setTitleFont(title_font);
 }
 
 } // namespace
@@ -141,10 +168,7 @@ MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   series_->attachAxis(value_axis_);
   capacity_->attachAxis(rank_axis_);
   capacity_->attachAxis(value_axis_);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
+  styleTitle(chart_);
   setMinimumSize(220, 180);
 }
 
@@ -239,21 +263,11 @@ QStringList MemoryBarsChart::categories() const {
 BubbleCurveChart::BubbleCurveChart(QWidget *parent) : QWidget(parent) {
   chart_ = new QChart;
   view_ = makeView(chart_, this);
-  m_axis_ = new QValueAxis(chart_);
-  bubble_axis_ = new QValueAxis(chart_);
-  styleAxis(m_axis_);
-  styleAxis(bubble_axis_);
-  m_axis_->setTitleText(tr("M (microbatches)"));
-  m_axis_->setLabelFormat(QStringLiteral("%d"));
-  bubble_axis_->setTitleText(tr("bubble fraction (%)"));
-  chart_->addAxis(m_axis_, Qt::AlignBottom);
-  chart_->addAxis(bubble_axis_, Qt::AlignLeft);
-  QFont title_font = chart_->titleFont();
-  title_font.setPointSizeF(9);
-  title_font.setBold(true);
-  chart_->setTitleFont(title_font);
+  m_axis_ = addValueAxis(chart_, Qt::AlignBottom, tr("M (microbatches)"), QStringLiteral("%d"));
+  bubble_axis_ =
+      addValueAxis(chart_, Qt::AlignLeft, tr("bubble fraction (%)"), QStringLiteral("%.0f"));
+  styleTitle(chart_);
   legend_ = addWrappingLegend(chart_, this);
-  bubble_axis_->setLabelFormat(QStringLiteral("%.0f"));
   m_axis_->setTickCount(5);
   setMinimumSize(220, 180);
 }
@@ -289,6 +303,175 @@ void BubbleCurveChart::setCurves(const std::vector<BubbleCurve> &curves, const Q
   bubble_axis_->applyNiceNumbers();
   chart_->setTitle(tr("Bubble against M"));
   setToolTip(subtitle);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
+  chart_ = new QChart;
+  view_ = makeView(chart_, this);
+  memory_axis_ = addValueAxis(chart_, Qt::AlignBottom, tr("peak memory per GPU (GiB)"),
+                              QStringLiteral("%.0f"));
+  tokens_axis_ =
+      addValueAxis(chart_, Qt::AlignLeft, tr("tokens/s (whole mesh)"), QStringLiteral("%.0f"));
+  styleTitle(chart_);
+  front_ = new QLineSeries(chart_);
+  front_->setName(tr("Pareto front"));
+  front_->setPen(QPen(palette::paretoLine(), 1.5, Qt::DashLine));
+  limit_ = new QLineSeries(chart_);
+  limit_->setName(tr("memory limit"));
+  limit_->setPen(QPen(palette::capacityLine(), 2, Qt::DashLine));
+  chosen_ = new QScatterSeries(chart_);
+  chosen_->setName(tr("loaded"));
+  chosen_->setMarkerSize(16);
+  chosen_->setColor(Qt::transparent);
+  chosen_->setBorderColor(palette::chosenPoint());
+  for (QXYSeries *series : std::initializer_list<QXYSeries *>{front_, limit_, chosen_}) {
+    chart_->addSeries(series);
+    series->attachAxis(memory_axis_);
+    series->attachAxis(tokens_axis_);
+  }
+  legend_ = addWrappingLegend(chart_, this);
+  setMinimumSize(320, 220);
+  clear();
+}
+
+void SearchScatterChart::clear() {
+  setResults({}, {}, 0, tr("No search yet: set the GPUs and schedules, then Run."));
+}
+
+void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
+                                    const std::vector<QPointF> &front, double limit_gib,
+                                    const QString &title) {
+  for (auto *series : series_) {
+    chart_->removeSeries(series);
+    delete series;
+  }
+  series_.clear();
+  groups_ = groups;
+  double max_memory = limit_gib, max_tokens = 0, min_tokens = 0;
+  bool any = false;
+  QString legend;
+  for (std::size_t index = 0; index < groups_.size(); ++index) {
+    const ScatterGroup &group = groups_[index];
+    auto *series = new QScatterSeries(chart_);
+    series->setName(group.name);
+    series->setColor(group.color);
+    series->setBorderColor(group.color.darker(130));
+    series->setMarkerSize(9);
+    QList<QPointF> values;
+    for (const auto &point : group.points) {
+      values.append(point.value);
+      max_memory = std::max(max_memory, point.value.x());
+      max_tokens = std::max(max_tokens, point.value.y());
+      min_tokens = any ? std::min(min_tokens, point.value.y()) : point.value.y();
+      any = true;
+    }
+    series->replace(values);
+    chart_->addSeries(series);
+    series->attachAxis(memory_axis_);
+    series->attachAxis(tokens_axis_);
+    const int series_index = static_cast<int>(index);
+    connect(series, &QScatterSeries::hovered, this,
+            [this, series_index](const QPointF &value, bool state) {
+              const ScatterPoint *point = state ? find(series_index, value) : nullptr;
+              if (point)
+                QToolTip::showText(QCursor::pos(), point->details, view_);
+              else
+                QToolTip::hideText();
+              emit pointHovered(point ? point->plan : -1, point ? point->details : QString());
+            });
+    connect(series, &QScatterSeries::clicked, this, [this, series_index](const QPointF &value) {
+      if (const ScatterPoint *point = find(series_index, value)) emit pointClicked(point->plan);
+    });
+    series_.push_back(series);
+    legend += legendItem(QStringLiteral("<span style='color:%1; font-size:11pt'>\u25cf</span>")
+                             .arg(group.color.name()),
+                         group.name);
+  }
+  front_->replace(QList<QPointF>(front.begin(), front.end()));
+  if (!front.empty())
+    legend += legendItem(QStringLiteral("<span style='color:%1'>\u2012\u2012</span>")
+                             .arg(palette::paretoLine().name()),
+                         tr("Pareto front"));
+  max_tokens = max_tokens > 0 ? max_tokens * 1.08 : 1;
+  max_memory = max_memory > 0 ? max_memory * 1.05 : 1;
+  if (limit_gib > 0) {
+    limit_->replace({QPointF(limit_gib, 0), QPointF(limit_gib, max_tokens)});
+    legend += legendItem(
+        QStringLiteral("<span style='color:%1'>\u2506</span>").arg(palette::capacityLine().name()),
+        tr("memory limit %1 GiB").arg(limit_gib, 0, 'f', 1));
+  } else {
+    limit_->clear();
+  }
+  chosen_->clear();
+  memory_axis_->setRange(0, max_memory);
+  // Tokens/s from a little under the slowest plan shown: the differences between plans are the
+  // point, and they are often a few percent.
+  tokens_axis_->setRange(any ? min_tokens * 0.9 : 0, max_tokens);
+  memory_axis_->applyNiceNumbers();
+  tokens_axis_->applyNiceNumbers();
+  chart_->setTitle(title);
+  legend_->setText(legend);
+}
+
+const ScatterPoint *SearchScatterChart::find(int series, const QPointF &value) const {
+  if (series < 0 || series >= static_cast<int>(groups_.size())) return nullptr;
+  const ScatterPoint *nearest = nullptr;
+  double best = 0;
+  for (const auto &point : groups_[static_cast<std::size_t>(series)].points) {
+    const QPointF delta = point.value - value;
+    // Relative distance: the axes differ by orders of magnitude.
+    const double dx = delta.x() / std::max(1e-9, memory_axis_->max());
+    const double dy = delta.y() / std::max(1e-9, tokens_axis_->max());
+    const double distance = dx * dx + dy * dy;
+    if (!nearest || distance < best) {
+      nearest = &point;
+      best = distance;
+    }
+  }
+  return nearest;
+}
+
+int SearchScatterChart::pointCount() const {
+  int count = 0;
+  for (auto *series : series_)
+    count += static_cast<int>(series->count());
+  return count;
+}
+
+int SearchScatterChart::frontPointCount() const {
+  return static_cast<int>(front_->count());
+}
+
+QString SearchScatterChart::seriesName(int index) const {
+  return series_.at(static_cast<std::size_t>(index))->name();
+}
+
+QColor SearchScatterChart::seriesColor(int index) const {
+  return series_.at(static_cast<std::size_t>(index))->color();
+}
+
+QString SearchScatterChart::xTitle() const {
+  return memory_axis_->titleText();
+}
+
+QString SearchScatterChart::yTitle() const {
+  return tokens_axis_->titleText();
+}
+
+QString SearchScatterChart::detailsOf(int plan) const {
+  for (const auto &group : groups_)
+    for (const auto &point : group.points)
+      if (point.plan == plan) return point.details;
+  return {};
+}
+
+void SearchScatterChart::setChosen(int plan) {
+  chosen_->clear();
+  for (const auto &group : groups_)
+    for (const auto &point : group.points)
+      if (point.plan == plan) chosen_->append(point.value);
 }
 
 } // namespace pipescope::gui

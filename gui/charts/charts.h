@@ -4,6 +4,7 @@
 // Charts are fed in bulk (replace()) with animations off. The memory-over-time view is painted
 // like the timeline instead (widgets/memory_time_view.h): it must follow every slider move in
 // the same frame.
+#include <QColor>
 #include <QPointF>
 #include <QString>
 #include <QWidget>
@@ -19,6 +20,7 @@ class QBarSet;
 class QBarCategoryAxis;
 class QValueAxis;
 class QLineSeries;
+class QScatterSeries;
 class QStackedBarSeries;
 
 namespace pipescope::gui {
@@ -86,6 +88,61 @@ private:
   QValueAxis *bubble_axis_ = nullptr;
   std::vector<QLineSeries *> series_;
   QLabel *legend_ = nullptr; ///< wraps where Qt Charts' own legend would elide the names
+};
+
+/// The planner's results as the scatter chart shows them: one series per schedule, each point a
+/// plan (peak memory in GiB, tokens/s) with the text of its tooltip.
+struct ScatterPoint {
+  QPointF value;   ///< (peak memory GiB, tokens/s)
+  QString details; ///< tooltip (rich text)
+  int plan = -1;   ///< the caller's index of the plan
+};
+struct ScatterGroup {
+  QString name;
+  QColor color;
+  std::vector<ScatterPoint> points;
+};
+
+/// Tokens/s against peak memory per GPU, one scatter series per schedule, the Pareto front as a
+/// line, the memory limit as a dashed vertical line. Hovering a point shows its details; clicking
+/// one emits pointClicked with the caller's plan index.
+class SearchScatterChart : public QWidget {
+  Q_OBJECT
+public:
+  explicit SearchScatterChart(QWidget *parent = nullptr);
+  /// `front`: the Pareto points in order of memory; `limit_gib`: 0 for none.
+  void setResults(const std::vector<ScatterGroup> &groups, const std::vector<QPointF> &front,
+                  double limit_gib, const QString &title);
+  void clear();
+  int seriesCount() const { return static_cast<int>(series_.size()); }
+  int pointCount() const;
+  int frontPointCount() const;
+  QString seriesName(int index) const;
+  QColor seriesColor(int index) const;
+  QString xTitle() const;
+  QString yTitle() const;
+  /// The details shown on hovering the point of plan `plan` (what a tooltip shows).
+  QString detailsOf(int plan) const;
+  /// Marks the plan loaded into the explorer (-1: none).
+  void setChosen(int plan);
+
+signals:
+  void pointClicked(int plan);
+  void pointHovered(int plan, const QString &details); ///< plan -1 when the pointer leaves
+
+private:
+  const ScatterPoint *find(int series, const QPointF &value) const;
+
+  QChartView *view_ = nullptr;
+  QChart *chart_ = nullptr;
+  QValueAxis *memory_axis_ = nullptr;
+  QValueAxis *tokens_axis_ = nullptr;
+  QLineSeries *front_ = nullptr;
+  QLineSeries *limit_ = nullptr;
+  QScatterSeries *chosen_ = nullptr;
+  std::vector<QScatterSeries *> series_;
+  std::vector<ScatterGroup> groups_;
+  QLabel *legend_ = nullptr;
 };
 
 } // namespace pipescope::gui

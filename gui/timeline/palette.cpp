@@ -1,6 +1,7 @@
 #include "gui/timeline/palette.h"
 
 #include <cmath>
+#include <iterator>
 
 namespace pipescope::gui {
 
@@ -120,6 +121,25 @@ QColor rankSeries(int rank, int ranks) {
 }
 QColor curveSeries(int index) {
   return QColor::fromHsv(index * 47 % 360, 190, 200);
+}
+
+QColor scheduleSeries(int family_index) {
+  // Tableau 10 (Tableau's default categorical palette, chosen to stay distinct for colour-blind
+  // readers) and three darker tones: one colour per family of the registry, in its order.
+  static const QColor kFamilies[] = {{0x4e, 0x79, 0xa7}, {0xf2, 0x8e, 0x2b}, {0xe1, 0x57, 0x59},
+                                     {0x76, 0xb7, 0xb2}, {0x59, 0xa1, 0x4f}, {0xed, 0xc9, 0x48},
+                                     {0xb0, 0x7a, 0xa1}, {0xff, 0x9d, 0xa7}, {0x9c, 0x75, 0x5f},
+                                     {0xba, 0xb0, 0xac}, {0x1f, 0x3a, 0x93}, {0x8c, 0x8c, 0x00},
+                                     {0x55, 0x55, 0x55}};
+  constexpr int kCount = static_cast<int>(std::size(kFamilies));
+  if (family_index >= 0 && family_index < kCount) return kFamilies[family_index];
+  return curveSeries(family_index);
+}
+QColor paretoLine() {
+  return {0x30, 0x30, 0x38};
+}
+QColor chosenPoint() {
+  return {0x00, 0x00, 0x00};
 }
 
 QColor gpuFrame() {

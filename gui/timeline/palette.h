@@ -51,6 +51,11 @@ QColor memorySegment(int segment);      ///< 0 params, 1 grads, 2 optimizer, 3 a
 QColor capacityLine();                  ///< the device memory line
 QColor rankSeries(int rank, int ranks); ///< one line per rank (memory over time)
 QColor curveSeries(int index);          ///< one line per schedule (bubble against M)
+/// One scatter series per schedule family (the planner's chart), by the family's index in the
+/// registry, so a schedule keeps its colour across searches.
+QColor scheduleSeries(int family_index);
+QColor paretoLine();  ///< the Pareto front of step time against memory
+QColor chosenPoint(); ///< outline of the plan loaded from the search
 
 // The mesh.
 QColor gpuFrame();   ///< a node's frame

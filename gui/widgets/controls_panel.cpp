@@ -1,6 +1,7 @@
 #include "gui/widgets/controls_panel.h"
 
 #include "gui/timeline/palette.h"
+#include "gui/widgets/layer_editor.h"
 #include <QButtonGroup>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -217,7 +218,21 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
+
+  auto *layers_group = new QGroupBox(tr("Layers per stage"), this);
+  auto *layers_layout = new QVBoxLayout(layers_group);
+  layer_editor_ = new LayerEditor(layers_group);
+  layers_layout->addWidget(layer_editor_);
+  layout->addWidget(layers_group);
   layout->addStretch(1);
+  connect(layer_editor_, &LayerEditor::layoutEdited, this,
+          [this](const LayerLayout &layer_layout, bool balance) {
+            if (!plan_.model) return;
+            plan_.model->training.layout = layer_layout;
+            plan_.model->training.balance_layers = balance;
+            remembered_model_ = plan_.model;
+            emit planEdited(plan_);
+          });
 
   auto edited = [this] {
     if (!updating_) readControls();
@@ -275,6 +290,7 @@ void ControlsPanel::setPlan(const Plan &plan) {
   op_times_button_->setChecked(!plan.model.has_value());
   selectModelPresets();
   updateApplicability();
+  layer_editor_->setPlan(plan_);
   updating_ = false;
 }
 
@@ -374,6 +390,12 @@ void ControlsPanel::readControls() {
     } else {
       setup.hardware.memory_gib = device_memory_->value();
     }
+    // A layout is per model stage: when P or V changes its stage count it no longer applies, and
+    // the engine's even split takes over (the layer editor says so).
+    const int model_stages = plan.request.pp * std::max(1, plan.request.chunks);
+    if (!setup.training.layout.empty() &&
+        static_cast<int>(setup.training.layout.size()) != model_stages)
+      setup.training.layout.clear();
     remembered_model_ = setup;
     plan.model = setup;
   } else {
@@ -382,6 +404,7 @@ void ControlsPanel::readControls() {
   plan_ = plan;
   updating_ = true;
   updateApplicability();
+  layer_editor_->setPlan(plan_);
   updating_ = false;
   emit planEdited(plan_);
 }

@@ -18,6 +18,8 @@ class QSpinBox;
 
 namespace pipescope::gui {
 
+class LayerEditor;
+
 /// A slider with a spin box beside it. The spin box reaches further than the slider (the
 /// slider covers the everyday range; the spin box accepts large settings).
 class SliderSpin : public QWidget {
@@ -67,6 +69,8 @@ public:
   QDoubleSpinBox *forwardBox() const { return forward_; }
   /// Says when per-stage op times (from Calibrate or a plan file) stand in for F, B, W.
   QLabel *stageCostsNote() const { return stage_costs_note_; }
+  /// Layers per model stage (uneven stages); applies with a model + hardware preset.
+  LayerEditor *layerEditor() const { return layer_editor_; }
 
 signals:
   void planEdited(const pipescope::Plan &plan);
@@ -95,6 +99,7 @@ private:
   QDoubleSpinBox *device_memory_ = nullptr;
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
   QLabel *stage_costs_note_ = nullptr;
+  LayerEditor *layer_editor_ = nullptr;
 };
 
 } // namespace pipescope::gui

@@ -35,10 +35,12 @@
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/document_actions.h"
 #include "gui/widgets/explain_panel.h"
+#include "gui/widgets/layer_editor.h"
 #include "gui/widgets/memory_time_view.h"
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/metrics_panel.h"
 #include "gui/widgets/run_panel.h"
+#include "gui/widgets/search_panel.h"
 #include "gui/widgets/timeline_widget.h"
 
 namespace pipescope::gui {
@@ -124,6 +126,8 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   run_panel_ = new RunPanel(options_.use_settings, tabs_);
   run_panel_->setObjectName(QStringLiteral("run_panel"));
   tabs_->addTab(run_panel_, tr("Run"));
+  search_ = new SearchPanel(tabs_);
+  tabs_->addTab(search_, tr("Search"));
   splitter->addWidget(top);
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(0, 3);
@@ -134,7 +138,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   // The Run tab's tables and log too.
   connect(tabs_, &QTabWidget::currentChanged, this, [this, splitter](int index) {
     const int total = splitter->height();
-    const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_;
+    const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_ ||
+                      tabs_->widget(index) == search_;
+    // The search starts from the model, hardware and GPUs in the controls.
+    if (tabs_->widget(index) == search_) search_->takeSettingsFrom(controls_->plan());
     splitter->setSizes(
         {tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
   });
@@ -150,6 +157,7 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     updateLegend();
   });
   connect(run_panel_, &RunPanel::planReplaced, this, [this](const Plan &plan) { setPlan(plan); });
+  connect(search_, &SearchPanel::planChosen, this, [this](const Plan &plan) { setPlan(plan); });
   connect(run_panel_, &RunPanel::runningChanged, this, [this](bool running) {
     run_action_->setEnabled(!running);
     cancel_action_->setEnabled(running);
@@ -434,6 +442,7 @@ void MainWindow::showSnapshot(const SnapshotPointer &snapshot) {
   memory_time_->setPlayhead(playback_->playhead());
   updateMemoryBars();
   mesh_->setMesh(snapshot->plan.mesh);
+  if (snapshot->derivation) controls_->layerEditor()->showSplit(snapshot->derivation->model_layout);
   explain_->setSnapshot(snapshot);
   compare_->setPlan(snapshot->plan);
   updateLegend();

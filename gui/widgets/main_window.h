@@ -35,6 +35,7 @@ class MeshWidget;
 class ExplainPanel;
 class CompareView;
 class RunPanel;
+class SearchPanel;
 
 /// How a measurement (a run's or an imported trace's) is drawn against the prediction.
 enum class OverlayMode {
@@ -99,6 +100,7 @@ public:
   ExplainPanel *explain() const { return explain_; }
   CompareView *compare() const { return compare_; }
   RunPanel *runPanel() const { return run_panel_; }
+  SearchPanel *search() const { return search_; }
   QTabWidget *tabs() const { return tabs_; }
   ExplorerEvaluator *evaluator() { return &evaluator_; }
   /// The last snapshot shown (the last one that evaluated without error).
@@ -152,6 +154,7 @@ private:
   ExplainPanel *explain_ = nullptr;
   CompareView *compare_ = nullptr;
   RunPanel *run_panel_ = nullptr;
+  SearchPanel *search_ = nullptr;
   QTabWidget *tabs_ = nullptr;
   QWidget *measured_controls_ = nullptr;
   QComboBox *overlay_box_ = nullptr;

@@ -10,6 +10,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/schedule.h"
 #include "gui/timeline/palette.h"
 
 using namespace pipescope;
@@ -87,6 +88,35 @@ private:
   }
 
 private slots:
+  void runsASearchBeforeTheScreenshot() {
+    QTemporaryDir directory;
+    const QString path = directory.filePath(QStringLiteral("search.png"));
+    QString output;
+    QCOMPARE(run({QStringLiteral("--model"), QStringLiteral("llama3-8b"),
+                  QStringLiteral("--hardware"), QStringLiteral("h100-sxm"), QStringLiteral("--tab"),
+                  QStringLiteral("search"), QStringLiteral("--search-gpus"), QStringLiteral("16"),
+                  QStringLiteral("--search-schedules"), QStringLiteral("1f1b"),
+                  QStringLiteral("--search-load"), QStringLiteral("1"),
+                  QStringLiteral("--screenshot"), path},
+                 &output),
+             0);
+    QImage image(path);
+    QVERIFY2(!image.isNull(), qPrintable(output));
+    // The search finished before the picture: the Search tab's chart shows 1F1B's points.
+    int family = 0;
+    while (scheduleFamilies()[static_cast<std::size_t>(family)].name != "1f1b")
+      ++family;
+    const QRect lower(0, image.height() * 4 / 10, image.width(), image.height() * 6 / 10);
+    QVERIFY(countPixels(image, lower, palette::scheduleSeries(family).rgb()) >= 100);
+    // An unknown schedule is refused with a message, exit 2.
+    QCOMPARE(run({QStringLiteral("--search-gpus"), QStringLiteral("16"),
+                  QStringLiteral("--search-schedules"), QStringLiteral("nope"),
+                  QStringLiteral("--screenshot"), path},
+                 &output),
+             2);
+    QVERIFY(output.contains(QStringLiteral("unknown schedule 'nope'")));
+  }
+
   void writesAScreenshotOfTheExample() {
     QTemporaryDir directory;
     const QString path = directory.filePath(QStringLiteral("shot.png"));

@@ -41,16 +41,6 @@ Evaluation engineEvaluation(const Plan &plan) {
   return std::move(*evaluation);
 }
 
-Plan modelPlan() {
-  Plan plan = examplePlan();
-  auto model = loadModelSpec("llama3-8b");
-  auto hardware = loadHardwareSpec("h100-sxm");
-  if (!model || !hardware) qFatal("presets missing");
-  plan.model = ModelSetup{*model, *hardware, TrainingSetup{}};
-  plan.mesh.gpus_per_node = hardware->gpus_per_node;
-  return plan;
-}
-
 } // namespace
 
 class TestWindow : public QObject {

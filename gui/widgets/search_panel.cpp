@@ -1,0 +1,424 @@
+#include "gui/widgets/search_panel.h"
+
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QListWidget>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <map>
+
+#include "gui/charts/charts.h"
+#include "gui/timeline/palette.h"
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+QString scheduleText(const SearchPlan &plan) {
+  QString text = QString::fromStdString(plan.schedule.name);
+  if (plan.schedule.chunks > 1) text += QStringLiteral(" V=%1").arg(plan.schedule.chunks);
+  return text;
+}
+
+QString meshText(const SearchPlan &plan) {
+  return QStringLiteral("dp%1 tp%2 pp%3").arg(plan.mesh.dp).arg(plan.mesh.tp).arg(plan.mesh.pp);
+}
+
+// What hovering a point shows: the configuration, then what it achieves.
+QString planDetails(const SearchPlan &plan, int rank) {
+  const QString training = QStringLiteral("%1%2%3").arg(
+      QString::fromUtf8(recomputeName(plan.training.recompute).data()),
+      plan.training.zero1 ? QStringLiteral(", ZeRO-1") : QString(),
+      plan.training.sequence_parallel ? QStringLiteral(", SP") : QString());
+  return QCoreApplication::translate(
+             "SearchPanel",
+             "<b>%1</b>%2<br>mesh %3 (%4)<br>schedule %5, V = %6<br>M = %7, microbatch size %8"
+             "<br>recompute %9<br>step %10 ms, bubble %11 %<br>%12 tokens/s, MFU %13 %<br>"
+             "peak memory %14 / %15 GiB")
+      .arg(rank > 0 ? QStringLiteral("#%1").arg(rank) : QString(),
+           rank > 0 ? QString()
+                    : QCoreApplication::translate("SearchPanel",
+                                                  "on the Pareto front (not in the top K)"),
+           meshText(plan).toHtmlEscaped(), QString::fromStdString(plan.mesh.orderName()),
+           QString::fromStdString(plan.schedule.name))
+      .arg(plan.schedule.chunks)
+      .arg(plan.schedule.microbatches)
+      .arg(plan.microbatch_size)
+      .arg(training)
+      .arg(plan.step_time_s * 1e3, 0, 'f', 1)
+      .arg(plan.bubble_fraction * 100, 0, 'f', 1)
+      .arg(plan.tokens_per_s, 0, 'f', 0)
+      .arg(plan.mfu * 100, 0, 'f', 1)
+      .arg(plan.peak_memory / kGiB, 0, 'f', 1)
+      .arg(plan.capacity / kGiB, 0, 'f', 0);
+}
+
+int familyIndex(const std::string &name) {
+  const auto &families = scheduleFamilies();
+  for (std::size_t index = 0; index < families.size(); ++index)
+    if (families[index].name == name) return static_cast<int>(index);
+  return static_cast<int>(families.size());
+}
+
+} // namespace
+
+SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("search_panel"));
+  auto *layout = new QHBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  auto *inputs = new QWidget(this);
+  auto *form = new QFormLayout(inputs);
+  form->setContentsMargins(0, 0, 0, 0);
+  model_ = new QComboBox(inputs);
+  for (const auto &name : modelPresetNames())
+    model_->addItem(QString::fromStdString(name));
+  hardware_ = new QComboBox(inputs);
+  for (const auto &name : hardwarePresetNames())
+    hardware_->addItem(QString::fromStdString(name));
+  model_->setCurrentText(QStringLiteral("llama3-8b"));
+  hardware_->setCurrentText(QStringLiteral("h100-sxm"));
+  gpus_ = new QSpinBox(inputs);
+  gpus_->setRange(1, kMaxWorldSize);
+  gpus_->setValue(16);
+  gpus_->setToolTip(tr("GPUs to use, all of them: every mesh DP \u00d7 TP \u00d7 PP of this size"));
+  global_batch_ = new QSpinBox(inputs);
+  global_batch_->setRange(0, 1 << 30);
+  global_batch_->setSpecialValueText(tr("one per GPU"));
+  global_batch_->setToolTip(tr("Sequences per step: DP \u00d7 M \u00d7 microbatch size"));
+  sequence_ = new QSpinBox(inputs);
+  sequence_->setRange(0, 1 << 24);
+  sequence_->setSpecialValueText(tr("the model's"));
+  sequence_->setSingleStep(1024);
+  memory_limit_ = new QDoubleSpinBox(inputs);
+  memory_limit_->setRange(0, 1e6);
+  memory_limit_->setDecimals(1);
+  memory_limit_->setSuffix(QStringLiteral(" GiB"));
+  memory_limit_->setSpecialValueText(tr("the GPU's memory"));
+  memory_limit_->setToolTip(tr("Per GPU: plans over it are pruned before simulating"));
+  schedules_ = new QListWidget(inputs);
+  for (const auto &family : scheduleFamilies()) {
+    auto *item = new QListWidgetItem(QString::fromStdString(family.title), schedules_);
+    item->setData(Qt::UserRole, QString::fromStdString(family.name));
+    item->setToolTip(QString::fromStdString(family.summary));
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(Qt::Checked);
+  }
+  schedules_->setMaximumHeight(120);
+  schedules_->setToolTip(tr("Families to try (none checked: every family)"));
+  top_ = new QSpinBox(inputs);
+  top_->setRange(1, 1000);
+  top_->setValue(10);
+  top_->setToolTip(tr("Plans kept in the ranking (the Pareto front is kept besides)"));
+  form->addRow(tr("model"), model_);
+  form->addRow(tr("hardware"), hardware_);
+  form->addRow(tr("GPUs"), gpus_);
+  form->addRow(tr("global batch"), global_batch_);
+  form->addRow(tr("sequence"), sequence_);
+  form->addRow(tr("memory limit"), memory_limit_);
+  form->addRow(tr("schedules"), schedules_);
+  form->addRow(tr("top K"), top_);
+  run_ = new QPushButton(tr("Run search"), inputs);
+  run_->setObjectName(QStringLiteral("search_run"));
+  form->addRow(run_);
+  progress_ = new QProgressBar(inputs);
+  progress_->setRange(0, 1000);
+  progress_->setValue(0);
+  progress_->setTextVisible(true);
+  progress_->setFormat(QStringLiteral("%p %"));
+  form->addRow(progress_);
+  status_ = new QLabel(inputs);
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  form->addRow(status_);
+  form->addItem(new QSpacerItem(0, 0, QSizePolicy::Minimum, QSizePolicy::Expanding));
+  inputs->setMinimumWidth(240);
+  inputs->setMaximumWidth(300);
+  layout->addWidget(inputs);
+
+  results_ = new QSplitter(Qt::Horizontal, this);
+  QSplitter *results = results_;
+  chart_ = new SearchScatterChart(results);
+  table_ = new QTableWidget(results);
+  table_->setColumnCount(8);
+  table_->setHorizontalHeaderLabels({tr("mesh"), tr("schedule"), tr("tokens/s"), tr("step ms"),
+                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute")});
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->verticalHeader()->setDefaultSectionSize(20);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
+  results->addWidget(chart_);
+  results->addWidget(table_);
+  results->setStretchFactor(0, 1);
+  results->setStretchFactor(1, 1);
+  layout->addWidget(results, 1);
+
+  connect(run_, &QPushButton::clicked, this, [this] {
+    if (running())
+      cancelSearch();
+    else
+      startSearch();
+  });
+  connect(&watcher_, &QFutureWatcher<void>::finished, this, &SearchPanel::finished);
+  connect(chart_, &SearchScatterChart::pointClicked, this, &SearchPanel::loadShownPlan);
+  connect(table_, &QTableWidget::cellDoubleClicked, this,
+          [this](int row, int /*column*/) { loadShownPlan(row); });
+  setRunning(false);
+}
+
+void SearchPanel::showEvent(QShowEvent *event) {
+  QWidget::showEvent(event);
+  // The chart and the table share the width evenly (sizes apply once the splitter has its
+  // width): the table's mesh and schedule columns stay readable beside the chart.
+  if (sized_) return;
+  sized_ = true;
+  QTimer::singleShot(0, this, [this] {
+    const int half = results_->width() / 2;
+    results_->setSizes({half, results_->width() - half});
+  });
+}
+
+SearchPanel::~SearchPanel() {
+  if (cancel_) cancel_->store(true);
+  watcher_.waitForFinished();
+}
+
+void SearchPanel::takeSettingsFrom(const Plan &plan) {
+  if (running()) return;
+  // Only settings the controls changed since last time replace the inputs: edits made here
+  // survive a visit to another tab.
+  const QString key =
+      QStringLiteral("%1/%2/%3/%4/%5")
+          .arg(plan.mesh.dp * plan.mesh.tp * plan.request.pp)
+          .arg(plan.model ? QString::fromStdString(plan.model->model.name) : QString(),
+               plan.model ? QString::fromStdString(plan.model->hardware.name) : QString())
+          .arg(plan.model ? plan.model->model.sequence_length : 0)
+          .arg(plan.model ? plan.model->hardware.memory_gib : 0);
+  if (key == taken_from_) return;
+  taken_from_ = key;
+  gpus_->setValue(std::max(1, plan.mesh.dp * plan.mesh.tp * plan.request.pp));
+  if (!plan.model) return;
+  const auto select = [](QComboBox *box, const std::string &name) {
+    if (name.empty()) return;
+    if (box->findText(QString::fromStdString(name)) < 0) box->addItem(QString::fromStdString(name));
+    box->setCurrentText(QString::fromStdString(name));
+  };
+  select(model_, plan.model->model.name);
+  select(hardware_, plan.model->hardware.name);
+  sequence_->setValue(plan.model->model.sequence_length);
+  // The controls' device memory is the limit the person set there.
+  memory_limit_->setValue(plan.model->hardware.memory_gib);
+}
+
+void SearchPanel::setSchedules(const std::vector<std::string> &names) {
+  for (int row = 0; row < schedules_->count(); ++row) {
+    QListWidgetItem *item = schedules_->item(row);
+    const std::string name = item->data(Qt::UserRole).toString().toStdString();
+    item->setCheckState(std::find(names.begin(), names.end(), name) != names.end() ? Qt::Checked
+                                                                                   : Qt::Unchecked);
+  }
+}
+
+Result<SearchRequest> SearchPanel::request() const {
+  SearchRequest request;
+  auto model = loadModelSpec(model_->currentText().toStdString());
+  if (!model) return model.error();
+  auto hardware = loadHardwareSpec(hardware_->currentText().toStdString());
+  if (!hardware) return hardware.error();
+  request.model = std::move(*model);
+  request.hardware = std::move(*hardware);
+  request.gpus = gpus_->value();
+  request.global_batch = global_batch_->value();
+  if (sequence_->value() > 0) request.model.sequence_length = sequence_->value();
+  request.memory_limit_gib = memory_limit_->value();
+  for (int row = 0; row < schedules_->count(); ++row)
+    if (schedules_->item(row)->checkState() == Qt::Checked)
+      request.schedules.push_back(
+          schedules_->item(row)->data(Qt::UserRole).toString().toStdString());
+  request.top = top_->value();
+  if (auto status = checkSearchRequest(request); !status) return status.error();
+  return request;
+}
+
+bool SearchPanel::startSearch() {
+  if (running()) return false;
+  auto request = this->request();
+  if (!request) {
+    status_->setStyleSheet(palette::toneStyleSheet(palette::Tone::Error));
+    status_->setText(QString::fromStdString(request.error().message));
+    return false;
+  }
+  running_request_ = *request;
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  outcome_ = std::make_shared<std::optional<Result<SearchResult>>>();
+  progress_->setValue(0);
+  status_->setStyleSheet(palette::toneStyleSheet(palette::Tone::Busy));
+  status_->setText(tr("Searching %1 on %2 GPUs\u2026")
+                       .arg(QString::fromStdString(request->model.name))
+                       .arg(request->gpus));
+  busy_ = true;
+  setRunning(true);
+  // The planner calls progress from the thread that runs it (this worker) and polls cancel from
+  // every worker; progress is handed to the UI thread, which only ever reads copies.
+  QPointer<SearchPanel> self(this);
+  SearchCallbacks callbacks;
+  callbacks.progress = [self](const SearchProgress &progress) {
+    QMetaObject::invokeMethod(
+        self.data(),
+        [self, progress] {
+          if (self) self->showProgress(progress);
+        },
+        Qt::QueuedConnection);
+  };
+  auto cancel = cancel_;
+  callbacks.cancelled = [cancel] { return cancel->load(); };
+  auto outcome = outcome_;
+  watcher_.setFuture(QtConcurrent::run(
+      [request = *request, callbacks, outcome] { *outcome = runSearch(request, callbacks); }));
+  return true;
+}
+
+void SearchPanel::cancelSearch() {
+  if (cancel_) cancel_->store(true);
+  if (running()) status_->setText(tr("Cancelling: keeping what was simulated\u2026"));
+}
+
+bool SearchPanel::running() const {
+  return busy_;
+}
+
+void SearchPanel::waitForSearch() {
+  while (running())
+    QCoreApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 50);
+}
+
+void SearchPanel::showProgress(const SearchProgress &progress) {
+  if (!running()) return;
+  if (progress.structures_total > 0)
+    progress_->setValue(static_cast<int>(1000.0 * static_cast<double>(progress.structures_done) /
+                                         static_cast<double>(progress.structures_total)));
+  status_->setText(tr("Searching: %1 configurations, %2 simulated, best %3 tokens/s")
+                       .arg(progress.space)
+                       .arg(progress.evaluated)
+                       .arg(progress.best_tokens_per_s, 0, 'f', 0));
+}
+
+void SearchPanel::setRunning(bool running) {
+  run_->setText(running ? tr("Cancel") : tr("Run search"));
+  for (QWidget *input : std::initializer_list<QWidget *>{
+           model_, hardware_, gpus_, global_batch_, sequence_, memory_limit_, schedules_, top_})
+    input->setEnabled(!running);
+  emit runningChanged(running);
+}
+
+void SearchPanel::finished() {
+  busy_ = false;
+  setRunning(false);
+  if (!outcome_ || !outcome_->has_value()) return;
+  Result<SearchResult> &outcome = **outcome_;
+  if (!outcome) {
+    status_->setStyleSheet(palette::toneStyleSheet(palette::Tone::Error));
+    status_->setText(QString::fromStdString(outcome.error().message));
+    progress_->setValue(0);
+    return;
+  }
+  result_ = std::move(*outcome);
+  shown_request_ = running_request_;
+  if (!result_->cancelled) progress_->setValue(progress_->maximum());
+  status_->setStyleSheet(
+      palette::toneStyleSheet(result_->cancelled ? palette::Tone::Warning : palette::Tone::Ok));
+  status_->setText(
+      (result_->cancelled ? tr("Cancelled: the best of what was simulated. ") : QString()) +
+      tr("%1 configurations, %2 simulated, %3 pruned by memory, in %4 s.")
+          .arg(result_->space)
+          .arg(result_->evaluated)
+          .arg(result_->pruned_by_memory)
+          .arg(result_->seconds, 0, 'f', 2) +
+      tr(" Click a point or double-click a row to load that plan."));
+  showResult();
+}
+
+void SearchPanel::showResult() {
+  shown_ = result_->plans;
+  shown_.reserve(result_->plans.size() + result_->pareto.size());
+  for (const auto &plan : result_->pareto)
+    if (std::none_of(shown_.begin(), shown_.end(),
+                     [&](const SearchPlan &shown) { return shown.order == plan.order; }))
+      shown_.push_back(plan);
+  std::map<int, ScatterGroup> groups; // by family index: the registry's order and colours
+  for (std::size_t index = 0; index < shown_.size(); ++index) {
+    const SearchPlan &plan = shown_[index];
+    const int family = familyIndex(plan.schedule.name);
+    ScatterGroup &group = groups[family];
+    if (group.name.isEmpty()) {
+      const ScheduleFamily *found = findScheduleFamily(plan.schedule.name);
+      group.name =
+          found ? QString::fromStdString(found->title) : QString::fromStdString(plan.schedule.name);
+      group.color = palette::scheduleSeries(family);
+    }
+    const int rank = index < result_->plans.size() ? static_cast<int>(index) + 1 : 0;
+    group.points.push_back({QPointF(plan.peak_memory / kGiB, plan.tokens_per_s),
+                            planDetails(plan, rank), static_cast<int>(index)});
+  }
+  std::vector<ScatterGroup> ordered;
+  ordered.reserve(groups.size());
+  for (auto &[family, group] : groups)
+    ordered.push_back(std::move(group));
+  std::vector<QPointF> front;
+  front.reserve(result_->pareto.size());
+  for (const auto &plan : result_->pareto)
+    front.emplace_back(plan.peak_memory / kGiB, plan.tokens_per_s);
+  const SearchRequest &request = *shown_request_;
+  const double limit =
+      request.memory_limit_gib > 0 ? request.memory_limit_gib : request.hardware.memory_gib;
+  chart_->setResults(ordered, front, limit,
+                     tr("%1 \u00b7 %2 \u00d7 %3 \u00b7 top %4")
+                         .arg(QString::fromStdString(request.model.name))
+                         .arg(request.gpus)
+                         .arg(QString::fromStdString(request.hardware.name))
+                         .arg(result_->plans.size()));
+  table_->setRowCount(static_cast<int>(result_->plans.size()));
+  for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
+    const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
+    const QString cells[8] = {meshText(plan),
+                              scheduleText(plan),
+                              QString::number(plan.tokens_per_s, 'f', 0),
+                              QString::number(plan.step_time_s * 1e3, 'f', 1),
+                              QString::number(plan.peak_memory / kGiB, 'f', 1),
+                              QString::number(plan.schedule.microbatches),
+                              QString::number(plan.microbatch_size),
+                              QString::fromUtf8(recomputeName(plan.training.recompute).data())};
+    for (int column = 0; column < 8; ++column) {
+      auto *item = new QTableWidgetItem(cells[column]);
+      if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      item->setToolTip(planDetails(plan, row + 1));
+      table_->setItem(row, column, item);
+    }
+  }
+}
+
+void SearchPanel::loadShownPlan(int index) {
+  if (!shown_request_ || index < 0 || index >= static_cast<int>(shown_.size())) return;
+  chart_->setChosen(index);
+  if (index < table_->rowCount()) table_->selectRow(index);
+  emit planChosen(searchPlanToPlan(*shown_request_, shown_[static_cast<std::size_t>(index)]));
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,287 @@
+// The Search tab and the layer editor, offscreen: the planner runs on a worker and its results
+// reach the chart, the table and (on a click) the explorer; cancel stops it; layouts edited in the
+// controls re-simulate, and invalid ones are refused with the engine's message.
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QtTest>
+#include <set>
+
+#include "engine/plan_file.h"
+#include "engine/planner/search.h"
+#include "gui/charts/charts.h"
+#include "gui/timeline/palette.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/layer_editor.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/search_panel.h"
+#include "tests/gui/window_test_support.h"
+
+using namespace pipescope;
+using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
+
+namespace {
+
+// A small search: llama3-8b on `gpus` H100s, three families.
+void setUpSmallSearch(SearchPanel *search, int gpus) {
+  search->modelBox()->setCurrentText(QStringLiteral("llama3-8b"));
+  search->hardwareBox()->setCurrentText(QStringLiteral("h100-sxm"));
+  search->gpusBox()->setValue(gpus);
+  search->memoryLimitBox()->setValue(0);
+  search->setSchedules({"1f1b", "interleaved-1f1b", "zb-h1"});
+  search->topBox()->setValue(8);
+}
+
+} // namespace
+
+class TestSearch : public QObject {
+  Q_OBJECT
+private slots:
+  void searchShowsPointsAndFront();
+  void clickingBestLoadsItsPlan();
+  void cancelStopsTheSearch();
+  void badRequestIsExplained();
+  void layerEditorAppliesLayout();
+  void invalidLayoutKeepsThePlan();
+  void layerEditorNeedsAModel();
+};
+
+void TestSearch::searchShowsPointsAndFront() {
+  MainWindow window(quietOptions());
+  window.setPlan(modelPlan());
+  window.settle();
+  SearchPanel *search = window.search();
+  QCOMPARE(window.tabs()->tabText(window.tabs()->indexOf(search)), QStringLiteral("Search"));
+  // Opening the tab takes the controls' model, hardware and GPUs (DP x TP x PP = 1 x 1 x 4).
+  window.tabs()->setCurrentWidget(search);
+  QCOMPARE(search->gpusBox()->value(), 4);
+  QCOMPARE(search->modelBox()->currentText(), QStringLiteral("llama3-8b"));
+  // An edit made in the tab survives a visit to another tab.
+  search->gpusBox()->setValue(24);
+  window.tabs()->setCurrentIndex(0);
+  window.tabs()->setCurrentWidget(search);
+  QCOMPARE(search->gpusBox()->value(), 24);
+  setUpSmallSearch(search, 32);
+  auto request = search->request();
+  QVERIFY2(request.ok(), request.ok() ? "" : request.error().message.c_str());
+  QVERIFY(search->startSearch());
+  search->waitForSearch();
+  QVERIFY(!search->running());
+  QVERIFY(search->result().has_value());
+  const SearchResult &result = *search->result();
+  QVERIFY(!result.cancelled);
+  QCOMPARE(search->progressBar()->value(), search->progressBar()->maximum());
+
+  // The same request through the engine directly: the panel shows the planner's answer.
+  auto direct = runSearch(*request);
+  QVERIFY(direct.ok());
+  QCOMPARE(result.plans.size(), direct->plans.size());
+  QCOMPARE(result.plans.front().tokens_per_s, direct->plans.front().tokens_per_s);
+  QCOMPARE(result.plans.front().order, direct->plans.front().order);
+
+  SearchScatterChart *chart = search->chart();
+  QCOMPARE(chart->pointCount(), static_cast<int>(search->shownPlans().size()));
+  QVERIFY(chart->pointCount() >= static_cast<int>(result.plans.size()));
+  QVERIFY(!result.pareto.empty());
+  QCOMPARE(chart->frontPointCount(), static_cast<int>(result.pareto.size()));
+  // One series per schedule family shown, coloured from the palette by registry order.
+  std::set<std::string> families;
+  for (const auto &plan : search->shownPlans())
+    families.insert(plan.schedule.name);
+  QCOMPARE(chart->seriesCount(), static_cast<int>(families.size()));
+  for (int index = 0; index < chart->seriesCount(); ++index) {
+    int family_index = -1;
+    for (std::size_t f = 0; f < scheduleFamilies().size(); ++f)
+      if (QString::fromStdString(scheduleFamilies()[f].title) == chart->seriesName(index))
+        family_index = static_cast<int>(f);
+    QVERIFY2(family_index >= 0, qPrintable(chart->seriesName(index)));
+    QCOMPARE(chart->seriesColor(index), palette::scheduleSeries(family_index));
+  }
+  QVERIFY(chart->xTitle().contains(QStringLiteral("peak memory")));
+  QVERIFY(chart->yTitle().contains(QStringLiteral("tokens/s")));
+  // Hover details name the configuration and what it achieves.
+  const QString details = chart->detailsOf(0);
+  const SearchPlan &best = result.plans.front();
+  QVERIFY(details.contains(
+      QStringLiteral("dp%1 tp%2 pp%3").arg(best.mesh.dp).arg(best.mesh.tp).arg(best.mesh.pp)));
+  QVERIFY(details.contains(QStringLiteral("M = %1").arg(best.schedule.microbatches)));
+  QVERIFY(details.contains(QStringLiteral("microbatch size %1").arg(best.microbatch_size)));
+  QVERIFY(details.contains(QStringLiteral("tokens/s")));
+  QVERIFY(details.contains(QStringLiteral("peak memory")));
+  // The ranked table: the top K, best first.
+  QCOMPARE(search->table()->rowCount(), static_cast<int>(result.plans.size()));
+  QCOMPARE(search->table()->item(0, 2)->text(), QString::number(best.tokens_per_s, 'f', 0));
+}
+
+void TestSearch::clickingBestLoadsItsPlan() {
+  MainWindow window(quietOptions());
+  window.setPlan(modelPlan());
+  window.settle();
+  SearchPanel *search = window.search();
+  setUpSmallSearch(search, 16);
+  QVERIFY(search->startSearch());
+  search->waitForSearch();
+  QVERIFY(search->result().has_value());
+  const SearchPlan best = search->result()->plans.front();
+  // What a click on the best point does (the chart's clicked signal carries its plan index).
+  emit search->chart()->pointClicked(0);
+  window.settle();
+  const Plan &shown = window.controls()->plan();
+  QCOMPARE(shown.request.name, best.schedule.name);
+  QCOMPARE(shown.request.pp, best.mesh.pp);
+  QCOMPARE(shown.request.microbatches, best.schedule.microbatches);
+  QCOMPARE(shown.request.chunks, best.schedule.chunks);
+  QCOMPARE(shown.mesh.dp, best.mesh.dp);
+  QCOMPARE(shown.mesh.tp, best.mesh.tp);
+  QVERIFY(shown.model.has_value());
+  QCOMPARE(shown.model->model.microbatch_size, best.microbatch_size);
+  QCOMPARE(shown.model->training.recompute, best.training.recompute);
+  QVERIFY(window.errorMessage().isEmpty());
+  // The explorer's own simulation of the loaded plan gives the planner's figures.
+  QVERIFY(window.snapshot() && window.snapshot()->report);
+  QVERIFY(qAbs(window.snapshot()->report->tokens_per_s - best.tokens_per_s) <=
+          1e-6 * best.tokens_per_s);
+  QCOMPARE(window.snapshot()->plan.request.pp, best.mesh.pp);
+}
+
+void TestSearch::cancelStopsTheSearch() {
+  MainWindow window(quietOptions());
+  SearchPanel *search = window.search();
+  // A space large enough to take many seconds: llama3-70b on 1,024 GPUs, every family.
+  search->modelBox()->setCurrentText(QStringLiteral("llama3-70b"));
+  search->hardwareBox()->setCurrentText(QStringLiteral("h100-sxm"));
+  search->gpusBox()->setValue(1024);
+  search->memoryLimitBox()->setValue(0);
+  search->setSchedules({});
+  QVERIFY(search->startSearch());
+  // The UI thread is free while it runs: the button cancels and the inputs are locked.
+  QVERIFY(search->running());
+  QVERIFY(!search->gpusBox()->isEnabled());
+  QTest::qWait(300);
+  QVERIFY(search->running());
+  search->cancelSearch();
+  search->waitForSearch();
+  QVERIFY(!search->running());
+  QVERIFY(search->gpusBox()->isEnabled());
+  if (search->result()) {
+    QVERIFY(search->result()->cancelled);
+    QVERIFY(search->status()->text().startsWith(QStringLiteral("Cancelled")));
+  } else {
+    // Cancelled before anything fitted: the planner's message is shown instead.
+    QVERIFY(!search->status()->text().isEmpty());
+  }
+}
+
+void TestSearch::badRequestIsExplained() {
+  MainWindow window(quietOptions());
+  SearchPanel *search = window.search();
+  setUpSmallSearch(search, 16);
+  search->memoryLimitBox()->setValue(0.5); // nothing fits half a GiB
+  QVERIFY(search->startSearch());
+  search->waitForSearch();
+  QVERIFY(!search->result().has_value());
+  QVERIFY2(search->status()->text().contains(QStringLiteral("memory"), Qt::CaseInsensitive),
+           qPrintable(search->status()->text()));
+}
+
+void TestSearch::layerEditorAppliesLayout() {
+  MainWindow window(quietOptions());
+  window.setPlan(modelPlan()); // llama3-8b (32 layers), P = 4, 1F1B
+  window.settle();
+  LayerEditor *editor = window.controls()->layerEditor();
+  QVERIFY(editor->modeBox()->isEnabled());
+  QCOMPARE(editor->mode(), LayerEditor::Mode::Even);
+  QCOMPARE(editor->stageCount(), 4);
+  QCOMPARE(editor->stageSpin(1)->value(), 8);
+  const std::vector<double> even = window.snapshot()->evaluation->times.forward;
+  QVERIFY(editor->applyLayoutText(QStringLiteral("Et*2|t*10|t*10|t*10L")));
+  window.settle();
+  QVERIFY(window.errorMessage().isEmpty());
+  QCOMPARE(editor->mode(), LayerEditor::Mode::Custom);
+  QVERIFY(editor->message()->isHidden());
+  const Plan &plan = window.controls()->plan();
+  QCOMPARE(layoutLayerCounts(plan.model->training.layout), (std::vector<int>{2, 10, 10, 10}));
+  const std::vector<double> uneven = window.snapshot()->evaluation->times.forward;
+  // Op times follow each stage's layers: stage 0 lost 6 of 8 layers, stage 1 gained 2.
+  QVERIFY(uneven[0] < even[0] * 0.6);
+  QVERIFY(uneven[1] > even[1] * 1.2);
+  QVERIFY(qAbs(uneven[1] - uneven[2]) < 1e-9 * uneven[1]);
+  // A spin box edit that keeps the total applies too.
+  QVERIFY(!editor->setStageLayers(0, 4)); // 34 layers: refused until another stage gives two
+  QVERIFY(editor->setStageLayers(3, 8));
+  window.settle();
+  QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
+           (std::vector<int>{4, 10, 10, 8}));
+  // Balanced: the engine's balanced split, no layout.
+  editor->setMode(LayerEditor::Mode::Balanced);
+  window.settle();
+  QVERIFY(window.errorMessage().isEmpty());
+  QVERIFY(window.controls()->plan().model->training.layout.empty());
+  QVERIFY(window.controls()->plan().model->training.balance_layers);
+  // Even again: the engine's split, no layout.
+  editor->setMode(LayerEditor::Mode::Even);
+  window.settle();
+  QVERIFY(window.controls()->plan().model->training.layout.empty());
+  QVERIFY(!window.controls()->plan().model->training.balance_layers);
+  QCOMPARE(window.snapshot()->evaluation->times.forward, even);
+}
+
+void TestSearch::invalidLayoutKeepsThePlan() {
+  MainWindow window(quietOptions());
+  window.setPlan(modelPlan());
+  window.settle();
+  LayerEditor *editor = window.controls()->layerEditor();
+  QVERIFY(editor->applyLayoutText(QStringLiteral("Et*6|t*10|t*10|t*6L")));
+  window.settle();
+  const SnapshotPointer before = window.snapshot();
+  const LayerLayout layout_before = window.controls()->plan().model->training.layout;
+
+  // 31 layers for a 32-layer model: the engine's own message, the plan unchanged.
+  const QString wrong_total = QStringLiteral("Et*6|t*10|t*10|t*5L");
+  auto parsed = parseMegatronLayout(wrong_total.toStdString());
+  QVERIFY(parsed.ok());
+  const Status expected = checkLayerLayout(*parsed, 32, 0, 4);
+  QVERIFY(!expected.ok());
+  QVERIFY(!editor->applyLayoutText(wrong_total));
+  window.settle();
+  QVERIFY(!editor->message()->isHidden());
+  QCOMPARE(editor->message()->text(), QString::fromStdString(expected.error().message));
+  QCOMPARE(window.controls()->plan().model->training.layout, layout_before);
+  QCOMPARE(window.snapshot(), before);
+
+  // A syntax error: the parser's message (with its column).
+  const QString broken = QStringLiteral("Et*6|(t*10|t*10|t*6L");
+  auto syntax = parseMegatronLayout(broken.toStdString());
+  QVERIFY(!syntax.ok());
+  QVERIFY(!editor->applyLayoutText(broken));
+  QCOMPARE(editor->message()->text(), QString::fromStdString(syntax.error().message));
+  QCOMPARE(window.controls()->plan().model->training.layout, layout_before);
+
+  // A valid one clears the message.
+  QVERIFY(editor->applyLayoutText(QStringLiteral("Et*8|t*8|t*8|t*8L")));
+  QVERIFY(editor->message()->isHidden());
+}
+
+void TestSearch::layerEditorNeedsAModel() {
+  MainWindow window(quietOptions());
+  Plan plan = examplePlan();
+  plan.model.reset();
+  window.setPlan(plan);
+  window.settle();
+  LayerEditor *editor = window.controls()->layerEditor();
+  QVERIFY(!editor->modeBox()->isEnabled());
+  QVERIFY(!editor->layoutEdit()->isEnabled());
+  QVERIFY(editor->toolTip().contains(QStringLiteral("model + hardware")));
+  QVERIFY(!editor->applyLayoutText(QStringLiteral("Et*8|t*8|t*8|t*8L")));
+  QVERIFY(editor->message()->text().contains(QStringLiteral("model + hardware")));
+}
+
+QTEST_MAIN(TestSearch)
+#include "test_search.moc"
