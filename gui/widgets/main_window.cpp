@@ -60,6 +60,15 @@ QScrollArea *scrolling(QWidget *content, QWidget *parent) {
   return area;
 }
 
+// A hover tooltip's rich text as one status-bar line.
+QString plainText(const QString &rich) {
+  QString plain = rich;
+  plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
+  plain.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+  plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
+  return plain;
+}
+
 } // namespace
 
 MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
@@ -67,6 +76,19 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   setWindowTitle(tr("pipescope"));
   zoom_ = new ZoomStack(this);
   playback_ = new Playback(this);
+  buildDocks();
+  setCentralWidget(buildCentralArea());
+  busy_label_ = new QLabel(this);
+  statusBar()->addPermanentWidget(busy_label_);
+  connectViews();
+  buildDocumentActions();
+  buildMenus();
+  resize(1280, 800);
+  setPlan(restoreSession());
+}
+
+// The settings on the left, the metrics on the right.
+void MainWindow::buildDocks() {
   controls_ = new ControlsPanel;
   controls_->setObjectName(QStringLiteral("controls"));
   auto *controls_dock = new QDockWidget(tr("Settings"), this);
@@ -86,7 +108,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   metrics_dock->setMinimumWidth(270);
   metrics_dock->setMaximumWidth(330);
   addDockWidget(Qt::RightDockWidgetArea, metrics_dock);
+}
 
+// The timeline over the bottom tabs (memory, mesh, explain, compare, run, search).
+QWidget *MainWindow::buildCentralArea() {
   auto *splitter = new QSplitter(Qt::Vertical, this);
   auto *top = new QWidget(splitter);
   auto *top_layout = new QVBoxLayout(top);
@@ -133,7 +158,6 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
   splitter->setSizes({440, 300});
-  setCentralWidget(splitter);
   // Stacked schedules need height: the Compare tab takes most of it while it is open.
   // The Run tab's tables and log too.
   connect(tabs_, &QTabWidget::currentChanged, this, [this, splitter](int index) {
@@ -146,9 +170,11 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
         {tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
   });
 
-  busy_label_ = new QLabel(this);
-  statusBar()->addPermanentWidget(busy_label_);
+  return splitter;
+}
 
+// What each view follows: the controls, the run, the search, the evaluator, zoom and playback.
+void MainWindow::connectViews() {
   connect(controls_, &ControlsPanel::planEdited, this,
           [this](const Plan &plan) { requestEvaluation(withoutStaleCalibration(plan)); });
   connect(run_panel_, &RunPanel::measurementChanged, this, [this] {
@@ -168,20 +194,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   connect(&evaluator_, &ExplorerEvaluator::busyChanged, this,
           [this](bool busy) { busy_label_->setText(busy ? tr("simulating\u2026") : QString()); });
   connect(zoom_, &ZoomStack::zoomChanged, compare_, &CompareView::followZoom);
-  connect(timeline_, &TimelineWidget::hoverTextChanged, this, [this](const QString &text) {
-    QString plain = text;
-    plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
-    plain.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
-    plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
-    statusBar()->showMessage(plain);
-  });
-  connect(mesh_, &MeshWidget::hoverTextChanged, this, [this](const QString &text) {
-    QString plain = text;
-    plain.replace(QStringLiteral("<br>"), QStringLiteral(" \u00b7 "));
-    plain.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
-    plain.replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
-    statusBar()->showMessage(plain);
-  });
+  connect(timeline_, &TimelineWidget::hoverTextChanged, this,
+          [this](const QString &text) { statusBar()->showMessage(plainText(text)); });
+  connect(mesh_, &MeshWidget::hoverTextChanged, this,
+          [this](const QString &text) { statusBar()->showMessage(plainText(text)); });
   connect(playback_, &Playback::playheadChanged, this, [this](double time_us) {
     timeline_->setPlayhead(time_us);
     memory_time_->setPlayhead(time_us);
@@ -191,7 +207,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
   connect(playback_, &Playback::playingChanged, this, [this](bool playing) {
     play_button_->setText(playing ? tr("\u23f8 Pause") : tr("\u25b6 Play"));
   });
+}
 
+// Open, save, exports, imports and recent files (DocumentActions), and what follows from them.
+void MainWindow::buildDocumentActions() {
   DocumentActions::Parts parts;
   parts.dialog_parent = this;
   parts.controls = controls_;
@@ -212,8 +231,10 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
     pending_run_ = std::move(file);
     setPlan(run.trace.plan);
   });
-  buildMenus();
-  resize(1280, 800);
+}
+
+// The plan to open with: the one shown when the window last closed, else the example.
+Plan MainWindow::restoreSession() {
   Plan plan = examplePlan();
   if (options_.use_settings) {
     QSettings settings;
@@ -226,7 +247,7 @@ MainWindow::MainWindow(const MainWindowOptions &options, QWidget *parent)
         if (auto remembered = planFromJson(*json); remembered.ok()) plan = std::move(*remembered);
     }
   }
-  setPlan(plan);
+  return plan;
 }
 
 MainWindow::~MainWindow() = default;

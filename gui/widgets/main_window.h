@@ -121,6 +121,11 @@ protected:
   void closeEvent(QCloseEvent *event) override;
 
 private:
+  void buildDocks();
+  QWidget *buildCentralArea();
+  void connectViews();
+  void buildDocumentActions();
+  Plan restoreSession();
   void buildMenus();
   QWidget *buildTransportBar();
   void requestEvaluation(const Plan &plan);
