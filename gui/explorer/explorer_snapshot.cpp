@@ -37,8 +37,8 @@ std::optional<std::pair<double, int>> variantMetrics(const Costs &costs,
                    ranks.empty() ? 0 : ranks[0].peak_inflight};
 }
 
-std::vector<SliderEffect> sliderEffects(const Plan &plan, const Costs &costs,
-                                        const Evaluation &current) {
+std::vector<SliderEffect> sliderEffectsOf(const Plan &plan, const Costs &costs,
+                                          const Evaluation &current) {
   std::vector<SliderEffect> effects;
   if (plan.custom || estimatedOpCount(plan) > 20000) return effects;
   const auto *family = findScheduleFamily(plan.request.name);
@@ -118,7 +118,6 @@ SnapshotPointer computeSnapshotUnchecked(const Plan &plan) {
   }
   snapshot->evaluation = shared;
   snapshot->compute_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
-  snapshot->slider_effects = sliderEffects(plan, *costs, *shared);
   return snapshot;
 }
 
@@ -162,6 +161,14 @@ double activationsAt(const SimulationResult &simulation, int rank, double time_u
   if (it == points.begin()) return 0;
   --it;
   return bytes ? it->activation_bytes : it->inflight_microbatches;
+}
+
+std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot) {
+  // Explicit costs only (sliderEffectsOf refuses a model's): they do not depend on the placement.
+  if (!snapshot.ok() || snapshot.plan.model) return {};
+  auto costs = planCosts(snapshot.plan, snapshot.evaluation->schedule.placement, nullptr);
+  if (!costs) return {};
+  return sliderEffectsOf(snapshot.plan, *costs, *snapshot.evaluation);
 }
 
 } // namespace pipescope::gui

@@ -26,7 +26,6 @@ struct ExplorerSnapshot {
   std::shared_ptr<const Evaluation> evaluation; ///< null when `error` is set
   std::optional<ModelDerivation> derivation;    ///< when the plan has a model
   std::optional<ModelReport> report;            ///< when the plan has a model
-  std::vector<SliderEffect> slider_effects;     ///< small settings only
   QString error;                                ///< why the settings cannot be evaluated
   double compute_ms = 0;                        ///< wall time of the evaluation
 
@@ -34,6 +33,11 @@ struct ExplorerSnapshot {
 };
 
 using SnapshotPointer = std::shared_ptr<const ExplorerSnapshot>;
+
+/// How the bubble would move if M, P or V moved one step (the Explain panel's "Try it"): each
+/// variant is a whole evaluation of a larger schedule, so it is computed when the panel is shown,
+/// not on every slider move. Small settings with explicit costs only; empty otherwise.
+std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot);
 
 /// Rough op count of a plan's schedule, to decide between inline and worker evaluation.
 std::size_t estimatedOpCount(const Plan &plan);

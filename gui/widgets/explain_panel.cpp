@@ -94,9 +94,9 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
         "<li><b>DP, TP, GPUs per node, rank order</b> shape the mesh view; they change op times "
         "only with a model + hardware preset.</li>");
   html += QStringLiteral("</ul>");
-  if (!snapshot.slider_effects.empty()) {
+  if (const auto effects = sliderEffects(snapshot); !effects.empty()) {
     html += QObject::tr("<h4>Try it</h4><ul>");
-    for (const auto &effect : snapshot.slider_effects)
+    for (const auto &effect : effects)
       html += QObject::tr("<li>%1 from %2 to %3: bubble %4 \u2192 %5; rank 0 holds %6 \u2192 %7 "
                           "activation sets at "
                           "its peak.</li>")

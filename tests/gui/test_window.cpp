@@ -435,7 +435,7 @@ private slots:
     const QString text = window.explain()->toPlainText();
     QVERIFY(text.contains(QString::fromStdString(analytic->bubble_formula)));
     QVERIFY(text.contains(QStringLiteral("M = 8")));
-    QVERIFY(!window.snapshot()->slider_effects.empty());
+    QVERIFY(!sliderEffects(*window.snapshot()).empty());
   }
 
   void compareStacksSchedulesAndDrawsBubbleCurves() {
