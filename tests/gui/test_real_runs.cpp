@@ -51,11 +51,7 @@ int opsInHeader(const QString &header) {
 class TestRealRuns : public QObject {
   Q_OBJECT
 private slots:
-  void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName(QStringLiteral("pipescope-tests"));
-    QCoreApplication::setApplicationName(QStringLiteral("test_gui_real_runs"));
-  }
+  void initTestCase() { useTestSettings("test_gui_real_runs"); }
 
   // Each committed run with action labels: its plan is shown (P, M, V from run.json), the run is
   // drawn over the prediction, the Run tab's tables hold the errors and count the schedule's ops,

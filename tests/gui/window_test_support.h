@@ -2,7 +2,9 @@
 // What the window suites share: a window that neither reads nor writes settings and does not
 // animate, the example plan on a model + hardware preset, and the explorer executable run
 // offscreen as a person or a CI job would.
+#include <QCoreApplication>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QString>
 #include <QStringList>
 
@@ -11,6 +13,14 @@
 #include "gui/widgets/main_window.h"
 
 namespace pipescope::gui::testing {
+
+/// Settings in the test location under the suite's own name, so suites never share or touch a
+/// person's settings (call from initTestCase).
+inline void useTestSettings(const char *suite) {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("pipescope-tests"));
+  QCoreApplication::setApplicationName(QString::fromLatin1(suite));
+}
 
 inline MainWindowOptions quietOptions() {
   MainWindowOptions options;

@@ -1,0 +1,216 @@
+// The explorer's controls, offscreen: it opens on the example plan; sliders and spin boxes drive
+// the schedule, metrics and timeline; the schedule choice enables what applies and explains what
+// does not; every schedule family is offered and runs; impossible settings are explained; large
+// settings evaluate off the GUI thread.
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QRadioButton>
+#include <QSettings>
+#include <QSlider>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "engine/plan_file.h"
+#include "gui/charts/charts.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/explain_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
+
+using namespace pipescope;
+using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
+
+namespace {
+
+Evaluation engineEvaluation(const Plan &plan) {
+  auto schedule = planSchedule(plan);
+  if (!schedule) qFatal("%s", schedule.error().message.c_str());
+  auto costs = planCosts(plan, schedule->placement);
+  if (!costs) qFatal("%s", costs.error().message.c_str());
+  auto evaluation = evaluateSchedule(std::move(*schedule), *costs);
+  if (!evaluation) qFatal("%s", evaluation.error().message.c_str());
+  return std::move(*evaluation);
+}
+
+} // namespace
+
+class TestControls : public QObject {
+  Q_OBJECT
+private slots:
+  void initTestCase() { useTestSettings("test_gui_controls"); }
+
+  void opensOnTheExamplePlan() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    QVERIFY(window.width() >= 1280 && window.height() >= 800);
+    QVERIFY(window.snapshot());
+    const Plan &plan = window.snapshot()->plan;
+    QCOMPARE(plan.request.name, std::string("1f1b"));
+    QCOMPARE(plan.request.pp, 4);
+    QCOMPARE(plan.request.microbatches, 8);
+    QCOMPARE(window.timeline()->model().rowCount(), 4);
+    QVERIFY(window.errorMessage().isEmpty());
+  }
+
+  void sliderUpdatesScheduleMetricsAndTimeline() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const std::size_t items_before = window.timeline()->drawList().itemCount();
+    window.controls()->microbatches()->slider()->setValue(16);
+    window.settle();
+    const auto &snapshot = window.snapshot();
+    QCOMPARE(snapshot->evaluation->schedule.microbatches(), 16);
+    QCOMPARE(window.controls()->microbatches()->spinBox()->value(), 16);
+    const Evaluation expected = engineEvaluation(snapshot->plan);
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_fraction")),
+             formatPercent(expected.simulation.bubble_fraction));
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_ratio")),
+             formatPercent(expected.simulation.bubble_ratio));
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("step_time")),
+             formatDuration(expected.simulation.makespan_us));
+    QVERIFY(expected.analytic.has_value());
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("bubble_fraction_analytic")),
+             formatPercent(expected.analytic->bubble_fraction));
+    QVERIFY(window.metrics()
+                ->valueText(QStringLiteral("agreement"))
+                .contains(QStringLiteral("matches")));
+    QCOMPARE(window.timeline()->model().opCount(), expected.schedule.opCount());
+    QCOMPARE(window.timeline()->mapping().fullEnd(), expected.simulation.makespan_us);
+    QVERIFY(window.timeline()->drawList().itemCount() != items_before);
+
+    // The spin box reaches past the slider, and P reshapes rows, mesh and memory bars.
+    window.controls()->pipelineRanks()->spinBox()->setValue(6);
+    window.settle();
+    QCOMPARE(window.snapshot()->evaluation->schedule.pp(), 6);
+    QCOMPARE(window.timeline()->model().rowCount(), 6);
+    QCOMPARE(window.mesh()->mesh().pp, 6);
+    QCOMPARE(window.memoryBars()->bars().rankCount(), 6);
+  }
+
+  void scheduleChoiceAppliesAndExplainsDisabledControls() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    QVERIFY(!controls->chunks()->isEnabled());
+    QVERIFY(controls->chunks()->spinBox()->toolTip().contains(QStringLiteral("V = 1")));
+    QVERIFY(!controls->microbatchGroup()->isEnabled());
+    controls->scheduleBox()->setCurrentIndex(
+        controls->scheduleBox()->findData(QStringLiteral("interleaved-1f1b")));
+    window.settle();
+    QVERIFY(controls->chunks()->isEnabled());
+    QVERIFY(controls->microbatchGroup()->isEnabled());
+    QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
+    QCOMPARE(window.snapshot()->plan.request.name, std::string("interleaved-1f1b"));
+    controls->scheduleBox()->setCurrentIndex(
+        controls->scheduleBox()->findData(QStringLiteral("zb-v")));
+    window.settle();
+    QVERIFY(!controls->chunks()->isEnabled());
+    QVERIFY(controls->chunks()->spinBox()->toolTip().contains(QStringLiteral("V at 2")));
+    QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
+    // Op-time controls are off under a model, with the reason.
+    controls->modelButton()->setChecked(true);
+    window.settle();
+    QVERIFY(!controls->forwardBox()->isEnabled() ||
+            !controls->forwardBox()->parentWidget()->isEnabled());
+    QVERIFY(window.snapshot()->plan.model.has_value());
+  }
+
+  void newSchedulesAreOfferedAndRun_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<bool>("looped"); // looped schedules let V be chosen; the V shapes fix it at 2
+    QTest::newRow("looped-bfs") << QStringLiteral("looped-bfs") << true;
+    QTest::newRow("interleaved-zb") << QStringLiteral("interleaved-zb") << true;
+    QTest::newRow("v-half") << QStringLiteral("v-half") << false;
+    QTest::newRow("v-min") << QStringLiteral("v-min") << false;
+  }
+
+  // The schedules added with PyTorch's and the controllable-memory families are offered and run.
+  void newSchedulesAreOfferedAndRun() {
+    QFETCH(QString, name);
+    QFETCH(bool, looped);
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    const int index = controls->scheduleBox()->findData(name);
+    QVERIFY2(index >= 0, qPrintable(name));
+    controls->scheduleBox()->setCurrentIndex(index);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.request.name, name.toStdString());
+    QVERIFY2(window.snapshot()->evaluation, qPrintable(name));
+    QCOMPARE(controls->chunks()->isEnabled(), looped);
+    QVERIFY(!controls->microbatchGroup()->isEnabled());
+    QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
+  }
+
+  void impossibleCombinationsAreExplained() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    Plan plan = window.controls()->plan();
+    plan.request.name = "interleaved-1f1b";
+    plan.request.chunks = 2;
+    plan.request.pp = 4;
+    plan.request.microbatches = 2; // interleaving needs M >= P
+    window.setPlan(plan);
+    window.settle();
+    const auto expected = checkScheduleRequest(plan.request);
+    QVERIFY(!expected.ok());
+    QCOMPARE(window.errorMessage(), QString::fromStdString(expected.error().message));
+    QVERIFY(window.findChild<QLabel *>(QStringLiteral("error_banner"))->isVisible());
+    // The last valid timeline stays on screen.
+    QCOMPARE(window.timeline()->model().rowCount(), 4);
+    QVERIFY(window.snapshot()->ok());
+
+    plan.request.name = "dualpipe";
+    plan.request.pp = 3; // DualPipe needs an even P
+    plan.request.microbatches = 12;
+    plan.mesh.pp = 3;
+    window.setPlan(plan);
+    window.settle();
+    QVERIFY(!window.errorMessage().isEmpty());
+
+    // Back to a valid setting: the message goes away.
+    window.setPlan(examplePlan());
+    window.settle();
+    QVERIFY(window.errorMessage().isEmpty());
+    QVERIFY(!window.findChild<QLabel *>(QStringLiteral("error_banner"))->isVisible());
+  }
+
+  void largeSettingsEvaluateOffTheGuiThread() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    window.evaluator()->setInlineOpLimit(100);
+    Plan plan = examplePlan();
+    plan.request.microbatches = 64;
+    window.setPlan(plan);
+    // The request returns at once; the window keeps the previous snapshot until the worker ends.
+    QVERIFY(window.evaluator()->busy());
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 8);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 64);
+    // Requests made while the worker runs collapse into the newest one.
+    plan.request.microbatches = 70;
+    window.setPlan(plan);
+    plan.request.microbatches = 80;
+    window.setPlan(plan);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 80);
+  }
+};
+
+QTEST_MAIN(TestControls)
+#include "test_controls.moc"

@@ -1,0 +1,252 @@
+// The explorer's views, offscreen: the timeline's hit test, hover, highlight, zoom and pan; memory
+// bars against the engine, with and without a model, and following the playhead; the mesh on
+// hover; the explanation; the comparison of schedules; the timeline morphing between settings.
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QRadioButton>
+#include <QSettings>
+#include <QSlider>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "engine/plan_file.h"
+#include "gui/charts/charts.h"
+#include "gui/widgets/compare_view.h"
+#include "gui/widgets/controls_panel.h"
+#include "gui/widgets/explain_panel.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/mesh_widget.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/timeline_widget.h"
+#include "tests/gui/window_test_support.h"
+
+using namespace pipescope;
+using namespace pipescope::gui;
+using namespace pipescope::gui::testing;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+} // namespace
+
+class TestViews : public QObject {
+  Q_OBJECT
+private slots:
+  void initTestCase() { useTestSettings("test_gui_views"); }
+
+  void timelineHitTestAndClickHighlight() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    TimelineWidget *timeline = window.timeline();
+    const OpLocation location{0, 2, 5};
+    const QRectF rect = timeline->opRect(location);
+    QVERIFY(rect.width() > 4);
+    const auto hit = timeline->opAt(rect.center().toPoint());
+    QVERIFY(hit.has_value());
+    QCOMPARE(*hit, location);
+    // Hovering names the op: stage, microbatch, start, end and duration.
+    QSignalSpy hover(timeline, &TimelineWidget::hoverTextChanged);
+    QTest::mouseMove(timeline, rect.center().toPoint());
+    QVERIFY(!hover.isEmpty());
+    const QString text = hover.last().at(0).toString();
+    const Op &op = timeline->model().op(location);
+    const OpTiming &timing = timeline->model().timing(location);
+    QVERIFY(
+        text.contains(QStringLiteral("stage %1, microbatch %2").arg(op.stage).arg(op.microbatch)));
+    QVERIFY(text.contains(formatDuration(timing.start_us)));
+    QVERIFY(text.contains(formatDuration(timing.end_us)));
+    QVERIFY(text.contains(QStringLiteral("duration ") +
+                          formatDuration(timing.end_us - timing.start_us)));
+    QTest::mouseClick(timeline, Qt::LeftButton, {}, rect.center().toPoint());
+    QCOMPARE(timeline->highlightedMicrobatch(), timeline->model().op(location).microbatch);
+    // Clicking empty space clears the highlight.
+    QTest::mouseClick(timeline, Qt::LeftButton, {},
+                      QPoint(TimelineWidget::kHeaderWidth + 2, timeline->height() - 2));
+    QCOMPARE(timeline->highlightedMicrobatch(), -1);
+  }
+
+  void wheelZoomsAndDragPans() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    TimelineWidget *timeline = window.timeline();
+    const QPoint center = timeline->rect().center();
+    QWheelEvent wheel(center, timeline->mapToGlobal(center), QPoint(), QPoint(0, 240), Qt::NoButton,
+                      Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(timeline, &wheel);
+    QVERIFY(!timeline->mapping().isFitted());
+    const double start = timeline->mapping().viewStart();
+    QTest::mousePress(timeline, Qt::LeftButton, {}, center);
+    QTest::mouseMove(timeline, center + QPoint(60, 0));
+    QTest::mouseRelease(timeline, Qt::LeftButton, {}, center + QPoint(60, 0));
+    QVERIFY(timeline->mapping().viewStart() < start);
+    const TimeMapping panned = timeline->mapping();
+    timeline->zoomStack()->resetZoom();
+    QVERIFY(timeline->mapping().isFitted());
+    // Zoom back returns to the view before the reset, then to the one before the wheel.
+    timeline->zoomStack()->zoomBack();
+    QCOMPARE(timeline->mapping().viewStart(), panned.viewStart());
+    timeline->zoomStack()->zoomBack();
+    QVERIFY(timeline->mapping().isFitted());
+  }
+
+  void memoryBarsMatchTheEngine() {
+    MainWindow window(quietOptions());
+    window.show();
+    const Plan plan = modelPlan();
+    window.setPlan(plan);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    // The engine's own figures, computed independently of the window.
+    auto schedule = planSchedule(plan);
+    QVERIFY(schedule.ok());
+    ModelDerivation derivation;
+    auto costs = planCosts(plan, schedule->placement, &derivation);
+    QVERIFY(costs.ok());
+    SimulationOptions options;
+    options.memory_timeline = true;
+    options.stage_activation_bytes = derivation.stage_activation_bytes;
+    auto evaluation = evaluateSchedule(*schedule, *costs, options);
+    QVERIFY(evaluation.ok());
+    const ModelReport report = reportModel(*plan.model, plan.mesh, evaluation->schedule, derivation,
+                                           evaluation->simulation);
+    MemoryBarsChart *bars = window.memoryBars();
+    QCOMPARE(bars->bars().rankCount(), 4);
+    for (int rank = 0; rank < 4; ++rank) {
+      const auto &memory = report.memory[static_cast<std::size_t>(rank)];
+      QCOMPARE(bars->shownValue(0, rank), memory.params / kGiB);
+      QCOMPARE(bars->shownValue(1, rank), memory.grads / kGiB);
+      QCOMPARE(bars->shownValue(2, rank), memory.optimizer / kGiB);
+      QCOMPARE(bars->shownValue(3, rank), memory.activations_peak / kGiB);
+    }
+    QCOMPARE(bars->bars().capacity, report.memory[0].capacity / kGiB);
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("mfu")), formatPercent(report.mfu));
+
+    // A device too small for the model marks the ranks over capacity.
+    window.controls()->deviceMemoryBox()->setValue(2);
+    window.settle();
+    QVERIFY(window.memoryBars()->title().contains(QStringLiteral("over capacity")));
+    QVERIFY(window.memoryBars()->categories().first().contains(QStringLiteral("OOM")));
+    QVERIFY(
+        window.metrics()->valueText(QStringLiteral("memory_fit")).contains(QStringLiteral("no")));
+  }
+
+  void activationBarsWithoutAModel() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const auto &simulation = window.snapshot()->evaluation->simulation;
+    for (int rank = 0; rank < 4; ++rank)
+      QCOMPARE(window.memoryBars()->shownValue(3, rank),
+               simulation.ranks[static_cast<std::size_t>(rank)].peak_inflight_microbatches);
+    // 1F1B: rank r holds min(P - r, M) microbatches at its peak.
+    QCOMPARE(window.memoryBars()->shownValue(3, 0), 4.0);
+    QCOMPARE(window.memoryBars()->shownValue(3, 3), 1.0);
+  }
+
+  void playheadMovesTheMemoryBars() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const auto &simulation = window.snapshot()->evaluation->simulation;
+    window.stepPlayhead(1);
+    QCOMPARE(window.playhead(), 0.0);
+    const double time = simulation.makespan_us * 0.3;
+    window.setPlayhead(time);
+    QVERIFY(window.memoryBars()->bars().at_playhead);
+    for (int rank = 0; rank < 4; ++rank)
+      QCOMPARE(window.memoryBars()->shownValue(3, rank),
+               activationsAt(simulation, rank, time, false));
+    QCOMPARE(window.timeline()->playhead(), time);
+    window.stepPlayhead(1);
+    QVERIFY(window.playhead() > time);
+    window.setPlaying(true);
+    QVERIFY(window.playing());
+    QTest::qWait(120);
+    window.setPlaying(false);
+    QVERIFY(!window.playing());
+    window.stopPlayback();
+    QVERIFY(!window.memoryBars()->bars().at_playhead);
+  }
+
+  void meshHoverShowsGroupsAndLinks() {
+    MainWindow window(quietOptions());
+    window.show();
+    Plan plan = examplePlan();
+    plan.mesh.dp = 2;
+    plan.mesh.tp = 2;
+    plan.mesh.gpus_per_node = 8;
+    window.setPlan(plan);
+    window.settle();
+    window.tabs()->setCurrentWidget(window.mesh());
+    MeshWidget *mesh = window.mesh();
+    QCOMPARE(mesh->mesh().worldSize(), 16);
+    const QRectF cell = mesh->gpuRect(5);
+    QCOMPARE(mesh->gpuAt(cell.center().toPoint()), 5);
+    const QString text = mesh->describeGpu(5);
+    QVERIFY(text.contains(QStringLiteral("TP group")));
+    QVERIFY(text.contains(QStringLiteral("PP group")));
+    QVERIFY(text.contains(QStringLiteral("DP group")));
+    // tp-pp-dp with 8 GPUs per node: TP and PP groups stay inside a node, DP crosses nodes.
+    QVERIFY(text.contains(QStringLiteral("inter-node")));
+    QVERIFY(text.contains(QStringLiteral("intra-node")));
+  }
+
+  void explainShowsTheFormulaAndItsSource() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const auto &analytic = window.snapshot()->evaluation->analytic;
+    QVERIFY(analytic.has_value());
+    window.tabs()->setCurrentWidget(window.explain());
+    const QString text = window.explain()->toPlainText();
+    QVERIFY(text.contains(QString::fromStdString(analytic->bubble_formula)));
+    QVERIFY(text.contains(QStringLiteral("M = 8")));
+    QVERIFY(!sliderEffects(*window.snapshot()).empty());
+  }
+
+  void compareStacksSchedulesAndDrawsBubbleCurves() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    window.tabs()->setCurrentWidget(window.compare());
+    window.compare()->setCheckedFamilies(
+        {QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("dualpipe")});
+    window.settle();
+    const auto &result = window.compare()->result();
+    // DualPipe refuses M = 8 < 2P... or accepts it; either way each family is accounted for.
+    QCOMPARE(static_cast<int>(result.sections.size()) + result.refused.size(), 3);
+    QVERIFY(result.sections.size() >= 2);
+    QCOMPARE(window.compare()->timeline()->model().rowCount(),
+             static_cast<int>(result.sections.size()) * 4);
+    QVERIFY(window.compare()->bubbleChart()->curveCount() >= 3);
+    for (const auto &curve : result.curves)
+      for (const auto &point : curve.points)
+        QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
+  }
+
+  void parameterChangeMorphsTheTimeline() {
+    MainWindowOptions options = quietOptions();
+    options.animate = true;
+    MainWindow window(options);
+    window.show();
+    window.settle();
+    QVERIFY(!window.timeline()->morphing());
+    window.controls()->microbatches()->spinBox()->setValue(10);
+    // The new layout arrives at once and morphs from the old one for about a quarter second.
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 10);
+    QVERIFY(window.timeline()->morphing());
+    const auto during = window.timeline()->drawList();
+    QCOMPARE(during.itemCount(), window.timeline()->model().opCount());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.timeline()->morphing(), 2000);
+  }
+};
+
+QTEST_MAIN(TestViews)
+#include "test_views.moc"
