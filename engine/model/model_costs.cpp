@@ -30,6 +30,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
 
 namespace pipescope {
@@ -220,6 +221,12 @@ struct Analysis {
   std::vector<double> rank_tp_allreduce_us;
   std::vector<Link> rank_tp_link, rank_dp_link;
   std::vector<double> rank_sync_us, rank_sync_exposed_us;
+  std::vector<double> rank_optimizer_us; ///< Adam's step after the last backward
+  double tied_embedding_sync_us = 0;     ///< first and last stage's embedding gradient sum
+  /// What follows each rank's last op: exposed DP sync, tied-embedding sum, optimizer step.
+  double tailUs(std::size_t rank) const {
+    return rank_sync_exposed_us[rank] + tied_embedding_sync_us + rank_optimizer_us[rank];
+  }
   // Per layer.
   double layer_forward_us = 0, layer_backward_us = 0, layer_weight_us = 0;
   double layer_activation_full = 0; ///< one layer's activations without recomputation
@@ -273,6 +280,14 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
   return {hw.inter_node_gbps, hw.inter_node_latency_us};
 }
 
+/// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
+/// the hardware's bus-bandwidth efficiency for its class (nccl-tests' busbw over the link).
+std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
+  auto [gbps, latency] = linkSpeed(hw, link);
+  gbps *= link == Link::Intra ? hw.intra_node_bus_efficiency : hw.inter_node_bus_efficiency;
+  return {gbps, latency};
+}
+
 /// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency.
 double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
   if (n <= 1) return 0;
@@ -322,7 +337,6 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double h = m.hidden, s = m.sequence_length, b = m.microbatch_size, V = m.vocab;
   const double a = m.heads;
   const double sbh = s * b * h;
-  const double rate = hw.peak_tflops * 1e6 * hw.efficiency; // FLOPs per microsecond
 
   Analysis an;
   an.model_stages = placement.modelStageCount();
@@ -344,20 +358,24 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const auto i = static_cast<std::size_t>(p);
     an.rank_tp_link[i] = tpLinkOf(mesh, p);
     an.rank_dp_link[i] = dpLinkOf(mesh, p);
-    const auto [gbps, latency] = linkSpeed(hw, an.rank_tp_link[i]);
+    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_tp_link[i]);
     an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
   }
 
-  // Work per layer on one TP rank (compute at peak × efficiency, TP collectives on the link).
-  const double layer_f_compute = (linear_flops + attention_flops) / t / rate;
-  const double layer_w = linear_flops / t / rate;
-  const double layer_i_compute = (linear_flops + 2 * attention_flops) / t / rate;
+  // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
+  // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
+  const LayerShape shape{t, sp};
+  const PartWork layer_work = transformerLayerWork(m, hw, shape);
+  const PartWork embedding_work = embeddingWork(m, hw, shape);
+  const PartWork head_work = headWork(m, hw, shape);
+  const double layer_f_compute = layer_work.forward_us;
+  const double layer_w = layer_work.weight_grad_us;
+  const double layer_i_compute = layer_work.input_grad_us;
   const double recompute_compute = training.recompute == Recompute::Full ? layer_f_compute
                                    : training.recompute == Recompute::Selective
-                                       ? attention_flops / t / rate
+                                       ? layer_work.selective_recompute_us
                                        : 0.0;
   const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
-  const double head_compute = head_flops / t / rate;
   // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
   // an all-reduce in F (with SP a reduce-scatter in F and an all-gather in I). Output head:
   // its input gradient is all-reduced in I (with SP an all-gather in F and a reduce-scatter in I).
@@ -400,8 +418,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(model_rank[i])];
       per_layer[i] = layer_f_compute + layer_i_compute + layer_w + recompute_compute +
                      (4 + recompute_collectives) * ar;
-      if (k == 0) extra[i] += (embed_f + embed_i) * ar;
-      if (k == an.model_stages - 1) extra[i] += 3 * head_compute + (head_f + head_i) * ar;
+      if (k == 0)
+        extra[i] +=
+            embedding_work.forward_us + embedding_work.weight_grad_us + (embed_f + embed_i) * ar;
+      if (k == an.model_stages - 1)
+        extra[i] += head_work.forward_us + head_work.input_grad_us + head_work.weight_grad_us +
+                    (head_f + head_i) * ar;
     }
     an.model_layers =
         splitLayers(m.layers, an.model_stages, training.balance_layers, extra, per_layer);
@@ -428,10 +450,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const double i_collectives =
         (2 + recompute_collectives) * n + (first ? embed_i : 0) + (last ? head_i : 0);
     StageCost cost;
-    cost.forward_us = n * layer_f_compute + (last ? head_compute : 0) + f_collectives * ar;
-    cost.weight_us = n * layer_w + (last ? head_compute : 0);
-    const double input_grad =
-        n * (layer_i_compute + recompute_compute) + (last ? head_compute : 0) + i_collectives * ar;
+    cost.forward_us = n * layer_f_compute + (first ? embedding_work.forward_us : 0) +
+                      (last ? head_work.forward_us : 0) + f_collectives * ar;
+    cost.weight_us = n * layer_w + (first ? embedding_work.weight_grad_us : 0) +
+                     (last ? head_work.weight_grad_us : 0);
+    const double input_grad = n * (layer_i_compute + recompute_compute) +
+                              (last ? head_work.input_grad_us : 0) + i_collectives * ar;
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
@@ -445,9 +469,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.layer_backward_us =
       layer_i_compute + recompute_compute + (2 + recompute_collectives) * middle_ar + layer_w;
 
-  // PP: b·s·h elements per boundary per microbatch per direction; under sequence parallelism
-  // each TP rank sends its 1/t sequence shard, otherwise every TP rank sends the whole tensor.
-  an.pp_bytes_per_rank = sbh * dt / (sp ? t : 1);
+  // PP: b·s·h elements per boundary per microbatch per direction, split across the TP ranks:
+  // under sequence parallelism each holds its 1/t sequence shard and sends it; otherwise each
+  // sends 1/t of the (replicated) tensor and the receiving TP group all-gathers it over its own
+  // link (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021, §4.1).
+  an.pp_bytes_per_rank = sbh * dt / t;
   an.boundary_us.assign(Sn, 0.0);
   an.boundary_link.assign(Sn, Link::None);
   std::map<std::pair<int, int>, Link> pair_links;
@@ -462,7 +488,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       it = pair_links.emplace(key, pairLinkOf(mesh, key.first, key.second)).first;
     const auto [gbps, latency] = linkSpeed(hw, it->second);
     an.boundary_link[static_cast<std::size_t>(v)] = it->second;
-    const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3);
+    double gather_us = 0;
+    if (t > 1 && !sp) {
+      const auto [tp_gbps, tp_latency] =
+          collectiveSpeed(hw, an.rank_tp_link[static_cast<std::size_t>(to)]);
+      gather_us = ringAllReduceUs(sbh * dt, t, tp_gbps, tp_latency) / 2; // all-gather: half
+    }
+    const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3) + gather_us;
     an.boundary_us[static_cast<std::size_t>(v)] = time;
     if (time > slowest_boundary_us) {
       slowest_boundary_us = time;
@@ -476,6 +508,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_layers.assign(static_cast<std::size_t>(P), 0);
   an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   const Params layer = layerParams(m), embedding = embeddingParams(m),
                head = headParams(m, an.model_stages == 1);
@@ -500,7 +533,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume).
-      const auto [gbps, latency] = linkSpeed(hw, an.rank_dp_link[i]);
+      const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
       const double sync = ringAllReduceUs(an.rank_params[i] * dt, mesh.dp, gbps, latency);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
@@ -510,7 +543,20 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
           training.overlap_gradient_sync
               ? std::max(sync - rank_last_backward[i], sync / std::max(1, an.rank_layers[i]))
               : sync;
+      // Adam's step once the gradients are reduced, over the rank's share of the optimizer
+      // state (1/dp of it under ZeRO-1).
+      an.rank_optimizer_us[i] = optimizerStepUs(an.rank_params[i] / (training.zero1 ? mesh.dp : 1),
+                                                training.optimizer_bytes_per_param, dt, hw);
     }
+  }
+  // Tied embeddings on several stages: the first and the last stage sum their copies' gradients
+  // (an all-reduce of the vocab-parallel table over the pair) before the optimizer step
+  // (Megatron-LM, Shoeybi et al. 2019 / Narayanan et al. 2021).
+  const int head_rank = model_rank[static_cast<std::size_t>(an.model_stages - 1)];
+  if (m.tied_embeddings && an.model_stages > 1 && head_rank != model_rank[0]) {
+    const auto [gbps, latency] = collectiveSpeed(hw, pairLinkOf(mesh, model_rank[0], head_rank));
+    an.tied_embedding_sync_us =
+        ringAllReduceUs(embeddingParams(m).sharded / t * dt, 2, gbps, latency);
   }
   return an;
 }
@@ -545,8 +591,11 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   costs.p2p_bandwidth_gbps = an.slowest_link_gbps;
   costs.p2p_latency_us = an.slowest_link_latency_us;
   costs.boundary_transfer_us = an.boundary_us;
-  costs.gradient_sync_us =
-      *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end());
+  // The simulator adds one tail after every rank's last op: the slowest rank's exposed DP sync,
+  // tied-embedding sum and optimizer step.
+  costs.gradient_sync_us = 0;
+  for (std::size_t p = 0; p < an.rank_sync_exposed_us.size(); ++p)
+    costs.gradient_sync_us = std::max(costs.gradient_sync_us, an.tailUs(p));
   derivation.stage_layers.resize(static_cast<std::size_t>(placement.stageCount()));
   for (int v = 0; v < placement.stageCount(); ++v)
     derivation.stage_layers[static_cast<std::size_t>(v)] = an.model_layers[static_cast<std::size_t>(

@@ -162,23 +162,38 @@ nlohmann::json toJson(const ModelSpec &m) {
           {"gated_mlp", m.gated_mlp},
           {"position_embeddings", m.position_embeddings},
           {"linear_biases", m.linear_biases},
-          {"norm", m.norm}};
+          {"norm", m.norm},
+          {"attention", m.attention},
+          {"dropout", m.dropout}};
 }
 
 nlohmann::json toJson(const HardwareSpec &hw) {
-  return {{"format", kHardwareFormat},
-          {"version", kVersion},
-          {"name", hw.name},
-          {"source", hw.source},
-          {"notes", hw.notes},
-          {"peak_tflops", hw.peak_tflops},
-          {"efficiency", hw.efficiency},
-          {"memory_gib", hw.memory_gib},
-          {"intra_node_gbps", hw.intra_node_gbps},
-          {"intra_node_latency_us", hw.intra_node_latency_us},
-          {"inter_node_gbps", hw.inter_node_gbps},
-          {"inter_node_latency_us", hw.inter_node_latency_us},
-          {"gpus_per_node", hw.gpus_per_node}};
+  nlohmann::json out = {{"format", kHardwareFormat},
+                        {"version", kVersion},
+                        {"name", hw.name},
+                        {"source", hw.source},
+                        {"notes", hw.notes},
+                        {"peak_tflops", hw.peak_tflops},
+                        {"efficiency", hw.efficiency},
+                        {"memory_gib", hw.memory_gib},
+                        {"intra_node_gbps", hw.intra_node_gbps},
+                        {"intra_node_latency_us", hw.intra_node_latency_us},
+                        {"inter_node_gbps", hw.inter_node_gbps},
+                        {"inter_node_latency_us", hw.inter_node_latency_us},
+                        {"intra_node_bus_efficiency", hw.intra_node_bus_efficiency},
+                        {"inter_node_bus_efficiency", hw.inter_node_bus_efficiency},
+                        {"hbm_gbps", hw.hbm_gbps},
+                        {"memory_efficiency", hw.memory_efficiency},
+                        {"attention_efficiency", hw.attention_efficiency},
+                        {"gpus_per_node", hw.gpus_per_node}};
+  if (!hw.gemm_efficiency.empty()) {
+    nlohmann::json curve = nlohmann::json::array();
+    for (const auto &point : hw.gemm_efficiency)
+      curve.push_back({{"flops", point.flops}, {"efficiency", point.efficiency}});
+    out["gemm_efficiency"] = std::move(curve);
+    out["gemm_efficiency_source"] = hw.gemm_efficiency_source;
+  }
+  return out;
 }
 
 nlohmann::json toJson(const TrainingSetup &training) {
@@ -195,10 +210,27 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   if (!fields.ok()) return fields.error();
   if (auto s = checkOptionalFormat(json, pointer, kModelFormat); !s) return s.error();
   if (auto s = checkKeys(json, pointer,
-                         {"format", "version", "name", "source", "notes", "layers", "hidden",
-                          "ffn_hidden", "heads", "kv_heads", "vocab", "sequence_length",
-                          "microbatch_size", "dtype", "tied_embeddings", "gated_mlp",
-                          "position_embeddings", "linear_biases", "norm"});
+                         {"format",
+                          "version",
+                          "name",
+                          "source",
+                          "notes",
+                          "layers",
+                          "hidden",
+                          "ffn_hidden",
+                          "heads",
+                          "kv_heads",
+                          "vocab",
+                          "sequence_length",
+                          "microbatch_size",
+                          "dtype",
+                          "tied_embeddings",
+                          "gated_mlp",
+                          "position_embeddings",
+                          "linear_biases",
+                          "norm",
+                          "attention",
+                          "dropout"});
       !s)
     return s.error();
   ModelSpec m;
@@ -219,7 +251,9 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .boolean("gated_mlp", m.gated_mlp)
       .integer("position_embeddings", m.position_embeddings, 0, 1 << 24)
       .boolean("linear_biases", m.linear_biases)
-      .text("norm", m.norm);
+      .text("norm", m.norm)
+      .text("attention", m.attention)
+      .boolean("dropout", m.dropout);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
   if (m.hidden % m.heads != 0)
@@ -234,6 +268,9 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   if (m.norm != "rmsnorm" && m.norm != "layernorm")
     return makeError(pointer + "/norm: expected \"rmsnorm\" or \"layernorm\", got \"" + m.norm +
                      "\"");
+  if (m.attention != "materialized" && m.attention != "flash")
+    return makeError(pointer + "/attention: expected \"materialized\" or \"flash\", got \"" +
+                     m.attention + "\"");
   return m;
 }
 
@@ -242,9 +279,26 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
   if (!fields.ok()) return fields.error();
   if (auto s = checkOptionalFormat(json, pointer, kHardwareFormat); !s) return s.error();
   if (auto s = checkKeys(json, pointer,
-                         {"format", "version", "name", "source", "notes", "peak_tflops",
-                          "efficiency", "memory_gib", "intra_node_gbps", "intra_node_latency_us",
-                          "inter_node_gbps", "inter_node_latency_us", "gpus_per_node"});
+                         {"format",
+                          "version",
+                          "name",
+                          "source",
+                          "notes",
+                          "peak_tflops",
+                          "efficiency",
+                          "memory_gib",
+                          "intra_node_gbps",
+                          "intra_node_latency_us",
+                          "inter_node_gbps",
+                          "inter_node_latency_us",
+                          "gpus_per_node",
+                          "gemm_efficiency",
+                          "gemm_efficiency_source",
+                          "hbm_gbps",
+                          "memory_efficiency",
+                          "attention_efficiency",
+                          "intra_node_bus_efficiency",
+                          "inter_node_bus_efficiency"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -264,8 +318,40 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("inter_node_gbps", hw.inter_node_gbps, kMinLinkBandwidthGbps, kMaxLinkBandwidthGbps,
               true)
       .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
-      .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true);
+      .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true)
+      .text("gemm_efficiency_source", hw.gemm_efficiency_source)
+      .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
+      .number("memory_efficiency", hw.memory_efficiency, kMinEfficiency, 1)
+      .number("attention_efficiency", hw.attention_efficiency, 0, 1)
+      .number("intra_node_bus_efficiency", hw.intra_node_bus_efficiency, kMinEfficiency, 1)
+      .number("inter_node_bus_efficiency", hw.inter_node_bus_efficiency, kMinEfficiency, 1);
+  const auto *curve = fields.array("gemm_efficiency");
   if (!fields.ok()) return fields.error();
+  if (curve) {
+    const std::string curve_pointer = pointer + "/gemm_efficiency";
+    for (std::size_t i = 0; i < curve->size(); ++i) {
+      const std::string at = curve_pointer + "/" + std::to_string(i);
+      JsonFields point_fields((*curve)[i], at);
+      if (!point_fields.ok()) return point_fields.error();
+      if (auto s = checkKeys((*curve)[i], at, {"flops", "efficiency", "size"}); !s)
+        return s.error();
+      // A point is a GEMM's FLOPs, or the side n of a square GEMM (2·n³ FLOPs) as the backend's
+      // ladder measures them. Range checks are checkGemmCurve's, with their own messages.
+      constexpr double kAnyNumber = 1e300;
+      GemmEfficiencyPoint point{0, 0};
+      double size = 0;
+      point_fields.number("flops", point.flops, -kAnyNumber, kAnyNumber)
+          .number("size", size, -kAnyNumber, kAnyNumber)
+          .number("efficiency", point.efficiency, -kAnyNumber, kAnyNumber, true);
+      if (!point_fields.ok()) return point_fields.error();
+      if (size != 0 && point.flops != 0) return makeError(at + ": give flops or size, not both");
+      if (size != 0) point.flops = size > 0 ? 2 * size * size * size : size;
+      if (size == 0 && point.flops == 0)
+        return makeError(at + "/flops: missing; give the GEMM's flops (or the square size)");
+      hw.gemm_efficiency.push_back(point);
+    }
+    if (auto s = checkGemmCurve(hw.gemm_efficiency, curve_pointer); !s) return s.error();
+  }
   return hw;
 }
 

@@ -10,6 +10,7 @@
 
 #include "engine/costs.h"
 #include "engine/mesh.h"
+#include "engine/model/gemm_efficiency.h"
 #include "engine/result.h"
 #include "engine/schedule.h"
 #include "engine/simulator.h"
@@ -35,7 +36,14 @@ struct ModelSpec {
       0; ///< rows of a learned absolute position table (GPT-3: 2048); 0 = rotary
   bool linear_biases = false;   ///< biases on the linear layers (GPT-3) or none (Llama)
   std::string norm = "rmsnorm"; ///< "rmsnorm" (weight only) or "layernorm" (weight and bias)
-  std::string notes;            ///< free text shown with the preset
+  /// "materialized": the s×s scores are computed, stored and read back (Korthikanti's 5·a·s/h
+  /// activation term; what Megatron-LM measured in 2021-22; the default, so files that do not
+  /// say keep their meaning). "flash": FlashAttention, no s×s tensor, its backward recomputes.
+  std::string attention = "materialized";
+  /// Dropout after attention, on the scores and after the MLP (GPT-2/3, Megatron's GPT), with its
+  /// 1-byte masks; Llama-style models train without it.
+  bool dropout = true;
+  std::string notes; ///< free text shown with the preset
 };
 
 /// One GPU type and the links of the cluster it sits in.
@@ -43,12 +51,25 @@ struct HardwareSpec {
   std::string name;
   std::string source;
   double peak_tflops = 989; ///< dense bf16 per GPU
-  double efficiency = 0.5;  ///< achieved fraction of peak for GEMM-heavy layers
+  double efficiency = 0.5;  ///< every GEMM's fraction of peak when there is no curve
+  /// GEMM efficiency over size (gemm_efficiency.h); empty: `efficiency` for every GEMM.
+  std::vector<GemmEfficiencyPoint> gemm_efficiency;
+  std::string gemm_efficiency_source; ///< where the curve's points come from
+  /// HBM bandwidth (GB/s) and the fraction of it memory-bound kernels achieve; 0 = memory-bound
+  /// work (norms, activations, softmax, optimizer step) is not priced, as before it was modeled.
+  double hbm_gbps = 0;
+  double memory_efficiency = 0.8;
+  /// FlashAttention's achieved fraction of peak; 0 = the GEMM curve at one head's score GEMM.
+  double attention_efficiency = 0;
   double memory_gib = 80;
   double intra_node_gbps = 450; ///< per direction, NVLink class, GB/s
   double intra_node_latency_us = 3;
   double inter_node_gbps = 50; ///< per GPU, InfiniBand class, GB/s
   double inter_node_latency_us = 10;
+  /// Bus bandwidth a collective achieves over the link's per-direction bandwidth (nccl-tests'
+  /// busbw / link bandwidth); 1 = the link's full figure.
+  double intra_node_bus_efficiency = 1;
+  double inter_node_bus_efficiency = 1;
   int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
   std::string notes;
 };

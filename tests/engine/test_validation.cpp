@@ -16,14 +16,16 @@ namespace {
 /// |error| bounds per row (fractions). They hold today's accuracy with a little room; tighten
 /// them when the model improves, never loosen them without saying why in the commit.
 const std::map<std::string, double> kStepErrorBounds = {
-    {"megatron-sc21-a100/gpt-1.7b", 0.28},   {"megatron-sc21-a100/gpt-3.6b", 0.24},
-    {"megatron-sc21-a100/gpt-7.5b", 0.17},   {"megatron-sc21-a100/gpt-18.4b", 0.17},
-    {"megatron-sc21-a100/gpt-39.1b", 0.08},  {"megatron-sc21-a100/gpt-76.1b", 0.11},
-    {"megatron-sc21-a100/gpt-145.6b", 0.05}, {"megatron-sc21-a100/gpt-310.1b", 0.04},
-    {"megatron-sc21-a100/gpt-529.6b", 0.03}, {"megatron-sc21-a100/gpt-1008b", 0.09},
+    {"megatron-sc21-a100/gpt-1.7b", 0.015},  {"megatron-sc21-a100/gpt-3.6b", 0.015},
+    {"megatron-sc21-a100/gpt-7.5b", 0.015},  {"megatron-sc21-a100/gpt-18.4b", 0.02},
+    {"megatron-sc21-a100/gpt-39.1b", 0.06},  {"megatron-sc21-a100/gpt-76.1b", 0.035},
+    {"megatron-sc21-a100/gpt-145.6b", 0.03}, {"megatron-sc21-a100/gpt-310.1b", 0.015},
+    {"megatron-sc21-a100/gpt-529.6b", 0.02}, {"megatron-sc21-a100/gpt-1008b", 0.065},
 };
-constexpr double kMeanStepErrorBound = 0.12;
-constexpr double kWorstStepErrorBound = 0.28;
+/// The goal: better than the best published analytic predictor (about 3.7 % mean and
+/// 8.9 % worst on such a set); today 1.6 % and 5.3 %.
+constexpr double kMeanStepErrorBound = 0.025;
+constexpr double kWorstStepErrorBound = 0.065;
 
 } // namespace
 

@@ -1,0 +1,67 @@
+#pragma once
+// Per-op work of one transformer layer, the embedding and the output head on one TP rank for
+// one microbatch (DESIGN.md §5 "Cost model"): every GEMM from its shape through the hardware's
+// efficiency curve (gemm_efficiency.h), the memory-bound kernels at the achieved HBM bandwidth,
+// attention as materialized scores or FlashAttention. The model derivation adds the TP
+// collectives and recomputation and sums these into each stage's F, I (input-grad) and W.
+#include <string>
+#include <vector>
+
+#include "engine/model/gemm_efficiency.h"
+#include "engine/model/model_setup.h"
+
+namespace pipescope {
+
+/// What an op's time is bound by.
+enum class OpCategory { Gemm, Attention, MemoryBound };
+std::string_view opCategoryName(OpCategory category); ///< "gemm", "attention", "memory-bound"
+
+/// One op of a layer on one TP rank, per microbatch, in microseconds.
+struct LayerOp {
+  std::string name; ///< e.g. "qkv", "mlp_down", "softmax", "layernorm"
+  OpCategory category = OpCategory::Gemm;
+  double forward_us = 0;
+  double input_grad_us = 0;  ///< its part of the input-grad pass (I)
+  double weight_grad_us = 0; ///< its part of the weight-grad pass (W)
+  /// Work the layer redoes in its backward under selective recomputation (the attention core).
+  bool selective_recompute = false;
+};
+
+/// A part of the model (one layer, the embedding, the head): its ops and their sums.
+struct PartWork {
+  std::vector<LayerOp> ops;
+  double forward_us = 0, input_grad_us = 0, weight_grad_us = 0;
+  double selective_recompute_us = 0; ///< forward time of the selectively recomputed ops
+  /// Sums by category of forward + input-grad + weight-grad.
+  double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
+  void add(LayerOp op);
+};
+
+/// The hardware's GEMM pricing (curve or flat factor, HBM roofline).
+GemmHardware gemmHardwareOf(const HardwareSpec &hardware);
+
+/// Inputs shared by every part: tensor parallelism and sequence parallelism shape the shards.
+struct LayerShape {
+  int tp = 1;
+  bool sequence_parallel = false;
+};
+
+PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
+                              const LayerShape &shape);
+/// The first stage's embedding lookup (vocab-parallel), position add and dropout.
+PartWork embeddingWork(const ModelSpec &model, const HardwareSpec &hardware,
+                       const LayerShape &shape);
+/// The last stage's final norm, output head GEMMs and the cross-entropy over the vocabulary.
+PartWork headWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape);
+
+/// Adam's step after the last backward: it reads and writes every optimizer state once, reads
+/// the gradient (fp32 main gradient, 4 bytes) and writes the 16-bit weights, for `parameters`
+/// parameters held by the rank. Microseconds; 0 when the hardware gives no HBM bandwidth.
+double optimizerStepUs(double parameters, double optimizer_bytes_per_param, double weight_bytes,
+                       const HardwareSpec &hardware);
+
+/// Bytes one memory-bound pass moves at the achieved HBM bandwidth, in microseconds (0 when the
+/// hardware gives no HBM bandwidth).
+double memoryBoundUs(double bytes, const HardwareSpec &hardware);
+
+} // namespace pipescope
