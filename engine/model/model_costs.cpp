@@ -14,6 +14,8 @@
 //   ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency (Thakur et al. 2005; Patarasuk & Yuan).
 // - Activation memory per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in
 //   Large Transformer Models", §4 and Table 2): s·b·h·(34 + 5·a·s/h) bytes for 16-bit activations
+//   with dropout and materialized attention (without dropout 32 + 2·a·s/h; FlashAttention drops
+//   the a·s/h term for its per-row log-sum-exp)
 //   = 10·sbh not split by TP without sequence parallelism (two layer-norm inputs, the QKV and MLP
 //   inputs, two dropout masks) + 24·sbh split by TP + 5·a·s²·b attention scores split by TP. The
 //   24 is computed from the shapes (Q, K, V, the projection input and the MLP intermediates), so
@@ -384,10 +386,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Activations per layer and microbatch on one TP rank (Korthikanti et al. 2022).
   const double scale = dt / 2; // the paper's counts are for 16-bit activations
-  const double unsplit = 10 * sbh;
+  // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
+  const double unsplit = (m.dropout ? 10 : 8) * sbh;
   const double split =
       sbh * (2 + 4 * kvHidden(m) / h + 2) + s * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
-  const double scores = 5 * a * s * s * b;
+  // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
+  // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
+  // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
+  const double scores = m.attention == "flash" ? 4 * a * s * b / scale
+                                               : (m.dropout ? 5 : 2) * a * s * s * b;
   const auto layerActivation = [&](Recompute recompute) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
@@ -400,7 +407,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.layer_activation_full = layerActivation(Recompute::None);
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
-  const double embed_activation = sbh / (sp ? t : 1);
+  const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
   const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s * b * V / t;
 
   // Layer split over the model stages.

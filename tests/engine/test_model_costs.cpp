@@ -336,6 +336,20 @@ void TestModelCosts::rankOrderMovesTpTraffic() {
 
 void TestModelCosts::fullRecomputeLowersMemoryRaisesBackward() {
   ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  // Selective recomputation redoes the materialized attention core; FlashAttention has none to
+  // redo (its backward recomputes the scores anyway), so selective costs nothing extra there.
+  {
+    const Mesh mesh = makeMesh(1, 2, 4);
+    setup.training.recompute = Recompute::None;
+    auto flash_none = simulateModel(setup, mesh, request("1f1b", 4, 8));
+    setup.training.recompute = Recompute::Selective;
+    auto flash_selective = simulateModel(setup, mesh, request("1f1b", 4, 8));
+    REQUIRE_OK(flash_none);
+    REQUIRE_OK(flash_selective);
+    QCOMPARE(flash_selective->derivation.costs.stage_overrides[1].backward_us,
+             flash_none->derivation.costs.stage_overrides[1].backward_us);
+  }
+  setup.model.attention = "materialized";
   const Mesh mesh = makeMesh(1, 2, 4);
   setup.training.recompute = Recompute::None;
   auto none = simulateModel(setup, mesh, request("1f1b", 4, 8));
@@ -565,10 +579,11 @@ void TestModelCosts::modelThatCannotFitIsFlagged() {
   QVERIFY(near(m.total, m.params + m.grads + m.optimizer + m.activations_peak, 1e-12));
 }
 
-// 1F1B holds P - r microbatches on rank r: with llama3-70b on 8 × 8 without recomputation the
-// first rank runs out of memory and the last one does not.
+// 1F1B holds P - r microbatches on rank r: with llama3-70b on 8 × 8 without recomputation and
+// two sequences per microbatch the first rank runs out of memory and the last one does not.
 void TestModelCosts::someRanksFitOthersDoNot() {
   ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+  setup.model.microbatch_size = 2;
   auto run = simulateModel(setup, makeMesh(1, 8, 8), request("1f1b", 8, 32));
   REQUIRE_OK(run);
   const auto &memory = run->report.memory;
