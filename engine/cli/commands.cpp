@@ -397,6 +397,7 @@ int runSimulate(const std::vector<std::string> &args) {
       out["communication"] = {{"tp", communicationJson(report->tp)},
                               {"pp", communicationJson(report->pp)},
                               {"dp", communicationJson(report->dp)}};
+      out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops);
     }
     std::string text = out.dump(2);
     if (!a.has("ops")) {

@@ -30,15 +30,6 @@ double kvHiddenOf(const ModelSpec &m) {
 
 } // namespace
 
-std::string_view opCategoryName(OpCategory category) {
-  switch (category) {
-  case OpCategory::Gemm: return "gemm";
-  case OpCategory::Attention: return "attention";
-  case OpCategory::MemoryBound: return "memory-bound";
-  }
-  return "gemm";
-}
-
 void PartWork::add(LayerOp op) {
   forward_us += op.forward_us;
   input_grad_us += op.input_grad_us;
@@ -51,6 +42,59 @@ void PartWork::add(LayerOp op) {
   case OpCategory::MemoryBound: memory_bound_us += total; break;
   }
   ops.push_back(std::move(op));
+}
+
+void PartWork::addTo(PassBreakdown &into, Pass pass, double count) const {
+  for (const auto &op : ops) {
+    const double us = count * (pass == Pass::Forward     ? op.forward_us
+                               : pass == Pass::InputGrad ? op.input_grad_us
+                                                         : op.weight_grad_us);
+    switch (op.category) {
+    case OpCategory::Gemm: into.gemm_us += us; break;
+    case OpCategory::Attention: into.attention_us += us; break;
+    case OpCategory::MemoryBound: into.memory_bound_us += us; break;
+    }
+  }
+}
+
+std::string_view opCategoryName(OpCategory category) {
+  switch (category) {
+  case OpCategory::Gemm: return "gemm";
+  case OpCategory::Attention: return "attention";
+  case OpCategory::MemoryBound: return "memory-bound";
+  }
+  return "gemm";
+}
+
+nlohmann::json toJson(const PassBreakdown &pass) {
+  return {{"gemm", pass.gemm_us},
+          {"attention", pass.attention_us},
+          {"memory_bound", pass.memory_bound_us},
+          {"tp", pass.tp_us},
+          {"recompute", pass.recompute_us},
+          {"total", pass.total()}};
+}
+
+nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
+                                 const std::vector<LayerOp> &layer_ops) {
+  nlohmann::json out = {{"unit", "us per microbatch on one TP rank"}};
+  nlohmann::json stage_list = nlohmann::json::array();
+  for (std::size_t v = 0; v < stages.size(); ++v)
+    stage_list.push_back({{"stage", v},
+                          {"layers", stages[v].layers},
+                          {"forward", toJson(stages[v].forward)},
+                          {"input_grad", toJson(stages[v].input_grad)},
+                          {"weight_grad", toJson(stages[v].weight_grad)}});
+  out["stages"] = std::move(stage_list);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto &op : layer_ops)
+    ops.push_back({{"name", op.name},
+                   {"category", opCategoryName(op.category)},
+                   {"forward", op.forward_us},
+                   {"input_grad", op.input_grad_us},
+                   {"weight_grad", op.weight_grad_us}});
+  out["layer_ops"] = std::move(ops);
+  return out;
 }
 
 GemmHardware gemmHardwareOf(const HardwareSpec &hardware) {

@@ -7,25 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/cost_breakdown.h"
 #include "engine/model/gemm_efficiency.h"
 #include "engine/model/model_setup.h"
 
 namespace pipescope {
-
-/// What an op's time is bound by.
-enum class OpCategory { Gemm, Attention, MemoryBound };
-std::string_view opCategoryName(OpCategory category); ///< "gemm", "attention", "memory-bound"
-
-/// One op of a layer on one TP rank, per microbatch, in microseconds.
-struct LayerOp {
-  std::string name; ///< e.g. "qkv", "mlp_down", "softmax", "layernorm"
-  OpCategory category = OpCategory::Gemm;
-  double forward_us = 0;
-  double input_grad_us = 0;  ///< its part of the input-grad pass (I)
-  double weight_grad_us = 0; ///< its part of the weight-grad pass (W)
-  /// Work the layer redoes in its backward under selective recomputation (the attention core).
-  bool selective_recompute = false;
-};
 
 /// A part of the model (one layer, the embedding, the head): its ops and their sums.
 struct PartWork {
@@ -35,6 +21,9 @@ struct PartWork {
   /// Sums by category of forward + input-grad + weight-grad.
   double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
   void add(LayerOp op);
+  /// Adds `count` times this part's share of one pass to `into`, by category.
+  enum class Pass { Forward, InputGrad, WeightGrad };
+  void addTo(PassBreakdown &into, Pass pass, double count) const;
 };
 
 /// The hardware's GEMM pricing (curve or flat factor, HBM roofline).

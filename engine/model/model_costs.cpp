@@ -212,6 +212,8 @@ struct Analysis {
   std::vector<int> model_layers; ///< per model stage
   // Per virtual stage.
   std::vector<StageCost> stage_costs;
+  std::vector<StageBreakdown> stage_breakdown;
+  std::vector<LayerOp> layer_ops;           ///< one layer's ops on one TP rank
   std::vector<double> stage_activation;     ///< bytes per microbatch
   std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
   std::vector<int> stage_microbatches;      ///< microbatches passing the stage per step
@@ -393,8 +395,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
   // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
   // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
-  const double scores = m.attention == "flash" ? 4 * a * s * b / scale
-                                               : (m.dropout ? 5 : 2) * a * s * s * b;
+  const double scores =
+      m.attention == "flash" ? 4 * a * s * b / scale : (m.dropout ? 5 : 2) * a * s * s * b;
   const auto layerActivation = [&](Recompute recompute) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
@@ -438,6 +440,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Per virtual stage times, activations and collectives.
   an.stage_costs.resize(Sn);
+  an.stage_breakdown.assign(Sn, StageBreakdown{});
+  an.layer_ops = layer_work.ops;
   an.stage_activation.resize(Sn);
   an.stage_tp_collectives.resize(Sn);
   // Microbatches through each stage per step: all of them, or for bidirectional placements the
@@ -465,6 +469,21 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                               (last ? head_work.input_grad_us : 0) + i_collectives * ar;
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
+    StageBreakdown &parts = an.stage_breakdown[i];
+    using Pass = PartWork::Pass;
+    parts.layers = static_cast<int>(n);
+    layer_work.addTo(parts.forward, Pass::Forward, n);
+    layer_work.addTo(parts.input_grad, Pass::InputGrad, n);
+    layer_work.addTo(parts.weight_grad, Pass::WeightGrad, n);
+    for (const auto *extra : {first ? &embedding_work : nullptr, last ? &head_work : nullptr}) {
+      if (!extra) continue;
+      extra->addTo(parts.forward, Pass::Forward, 1);
+      extra->addTo(parts.input_grad, Pass::InputGrad, 1);
+      extra->addTo(parts.weight_grad, Pass::WeightGrad, 1);
+    }
+    parts.forward.tp_us = f_collectives * ar;
+    parts.input_grad.tp_us = (i_collectives - recompute_collectives * n) * ar;
+    parts.input_grad.recompute_us = n * (recompute_compute + recompute_collectives * ar);
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
     an.stage_activation[i] =
         n * layer_activation + (first ? embed_activation : 0) + (last ? head_activation : 0);
@@ -608,6 +627,8 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
     derivation.stage_layers[static_cast<std::size_t>(v)] = an.model_layers[static_cast<std::size_t>(
         placement.model_stage[static_cast<std::size_t>(v)])];
   derivation.stage_activation_bytes = an.stage_activation;
+  derivation.stage_breakdown = an.stage_breakdown;
+  derivation.layer_ops = an.layer_ops;
   if (auto status = costs.check(placement.stageCount()); !status)
     return makeError("the derived costs are not valid (" + status.error().message +
                      "); check the model and hardware numbers");

@@ -10,6 +10,7 @@
 
 #include "engine/costs.h"
 #include "engine/mesh.h"
+#include "engine/model/cost_breakdown.h"
 #include "engine/model/gemm_efficiency.h"
 #include "engine/result.h"
 #include "engine/schedule.h"
@@ -96,9 +97,11 @@ struct ModelSetup {
 
 /// What the model, hardware and mesh imply for one schedule's placement.
 struct ModelDerivation {
-  Costs costs;                                ///< per-stage overrides, transfers, gradient sync
-  std::vector<int> stage_layers;              ///< transformer layers per virtual stage
-  std::vector<double> stage_activation_bytes; ///< per microbatch held on each virtual stage
+  Costs costs;                                 ///< per-stage overrides, transfers, gradient sync
+  std::vector<int> stage_layers;               ///< transformer layers per virtual stage
+  std::vector<double> stage_activation_bytes;  ///< per microbatch held on each virtual stage
+  std::vector<StageBreakdown> stage_breakdown; ///< what each stage's F, I and W are made of
+  std::vector<LayerOp> layer_ops;              ///< one transformer layer's ops on one TP rank
 };
 
 /// Per rank memory in bytes.

@@ -9,6 +9,7 @@
 #include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
+#include "engine/schedule.h"
 
 using namespace pipescope;
 
@@ -194,6 +195,37 @@ private slots:
     QVERIFY(near(optimizerStepUs(1e9, 12, 2, hw), 30e9 / 800e3));
     hw.hbm_gbps = 0;
     QCOMPARE(optimizerStepUs(1e9, 12, 2, hw), 0.0);
+  }
+
+  // The breakdown adds up to the op times the simulator gets, stage by stage and pass by pass.
+  void breakdownSumsToTheStageCosts() {
+    auto model = loadModelSpec("gpt3-175b");
+    auto hardware = loadHardwareSpec("a100-80gb");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    setup.training.recompute = Recompute::Full;
+    auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 8, mesh.pp = 4;
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    QCOMPARE(derivation->stage_breakdown.size(), derivation->costs.stage_overrides.size());
+    for (std::size_t v = 0; v < derivation->stage_breakdown.size(); ++v) {
+      const auto &parts = derivation->stage_breakdown[v];
+      const auto &cost = derivation->costs.stage_overrides[v];
+      QVERIFY(near(parts.forward.total(), cost.forward_us));
+      QVERIFY(near(parts.weight_grad.total(), cost.weight_us));
+      QVERIFY(near(parts.input_grad.total(), cost.backward_us - cost.weight_us));
+      QVERIFY(parts.forward.tp_us > 0 && parts.input_grad.recompute_us > 0);
+      QVERIFY(parts.forward.memory_bound_us > 0 && parts.forward.attention_us > 0);
+      // Full recomputation redoes the forward of the stage's layers (the head is not redone).
+      if (v == 1 || v == 2) QVERIFY(near(parts.input_grad.recompute_us, parts.forward.total()));
+    }
+    QVERIFY(!derivation->layer_ops.empty());
+    const auto json = costBreakdownJson(derivation->stage_breakdown, derivation->layer_ops);
+    QCOMPARE(json["stages"].size(), derivation->stage_breakdown.size());
+    QVERIFY(json["layer_ops"][0].contains("category"));
   }
 
   void ladderMadeMonotone() {
