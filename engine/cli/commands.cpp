@@ -96,7 +96,7 @@ costs (ignored with --model):
 model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
-  --balance --overlap-dp
+  --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
 output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end
@@ -236,9 +236,16 @@ Result<Plan> planFromArguments(const Arguments &a) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    auto ep = a.integer("ep", 1, kMaxWorldSize);
+    if (!ep) return ep.error();
+    if (*ep) setup.training.expert_parallel = **ep;
+    auto imbalance = a.number("expert-imbalance", 1, 1e6);
+    if (!imbalance) return imbalance.error();
+    if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
+    for (const char *name :
+         {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep", "expert-imbalance"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
   }
   if (auto status = plan.mesh.check(); !status) return status.error();
@@ -301,7 +308,9 @@ int runSimulate(const std::vector<std::string> &args) {
                                   "tp",
                                   "gpus-per-node",
                                   "rank-order",
-                                  "recompute"},
+                                  "recompute",
+                                  "ep",
+                                  "expert-imbalance"},
                                  {"json", "ops", "zero1", "seq-parallel", "balance", "overlap-dp"},
                                  "simulate");
   if (!parsed) return fail(parsed.error().message);

@@ -29,8 +29,11 @@ struct LayerOp {
 struct PassBreakdown {
   double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
   double tp_us = 0;        ///< TP collectives on the critical path
+  double ep_us = 0;        ///< MoE dispatch and combine all-to-all
   double recompute_us = 0; ///< the forward work recomputation redoes (input-grad pass only)
-  double total() const { return gemm_us + attention_us + memory_bound_us + tp_us + recompute_us; }
+  double total() const {
+    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + recompute_us;
+  }
 };
 
 struct StageBreakdown {

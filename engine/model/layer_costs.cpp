@@ -71,6 +71,7 @@ nlohmann::json toJson(const PassBreakdown &pass) {
           {"attention", pass.attention_us},
           {"memory_bound", pass.memory_bound_us},
           {"tp", pass.tp_us},
+          {"ep", pass.ep_us},
           {"recompute", pass.recompute_us},
           {"total", pass.total()}};
 }
@@ -201,14 +202,16 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
                     (2 * dt + mask) * hidden_elements, hardware));
   work.add(memoryOp(std::string("post_attention_") + norm, 2 * dt * hidden_elements,
                     3 * dt * hidden_elements, hardware));
-  if (m.gated_mlp) {
+  if (!shape.dense_mlp) {
+    // The MoE MLP (moe.h) is added by the caller; its residual add stays here.
+  } else if (m.gated_mlp) {
     work.add(linearOp("mlp_gate_up", tokens, h, 2 * f / t, gemm, dt));
     work.add(memoryOp("swiglu", 3 * dt * ffn_elements, 5 * dt * ffn_elements, hardware));
   } else {
     work.add(linearOp("mlp_up", tokens, h, f / t, gemm, dt));
     work.add(memoryOp("gelu", 2 * dt * ffn_elements, 3 * dt * ffn_elements, hardware));
   }
-  work.add(linearOp("mlp_down", tokens, f / t, h, gemm, dt));
+  if (shape.dense_mlp) work.add(linearOp("mlp_down", tokens, f / t, h, gemm, dt));
   work.add(memoryOp(std::string("mlp_") + residual, (3 * dt + mask) * hidden_elements,
                     (2 * dt + mask) * hidden_elements, hardware));
   return work;

@@ -33,6 +33,7 @@ GemmHardware gemmHardwareOf(const HardwareSpec &hardware);
 struct LayerShape {
   int tp = 1;
   bool sequence_parallel = false;
+  bool dense_mlp = true; ///< false: an MoE layer, whose MLP moe.h prices
 };
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,

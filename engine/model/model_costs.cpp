@@ -34,6 +34,7 @@
 
 #include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
+#include "engine/model/moe.h"
 
 namespace pipescope {
 
@@ -194,6 +195,21 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (m.ffn_hidden % mesh.tp != 0)
     return makeError(model + "ffn_hidden (" + std::to_string(m.ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
+  const int ep = setup.training.expert_parallel;
+  if (ep > 1 && !isMoe(m))
+    return makeError("training: expert_parallel = " + std::to_string(ep) + " but model '" + m.name +
+                     "' has no experts; use expert_parallel = 1");
+  if (mesh.dp % ep != 0)
+    return makeError("training: expert_parallel = " + std::to_string(ep) +
+                     " does not divide dp = " + std::to_string(mesh.dp) +
+                     "; experts are split over data-parallel ranks (Megatron folds EP into DP)");
+  if (isMoe(m) && m.experts % ep != 0)
+    return makeError(model + "experts (" + std::to_string(m.experts) +
+                     ") are not divisible by expert_parallel = " + std::to_string(ep) +
+                     "; use an EP that divides the expert count");
+  if (isMoe(m) && m.expert_ffn_hidden % mesh.tp != 0)
+    return makeError(model + "expert_ffn_hidden (" + std::to_string(m.expert_ffn_hidden) +
+                     ") is not divisible by tp = " + std::to_string(mesh.tp));
   const int model_stages = placement.modelStageCount();
   if (m.layers < model_stages)
     return makeError(
@@ -213,6 +229,12 @@ struct Analysis {
   // Per virtual stage.
   std::vector<StageCost> stage_costs;
   std::vector<StageBreakdown> stage_breakdown;
+  std::vector<int> stage_moe_layers;      ///< MoE layers of each virtual stage
+  std::vector<Link> rank_ep_link;         ///< per pipeline rank
+  std::vector<double> rank_all_to_all_us; ///< one dispatch or combine, per pipeline rank
+  std::vector<double> rank_expert_params; ///< routed-expert parameters per rank (÷ TP, EP)
+  /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
+  double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
   std::vector<LayerOp> layer_ops;           ///< one layer's ops on one TP rank
   std::vector<double> stage_activation;     ///< bytes per microbatch
   std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
@@ -284,6 +306,29 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
   return {hw.inter_node_gbps, hw.inter_node_latency_us};
 }
 
+/// Parameters whose optimizer state a rank holds: all of them, or under ZeRO-1 its 1/dp of the
+/// dense ones and 1/(dp/EP) of the routed experts (sharded over the ranks that share them).
+double optimizerShare(double params, double expert_params, const TrainingSetup &training, int dp) {
+  if (!training.zero1) return params;
+  return (params - expert_params) / dp + expert_params / (dp / training.expert_parallel);
+}
+
+/// The EP group of pipeline rank p: EP consecutive data-parallel replicas (d within a block of
+/// EP), over every block and TP index; its link as for the other groups.
+Link epLinkOf(const Mesh &mesh, int p, int ep) {
+  if (ep <= 1) return Link::None;
+  Link link = Link::None;
+  for (int block = 0; block < mesh.dp / ep && link != Link::Mixed; ++block)
+    for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+      const int node = mesh.nodeOf(mesh.rankOf({block * ep, p, t}));
+      bool inside = true;
+      for (int d = 1; d < ep && inside; ++d)
+        inside = mesh.nodeOf(mesh.rankOf({block * ep + d, p, t})) == node;
+      link = merge(link, inside ? Link::Intra : Link::Inter);
+    }
+  return link;
+}
+
 /// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
 /// the hardware's bus-bandwidth efficiency for its class (nccl-tests' busbw over the link).
 std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
@@ -352,6 +397,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double attention_flops = 4 * b * s * s * h; // scores Q·Kᵀ and context A·V
   const double head_flops = 2 * s * b * h * V;
   an.forward_flops_per_microbatch = m.layers * (linear_flops + attention_flops) + head_flops;
+  if (isMoe(m)) {
+    // MoE layers: the active MLP (top-k routed + shared experts) and the router instead of the
+    // dense MLP, as model FLOPs count active parameters.
+    const double active_mlp = (m.experts_per_token + m.shared_experts) * (m.gated_mlp ? 3.0 : 2.0) *
+                                  h * m.expert_ffn_hidden +
+                              h * m.experts;
+    const double dense_mlp = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
+    an.forward_flops_per_microbatch +=
+        moeLayersIn(m, 0, m.layers) * 2 * s * b * (active_mlp - dense_mlp);
+  }
 
   // Per pipeline rank links and TP all-reduce time.
   an.tp_message_bytes = sbh * dt;
@@ -370,6 +425,23 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
   const LayerShape shape{t, sp};
   const PartWork layer_work = transformerLayerWork(m, hw, shape);
+  // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
+  // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
+  const int ep = training.expert_parallel;
+  PartWork moe_work = transformerLayerWork(m, hw, {t, sp, false});
+  if (isMoe(m))
+    for (auto &op : moeMlpWork(m, hw, shape, ep, training.expert_load_imbalance).ops)
+      moe_work.add(std::move(op));
+  an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
+  for (int p = 0; p < P; ++p) {
+    an.rank_ep_link.push_back(epLinkOf(mesh, p, ep));
+    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
+    an.rank_all_to_all_us[static_cast<std::size_t>(p)] = moeAllToAllUs(m, shape, ep, gbps, latency);
+  }
+  const double moe_recompute = training.recompute == Recompute::Full ? moe_work.forward_us
+                               : training.recompute == Recompute::Selective
+                                   ? moe_work.selective_recompute_us
+                                   : 0.0;
   const PartWork embedding_work = embeddingWork(m, hw, shape);
   const PartWork head_work = headWork(m, hw, shape);
   const double layer_f_compute = layer_work.forward_us;
@@ -397,7 +469,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
   const double scores =
       m.attention == "flash" ? 4 * a * s * b / scale : (m.dropout ? 5 : 2) * a * s * s * b;
-  const auto layerActivation = [&](Recompute recompute) {
+  const auto layerActivation = [&](Recompute recompute, double split) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
     case Recompute::Selective: return scale * (sp ? (unsplit + split) / t : unsplit + split / t);
@@ -405,8 +477,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     }
     return scale * (sp ? (unsplit + split + scores) / t : unsplit + (split + scores) / t);
   };
-  const double layer_activation = layerActivation(training.recompute);
-  an.layer_activation_full = layerActivation(Recompute::None);
+  const double layer_activation = layerActivation(training.recompute, split);
+  an.layer_activation_full = layerActivation(Recompute::None, split);
+  // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
+  // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
+  const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
+  const double moe_split =
+      sbh * (2 + 4 * kvHidden(m) / h + 2) + 2 * moe_copies * sbh +
+      s * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  const double moe_layer_activation = layerActivation(training.recompute, moe_split);
+  if (isMoe(m))
+    an.layer_activation_full =
+        std::max(an.layer_activation_full, layerActivation(Recompute::None, moe_split));
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
@@ -451,30 +533,52 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     for (int v = 0; v < S; ++v)
       an.stage_microbatches[static_cast<std::size_t>(v)] =
           v < P ? placement.microbatches / 2 : placement.microbatches - placement.microbatches / 2;
+  std::vector<int> model_first_layer(static_cast<std::size_t>(an.model_stages), 0);
+  for (int k = 1; k < an.model_stages; ++k)
+    model_first_layer[static_cast<std::size_t>(k)] =
+        model_first_layer[static_cast<std::size_t>(k - 1)] +
+        an.model_layers[static_cast<std::size_t>(k - 1)];
+  an.stage_moe_layers.assign(Sn, 0);
   for (int v = 0; v < S; ++v) {
     const auto i = static_cast<std::size_t>(v);
     const int k = placement.model_stage[i];
-    const double n = an.model_layers[static_cast<std::size_t>(k)];
+    const int stage_layers = an.model_layers[static_cast<std::size_t>(k)];
+    const int moe_layers =
+        moeLayersIn(m, model_first_layer[static_cast<std::size_t>(k)], stage_layers);
+    an.stage_moe_layers[i] = moe_layers;
+    const double n = stage_layers - moe_layers; // dense layers; the MoE ones are added below
+    const double n_moe = moe_layers;
     const bool first = k == 0, last = k == an.model_stages - 1;
     const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(placement.rankOf(v))];
-    const double f_collectives = 2 * n + (first ? embed_f : 0) + (last ? head_f : 0);
+    const double a2a = an.rank_all_to_all_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double f_collectives = 2 * (n + n_moe) + (first ? embed_f : 0) + (last ? head_f : 0);
     const double i_collectives =
-        (2 + recompute_collectives) * n + (first ? embed_i : 0) + (last ? head_i : 0);
+        (2 + recompute_collectives) * (n + n_moe) + (first ? embed_i : 0) + (last ? head_i : 0);
+    const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;
-    cost.forward_us = n * layer_f_compute + (first ? embedding_work.forward_us : 0) +
-                      (last ? head_work.forward_us : 0) + f_collectives * ar;
-    cost.weight_us = n * layer_w + (first ? embedding_work.weight_grad_us : 0) +
+    cost.forward_us = n * layer_f_compute + n_moe * (moe_work.forward_us + 2 * a2a) +
+                      (first ? embedding_work.forward_us : 0) + (last ? head_work.forward_us : 0) +
+                      f_collectives * ar;
+    cost.weight_us = n * layer_w + n_moe * moe_work.weight_grad_us +
+                     (first ? embedding_work.weight_grad_us : 0) +
                      (last ? head_work.weight_grad_us : 0);
-    const double input_grad = n * (layer_i_compute + recompute_compute) +
-                              (last ? head_work.input_grad_us : 0) + i_collectives * ar;
+    const double input_grad =
+        n * (layer_i_compute + recompute_compute) +
+        n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a) +
+        (last ? head_work.input_grad_us : 0) + i_collectives * ar;
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
     StageBreakdown &parts = an.stage_breakdown[i];
     using Pass = PartWork::Pass;
-    parts.layers = static_cast<int>(n);
+    parts.layers = stage_layers;
     layer_work.addTo(parts.forward, Pass::Forward, n);
     layer_work.addTo(parts.input_grad, Pass::InputGrad, n);
     layer_work.addTo(parts.weight_grad, Pass::WeightGrad, n);
+    moe_work.addTo(parts.forward, Pass::Forward, n_moe);
+    moe_work.addTo(parts.input_grad, Pass::InputGrad, n_moe);
+    moe_work.addTo(parts.weight_grad, Pass::WeightGrad, n_moe);
+    parts.forward.ep_us = 2 * n_moe * a2a;
+    parts.input_grad.ep_us = 2 * n_moe * a2a;
     for (const auto *extra : {first ? &embedding_work : nullptr, last ? &head_work : nullptr}) {
       if (!extra) continue;
       extra->addTo(parts.forward, Pass::Forward, 1);
@@ -482,18 +586,36 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       extra->addTo(parts.weight_grad, Pass::WeightGrad, 1);
     }
     parts.forward.tp_us = f_collectives * ar;
-    parts.input_grad.tp_us = (i_collectives - recompute_collectives * n) * ar;
-    parts.input_grad.recompute_us = n * (recompute_compute + recompute_collectives * ar);
+    parts.input_grad.tp_us = (i_collectives - recompute_collectives * (n + n_moe)) * ar;
+    parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +
+                                    recompute_collectives * (n + n_moe) * ar +
+                                    n_moe * recompute_all_to_all * a2a;
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
-    an.stage_activation[i] =
-        n * layer_activation + (first ? embed_activation : 0) + (last ? head_activation : 0);
+    an.stage_activation[i] = n * layer_activation + n_moe * moe_layer_activation +
+                             (first ? embed_activation : 0) + (last ? head_activation : 0);
+  }
+  {
+    const auto middle = static_cast<std::size_t>(P / 2);
+    const double share_moe = static_cast<double>(moeLayersIn(m, 0, m.layers)) / P;
+    const double a2a = an.rank_all_to_all_us[middle];
+    an.moe_all_to_all_forward_us = share_moe * 2 * a2a;
+    an.moe_all_to_all_backward_us =
+        share_moe * (training.recompute == Recompute::Full ? 4 : 2) * a2a;
   }
   // Per layer times on a middle rank, for the rank-share figures Costs displays.
   const double middle_ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(P / 2)];
-  an.layer_forward_us = layer_f_compute + 2 * middle_ar;
-  an.layer_weight_us = layer_w;
-  an.layer_backward_us =
-      layer_i_compute + recompute_compute + (2 + recompute_collectives) * middle_ar + layer_w;
+  // The average layer: dense and MoE layers in the model's proportion.
+  const double moe_share = static_cast<double>(moeLayersIn(m, 0, m.layers)) / m.layers;
+  const double middle_a2a = an.rank_all_to_all_us[static_cast<std::size_t>(P / 2)];
+  const auto mix = [&](double dense, double moe) {
+    return (1 - moe_share) * dense + moe_share * moe;
+  };
+  an.layer_forward_us = mix(layer_f_compute, moe_work.forward_us + 2 * middle_a2a) + 2 * middle_ar;
+  an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us);
+  an.layer_backward_us = mix(layer_i_compute + recompute_compute,
+                             moe_work.input_grad_us + moe_recompute +
+                                 (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a) +
+                         (2 + recompute_collectives) * middle_ar + an.layer_weight_us;
 
   // PP: b·s·h elements per boundary per microbatch per direction, split across the TP ranks:
   // under sequence parallelism each holds its 1/t sequence shard and sends it; otherwise each
@@ -530,14 +652,21 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
 
   // Per pipeline rank: parameters (unique model stages held), gradient sync.
+  const Params layer = layerParams(m), embedding = embeddingParams(m),
+               head = headParams(m, an.model_stages == 1);
   an.rank_params.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_layers.assign(static_cast<std::size_t>(P), 0);
   an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
+  // An MoE layer holds no dense MLP; its shared experts and router are sharded like one, its
+  // routed experts over TP and EP.
+  const double dense_mlp_params = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
+  const double moe_layer_params_per_rank =
+      layer.perTpRank(t) + (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
+  const double routed_params_per_rank = isMoe(m) ? routedExpertParams(m) / (t * ep) : 0.0;
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
-  const Params layer = layerParams(m), embedding = embeddingParams(m),
-               head = headParams(m, an.model_stages == 1);
   {
     std::vector<std::vector<int>> held(static_cast<std::size_t>(P));
     for (int v = 0; v < S; ++v) {
@@ -552,15 +681,22 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
       for (int k : stages) {
         const int n = an.model_layers[static_cast<std::size_t>(k)];
+        const int n_moe = moeLayersIn(m, model_first_layer[static_cast<std::size_t>(k)], n);
         an.rank_layers[i] += n;
-        an.rank_params[i] += n * layer.perTpRank(t);
+        an.rank_params[i] += (n - n_moe) * layer.perTpRank(t) +
+                             n_moe * (moe_layer_params_per_rank + routed_params_per_rank);
+        an.rank_expert_params[i] += n_moe * routed_params_per_rank;
         if (k == 0) an.rank_params[i] += embedding.perTpRank(t);
         if (k == an.model_stages - 1) an.rank_params[i] += head.perTpRank(t);
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume).
+      // Routed-expert gradients are reduced over the dp/EP ranks that hold the same experts.
       const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
-      const double sync = ringAllReduceUs(an.rank_params[i] * dt, mesh.dp, gbps, latency);
+      const double expert = an.rank_expert_params[i];
+      const double sync =
+          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dp, gbps, latency) +
+          ringAllReduceUs(expert * dt, mesh.dp / ep, gbps, latency);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
       // produces them, so the backward of the rank's last microbatch hides the sync, except the
@@ -571,8 +707,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
               : sync;
       // Adam's step once the gradients are reduced, over the rank's share of the optimizer
       // state (1/dp of it under ZeRO-1).
-      an.rank_optimizer_us[i] = optimizerStepUs(an.rank_params[i] / (training.zero1 ? mesh.dp : 1),
-                                                training.optimizer_bytes_per_param, dt, hw);
+      an.rank_optimizer_us[i] = optimizerStepUs(
+          optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh.dp),
+          training.optimizer_bytes_per_param, dt, hw);
     }
   }
   // Tied embeddings on several stages: the first and the last stage sum their copies' gradients
@@ -596,8 +733,13 @@ int dtypeBytes(std::string_view dtype) {
 }
 
 double parameterCount(const ModelSpec &model) {
-  return model.layers * layerParams(model).whole() + embeddingParams(model).whole() +
-         headParams(model, true).whole();
+  const int moe_layers = moeLayersIn(model, 0, model.layers);
+  const double moe_delta = isMoe(model)
+                               ? routedExpertParams(model) + sharedAndRouterParams(model) -
+                                     (model.gated_mlp ? 3.0 : 2.0) * model.hidden * model.ffn_hidden
+                               : 0.0;
+  return model.layers * layerParams(model).whole() + moe_layers * moe_delta +
+         embeddingParams(model).whole() + headParams(model, true).whole();
 }
 
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
@@ -612,6 +754,15 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   costs.backward_us = share_layers * an.layer_backward_us;
   costs.weight_us = share_layers * an.layer_weight_us;
   costs.overlapped_us = 0;
+  // DualPipe's overlapped F&B pair (DeepSeek-V3 report, §3.2.1): one chunk's dispatch and
+  // combine all-to-all run while the other chunk computes, so the pair takes F + B less the
+  // all-to-all the other's compute can hide (never less than the longer of the two).
+  if (an.moe_all_to_all_forward_us > 0) {
+    const double f = costs.forward_us, bwd = costs.backward_us;
+    const double f_a2a = an.moe_all_to_all_forward_us, b_a2a = an.moe_all_to_all_backward_us;
+    const double hidden = std::min(f_a2a, bwd - b_a2a) + std::min(b_a2a, f - f_a2a);
+    costs.overlapped_us = std::clamp(f + bwd - hidden, std::max(f, bwd), f + bwd);
+  }
   costs.stage_overrides = an.stage_costs;
   costs.activation_bytes = an.pp_bytes_per_rank;
   costs.p2p_bandwidth_gbps = an.slowest_link_gbps;
@@ -669,7 +820,8 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
     const double params = an.rank_params[i];
     mem.params = params * dt;
     mem.grads = params * dt;
-    mem.optimizer = params * training.optimizer_bytes_per_param / (training.zero1 ? dp : 1);
+    mem.optimizer = optimizerShare(params, an.rank_expert_params[i], training, dp) *
+                    training.optimizer_bytes_per_param;
     double activations = 0;
     if (i < simulation.ranks.size()) {
       const RankStats &stats = simulation.ranks[i];

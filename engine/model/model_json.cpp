@@ -164,7 +164,13 @@ nlohmann::json toJson(const ModelSpec &m) {
           {"linear_biases", m.linear_biases},
           {"norm", m.norm},
           {"attention", m.attention},
-          {"dropout", m.dropout}};
+          {"dropout", m.dropout},
+          {"experts", m.experts},
+          {"experts_per_token", m.experts_per_token},
+          {"shared_experts", m.shared_experts},
+          {"expert_ffn_hidden", m.expert_ffn_hidden},
+          {"first_dense_layers", m.first_dense_layers},
+          {"capacity_factor", m.capacity_factor}};
 }
 
 nlohmann::json toJson(const HardwareSpec &hw) {
@@ -202,7 +208,9 @@ nlohmann::json toJson(const TrainingSetup &training) {
           {"sequence_parallel", training.sequence_parallel},
           {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
           {"balance_layers", training.balance_layers},
-          {"overlap_gradient_sync", training.overlap_gradient_sync}};
+          {"overlap_gradient_sync", training.overlap_gradient_sync},
+          {"expert_parallel", training.expert_parallel},
+          {"expert_load_imbalance", training.expert_load_imbalance}};
 }
 
 Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
@@ -230,7 +238,13 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
                           "linear_biases",
                           "norm",
                           "attention",
-                          "dropout"});
+                          "dropout",
+                          "experts",
+                          "experts_per_token",
+                          "shared_experts",
+                          "expert_ffn_hidden",
+                          "first_dense_layers",
+                          "capacity_factor"});
       !s)
     return s.error();
   ModelSpec m;
@@ -253,7 +267,13 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .boolean("linear_biases", m.linear_biases)
       .text("norm", m.norm)
       .text("attention", m.attention)
-      .boolean("dropout", m.dropout);
+      .boolean("dropout", m.dropout)
+      .integer("experts", m.experts, 0, 1 << 16)
+      .integer("experts_per_token", m.experts_per_token, 0, 1 << 16)
+      .integer("shared_experts", m.shared_experts, 0, 1 << 10)
+      .integer("expert_ffn_hidden", m.expert_ffn_hidden, 0, 1 << 22)
+      .integer("first_dense_layers", m.first_dense_layers, 0, 100000)
+      .number("capacity_factor", m.capacity_factor, 0, 1e6);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
   if (m.hidden % m.heads != 0)
@@ -268,6 +288,22 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   if (m.norm != "rmsnorm" && m.norm != "layernorm")
     return makeError(pointer + "/norm: expected \"rmsnorm\" or \"layernorm\", got \"" + m.norm +
                      "\"");
+  if (m.experts > 0) {
+    if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
+      return makeError(pointer + "/experts_per_token: " + std::to_string(m.experts_per_token) +
+                       " must be between 1 and experts (" + std::to_string(m.experts) + ")");
+    if (m.expert_ffn_hidden < 1)
+      return makeError(pointer + "/expert_ffn_hidden: missing; give each expert's FFN size");
+    if (m.first_dense_layers >= m.layers)
+      return makeError(pointer + "/first_dense_layers: " + std::to_string(m.first_dense_layers) +
+                       " leaves no MoE layer of " + std::to_string(m.layers));
+    if (m.capacity_factor != 0 && m.capacity_factor < 1)
+      return makeError(pointer + "/capacity_factor: 0 (dropless) or at least 1, got " +
+                       std::to_string(m.capacity_factor));
+  } else if (m.experts_per_token > 0 || m.shared_experts > 0) {
+    return makeError(pointer + "/experts: 0 (dense), but experts_per_token or shared_experts is "
+                               "set; give the number of routed experts");
+  }
   if (m.attention != "materialized" && m.attention != "flash")
     return makeError(pointer + "/attention: expected \"materialized\" or \"flash\", got \"" +
                      m.attention + "\"");
@@ -361,7 +397,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (!fields.ok()) return fields.error();
   if (auto s = checkKeys(json, pointer,
                          {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                          "balance_layers", "overlap_gradient_sync"});
+                          "balance_layers", "overlap_gradient_sync", "expert_parallel",
+                          "expert_load_imbalance"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -371,7 +408,9 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("sequence_parallel", training.sequence_parallel)
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
       .boolean("balance_layers", training.balance_layers)
-      .boolean("overlap_gradient_sync", training.overlap_gradient_sync);
+      .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
+      .integer("expert_parallel", training.expert_parallel, 1, kMaxWorldSize)
+      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6);
   if (!fields.ok()) return fields.error();
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);

@@ -44,6 +44,17 @@ struct ModelSpec {
   /// Dropout after attention, on the scores and after the MLP (GPT-2/3, Megatron's GPT), with its
   /// 1-byte masks; Llama-style models train without it.
   bool dropout = true;
+  /// Mixture-of-experts (0 experts: dense). Every layer after the first `first_dense_layers` has
+  /// `experts` routed experts of FFN size `expert_ffn_hidden`, of which each token uses
+  /// `experts_per_token` (top-k), plus `shared_experts` that every token uses.
+  int experts = 0;
+  int experts_per_token = 0;
+  int shared_experts = 0;
+  int expert_ffn_hidden = 0;
+  int first_dense_layers = 0;
+  /// Tokens an expert takes at most, as a multiple of the balanced share (Switch Transformer's
+  /// capacity factor); 0 = dropless (no cap).
+  double capacity_factor = 0;
   std::string notes; ///< free text shown with the preset
 };
 
@@ -87,6 +98,11 @@ struct TrainingSetup {
   double optimizer_bytes_per_param = 12;
   bool balance_layers = false;        ///< split layers to minimize the slowest stage
   bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
+  /// Expert parallelism: experts split over this many data-parallel ranks (Megatron folds EP into
+  /// DP, so it must divide dp); 1 = every rank holds every expert.
+  int expert_parallel = 1;
+  /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
+  double expert_load_imbalance = 1;
 };
 
 struct ModelSetup {

@@ -228,6 +228,100 @@ private slots:
     QVERIFY(json["layer_ops"][0].contains("category"));
   }
 
+  // Mixtral 8x7B: 46.7B parameters, 12.9B active (Jiang et al. 2024, §2).
+  void moeParameterCounts() {
+    auto mixtral = loadModelSpec("mixtral-8x7b");
+    QVERIFY(mixtral);
+    QVERIFY2(std::abs(parameterCount(*mixtral) / 1e9 - 46.7) < 0.1,
+             std::to_string(parameterCount(*mixtral)).c_str());
+  }
+
+  // EP groups follow the rank order: 2 nodes of 8, dp = 4, tp = 2, pp = 2. Under tp-pp-dp the
+  // replicas d = 0..3 of (p, t) = (0, 0) are ranks 0, 4, 8, 12: EP = 2 pairs stay in a node,
+  // EP = 4 crosses; under dp-tp-pp they are ranks 0..3, one node.
+  void expertParallelLinkFollowsTheRankOrder() {
+    auto model = loadModelSpec("mixtral-8x7b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    const auto ep_time = [&](int ep, const char *order) {
+      Mesh mesh;
+      mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order);
+      setup.training.expert_parallel = ep;
+      auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+      return derivation ? derivation->stage_breakdown[0].forward.ep_us : -1.0;
+    };
+    const double layers = 16;                   // per stage, all MoE
+    const double bytes = 4096.0 * 2 * 4096 * 2; // b·s·k·h bf16
+    const auto one = [&](double ep, double gbps, double efficiency, double latency) {
+      return (ep - 1) / ep * bytes / (gbps * efficiency * 1e3) + (ep - 1) * latency;
+    };
+    const auto &hw = setup.hardware;
+    const double intra2 =
+        one(2, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
+    const double inter4 =
+        one(4, hw.inter_node_gbps, hw.inter_node_bus_efficiency, hw.inter_node_latency_us);
+    const double intra4 =
+        one(4, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
+    QVERIFY(near(ep_time(2, "tp-pp-dp"), layers * 2 * intra2));
+    QVERIFY(near(ep_time(4, "tp-pp-dp"), layers * 2 * inter4));
+    QVERIFY(near(ep_time(4, "dp-tp-pp"), layers * 2 * intra4));
+    QCOMPARE(ep_time(1, "tp-pp-dp"), 0.0);
+  }
+
+  void moeRefusalsNameTheField() {
+    auto model = loadModelSpec("mixtral-8x7b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 6, mesh.tp = 1, mesh.pp = 2;
+    setup.training.expert_parallel = 6; // divides dp, not the 8 experts
+    auto uneven = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!uneven);
+    QVERIFY2(uneven.error().message.find("experts (8)") != std::string::npos,
+             uneven.error().message.c_str());
+    setup.training.expert_parallel = 4; // divides the experts, not dp = 6
+    auto outside = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!outside);
+    QVERIFY2(outside.error().message.find("expert_parallel = 4 does not divide dp = 6") !=
+                 std::string::npos,
+             outside.error().message.c_str());
+    auto json = toJson(*model);
+    json["experts_per_token"] = 9;
+    auto too_many = modelSpecFromJson(json, "/model");
+    QVERIFY(!too_many);
+    QVERIFY2(too_many.error().message.find("/model/experts_per_token") != std::string::npos,
+             too_many.error().message.c_str());
+  }
+
+  // DualPipe's pair hides one chunk's all-to-all behind the other's compute.
+  void dualPipeOverlapFromHiddenAllToAll() {
+    auto model = loadModelSpec("mixtral-8x7b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    setup.training.expert_parallel = 8;
+    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4;
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    const auto &c = derivation->costs;
+    QVERIFY(c.overlapped_us > std::max(c.forward_us, c.backward_us) - 1e-9);
+    QVERIFY(c.overlapped_us < c.forward_us + c.backward_us);
+    setup.training.expert_parallel = 1; // nothing to hide: no overlap figure
+    auto dense_like = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(dense_like);
+    QCOMPARE(dense_like->costs.overlapped_us, 0.0);
+  }
+
   void ladderMadeMonotone() {
     const auto curve = curveFromSquareLadder({512, 1024, 2048}, {100, 80, 200}, 400);
     QCOMPARE(static_cast<int>(curve.size()), 3);
