@@ -97,6 +97,7 @@ model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
   --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
+  --cp C (context parallelism: each sequence split over C of the dp ranks)
 output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end
@@ -242,10 +243,13 @@ Result<Plan> planFromArguments(const Arguments &a) {
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
+    auto cp = a.integer("cp", 1, kMaxWorldSize);
+    if (!cp) return cp.error();
+    if (*cp) setup.training.context_parallel = **cp;
     plan.model = std::move(setup);
   } else {
-    for (const char *name :
-         {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep", "expert-imbalance"})
+    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep",
+                             "expert-imbalance", "cp"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
   }
   if (auto status = plan.mesh.check(); !status) return status.error();
@@ -310,7 +314,8 @@ int runSimulate(const std::vector<std::string> &args) {
                                   "rank-order",
                                   "recompute",
                                   "ep",
-                                  "expert-imbalance"},
+                                  "expert-imbalance",
+                                  "cp"},
                                  {"json", "ops", "zero1", "seq-parallel", "balance", "overlap-dp"},
                                  "simulate");
   if (!parsed) return fail(parsed.error().message);

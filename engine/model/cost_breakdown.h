@@ -30,9 +30,10 @@ struct PassBreakdown {
   double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
   double tp_us = 0;        ///< TP collectives on the critical path
   double ep_us = 0;        ///< MoE dispatch and combine all-to-all
+  double cp_us = 0;        ///< CP ring exchange of K/V not hidden by attention
   double recompute_us = 0; ///< the forward work recomputation redoes (input-grad pass only)
   double total() const {
-    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + recompute_us;
+    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us;
   }
 };
 

@@ -72,6 +72,7 @@ nlohmann::json toJson(const PassBreakdown &pass) {
           {"memory_bound", pass.memory_bound_us},
           {"tp", pass.tp_us},
           {"ep", pass.ep_us},
+          {"cp", pass.cp_us},
           {"recompute", pass.recompute_us},
           {"total", pass.total()}};
 }
@@ -152,6 +153,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   const double b = m.microbatch_size, s = m.sequence_length, h = m.hidden, f = m.ffn_hidden;
   const double heads = m.heads / t, d = h / m.heads, hkv = kvHiddenOf(m);
   const double tokens = b * s;
+  const double keys = s * shape.context_parallel; // the whole sequence's keys under CP
   // Elements of the hidden state on this rank outside the TP regions: split by t only under
   // sequence parallelism (Korthikanti et al. 2022, §4.2.2).
   const double hidden_elements = tokens * h / (shape.sequence_parallel ? t : 1);
@@ -169,7 +171,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   }
   if (m.attention == "flash") {
     const double causal = 0.5;
-    const double forward_flops = 4 * b * s * s * h / t * causal;
+    const double forward_flops = 4 * b * s * keys * h / t * causal;
     const double efficiency = hardware.attention_efficiency > 0
                                   ? hardware.attention_efficiency
                                   : gemmEfficiency(gemm, 2 * s * s * d);
@@ -187,10 +189,10 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
     scores.selective_recompute = true;
     // Q·Kᵀ and A·V forward; dQ, dK and dA, dV backward (the same shapes, twice).
     scores.forward_us =
-        gemmTimeUs(gemm, {s, s, d, batch}, dt) + gemmTimeUs(gemm, {s, d, s, batch}, dt);
+        gemmTimeUs(gemm, {s, keys, d, batch}, dt) + gemmTimeUs(gemm, {s, d, keys, batch}, dt);
     scores.input_grad_us = 2 * scores.forward_us;
     work.add(std::move(scores));
-    const double score_elements = b * heads * s * s;
+    const double score_elements = b * heads * s * keys;
     work.add(memoryOp("softmax", 2 * dt * score_elements, 3 * dt * score_elements, hardware, true));
     if (m.dropout)
       work.add(memoryOp("attention_dropout", (2 * dt + mask) * score_elements,

@@ -34,6 +34,9 @@ struct LayerShape {
   int tp = 1;
   bool sequence_parallel = false;
   bool dense_mlp = true; ///< false: an MoE layer, whose MLP moe.h prices
+  /// CP ranks splitting the sequence: the model's sequence_length is then this rank's share and
+  /// attention sees context_parallel times as many keys.
+  int context_parallel = 1;
 };
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,

@@ -210,6 +210,16 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (isMoe(m) && m.expert_ffn_hidden % mesh.tp != 0)
     return makeError(model + "expert_ffn_hidden (" + std::to_string(m.expert_ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
+  const int cp = setup.training.context_parallel;
+  if (mesh.dp % (cp * ep) != 0)
+    return makeError("training: context_parallel = " + std::to_string(cp) +
+                     (ep > 1 ? " times expert_parallel = " + std::to_string(ep) : std::string()) +
+                     " does not divide dp = " + std::to_string(mesh.dp) +
+                     "; CP ranks are counted in dp (Megatron reduces gradients over dp × cp)");
+  if (cp > 1 && m.sequence_length % (2 * cp) != 0)
+    return makeError(model + "sequence_length (" + std::to_string(m.sequence_length) +
+                     ") is not divisible by 2 × context_parallel = " + std::to_string(2 * cp) +
+                     "; CP gives each rank two balanced chunks of the causal sequence");
   const int model_stages = placement.modelStageCount();
   if (m.layers < model_stages)
     return makeError(
@@ -229,8 +239,11 @@ struct Analysis {
   // Per virtual stage.
   std::vector<StageCost> stage_costs;
   std::vector<StageBreakdown> stage_breakdown;
-  std::vector<int> stage_moe_layers;      ///< MoE layers of each virtual stage
-  std::vector<Link> rank_ep_link;         ///< per pipeline rank
+  std::vector<int> stage_moe_layers; ///< MoE layers of each virtual stage
+  std::vector<Link> rank_ep_link;    ///< per pipeline rank
+  std::vector<Link> rank_cp_link;    ///< per pipeline rank (empty without CP)
+  /// Exposed CP ring time per layer in F and in I, per pipeline rank.
+  std::vector<double> rank_cp_forward_us, rank_cp_backward_us;
   std::vector<double> rank_all_to_all_us; ///< one dispatch or combine, per pipeline rank
   std::vector<double> rank_expert_params; ///< routed-expert parameters per rank (÷ TP, EP)
   /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
@@ -310,22 +323,27 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
 /// dense ones and 1/(dp/EP) of the routed experts (sharded over the ranks that share them).
 double optimizerShare(double params, double expert_params, const TrainingSetup &training, int dp) {
   if (!training.zero1) return params;
-  return (params - expert_params) / dp + expert_params / (dp / training.expert_parallel);
+  // dp is a multiple of EP (checked), so dp / EP is the whole expert-data-parallel size.
+  const int expert_dp = dp / training.expert_parallel;
+  return (params - expert_params) / dp + expert_params / expert_dp;
 }
 
-/// The EP group of pipeline rank p: EP consecutive data-parallel replicas (d within a block of
-/// EP), over every block and TP index; its link as for the other groups.
-Link epLinkOf(const Mesh &mesh, int p, int ep) {
-  if (ep <= 1) return Link::None;
+/// The link of groups of `size` data-parallel replicas `stride` apart, of pipeline rank p, over
+/// every such group and TP index. CP groups are `cp` consecutive replicas; EP groups take every
+/// cp-th replica, so a rank's CP and EP peers differ (EP × CP divides dp, checked).
+Link replicaGroupLink(const Mesh &mesh, int p, int size, int stride) {
+  if (size <= 1) return Link::None;
   Link link = Link::None;
-  for (int block = 0; block < mesh.dp / ep && link != Link::Mixed; ++block)
-    for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
-      const int node = mesh.nodeOf(mesh.rankOf({block * ep, p, t}));
-      bool inside = true;
-      for (int d = 1; d < ep && inside; ++d)
-        inside = mesh.nodeOf(mesh.rankOf({block * ep + d, p, t})) == node;
-      link = merge(link, inside ? Link::Intra : Link::Inter);
-    }
+  for (int block = 0; block < mesh.dp / (size * stride) && link != Link::Mixed; ++block)
+    for (int offset = 0; offset < stride && link != Link::Mixed; ++offset)
+      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+        const int first = block * size * stride + offset;
+        const int node = mesh.nodeOf(mesh.rankOf({first, p, t}));
+        bool inside = true;
+        for (int j = 1; j < size && inside; ++j)
+          inside = mesh.nodeOf(mesh.rankOf({first + j * stride, p, t})) == node;
+        link = merge(link, inside ? Link::Intra : Link::Inter);
+      }
   return link;
 }
 
@@ -385,7 +403,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double dt = dtypeBytes(m.dtype);
   const double h = m.hidden, s = m.sequence_length, b = m.microbatch_size, V = m.vocab;
   const double a = m.heads;
-  const double sbh = s * b * h;
+  // Context parallelism: each rank holds s/cp of every sequence (Megatron's CP, two balanced
+  // chunks per rank for causal masking), so every per-rank tensor is of s_local tokens.
+  const int cp = training.context_parallel;
+  const double s_local = s / cp;
+  ModelSpec local = m;
+  local.sequence_length = m.sequence_length / cp;
+  const double sbh = s_local * b * h;
 
   Analysis an;
   an.model_stages = placement.modelStageCount();
@@ -423,27 +447,50 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
   // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
-  const LayerShape shape{t, sp};
-  const PartWork layer_work = transformerLayerWork(m, hw, shape);
+  const LayerShape shape{t, sp, true, cp};
+  const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
   const int ep = training.expert_parallel;
-  PartWork moe_work = transformerLayerWork(m, hw, {t, sp, false});
+  PartWork moe_work = transformerLayerWork(local, hw, {t, sp, false, cp});
   if (isMoe(m))
-    for (auto &op : moeMlpWork(m, hw, shape, ep, training.expert_load_imbalance).ops)
+    for (auto &op : moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance).ops)
       moe_work.add(std::move(op));
   an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
   for (int p = 0; p < P; ++p) {
-    an.rank_ep_link.push_back(epLinkOf(mesh, p, ep));
+    an.rank_ep_link.push_back(replicaGroupLink(mesh, p, ep, cp));
     const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
-    an.rank_all_to_all_us[static_cast<std::size_t>(p)] = moeAllToAllUs(m, shape, ep, gbps, latency);
+    an.rank_all_to_all_us[static_cast<std::size_t>(p)] =
+        moeAllToAllUs(local, shape, ep, gbps, latency);
+  }
+  // CP: K and V (this rank's s/cp tokens, the TP rank's KV heads) go around the CP ring in
+  // cp - 1 steps per layer, overlapped with the attention computed on the chunk in hand; the
+  // backward sends K, V and their gradients. Only what attention does not hide costs time
+  // (Liu et al. 2023, Ring Attention; Megatron-Core context parallelism).
+  double attention_f = 0, attention_i = 0;
+  for (const auto &op : layer_work.ops)
+    if (op.category == OpCategory::Attention) {
+      attention_f += op.forward_us;
+      attention_i += op.input_grad_us;
+    }
+  an.rank_cp_forward_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_cp_backward_us.assign(static_cast<std::size_t>(P), 0.0);
+  for (int p = 0; p < P && cp > 1; ++p) {
+    const Link link = replicaGroupLink(mesh, p, cp, 1);
+    an.rank_cp_link.push_back(link);
+    const auto [gbps, latency] = collectiveSpeed(hw, link);
+    const double kv_bytes = 2 * b * s_local * kvHidden(m) / t * dt;
+    const double ring_f = (cp - 1) * (latency + kv_bytes / (gbps * 1e3));
+    const double ring_b = (cp - 1) * (latency + 2 * kv_bytes / (gbps * 1e3));
+    an.rank_cp_forward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_f - attention_f);
+    an.rank_cp_backward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_b - attention_i);
   }
   const double moe_recompute = training.recompute == Recompute::Full ? moe_work.forward_us
                                : training.recompute == Recompute::Selective
                                    ? moe_work.selective_recompute_us
                                    : 0.0;
-  const PartWork embedding_work = embeddingWork(m, hw, shape);
-  const PartWork head_work = headWork(m, hw, shape);
+  const PartWork embedding_work = embeddingWork(local, hw, shape);
+  const PartWork head_work = headWork(local, hw, shape);
   const double layer_f_compute = layer_work.forward_us;
   const double layer_w = layer_work.weight_grad_us;
   const double layer_i_compute = layer_work.input_grad_us;
@@ -463,12 +510,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
   const double unsplit = (m.dropout ? 10 : 8) * sbh;
   const double split =
-      sbh * (2 + 4 * kvHidden(m) / h + 2) + s * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+      sbh * (2 + 4 * kvHidden(m) / h + 2) + s_local * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
   // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
   // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
   // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
-  const double scores =
-      m.attention == "flash" ? 4 * a * s * b / scale : (m.dropout ? 5 : 2) * a * s * s * b;
+  const double scores = m.attention == "flash"
+                            ? 4 * a * s_local * b / scale
+                            : (m.dropout ? 5 : 2) * a * s_local * s * b; // local queries, all keys
   const auto layerActivation = [&](Recompute recompute, double split) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
@@ -482,9 +530,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
   // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
   const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
-  const double moe_split =
-      sbh * (2 + 4 * kvHidden(m) / h + 2) + 2 * moe_copies * sbh +
-      s * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  const double moe_split = sbh * (2 + 4 * kvHidden(m) / h + 2) + 2 * moe_copies * sbh +
+                           s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden *
+                               (m.gated_mlp ? 8.0 : 4.0);
   const double moe_layer_activation = layerActivation(training.recompute, moe_split);
   if (isMoe(m))
     an.layer_activation_full =
@@ -492,7 +540,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
-  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s * b * V / t;
+  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s_local * b * V / t;
 
   // Layer split over the model stages.
   std::vector<int> model_rank(static_cast<std::size_t>(an.model_stages), 0);
@@ -551,6 +599,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const bool first = k == 0, last = k == an.model_stages - 1;
     const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(placement.rankOf(v))];
     const double a2a = an.rank_all_to_all_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_f = an.rank_cp_forward_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_b = an.rank_cp_backward_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_recompute = training.recompute == Recompute::Full ? cp_f : 0.0;
     const double f_collectives = 2 * (n + n_moe) + (first ? embed_f : 0) + (last ? head_f : 0);
     const double i_collectives =
         (2 + recompute_collectives) * (n + n_moe) + (first ? embed_i : 0) + (last ? head_i : 0);
@@ -558,14 +609,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     StageCost cost;
     cost.forward_us = n * layer_f_compute + n_moe * (moe_work.forward_us + 2 * a2a) +
                       (first ? embedding_work.forward_us : 0) + (last ? head_work.forward_us : 0) +
-                      f_collectives * ar;
+                      f_collectives * ar + (n + n_moe) * cp_f;
     cost.weight_us = n * layer_w + n_moe * moe_work.weight_grad_us +
                      (first ? embedding_work.weight_grad_us : 0) +
                      (last ? head_work.weight_grad_us : 0);
     const double input_grad =
         n * (layer_i_compute + recompute_compute) +
         n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a) +
-        (last ? head_work.input_grad_us : 0) + i_collectives * ar;
+        (last ? head_work.input_grad_us : 0) + i_collectives * ar +
+        (n + n_moe) * (cp_b + cp_recompute);
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
     StageBreakdown &parts = an.stage_breakdown[i];
@@ -579,6 +631,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     moe_work.addTo(parts.weight_grad, Pass::WeightGrad, n_moe);
     parts.forward.ep_us = 2 * n_moe * a2a;
     parts.input_grad.ep_us = 2 * n_moe * a2a;
+    parts.forward.cp_us = (n + n_moe) * cp_f;
+    parts.input_grad.cp_us = (n + n_moe) * cp_b;
     for (const auto *extra : {first ? &embedding_work : nullptr, last ? &head_work : nullptr}) {
       if (!extra) continue;
       extra->addTo(parts.forward, Pass::Forward, 1);
@@ -589,7 +643,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     parts.input_grad.tp_us = (i_collectives - recompute_collectives * (n + n_moe)) * ar;
     parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +
                                     recompute_collectives * (n + n_moe) * ar +
-                                    n_moe * recompute_all_to_all * a2a;
+                                    n_moe * recompute_all_to_all * a2a + (n + n_moe) * cp_recompute;
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
     an.stage_activation[i] = n * layer_activation + n_moe * moe_layer_activation +
                              (first ? embed_activation : 0) + (last ? head_activation : 0);
@@ -616,6 +670,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                              moe_work.input_grad_us + moe_recompute +
                                  (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a) +
                          (2 + recompute_collectives) * middle_ar + an.layer_weight_us;
+  {
+    const auto middle = static_cast<std::size_t>(P / 2);
+    an.layer_forward_us += an.rank_cp_forward_us[middle];
+    an.layer_backward_us +=
+        an.rank_cp_backward_us[middle] +
+        (training.recompute == Recompute::Full ? an.rank_cp_forward_us[middle] : 0.0);
+  }
 
   // PP: b·s·h elements per boundary per microbatch per direction, split across the TP ranks:
   // under sequence parallelism each holds its 1/t sequence shard and sends it; otherwise each
@@ -850,8 +911,10 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   // Step, throughput and MFU.
   report.step_time_s = simulation.makespan_us * 1e-6;
   const double microbatches = placement.microbatches;
-  const double tokens = dp * microbatches * m.microbatch_size * m.sequence_length;
-  report.model_flops_per_step = dp * microbatches * 3 * an.forward_flops_per_microbatch;
+  // CP ranks share each sequence: dp / cp distinct replicas consume data.
+  const double replicas = static_cast<double>(dp) / training.context_parallel;
+  const double tokens = replicas * microbatches * m.microbatch_size * m.sequence_length;
+  report.model_flops_per_step = replicas * microbatches * 3 * an.forward_flops_per_microbatch;
   if (report.step_time_s > 0) {
     report.tokens_per_s = tokens / report.step_time_s;
     report.mfu = report.model_flops_per_step /

@@ -210,7 +210,8 @@ nlohmann::json toJson(const TrainingSetup &training) {
           {"balance_layers", training.balance_layers},
           {"overlap_gradient_sync", training.overlap_gradient_sync},
           {"expert_parallel", training.expert_parallel},
-          {"expert_load_imbalance", training.expert_load_imbalance}};
+          {"expert_load_imbalance", training.expert_load_imbalance},
+          {"context_parallel", training.context_parallel}};
 }
 
 Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
@@ -398,7 +399,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (auto s = checkKeys(json, pointer,
                          {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
                           "balance_layers", "overlap_gradient_sync", "expert_parallel",
-                          "expert_load_imbalance"});
+                          "expert_load_imbalance", "context_parallel"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -410,7 +411,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("balance_layers", training.balance_layers)
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
       .integer("expert_parallel", training.expert_parallel, 1, kMaxWorldSize)
-      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6);
+      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
+      .integer("context_parallel", training.context_parallel, 1, kMaxWorldSize);
   if (!fields.ok()) return fields.error();
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);

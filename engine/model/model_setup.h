@@ -103,6 +103,9 @@ struct TrainingSetup {
   int expert_parallel = 1;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   double expert_load_imbalance = 1;
+  /// Context parallelism: each sequence split over this many data-parallel ranks (as Megatron's
+  /// gradient reduction spans dp × cp, the CP ranks are counted in dp here); 1 = none.
+  int context_parallel = 1;
 };
 
 struct ModelSetup {

@@ -322,6 +322,68 @@ private slots:
     QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
 
+  // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
+  // only a per-row term), and the refusals name the field.
+  void contextParallelSplitsActivations() {
+    auto model = loadModelSpec("llama3-8b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 2, mesh.tp = 2, mesh.pp = 4;
+    auto whole = deriveModelCosts(setup, mesh, schedule->placement);
+    setup.training.context_parallel = 2;
+    auto split = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(whole && split);
+    for (std::size_t v = 0; v < 4; ++v)
+      QVERIFY(near(split->stage_activation_bytes[v], whole->stage_activation_bytes[v] / 2));
+    setup.training.context_parallel = 4; // does not divide dp = 2
+    auto outside = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!outside);
+    QVERIFY2(outside.error().message.find("context_parallel = 4") != std::string::npos,
+             outside.error().message.c_str());
+    setup.training.context_parallel = 2;
+    setup.model.sequence_length = 8190; // not a multiple of 2 × CP
+    auto odd = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!odd);
+    QVERIFY2(odd.error().message.find("sequence_length (8190)") != std::string::npos,
+             odd.error().message.c_str());
+  }
+
+  // The CP ring runs on the link the rank order gives the CP group, and only what attention does
+  // not hide costs time: (cp - 1) steps of latency + K,V bytes / bandwidth, less attention.
+  void contextParallelRingFollowsTheRankOrder() {
+    auto model = loadModelSpec("llama3-8b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    ModelSetup setup{*model, *hardware, {}};
+    setup.hardware.inter_node_gbps = 0.5; // a slow network, so the ring shows
+    setup.training.context_parallel = 4;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    const auto derive = [&](const char *order) {
+      Mesh mesh;
+      mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order);
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    auto across = derive("tp-pp-dp"); // replicas 0, 4, 8, 12: two nodes
+    auto inside = derive("dp-tp-pp"); // replicas 0..3: one node
+    QVERIFY(across && inside);
+    QCOMPARE(inside->stage_breakdown[0].forward.cp_us, 0.0);
+    double attention = 0;
+    for (const auto &op : across->layer_ops)
+      if (op.category == OpCategory::Attention) attention += op.forward_us;
+    const auto &hw = setup.hardware;
+    const double bytes = 2.0 * 1 * 8192 / 4 * 1024 / 2 * 2; // K,V of s/cp tokens, kv/t, bf16
+    const double ring =
+        3 * (hw.inter_node_latency_us + bytes / (0.5 * hw.inter_node_bus_efficiency * 1e3));
+    QVERIFY(ring > attention);
+    QVERIFY(near(across->stage_breakdown[0].forward.cp_us, 16 * (ring - attention)));
+  }
+
   void ladderMadeMonotone() {
     const auto curve = curveFromSquareLadder({512, 1024, 2048}, {100, 80, 200}, 400);
     QCOMPARE(static_cast<int>(curve.size()), 3);
