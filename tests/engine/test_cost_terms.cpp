@@ -25,6 +25,15 @@ const LayerOp *findOp(const PartWork &work, const std::string &name) {
   return nullptr;
 }
 
+/// A model preset on a hardware preset with default training.
+Result<ModelSetup> presetSetup(const std::string &model, const std::string &hardware) {
+  auto m = loadModelSpec(model);
+  if (!m) return m.error();
+  auto hw = loadHardwareSpec(hardware);
+  if (!hw) return hw.error();
+  return ModelSetup{*m, *hw, {}};
+}
+
 /// A small GPT-like layer on a round-number GPU: 100 TFLOP/s, a flat 50 % GEMM efficiency,
 /// 1000 GB/s of HBM at 80 %.
 ModelSetup tinySetup() {
@@ -199,10 +208,9 @@ private slots:
 
   // The breakdown adds up to the op times the simulator gets, stage by stage and pass by pass.
   void breakdownSumsToTheStageCosts() {
-    auto model = loadModelSpec("gpt3-175b");
-    auto hardware = loadHardwareSpec("a100-80gb");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("gpt3-175b", "a100-80gb");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     setup.training.recompute = Recompute::Full;
     auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
     QVERIFY(schedule);
@@ -240,10 +248,9 @@ private slots:
   // replicas d = 0..3 of (p, t) = (0, 0) are ranks 0, 4, 8, 12: EP = 2 pairs stay in a node,
   // EP = 4 crosses; under dp-tp-pp they are ranks 0..3, one node.
   void expertParallelLinkFollowsTheRankOrder() {
-    auto model = loadModelSpec("mixtral-8x7b");
-    auto hardware = loadHardwareSpec("h100-sxm");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
     QVERIFY(schedule);
     const auto ep_time = [&](int ep, const char *order) {
@@ -273,10 +280,9 @@ private slots:
   }
 
   void moeRefusalsNameTheField() {
-    auto model = loadModelSpec("mixtral-8x7b");
-    auto hardware = loadHardwareSpec("h100-sxm");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
     QVERIFY(schedule);
     Mesh mesh;
@@ -292,7 +298,7 @@ private slots:
     QVERIFY2(outside.error().message.find("expert_parallel = 4 does not divide dp = 6") !=
                  std::string::npos,
              outside.error().message.c_str());
-    auto json = toJson(*model);
+    auto json = toJson(setup.model);
     json["experts_per_token"] = 9;
     auto too_many = modelSpecFromJson(json, "/model");
     QVERIFY(!too_many);
@@ -302,10 +308,9 @@ private slots:
 
   // DualPipe's pair hides one chunk's all-to-all behind the other's compute.
   void dualPipeOverlapFromHiddenAllToAll() {
-    auto model = loadModelSpec("mixtral-8x7b");
-    auto hardware = loadHardwareSpec("h100-sxm");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     setup.training.expert_parallel = 8;
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
     QVERIFY(schedule);
@@ -325,10 +330,9 @@ private slots:
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
   // only a per-row term), and the refusals name the field.
   void contextParallelSplitsActivations() {
-    auto model = loadModelSpec("llama3-8b");
-    auto hardware = loadHardwareSpec("h100-sxm");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
     QVERIFY(schedule);
     Mesh mesh;
@@ -355,10 +359,9 @@ private slots:
   // The CP ring runs on the link the rank order gives the CP group, and only what attention does
   // not hide costs time: (cp - 1) steps of latency + K,V bytes / bandwidth, less attention.
   void contextParallelRingFollowsTheRankOrder() {
-    auto model = loadModelSpec("llama3-8b");
-    auto hardware = loadHardwareSpec("h100-sxm");
-    QVERIFY(model && hardware);
-    ModelSetup setup{*model, *hardware, {}};
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
     setup.hardware.inter_node_gbps = 0.5; // a slow network, so the ring shows
     setup.training.context_parallel = 4;
     auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
