@@ -8,6 +8,7 @@
 
 #include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_costs.h"
+#include "engine/model/layer_layout.h"
 #include "engine/model/model_setup.h"
 #include "engine/schedule.h"
 
@@ -242,6 +243,37 @@ private slots:
     QVERIFY(mixtral);
     QVERIFY2(std::abs(parameterCount(*mixtral) / 1e9 - 46.7) < 0.1,
              std::to_string(parameterCount(*mixtral)).c_str());
+  }
+
+  // MTP modules of an MoE model (DeepSeek-V3 §2.2: the module's block is the model's, MoE):
+  // one counts an MoE layer, its 2h→h projection and two norms; on the loss stage of an uneven
+  // layout its layer pays the all-to-all like the stage's own MoE layers.
+  void mtpLayersOfAnMoeModelAreMoeLayers() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    QCOMPARE(setup.model.first_dense_layers, 0);
+    ModelSpec fewer = setup.model, with_mtp = setup.model;
+    fewer.layers -= 1;
+    with_mtp.mtp_layers = 1;
+    const double h = setup.model.hidden;
+    const double moe_layer = parameterCount(setup.model) - parameterCount(fewer);
+    QVERIFY(near(parameterCount(with_mtp) - parameterCount(setup.model),
+                 moe_layer + 2 * h * h + 2 * h)); // RMSNorm: h weights each
+
+    setup.model = with_mtp;
+    setup.training.layout = *parseMegatronLayout("Et*15|t*17mL");
+    Mesh mesh;
+    mesh.dp = 4, mesh.tp = 1, mesh.pp = 2, mesh.gpus_per_node = 8;
+    setup.training.expert_parallel = 2;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    const double first = derivation->stage_breakdown[0].forward.ep_us;
+    const double last = derivation->stage_breakdown[1].forward.ep_us;
+    QVERIFY(first > 0);
+    QVERIFY(near(last / first, 18.0 / 15.0));
   }
 
   // EP groups follow the rank order: 2 nodes of 8, dp = 4, tp = 2, pp = 2. Under tp-pp-dp the
