@@ -671,6 +671,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       extra->addTo(parts.input_grad, Pass::InputGrad, 1);
       extra->addTo(parts.weight_grad, Pass::WeightGrad, 1);
     }
+    mtp_work.addTo(parts.forward, Pass::Forward, mtp);
+    mtp_work.addTo(parts.input_grad, Pass::InputGrad, mtp);
+    mtp_work.addTo(parts.weight_grad, Pass::WeightGrad, mtp);
     parts.forward.tp_us = f_collectives * ar;
     parts.input_grad.tp_us = (i_collectives - recompute_collectives * (n + n_moe)) * ar;
     parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +

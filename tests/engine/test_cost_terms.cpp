@@ -274,6 +274,12 @@ private slots:
     const double last = derivation->stage_breakdown[1].forward.ep_us;
     QVERIFY(first > 0);
     QVERIFY(near(last / first, 18.0 / 15.0));
+    // The breakdown still sums to what the simulator gets, the MTP module's work included.
+    const StageBreakdown &parts = derivation->stage_breakdown[1];
+    const StageCost &cost = derivation->costs.stage_overrides[1];
+    QVERIFY(near(parts.forward.total(), cost.forward_us));
+    QVERIFY(near(parts.weight_grad.total(), cost.weight_us));
+    QVERIFY(near(parts.input_grad.total() + parts.weight_grad.total(), cost.backward_us));
   }
 
   // EP groups follow the rank order: 2 nodes of 8, dp = 4, tp = 2, pp = 2. Under tp-pp-dp the
