@@ -88,6 +88,37 @@ Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank) {
   return benchmark;
 }
 
+Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base) {
+  if (benchmark.rates.empty()) return makeError("the GEMM ladder measured nothing");
+  const double best = benchmark.best_tflops();
+  const bool on_cpu = benchmark.gpu_name.empty();
+  HardwareSpec hw = std::move(base);
+  hw.peak_tflops = on_cpu ? best : std::max(hw.peak_tflops, best);
+  std::vector<int> sizes;
+  std::vector<double> tflops;
+  for (const auto &rate : benchmark.rates) {
+    sizes.push_back(rate.size);
+    tflops.push_back(rate.tflops);
+  }
+  hw.gemm_efficiency = curveFromSquareLadder(sizes, tflops, hw.peak_tflops);
+  if (auto status = checkGemmCurve(hw.gemm_efficiency, "/gemm_efficiency"); !status)
+    return makeError("the measured ladder does not make a curve: " + status.error().message);
+  const std::string dtype = benchmark.rates.front().dtype;
+  hw.gemm_efficiency_source =
+      "pipescope-backend --gemm-bench on " + benchmark.device + ": square " + dtype +
+      " GEMMs, best " + std::to_string(best) + " TFLOP/s, efficiency over " +
+      (on_cpu ? std::string("the best measured rate (cpu: peak_tflops is that rate)")
+              : "the peak of " + std::to_string(hw.peak_tflops) + " TFLOP/s") +
+      "; each point carries the best rate up to its size";
+  if (on_cpu) {
+    hw.name = "cpu-measured";
+    hw.efficiency = hw.gemm_efficiency.back().efficiency;
+  } else {
+    hw.name = hw.name + "-measured";
+  }
+  return hw;
+}
+
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) {
   std::vector<nlohmann::json> events;
   const double best = benchmark.best_tflops();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/options.h"
+#include "engine/model/model_setup.h"
 #include "engine/result.h"
 
 namespace pipescope::backend {
@@ -41,6 +42,12 @@ Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank);
 /// The hardware preset whose datasheet describes a GPU of this name ("NVIDIA H100 80GB HBM3" is
 /// h100-sxm), or nothing when none does (a PCIe H100 has another peak than the SXM part).
 std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
+
+/// A hardware file with the ladder as its GEMM efficiency curve (DESIGN.md §5a), starting from
+/// `base` (links, memory, peak). On a GPU the efficiencies are the bf16 rates over the base's
+/// datasheet peak (raised to the best rate if the GPU beats it); on the cpu device (fp32) the
+/// peak becomes the best measured rate. The source names the device and the date of the ladder.
+Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 
 /// One "gemm" event per rung, then the "gemm_summary" event.
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark);

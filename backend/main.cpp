@@ -19,6 +19,7 @@
 #endif
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
+#include "engine/output_file.h"
 #include "engine/schedule.h"
 
 using namespace pipescope;
@@ -78,6 +79,36 @@ static int runMain(int argc, char **argv) {
     for (auto &event : gemmBenchmarkEvents(*benchmark)) {
       event["rank"] = launch.rank;
       emitJsonLine(event);
+    }
+    if (!options->save_hardware_path.empty() && launch.rank == 0) {
+      std::string base_name = options->base_hardware;
+      if (base_name.empty() && benchmark->datasheet_preset)
+        base_name = *benchmark->datasheet_preset;
+      if (base_name.empty()) {
+        reportBadInput(0, "--save-hardware: this device matches no hardware preset; give the "
+                          "file to start from (links, memory, peak) with --hardware NAME|FILE");
+        return kExitUsage;
+      }
+      auto base = loadHardwareSpec(base_name);
+      if (!base) {
+        reportBadInput(0, "--hardware: " + base.error().message);
+        return kExitUsage;
+      }
+      auto hardware = hardwareFromBenchmark(*benchmark, std::move(*base));
+      if (!hardware) {
+        emitError(launch.rank, hardware.error().message);
+        return kExitFailure;
+      }
+      if (auto written =
+              writeTextFile(options->save_hardware_path, toJson(*hardware).dump(2) + "\n");
+          !written) {
+        reportBadInput(0, "--save-hardware: " + written.error().message);
+        return kExitUsage;
+      }
+      emitJsonLine({{"event", "hardware_saved"},
+                    {"rank", launch.rank},
+                    {"path", options->save_hardware_path},
+                    {"points", hardware->gemm_efficiency.size()}});
     }
     return 0;
   }

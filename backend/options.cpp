@@ -37,6 +37,14 @@ stream to stdout as JSON lines.
   --gemm-bench         time the device's GEMMs (cuda, gpu-shared: cuBLAS bf16; cpu: fp32) over
                        square sizes, against the datasheet peak where the GPU matches a
                        hardware preset; needs no plan. Under mpirun every process times its own
+  --save-hardware FILE with --gemm-bench: write a pipescope.hardware file whose GEMM efficiency
+                       curve is the measured ladder (efficiency = achieved / datasheet peak,
+                       carried up the ladder so it never falls with size), so the planner
+                       prices GEMMs as this GPU runs them. Links, memory and peak come from the
+                       preset the GPU matches, or from --hardware
+  --hardware NAME|FILE with --save-hardware: the hardware file or preset to start from (needed
+                       when the GPU matches no preset; on the cpu device the peak becomes the
+                       best measured rate)
   --help
 
 Launch one process per rank of the plan's mesh (dp x tp x pp):
@@ -121,6 +129,10 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       auto x = parseNumber(arg, value, 1e-6, 1e6);
       if (!x) return x.error();
       options.size_scale = *x;
+    } else if (arg == "--save-hardware") {
+      options.save_hardware_path = value;
+    } else if (arg == "--hardware") {
+      options.base_hardware = value;
     } else if (arg == "--timeout") {
       auto x = parseNumber(arg, value, 0.1, 1e6);
       if (!x) return x.error();
@@ -129,6 +141,11 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       return makeError(std::string(arg) + ": unknown option; see --help");
     }
   }
+  if (!options.save_hardware_path.empty() && !options.gemm_bench)
+    return makeError("--save-hardware: writes the curve --gemm-bench measures; add --gemm-bench");
+  if (!options.base_hardware.empty() && options.save_hardware_path.empty())
+    return makeError("--hardware: is the base of the file --save-hardware writes; add "
+                     "--gemm-bench --save-hardware FILE");
   if (options.list_devices || options.gemm_bench) return options;
   if (options.plan_path.empty())
     return makeError("--plan: missing; give the plan to run (pipescope simulate ... "

@@ -37,6 +37,11 @@ std::span<const PlanOption> planOptions() {
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
+      {"ep", "E", "Expert parallelism: experts split over E of the dp ranks (with --model)."},
+      {"expert-imbalance", "X",
+       "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
+      {"cp", "C",
+       "Context parallelism: each sequence split over C of the dp ranks (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -177,12 +182,22 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    auto ep = a.integer("ep", 1, kMaxWorldSize);
+    if (!ep) return ep.error();
+    if (*ep) setup.training.expert_parallel = **ep;
+    auto imbalance = a.number("expert-imbalance", 1, 1e6);
+    if (!imbalance) return imbalance.error();
+    if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
+    auto cp = a.integer("cp", 1, kMaxWorldSize);
+    if (!cp) return cp.error();
+    if (*cp) setup.training.context_parallel = **cp;
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp"})
+    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep",
+                             "expert-imbalance", "cp"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

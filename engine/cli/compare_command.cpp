@@ -14,6 +14,7 @@
 #include "engine/calibration.h"
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
+#include "engine/model/validation.h"
 #include "engine/plan_file.h"
 #include "engine/trace_matching.h"
 
@@ -41,6 +42,13 @@ which the backend records when it scales the work to the device).
                        lowered program, so pipescope-backend can run it again)
   --markdown           tables in Markdown
   --json               one JSON object
+
+usage: pipescope compare --published SET [--markdown | --json]
+
+Compares the cost model with published measurements of real runs (docs/validation.md): for each
+row of the set, the configuration, the measured iteration time (and memory where published), the
+prediction from the shipped hardware preset of its GPU type, and the error; then the mean and the
+worst |error|. SET is a shipped set (all of them with "all") or a "pipescope.validation" file.
 )";
 
 std::string fixed(double value, int digits) {
@@ -188,15 +196,101 @@ json comparisonJson(const TraceComparison &c) {
 
 } // namespace
 
+namespace {
+
+/// `compare --published`: the validation table (docs/validation.md is its Markdown form).
+int runPublishedComparison(const std::string &which, bool markdown, bool as_json) {
+  std::vector<std::string> names;
+  if (which == "all")
+    names = validationSetNames();
+  else
+    names.push_back(which);
+  std::vector<ValidationSet> sets;
+  for (const auto &name : names) {
+    auto set = loadValidationSet(name);
+    if (!set) return fail(set.error().message);
+    sets.push_back(std::move(*set));
+  }
+  Table table{{"set", "run", "GPUs", "measured", "predicted", "error", "memory (GiB)"}};
+  json rows = json::array();
+  double sum = 0, worst = 0;
+  int count = 0;
+  for (const auto &set : sets)
+    for (const auto &validation_case : set.cases) {
+      auto result = predictValidationCase(validation_case);
+      if (!result) return fail(set.name + ": " + result.error().message);
+      sum += std::abs(result->step_error);
+      worst = std::max(worst, std::abs(result->step_error));
+      ++count;
+      const std::string memory = validation_case.measured_memory_gib
+                                     ? fixed(result->predicted_memory_gib, 1) + " vs " +
+                                           fixed(*validation_case.measured_memory_gib, 1) + " (" +
+                                           signedPercent(*result->memory_error) + ")"
+                                     : fixed(result->predicted_memory_gib, 1) + " (not published)";
+      table.push_back(
+          {set.name, validation_case.id, std::to_string(validation_case.mesh.worldSize()),
+           fixed(validation_case.measured_step_s, 3) + " s",
+           fixed(result->predicted_step_s, 3) + " s", signedPercent(result->step_error), memory});
+      json row = {{"set", set.name},
+                  {"id", validation_case.id},
+                  {"published", validation_case.published},
+                  {"hardware", validation_case.hardware_name},
+                  {"gpus", validation_case.mesh.worldSize()},
+                  {"measured_step_s", validation_case.measured_step_s},
+                  {"measured_how", validation_case.measured_how},
+                  {"predicted_step_s", result->predicted_step_s},
+                  {"step_error", result->step_error},
+                  {"predicted_memory_gib", result->predicted_memory_gib}};
+      if (validation_case.measured_memory_gib) {
+        row["measured_memory_gib"] = *validation_case.measured_memory_gib;
+        row["memory_error"] = *result->memory_error;
+      }
+      rows.push_back(std::move(row));
+    }
+  const double mean = count ? sum / count : 0;
+  if (as_json) {
+    json sources = json::array();
+    for (const auto &set : sets)
+      sources.push_back({{"set", set.name}, {"title", set.title}, {"source", set.source}});
+    std::cout << json{{"sets", sources},
+                      {"rows", rows},
+                      {"mean_abs_step_error", mean},
+                      {"worst_abs_step_error", worst}}
+                     .dump(2)
+              << '\n';
+    return 0;
+  }
+  printTable(table, markdown);
+  std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
+            << percentText(mean) << ", worst " << percentText(worst) << '\n';
+  for (const auto &set : sets)
+    std::cout << (markdown ? "\n" : "") << set.name << ": " << set.title << ". " << set.source
+              << '\n';
+  return 0;
+}
+
+} // namespace
+
 int runCompare(const std::vector<std::string> &args) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
     std::cout << kCompareHelp;
     return 0;
   }
-  auto parsed = Arguments::parse(args, {"measured", "plan", "time-factor", "save-plan"},
-                                 {"calibrate", "markdown", "json"}, "compare");
+  auto parsed =
+      Arguments::parse(args, {"measured", "plan", "time-factor", "save-plan", "published"},
+                       {"calibrate", "markdown", "json"}, "compare");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
+  if (const auto published = a.text("published")) {
+    for (const char *other : {"measured", "plan", "time-factor", "save-plan", "calibrate"})
+      if (a.has(other))
+        return fail(std::string("compare: --") + other +
+                    " does not apply with --published, which predicts the published runs "
+                    "themselves");
+    if (a.has("markdown") && a.has("json"))
+      return fail("compare: choose one of --markdown and --json");
+    return runPublishedComparison(*published, a.has("markdown"), a.has("json"));
+  }
   const auto measured_path = a.text("measured");
   if (!measured_path)
     return fail("compare: give the measured trace with --measured FILE (see pipescope compare "

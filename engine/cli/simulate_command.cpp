@@ -64,7 +64,8 @@ costs (ignored with --model):
 model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
-  --balance --overlap-dp
+  --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
+  --cp C (context parallelism: each sequence split over C of the dp ranks)
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end
@@ -203,6 +204,7 @@ int runSimulate(const std::vector<std::string> &args) {
       out["communication"] = {{"tp", communicationJson(report->tp)},
                               {"pp", communicationJson(report->pp)},
                               {"dp", communicationJson(report->dp)}};
+      out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops);
     }
     std::string text = out.dump(2);
     if (!a.has("ops")) {

@@ -14,6 +14,8 @@
 //   ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency (Thakur et al. 2005; Patarasuk & Yuan).
 // - Activation memory per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in
 //   Large Transformer Models", §4 and Table 2): s·b·h·(34 + 5·a·s/h) bytes for 16-bit activations
+//   with dropout and materialized attention (without dropout 32 + 2·a·s/h; FlashAttention drops
+//   the a·s/h term for its per-row log-sum-exp)
 //   = 10·sbh not split by TP without sequence parallelism (two layer-norm inputs, the QKV and MLP
 //   inputs, two dropout masks) + 24·sbh split by TP + 5·a·s²·b attention scores split by TP. The
 //   24 is computed from the shapes (Q, K, V, the projection input and the MLP intermediates), so
@@ -30,7 +32,9 @@
 #include <string>
 #include <utility>
 
+#include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
+#include "engine/model/moe.h"
 
 namespace pipescope {
 
@@ -191,6 +195,31 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (m.ffn_hidden % mesh.tp != 0)
     return makeError(model + "ffn_hidden (" + std::to_string(m.ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
+  const int ep = setup.training.expert_parallel;
+  if (ep > 1 && !isMoe(m))
+    return makeError("training: expert_parallel = " + std::to_string(ep) + " but model '" + m.name +
+                     "' has no experts; use expert_parallel = 1");
+  if (mesh.dp % ep != 0)
+    return makeError("training: expert_parallel = " + std::to_string(ep) +
+                     " does not divide dp = " + std::to_string(mesh.dp) +
+                     "; experts are split over data-parallel ranks (Megatron folds EP into DP)");
+  if (isMoe(m) && m.experts % ep != 0)
+    return makeError(model + "experts (" + std::to_string(m.experts) +
+                     ") are not divisible by expert_parallel = " + std::to_string(ep) +
+                     "; use an EP that divides the expert count");
+  if (isMoe(m) && m.expert_ffn_hidden % mesh.tp != 0)
+    return makeError(model + "expert_ffn_hidden (" + std::to_string(m.expert_ffn_hidden) +
+                     ") is not divisible by tp = " + std::to_string(mesh.tp));
+  const int cp = setup.training.context_parallel;
+  if (mesh.dp % (cp * ep) != 0)
+    return makeError("training: context_parallel = " + std::to_string(cp) +
+                     (ep > 1 ? " times expert_parallel = " + std::to_string(ep) : std::string()) +
+                     " does not divide dp = " + std::to_string(mesh.dp) +
+                     "; CP ranks are counted in dp (Megatron reduces gradients over dp × cp)");
+  if (cp > 1 && m.sequence_length % (2 * cp) != 0)
+    return makeError(model + "sequence_length (" + std::to_string(m.sequence_length) +
+                     ") is not divisible by 2 × context_parallel = " + std::to_string(2 * cp) +
+                     "; CP gives each rank two balanced chunks of the causal sequence");
   const int model_stages = placement.modelStageCount();
   if (m.mtp_layers < 0)
     return makeError(model + "mtp_layers must be 0 or more, got " + std::to_string(m.mtp_layers));
@@ -215,6 +244,17 @@ struct Analysis {
   LayerLayout model_layout; ///< per model stage
   // Per virtual stage.
   std::vector<StageCost> stage_costs;
+  std::vector<StageBreakdown> stage_breakdown;
+  std::vector<int> stage_moe_layers; ///< MoE layers of each virtual stage
+  std::vector<Link> rank_ep_link;    ///< per pipeline rank
+  std::vector<Link> rank_cp_link;    ///< per pipeline rank (empty without CP)
+  /// Exposed CP ring time per layer in F and in I, per pipeline rank.
+  std::vector<double> rank_cp_forward_us, rank_cp_backward_us;
+  std::vector<double> rank_all_to_all_us; ///< one dispatch or combine, per pipeline rank
+  std::vector<double> rank_expert_params; ///< routed-expert parameters per rank (÷ TP, EP)
+  /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
+  double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
+  std::vector<LayerOp> layer_ops;           ///< one layer's ops on one TP rank
   std::vector<double> stage_activation;     ///< bytes per microbatch
   std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
   std::vector<int> stage_microbatches;      ///< microbatches passing the stage per step
@@ -226,6 +266,12 @@ struct Analysis {
   std::vector<double> rank_tp_allreduce_us;
   std::vector<Link> rank_tp_link, rank_dp_link;
   std::vector<double> rank_sync_us, rank_sync_exposed_us;
+  std::vector<double> rank_optimizer_us; ///< Adam's step after the last backward
+  double tied_embedding_sync_us = 0;     ///< first and last stage's embedding gradient sum
+  /// What follows each rank's last op: exposed DP sync, tied-embedding sum, optimizer step.
+  double tailUs(std::size_t rank) const {
+    return rank_sync_exposed_us[rank] + tied_embedding_sync_us + rank_optimizer_us[rank];
+  }
   // Per layer.
   double layer_forward_us = 0, layer_backward_us = 0, layer_weight_us = 0;
   double layer_activation_full = 0; ///< one layer's activations without recomputation
@@ -279,6 +325,42 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
   return {hw.inter_node_gbps, hw.inter_node_latency_us};
 }
 
+/// Parameters whose optimizer state a rank holds: all of them, or under ZeRO-1 its 1/dp of the
+/// dense ones and 1/(dp/EP) of the routed experts (sharded over the ranks that share them).
+double optimizerShare(double params, double expert_params, const TrainingSetup &training, int dp) {
+  if (!training.zero1) return params;
+  // dp is a multiple of EP (checked), so dp / EP is the whole expert-data-parallel size.
+  const int expert_dp = dp / training.expert_parallel;
+  return (params - expert_params) / dp + expert_params / expert_dp;
+}
+
+/// The link of groups of `size` data-parallel replicas `stride` apart, of pipeline rank p, over
+/// every such group and TP index. CP groups are `cp` consecutive replicas; EP groups take every
+/// cp-th replica, so a rank's CP and EP peers differ (EP × CP divides dp, checked).
+Link replicaGroupLink(const Mesh &mesh, int p, int size, int stride) {
+  if (size <= 1) return Link::None;
+  Link link = Link::None;
+  for (int block = 0; block < mesh.dp / (size * stride) && link != Link::Mixed; ++block)
+    for (int offset = 0; offset < stride && link != Link::Mixed; ++offset)
+      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+        const int first = block * size * stride + offset;
+        const int node = mesh.nodeOf(mesh.rankOf({first, p, t}));
+        bool inside = true;
+        for (int j = 1; j < size && inside; ++j)
+          inside = mesh.nodeOf(mesh.rankOf({first + j * stride, p, t})) == node;
+        link = merge(link, inside ? Link::Intra : Link::Inter);
+      }
+  return link;
+}
+
+/// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
+/// the hardware's bus-bandwidth efficiency for its class (nccl-tests' busbw over the link).
+std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
+  auto [gbps, latency] = linkSpeed(hw, link);
+  gbps *= link == Link::Intra ? hw.intra_node_bus_efficiency : hw.inter_node_bus_efficiency;
+  return {gbps, latency};
+}
+
 /// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency.
 double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
   if (n <= 1) return 0;
@@ -328,8 +410,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double dt = dtypeBytes(m.dtype);
   const double h = m.hidden, s = m.sequence_length, b = m.microbatch_size, V = m.vocab;
   const double a = m.heads;
-  const double sbh = s * b * h;
-  const double rate = hw.peak_tflops * 1e6 * hw.efficiency; // FLOPs per microsecond
+  // Context parallelism: each rank holds s/cp of every sequence (Megatron's CP, two balanced
+  // chunks per rank for causal masking), so every per-rank tensor is of s_local tokens.
+  const int cp = training.context_parallel;
+  const double s_local = s / cp;
+  ModelSpec local = m;
+  local.sequence_length = m.sequence_length / cp;
+  const double sbh = s_local * b * h;
 
   Analysis an;
   an.model_stages = placement.modelStageCount();
@@ -346,6 +433,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double mtp_flops = linear_flops + attention_flops + mtp_projection_flops + head_flops;
   an.forward_flops_per_microbatch =
       m.layers * (linear_flops + attention_flops) + head_flops + m.mtp_layers * mtp_flops;
+  // MoE layers, the MTP modules' included (their transformer block is the model's, DeepSeek-V3
+  // §2.2): the active MLP (top-k routed + shared experts) and the router instead of the dense
+  // MLP, as model FLOPs count active parameters.
+  const int model_moe_layers = moeLayersIn(m, 0, m.layers) + moeLayersIn(m, m.layers, m.mtp_layers);
+  if (isMoe(m)) {
+    const double active_mlp = (m.experts_per_token + m.shared_experts) * (m.gated_mlp ? 3.0 : 2.0) *
+                                  h * m.expert_ffn_hidden +
+                              h * m.experts;
+    const double dense_mlp = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
+    an.forward_flops_per_microbatch += model_moe_layers * 2 * s * b * (active_mlp - dense_mlp);
+  }
 
   // Per pipeline rank links and TP all-reduce time.
   an.tp_message_bytes = sbh * dt;
@@ -356,20 +454,70 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const auto i = static_cast<std::size_t>(p);
     an.rank_tp_link[i] = links ? links->tp[i] : tpLinkOf(mesh, p);
     an.rank_dp_link[i] = links ? links->dp[i] : dpLinkOf(mesh, p);
-    const auto [gbps, latency] = linkSpeed(hw, an.rank_tp_link[i]);
+    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_tp_link[i]);
     an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
   }
 
-  // Work per layer on one TP rank (compute at peak × efficiency, TP collectives on the link).
-  const double layer_f_compute = (linear_flops + attention_flops) / t / rate;
-  const double layer_w = linear_flops / t / rate;
-  const double layer_i_compute = (linear_flops + 2 * attention_flops) / t / rate;
+  // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
+  // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
+  const LayerShape shape{t, sp, true, cp};
+  const PartWork layer_work = transformerLayerWork(local, hw, shape);
+  // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
+  // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
+  const int ep = training.expert_parallel;
+  PartWork moe_work; // dense models have no MoE layer to price
+  if (isMoe(m)) {
+    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp});
+    for (auto &op : moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance).ops)
+      moe_work.add(std::move(op));
+  }
+  an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
+  for (int p = 0; p < P; ++p) {
+    an.rank_ep_link.push_back(replicaGroupLink(mesh, p, ep, cp));
+    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
+    an.rank_all_to_all_us[static_cast<std::size_t>(p)] =
+        moeAllToAllUs(local, shape, ep, gbps, latency);
+  }
+  // CP: K and V (this rank's s/cp tokens, the TP rank's KV heads) go around the CP ring in
+  // cp - 1 steps per layer, overlapped with the attention computed on the chunk in hand; the
+  // backward sends K, V and their gradients. Only what attention does not hide costs time
+  // (Liu et al. 2023, Ring Attention; Megatron-Core context parallelism).
+  double attention_f = 0, attention_i = 0;
+  for (const auto &op : layer_work.ops)
+    if (op.category == OpCategory::Attention) {
+      attention_f += op.forward_us;
+      attention_i += op.input_grad_us;
+    }
+  an.rank_cp_forward_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_cp_backward_us.assign(static_cast<std::size_t>(P), 0.0);
+  for (int p = 0; p < P && cp > 1; ++p) {
+    const Link link = replicaGroupLink(mesh, p, cp, 1);
+    an.rank_cp_link.push_back(link);
+    const auto [gbps, latency] = collectiveSpeed(hw, link);
+    const double kv_bytes = 2 * b * s_local * kvHidden(m) / t * dt;
+    const double ring_f = (cp - 1) * (latency + kv_bytes / (gbps * 1e3));
+    const double ring_b = (cp - 1) * (latency + 2 * kv_bytes / (gbps * 1e3));
+    an.rank_cp_forward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_f - attention_f);
+    an.rank_cp_backward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_b - attention_i);
+  }
+  const double moe_recompute = training.recompute == Recompute::Full ? moe_work.forward_us
+                               : training.recompute == Recompute::Selective
+                                   ? moe_work.selective_recompute_us
+                                   : 0.0;
+  const PartWork embedding_work = embeddingWork(local, hw, shape);
+  const PartWork head_work = headWork(local, hw, shape);
+  // An MTP module beyond its transformer layer: its norms and 2h→h projection, and a head pass.
+  PartWork mtp_work = mtpProjectionWork(local, hw, shape);
+  for (auto op : head_work.ops)
+    mtp_work.add(std::move(op));
+  const double layer_f_compute = layer_work.forward_us;
+  const double layer_w = layer_work.weight_grad_us;
+  const double layer_i_compute = layer_work.input_grad_us;
   const double recompute_compute = training.recompute == Recompute::Full ? layer_f_compute
                                    : training.recompute == Recompute::Selective
-                                       ? attention_flops / t / rate
+                                       ? layer_work.selective_recompute_us
                                        : 0.0;
   const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
-  const double head_compute = head_flops / t / rate;
   // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
   // an all-reduce in F (with SP a reduce-scatter in F and an all-gather in I). Output head:
   // its input gradient is all-reduced in I (with SP an all-gather in F and a reduce-scatter in I).
@@ -378,11 +526,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Activations per layer and microbatch on one TP rank (Korthikanti et al. 2022).
   const double scale = dt / 2; // the paper's counts are for 16-bit activations
-  const double unsplit = 10 * sbh;
+  // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
+  const double unsplit = (m.dropout ? 10 : 8) * sbh;
   const double split =
-      sbh * (2 + 4 * kvHidden(m) / h + 2) + s * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
-  const double scores = 5 * a * s * s * b;
-  const auto layerActivation = [&](Recompute recompute) {
+      sbh * (2 + 4 * kvHidden(m) / h + 2) + s_local * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
+  // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
+  // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
+  const double scores = m.attention == "flash"
+                            ? 4 * a * s_local * b / scale
+                            : (m.dropout ? 5 : 2) * a * s_local * s * b; // local queries, all keys
+  const auto layerActivation = [&](Recompute recompute, double split) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
     case Recompute::Selective: return scale * (sp ? (unsplit + split) / t : unsplit + split / t);
@@ -390,16 +544,26 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     }
     return scale * (sp ? (unsplit + split + scores) / t : unsplit + (split + scores) / t);
   };
-  const double layer_activation = layerActivation(training.recompute);
-  an.layer_activation_full = layerActivation(Recompute::None);
+  const double layer_activation = layerActivation(training.recompute, split);
+  an.layer_activation_full = layerActivation(Recompute::None, split);
+  // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
+  // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
+  const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
+  const double moe_split = sbh * (2 + 4 * kvHidden(m) / h + 2) + 2 * moe_copies * sbh +
+                           s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden *
+                               (m.gated_mlp ? 8.0 : 4.0);
+  const double moe_layer_activation = layerActivation(training.recompute, moe_split);
+  if (isMoe(m))
+    an.layer_activation_full =
+        std::max(an.layer_activation_full, layerActivation(Recompute::None, moe_split));
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
-  const double embed_activation = sbh / (sp ? t : 1);
-  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s * b * V / t;
-  // MTP: its layer, the concatenated projection input (2·sbh) and its own head and logits.
-  const double mtp_activation = layer_activation + scale * 2 * 2 * sbh / (sp ? t : 1) +
-                                (training.recompute == Recompute::Full ? 0 : head_activation);
-  const double mtp_compute = (mtp_projection_flops + head_flops) / t / rate;
+  const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
+  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s_local * b * V / t;
+  // MTP, beyond its transformer layer: the concatenated projection input (2·sbh) and its own
+  // head and logits.
+  const double mtp_extra_activation = scale * 2 * 2 * sbh / (sp ? t : 1) +
+                                      (training.recompute == Recompute::Full ? 0 : head_activation);
 
   // Layer split over the model stages.
   std::vector<int> model_rank(static_cast<std::size_t>(an.model_stages), 0);
@@ -418,8 +582,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(model_rank[i])];
       per_layer[i] = layer_f_compute + layer_i_compute + layer_w + recompute_compute +
                      (4 + recompute_collectives) * ar;
-      if (k == 0) extra[i] += (embed_f + embed_i) * ar;
-      if (k == an.model_stages - 1) extra[i] += 3 * head_compute + (head_f + head_i) * ar;
+      if (k == 0)
+        extra[i] +=
+            embedding_work.forward_us + embedding_work.weight_grad_us + (embed_f + embed_i) * ar;
+      if (k == an.model_stages - 1)
+        extra[i] += head_work.forward_us + head_work.input_grad_us + head_work.weight_grad_us +
+                    (head_f + head_i) * ar;
     }
     an.model_layout = layoutFromLayerCounts(
         splitLayers(m.layers, an.model_stages, training.balance_layers, extra, per_layer));
@@ -428,6 +596,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Per virtual stage times, activations and collectives.
   an.stage_costs.resize(Sn);
+  an.stage_breakdown.assign(Sn, StageBreakdown{});
+  an.layer_ops = layer_work.ops;
   an.stage_activation.resize(Sn);
   an.stage_tp_collectives.resize(Sn);
   // Microbatches through each stage per step: all of them, or for bidirectional placements the
@@ -437,40 +607,118 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     for (int v = 0; v < S; ++v)
       an.stage_microbatches[static_cast<std::size_t>(v)] =
           v < P ? placement.microbatches / 2 : placement.microbatches - placement.microbatches / 2;
+  std::vector<int> model_first_layer(static_cast<std::size_t>(an.model_stages), 0);
+  for (int k = 1; k < an.model_stages; ++k)
+    model_first_layer[static_cast<std::size_t>(k)] =
+        model_first_layer[static_cast<std::size_t>(k - 1)] +
+        an.model_layout[static_cast<std::size_t>(k - 1)].layers;
+  an.stage_moe_layers.assign(Sn, 0);
   for (int v = 0; v < S; ++v) {
     const auto i = static_cast<std::size_t>(v);
     const int k = placement.model_stage[i];
     const StageLayers &held = an.model_layout[static_cast<std::size_t>(k)];
-    // An MTP layer costs a transformer layer plus its projection and head pass.
-    const double n = held.layers + held.mtp_layers;
+    // An MTP layer costs a transformer layer (dense or MoE as the model's are) plus its
+    // projection and head pass.
+    const int stage_layers = held.layers + held.mtp_layers;
+    const int moe_layers =
+        moeLayersIn(m, model_first_layer[static_cast<std::size_t>(k)], held.layers) +
+        moeLayersIn(m, m.layers, held.mtp_layers);
+    an.stage_moe_layers[i] = moe_layers;
+    const double n = stage_layers - moe_layers; // dense layers; the MoE ones are added below
+    const double n_moe = moe_layers;
     const double mtp = held.mtp_layers;
     const bool first = held.embedding, last = held.loss;
     const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(placement.rankOf(v))];
-    const double f_collectives = 2 * n + (first ? embed_f : 0) + (last ? head_f : 0) + mtp * head_f;
-    const double i_collectives = (2 + recompute_collectives) * n + (first ? embed_i : 0) +
+    const double a2a = an.rank_all_to_all_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_f = an.rank_cp_forward_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_b = an.rank_cp_backward_us[static_cast<std::size_t>(placement.rankOf(v))];
+    const double cp_recompute = training.recompute == Recompute::Full ? cp_f : 0.0;
+    const double f_collectives =
+        2 * (n + n_moe) + (first ? embed_f : 0) + (last ? head_f : 0) + mtp * head_f;
+    const double i_collectives = (2 + recompute_collectives) * (n + n_moe) + (first ? embed_i : 0) +
                                  (last ? head_i : 0) + mtp * head_i;
+    const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;
-    cost.forward_us =
-        n * layer_f_compute + (last ? head_compute : 0) + mtp * mtp_compute + f_collectives * ar;
-    cost.weight_us = n * layer_w + (last ? head_compute : 0) + mtp * mtp_compute;
-    const double input_grad = n * (layer_i_compute + recompute_compute) +
-                              (last ? head_compute : 0) + mtp * mtp_compute + i_collectives * ar;
+    cost.forward_us = n * layer_f_compute + n_moe * (moe_work.forward_us + 2 * a2a) +
+                      (first ? embedding_work.forward_us : 0) + (last ? head_work.forward_us : 0) +
+                      mtp * mtp_work.forward_us + f_collectives * ar + (n + n_moe) * cp_f;
+    cost.weight_us = n * layer_w + n_moe * moe_work.weight_grad_us +
+                     (first ? embedding_work.weight_grad_us : 0) +
+                     (last ? head_work.weight_grad_us : 0) + mtp * mtp_work.weight_grad_us;
+    const double input_grad =
+        n * (layer_i_compute + recompute_compute) +
+        n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a) +
+        (last ? head_work.input_grad_us : 0) + mtp * mtp_work.input_grad_us + i_collectives * ar +
+        (n + n_moe) * (cp_b + cp_recompute);
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
+    StageBreakdown &parts = an.stage_breakdown[i];
+    using Pass = PartWork::Pass;
+    parts.layers = stage_layers;
+    layer_work.addTo(parts.forward, Pass::Forward, n);
+    layer_work.addTo(parts.input_grad, Pass::InputGrad, n);
+    layer_work.addTo(parts.weight_grad, Pass::WeightGrad, n);
+    moe_work.addTo(parts.forward, Pass::Forward, n_moe);
+    moe_work.addTo(parts.input_grad, Pass::InputGrad, n_moe);
+    moe_work.addTo(parts.weight_grad, Pass::WeightGrad, n_moe);
+    parts.forward.ep_us = 2 * n_moe * a2a;
+    parts.input_grad.ep_us = 2 * n_moe * a2a;
+    parts.forward.cp_us = (n + n_moe) * cp_f;
+    parts.input_grad.cp_us = (n + n_moe) * cp_b;
+    for (const auto *extra : {first ? &embedding_work : nullptr, last ? &head_work : nullptr}) {
+      if (!extra) continue;
+      extra->addTo(parts.forward, Pass::Forward, 1);
+      extra->addTo(parts.input_grad, Pass::InputGrad, 1);
+      extra->addTo(parts.weight_grad, Pass::WeightGrad, 1);
+    }
+    mtp_work.addTo(parts.forward, Pass::Forward, mtp);
+    mtp_work.addTo(parts.input_grad, Pass::InputGrad, mtp);
+    mtp_work.addTo(parts.weight_grad, Pass::WeightGrad, mtp);
+    parts.forward.tp_us = f_collectives * ar;
+    parts.input_grad.tp_us = (i_collectives - recompute_collectives * (n + n_moe)) * ar;
+    parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +
+                                    recompute_collectives * (n + n_moe) * ar +
+                                    n_moe * recompute_all_to_all * a2a + (n + n_moe) * cp_recompute;
     an.stage_tp_collectives[i] = t > 1 ? f_collectives + i_collectives : 0;
-    an.stage_activation[i] = held.layers * layer_activation + mtp * mtp_activation +
-                             (first ? embed_activation : 0) + (last ? head_activation : 0);
+    an.stage_activation[i] = n * layer_activation + n_moe * moe_layer_activation +
+                             mtp * mtp_extra_activation + (first ? embed_activation : 0) +
+                             (last ? head_activation : 0);
+  }
+  {
+    const auto middle = static_cast<std::size_t>(P / 2);
+    const double share_moe = static_cast<double>(model_moe_layers) / P;
+    const double a2a = an.rank_all_to_all_us[middle];
+    an.moe_all_to_all_forward_us = share_moe * 2 * a2a;
+    an.moe_all_to_all_backward_us =
+        share_moe * (training.recompute == Recompute::Full ? 4 : 2) * a2a;
   }
   // Per layer times on a middle rank, for the rank-share figures Costs displays.
   const double middle_ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(P / 2)];
-  an.layer_forward_us = layer_f_compute + 2 * middle_ar;
-  an.layer_weight_us = layer_w;
-  an.layer_backward_us =
-      layer_i_compute + recompute_compute + (2 + recompute_collectives) * middle_ar + layer_w;
+  // The average layer: dense and MoE layers in the model's proportion.
+  const double moe_share = static_cast<double>(model_moe_layers) / (m.layers + m.mtp_layers);
+  const double middle_a2a = an.rank_all_to_all_us[static_cast<std::size_t>(P / 2)];
+  const auto mix = [&](double dense, double moe) {
+    return (1 - moe_share) * dense + moe_share * moe;
+  };
+  an.layer_forward_us = mix(layer_f_compute, moe_work.forward_us + 2 * middle_a2a) + 2 * middle_ar;
+  an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us);
+  an.layer_backward_us = mix(layer_i_compute + recompute_compute,
+                             moe_work.input_grad_us + moe_recompute +
+                                 (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a) +
+                         (2 + recompute_collectives) * middle_ar + an.layer_weight_us;
+  {
+    const auto middle = static_cast<std::size_t>(P / 2);
+    an.layer_forward_us += an.rank_cp_forward_us[middle];
+    an.layer_backward_us +=
+        an.rank_cp_backward_us[middle] +
+        (training.recompute == Recompute::Full ? an.rank_cp_forward_us[middle] : 0.0);
+  }
 
-  // PP: b·s·h elements per boundary per microbatch per direction; under sequence parallelism
-  // each TP rank sends its 1/t sequence shard, otherwise every TP rank sends the whole tensor.
-  an.pp_bytes_per_rank = sbh * dt / (sp ? t : 1);
+  // PP: b·s·h elements per boundary per microbatch per direction, split across the TP ranks:
+  // under sequence parallelism each holds its 1/t sequence shard and sends it; otherwise each
+  // sends 1/t of the (replicated) tensor and the receiving TP group all-gathers it over its own
+  // link (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021, §4.1).
+  an.pp_bytes_per_rank = sbh * dt / t;
   an.boundary_us.assign(Sn, 0.0);
   an.boundary_link.assign(Sn, Link::None);
   std::map<std::pair<int, int>, Link> pair_links;
@@ -492,7 +740,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     }
     const auto [gbps, latency] = linkSpeed(hw, it->second);
     an.boundary_link[static_cast<std::size_t>(v)] = it->second;
-    const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3);
+    double gather_us = 0;
+    if (t > 1 && !sp) {
+      const auto [tp_gbps, tp_latency] =
+          collectiveSpeed(hw, an.rank_tp_link[static_cast<std::size_t>(to)]);
+      gather_us = ringAllReduceUs(sbh * dt, t, tp_gbps, tp_latency) / 2; // all-gather: half
+    }
+    const double time = latency + an.pp_bytes_per_rank / (gbps * 1e3) + gather_us;
     an.boundary_us[static_cast<std::size_t>(v)] = time;
     if (time > slowest_boundary_us) {
       slowest_boundary_us = time;
@@ -502,11 +756,6 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
 
   // Per pipeline rank: parameters (unique model stages held), gradient sync.
-  an.rank_params.assign(static_cast<std::size_t>(P), 0.0);
-  an.rank_layers.assign(static_cast<std::size_t>(P), 0);
-  an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
-  an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
-  std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   int embedding_stage = 0, loss_stage = an.model_stages - 1;
   for (int k = 0; k < an.model_stages; ++k) {
     if (an.model_layout[static_cast<std::size_t>(k)].embedding) embedding_stage = k;
@@ -514,11 +763,24 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
   const Params layer = layerParams(m), embedding = embeddingParams(m),
                head = headParams(m, embedding_stage == loss_stage);
-  // An MTP module: its layer, the 2h→h projection (column-parallel) and two norms; it shares the
-  // embedding and head, holding a copy of the head when it sits off the loss stage (Megatron).
-  Params mtp_module = layer;
-  mtp_module.sharded += 2.0 * m.hidden * m.hidden;
-  mtp_module.replicated += 2 * normParams(m);
+  // An MTP module beyond its transformer layer: the 2h→h projection (column-parallel) and two
+  // norms; it shares the embedding and head, holding a copy of the head when it sits off the loss
+  // stage (Megatron).
+  const Params mtp_extra{2.0 * m.hidden * m.hidden, 2 * normParams(m)};
+  an.rank_params.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_layers.assign(static_cast<std::size_t>(P), 0);
+  an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
+  // An MoE layer holds no dense MLP; its shared experts and router are sharded like one, its
+  // routed experts over TP and EP.
+  const double dense_mlp_params = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
+  const double moe_layer_params_per_rank =
+      layer.perTpRank(t) + (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
+  const double routed_params_per_rank = isMoe(m) ? routedExpertParams(m) / (t * ep) : 0.0;
+  std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
+
   {
     std::vector<std::vector<int>> held(static_cast<std::size_t>(P));
     for (int v = 0; v < S; ++v) {
@@ -533,9 +795,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
       for (int k : stages) {
         const StageLayers &held = an.model_layout[static_cast<std::size_t>(k)];
-        an.rank_layers[i] += held.layers + held.mtp_layers;
-        an.rank_params[i] +=
-            held.layers * layer.perTpRank(t) + held.mtp_layers * mtp_module.perTpRank(t);
+        const int n = held.layers + held.mtp_layers;
+        const int n_moe =
+            moeLayersIn(m, model_first_layer[static_cast<std::size_t>(k)], held.layers) +
+            moeLayersIn(m, m.layers, held.mtp_layers);
+        an.rank_layers[i] += n;
+        an.rank_params[i] += (n - n_moe) * layer.perTpRank(t) +
+                             n_moe * (moe_layer_params_per_rank + routed_params_per_rank) +
+                             held.mtp_layers * mtp_extra.perTpRank(t);
+        an.rank_expert_params[i] += n_moe * routed_params_per_rank;
         if (held.mtp_layers > 0 && !held.loss)
           an.rank_params[i] += Params{static_cast<double>(m.vocab) * m.hidden, 0}.perTpRank(t);
         if (held.embedding) an.rank_params[i] += embedding.perTpRank(t);
@@ -543,8 +811,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume).
-      const auto [gbps, latency] = linkSpeed(hw, an.rank_dp_link[i]);
-      const double sync = ringAllReduceUs(an.rank_params[i] * dt, mesh.dp, gbps, latency);
+      // Routed-expert gradients are reduced over the dp/EP ranks that hold the same experts.
+      const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
+      const double expert = an.rank_expert_params[i];
+      const double sync =
+          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dp, gbps, latency) +
+          ringAllReduceUs(expert * dt, mesh.dp / ep, gbps, latency);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
       // produces them, so the backward of the rank's last microbatch hides the sync, except the
@@ -553,7 +825,22 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
           training.overlap_gradient_sync
               ? std::max(sync - rank_last_backward[i], sync / std::max(1, an.rank_layers[i]))
               : sync;
+      // Adam's step once the gradients are reduced, over the rank's share of the optimizer
+      // state (1/dp of it under ZeRO-1).
+      an.rank_optimizer_us[i] = optimizerStepUs(
+          optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh.dp),
+          training.optimizer_bytes_per_param, dt, hw);
     }
+  }
+  // Tied embeddings on several stages: the first and the last stage sum their copies' gradients
+  // (an all-reduce of the vocab-parallel table over the pair) before the optimizer step
+  // (Megatron-LM, Shoeybi et al. 2019 / Narayanan et al. 2021).
+  const int embedding_rank = model_rank[static_cast<std::size_t>(embedding_stage)];
+  const int head_rank = model_rank[static_cast<std::size_t>(loss_stage)];
+  if (m.tied_embeddings && head_rank != embedding_rank) {
+    const auto [gbps, latency] = collectiveSpeed(hw, pairLinkOf(mesh, embedding_rank, head_rank));
+    an.tied_embedding_sync_us =
+        ringAllReduceUs(embeddingParams(m).sharded / t * dt, 2, gbps, latency);
   }
   return an;
 }
@@ -567,11 +854,19 @@ int dtypeBytes(std::string_view dtype) {
 }
 
 double parameterCount(const ModelSpec &model) {
-  // MTP modules: a layer, the 2h→h projection and two norms each (the head and embedding shared).
+  // MTP modules: a layer, the 2h→h projection and two norms each (the head and embedding shared);
+  // MoE layers, the MTP modules' included, hold experts instead of the dense MLP.
   const double mtp_module =
       layerParams(model).whole() + 2.0 * model.hidden * model.hidden + 2 * normParams(model);
-  return model.layers * layerParams(model).whole() + embeddingParams(model).whole() +
-         headParams(model, true).whole() + model.mtp_layers * mtp_module;
+  const int moe_layers =
+      moeLayersIn(model, 0, model.layers) + moeLayersIn(model, model.layers, model.mtp_layers);
+  const double moe_delta = isMoe(model)
+                               ? routedExpertParams(model) + sharedAndRouterParams(model) -
+                                     (model.gated_mlp ? 3.0 : 2.0) * model.hidden * model.ffn_hidden
+                               : 0.0;
+  return model.layers * layerParams(model).whole() + moe_layers * moe_delta +
+         embeddingParams(model).whole() + headParams(model, true).whole() +
+         model.mtp_layers * mtp_module;
 }
 
 MeshLinks meshLinks(const Mesh &mesh) {
@@ -604,13 +899,25 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   costs.backward_us = share_layers * an.layer_backward_us;
   costs.weight_us = share_layers * an.layer_weight_us;
   costs.overlapped_us = 0;
+  // DualPipe's overlapped F&B pair (DeepSeek-V3 report, §3.2.1): one chunk's dispatch and
+  // combine all-to-all run while the other chunk computes, so the pair takes F + B less the
+  // all-to-all the other's compute can hide (never less than the longer of the two).
+  if (an.moe_all_to_all_forward_us > 0) {
+    const double f = costs.forward_us, bwd = costs.backward_us;
+    const double f_a2a = an.moe_all_to_all_forward_us, b_a2a = an.moe_all_to_all_backward_us;
+    const double hidden = std::min(f_a2a, bwd - b_a2a) + std::min(b_a2a, f - f_a2a);
+    costs.overlapped_us = std::clamp(f + bwd - hidden, std::max(f, bwd), f + bwd);
+  }
   costs.stage_overrides = an.stage_costs;
   costs.activation_bytes = an.pp_bytes_per_rank;
   costs.p2p_bandwidth_gbps = an.slowest_link_gbps;
   costs.p2p_latency_us = an.slowest_link_latency_us;
   costs.boundary_transfer_us = an.boundary_us;
-  costs.gradient_sync_us =
-      *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end());
+  // The simulator adds one tail after every rank's last op: the slowest rank's exposed DP sync,
+  // tied-embedding sum and optimizer step.
+  costs.gradient_sync_us = 0;
+  for (std::size_t p = 0; p < an.rank_sync_exposed_us.size(); ++p)
+    costs.gradient_sync_us = std::max(costs.gradient_sync_us, an.tailUs(p));
   derivation.stage_layers.resize(static_cast<std::size_t>(placement.stageCount()));
   for (int v = 0; v < placement.stageCount(); ++v)
     derivation.stage_layers[static_cast<std::size_t>(v)] =
@@ -618,8 +925,11 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                             placement.model_stage[static_cast<std::size_t>(v)])]
             .layers;
   derivation.stage_activation_bytes = an.stage_activation;
+  derivation.stage_breakdown = an.stage_breakdown;
+  derivation.layer_ops = an.layer_ops;
   derivation.model_layout = an.model_layout;
   derivation.rank_parameters = an.rank_params;
+  derivation.rank_expert_parameters = an.rank_expert_params;
   derivation.rank_layers = an.rank_layers;
   derivation.recompute_transient_bytes =
       setup.training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
@@ -650,6 +960,7 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   // Memory per pipeline rank (the same on every TP rank and DP replica of it).
   ModelDerivation analyzed;
   analyzed.rank_parameters = an.rank_params;
+  analyzed.rank_expert_parameters = an.rank_expert_params;
   analyzed.rank_layers = an.rank_layers;
   analyzed.recompute_transient_bytes =
       training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
@@ -677,8 +988,10 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   // Step, throughput and MFU.
   report.step_time_s = simulation.makespan_us * 1e-6;
   const double microbatches = placement.microbatches;
-  const double tokens = dp * microbatches * m.microbatch_size * m.sequence_length;
-  report.model_flops_per_step = dp * microbatches * 3 * an.forward_flops_per_microbatch;
+  // CP ranks share each sequence: dp / cp distinct replicas consume data.
+  const double replicas = static_cast<double>(dp) / training.context_parallel;
+  const double tokens = replicas * microbatches * m.microbatch_size * m.sequence_length;
+  report.model_flops_per_step = replicas * microbatches * 3 * an.forward_flops_per_microbatch;
   if (report.step_time_s > 0) {
     report.tokens_per_s = tokens / report.step_time_s;
     report.mfu = report.model_flops_per_step /
@@ -745,8 +1058,10 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   const double dt = dtypeBytes(setup.model.dtype);
   mem.params = params * dt;
   mem.grads = params * dt;
-  mem.optimizer =
-      params * setup.training.optimizer_bytes_per_param / (setup.training.zero1 ? mesh.dp : 1);
+  const double expert_params =
+      i < derivation.rank_expert_parameters.size() ? derivation.rank_expert_parameters[i] : 0.0;
+  mem.optimizer = optimizerShare(params, expert_params, setup.training, mesh.dp) *
+                  setup.training.optimizer_bytes_per_param;
   mem.activations_peak = peak_activation_bytes;
   // Full recomputation rebuilds one layer's activations during its backward: a transient on top
   // of the stored layer inputs.

@@ -162,25 +162,46 @@ nlohmann::json toJson(const ModelSpec &m) {
                         {"gated_mlp", m.gated_mlp},
                         {"position_embeddings", m.position_embeddings},
                         {"linear_biases", m.linear_biases},
-                        {"norm", m.norm}};
+                        {"norm", m.norm},
+                        {"attention", m.attention},
+                        {"dropout", m.dropout},
+                        {"experts", m.experts},
+                        {"experts_per_token", m.experts_per_token},
+                        {"shared_experts", m.shared_experts},
+                        {"expert_ffn_hidden", m.expert_ffn_hidden},
+                        {"first_dense_layers", m.first_dense_layers},
+                        {"capacity_factor", m.capacity_factor}};
   if (m.mtp_layers > 0) out["mtp_layers"] = m.mtp_layers;
   return out;
 }
 
 nlohmann::json toJson(const HardwareSpec &hw) {
-  return {{"format", kHardwareFormat},
-          {"version", kVersion},
-          {"name", hw.name},
-          {"source", hw.source},
-          {"notes", hw.notes},
-          {"peak_tflops", hw.peak_tflops},
-          {"efficiency", hw.efficiency},
-          {"memory_gib", hw.memory_gib},
-          {"intra_node_gbps", hw.intra_node_gbps},
-          {"intra_node_latency_us", hw.intra_node_latency_us},
-          {"inter_node_gbps", hw.inter_node_gbps},
-          {"inter_node_latency_us", hw.inter_node_latency_us},
-          {"gpus_per_node", hw.gpus_per_node}};
+  nlohmann::json out = {{"format", kHardwareFormat},
+                        {"version", kVersion},
+                        {"name", hw.name},
+                        {"source", hw.source},
+                        {"notes", hw.notes},
+                        {"peak_tflops", hw.peak_tflops},
+                        {"efficiency", hw.efficiency},
+                        {"memory_gib", hw.memory_gib},
+                        {"intra_node_gbps", hw.intra_node_gbps},
+                        {"intra_node_latency_us", hw.intra_node_latency_us},
+                        {"inter_node_gbps", hw.inter_node_gbps},
+                        {"inter_node_latency_us", hw.inter_node_latency_us},
+                        {"intra_node_bus_efficiency", hw.intra_node_bus_efficiency},
+                        {"inter_node_bus_efficiency", hw.inter_node_bus_efficiency},
+                        {"hbm_gbps", hw.hbm_gbps},
+                        {"memory_efficiency", hw.memory_efficiency},
+                        {"attention_efficiency", hw.attention_efficiency},
+                        {"gpus_per_node", hw.gpus_per_node}};
+  if (!hw.gemm_efficiency.empty()) {
+    nlohmann::json curve = nlohmann::json::array();
+    for (const auto &point : hw.gemm_efficiency)
+      curve.push_back({{"flops", point.flops}, {"efficiency", point.efficiency}});
+    out["gemm_efficiency"] = std::move(curve);
+    out["gemm_efficiency_source"] = hw.gemm_efficiency_source;
+  }
+  return out;
 }
 
 nlohmann::json toJson(const TrainingSetup &training) {
@@ -189,7 +210,10 @@ nlohmann::json toJson(const TrainingSetup &training) {
                         {"sequence_parallel", training.sequence_parallel},
                         {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
                         {"balance_layers", training.balance_layers},
-                        {"overlap_gradient_sync", training.overlap_gradient_sync}};
+                        {"overlap_gradient_sync", training.overlap_gradient_sync},
+                        {"expert_parallel", training.expert_parallel},
+                        {"expert_load_imbalance", training.expert_load_imbalance},
+                        {"context_parallel", training.context_parallel}};
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -218,7 +242,15 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
                           "position_embeddings",
                           "linear_biases",
                           "norm",
-                          "mtp_layers"});
+                          "mtp_layers",
+                          "attention",
+                          "dropout",
+                          "experts",
+                          "experts_per_token",
+                          "shared_experts",
+                          "expert_ffn_hidden",
+                          "first_dense_layers",
+                          "capacity_factor"});
       !s)
     return s.error();
   ModelSpec m;
@@ -240,7 +272,15 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .integer("position_embeddings", m.position_embeddings, 0, 1 << 24)
       .boolean("linear_biases", m.linear_biases)
       .text("norm", m.norm)
-      .integer("mtp_layers", m.mtp_layers, 0, 100000);
+      .integer("mtp_layers", m.mtp_layers, 0, 100000)
+      .text("attention", m.attention)
+      .boolean("dropout", m.dropout)
+      .integer("experts", m.experts, 0, 1 << 16)
+      .integer("experts_per_token", m.experts_per_token, 0, 1 << 16)
+      .integer("shared_experts", m.shared_experts, 0, 1 << 10)
+      .integer("expert_ffn_hidden", m.expert_ffn_hidden, 0, 1 << 22)
+      .integer("first_dense_layers", m.first_dense_layers, 0, 100000)
+      .number("capacity_factor", m.capacity_factor, 0, 1e6);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
   if (m.hidden % m.heads != 0)
@@ -255,6 +295,25 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   if (m.norm != "rmsnorm" && m.norm != "layernorm")
     return makeError(pointer + "/norm: expected \"rmsnorm\" or \"layernorm\", got \"" + m.norm +
                      "\"");
+  if (m.experts > 0) {
+    if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
+      return makeError(pointer + "/experts_per_token: " + std::to_string(m.experts_per_token) +
+                       " must be between 1 and experts (" + std::to_string(m.experts) + ")");
+    if (m.expert_ffn_hidden < 1)
+      return makeError(pointer + "/expert_ffn_hidden: missing; give each expert's FFN size");
+    if (m.first_dense_layers >= m.layers)
+      return makeError(pointer + "/first_dense_layers: " + std::to_string(m.first_dense_layers) +
+                       " leaves no MoE layer of " + std::to_string(m.layers));
+    if (m.capacity_factor != 0 && m.capacity_factor < 1)
+      return makeError(pointer + "/capacity_factor: 0 (dropless) or at least 1, got " +
+                       std::to_string(m.capacity_factor));
+  } else if (m.experts_per_token > 0 || m.shared_experts > 0) {
+    return makeError(pointer + "/experts: 0 (dense), but experts_per_token or shared_experts is "
+                               "set; give the number of routed experts");
+  }
+  if (m.attention != "materialized" && m.attention != "flash")
+    return makeError(pointer + "/attention: expected \"materialized\" or \"flash\", got \"" +
+                     m.attention + "\"");
   return m;
 }
 
@@ -263,9 +322,26 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
   if (!fields.ok()) return fields.error();
   if (auto s = checkOptionalFormat(json, pointer, kHardwareFormat); !s) return s.error();
   if (auto s = checkKeys(json, pointer,
-                         {"format", "version", "name", "source", "notes", "peak_tflops",
-                          "efficiency", "memory_gib", "intra_node_gbps", "intra_node_latency_us",
-                          "inter_node_gbps", "inter_node_latency_us", "gpus_per_node"});
+                         {"format",
+                          "version",
+                          "name",
+                          "source",
+                          "notes",
+                          "peak_tflops",
+                          "efficiency",
+                          "memory_gib",
+                          "intra_node_gbps",
+                          "intra_node_latency_us",
+                          "inter_node_gbps",
+                          "inter_node_latency_us",
+                          "gpus_per_node",
+                          "gemm_efficiency",
+                          "gemm_efficiency_source",
+                          "hbm_gbps",
+                          "memory_efficiency",
+                          "attention_efficiency",
+                          "intra_node_bus_efficiency",
+                          "inter_node_bus_efficiency"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -285,8 +361,40 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("inter_node_gbps", hw.inter_node_gbps, kMinLinkBandwidthGbps, kMaxLinkBandwidthGbps,
               true)
       .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
-      .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true);
+      .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true)
+      .text("gemm_efficiency_source", hw.gemm_efficiency_source)
+      .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
+      .number("memory_efficiency", hw.memory_efficiency, kMinEfficiency, 1)
+      .number("attention_efficiency", hw.attention_efficiency, 0, 1)
+      .number("intra_node_bus_efficiency", hw.intra_node_bus_efficiency, kMinEfficiency, 1)
+      .number("inter_node_bus_efficiency", hw.inter_node_bus_efficiency, kMinEfficiency, 1);
+  const auto *curve = fields.array("gemm_efficiency");
   if (!fields.ok()) return fields.error();
+  if (curve) {
+    const std::string curve_pointer = pointer + "/gemm_efficiency";
+    for (std::size_t i = 0; i < curve->size(); ++i) {
+      const std::string at = curve_pointer + "/" + std::to_string(i);
+      JsonFields point_fields((*curve)[i], at);
+      if (!point_fields.ok()) return point_fields.error();
+      if (auto s = checkKeys((*curve)[i], at, {"flops", "efficiency", "size"}); !s)
+        return s.error();
+      // A point is a GEMM's FLOPs, or the side n of a square GEMM (2·n³ FLOPs) as the backend's
+      // ladder measures them. Range checks are checkGemmCurve's, with their own messages.
+      constexpr double kAnyNumber = 1e300;
+      GemmEfficiencyPoint point{0, 0};
+      double size = 0;
+      point_fields.number("flops", point.flops, -kAnyNumber, kAnyNumber)
+          .number("size", size, -kAnyNumber, kAnyNumber)
+          .number("efficiency", point.efficiency, -kAnyNumber, kAnyNumber, true);
+      if (!point_fields.ok()) return point_fields.error();
+      if (size != 0 && point.flops != 0) return makeError(at + ": give flops or size, not both");
+      if (size != 0) point.flops = size > 0 ? 2 * size * size * size : size;
+      if (size == 0 && point.flops == 0)
+        return makeError(at + "/flops: missing; give the GEMM's flops (or the square size)");
+      hw.gemm_efficiency.push_back(point);
+    }
+    if (auto s = checkGemmCurve(hw.gemm_efficiency, curve_pointer); !s) return s.error();
+  }
   return hw;
 }
 
@@ -296,7 +404,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (!fields.ok()) return fields.error();
   if (auto s = checkKeys(json, pointer,
                          {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                          "balance_layers", "overlap_gradient_sync", "layout"});
+                          "balance_layers", "overlap_gradient_sync", "layout", "expert_parallel",
+                          "expert_load_imbalance", "context_parallel"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -306,7 +415,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("sequence_parallel", training.sequence_parallel)
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
       .boolean("balance_layers", training.balance_layers)
-      .boolean("overlap_gradient_sync", training.overlap_gradient_sync);
+      .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
+      .integer("expert_parallel", training.expert_parallel, 1, kMaxWorldSize)
+      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
+      .integer("context_parallel", training.context_parallel, 1, kMaxWorldSize);
   std::string layout;
   fields.text("layout", layout);
   if (!fields.ok()) return fields.error();

@@ -11,6 +11,8 @@
 
 #include "engine/costs.h"
 #include "engine/mesh.h"
+#include "engine/model/cost_breakdown.h"
+#include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_layout.h"
 #include "engine/result.h"
 #include "engine/schedule.h"
@@ -40,6 +42,24 @@ struct ModelSpec {
   /// Multi-token-prediction layers after the last transformer layer (DeepSeek-V3 §2.2): each a
   /// transformer layer, a 2h→h projection and a pass through the shared output head.
   int mtp_layers = 0;
+  /// "materialized": the s×s scores are computed, stored and read back (Korthikanti's 5·a·s/h
+  /// activation term; what Megatron-LM measured in 2021-22; the default, so files that do not
+  /// say keep their meaning). "flash": FlashAttention, no s×s tensor, its backward recomputes.
+  std::string attention = "materialized";
+  /// Dropout after attention, on the scores and after the MLP (GPT-2/3, Megatron's GPT), with its
+  /// 1-byte masks; Llama-style models train without it.
+  bool dropout = true;
+  /// Mixture-of-experts (0 experts: dense). Every layer after the first `first_dense_layers` has
+  /// `experts` routed experts of FFN size `expert_ffn_hidden`, of which each token uses
+  /// `experts_per_token` (top-k), plus `shared_experts` that every token uses.
+  int experts = 0;
+  int experts_per_token = 0;
+  int shared_experts = 0;
+  int expert_ffn_hidden = 0;
+  int first_dense_layers = 0;
+  /// Tokens an expert takes at most, as a multiple of the balanced share (Switch Transformer's
+  /// capacity factor); 0 = dropless (no cap).
+  double capacity_factor = 0;
   std::string notes; ///< free text shown with the preset
 };
 
@@ -48,12 +68,25 @@ struct HardwareSpec {
   std::string name;
   std::string source;
   double peak_tflops = 989; ///< dense bf16 per GPU
-  double efficiency = 0.5;  ///< achieved fraction of peak for GEMM-heavy layers
+  double efficiency = 0.5;  ///< every GEMM's fraction of peak when there is no curve
+  /// GEMM efficiency over size (gemm_efficiency.h); empty: `efficiency` for every GEMM.
+  std::vector<GemmEfficiencyPoint> gemm_efficiency;
+  std::string gemm_efficiency_source; ///< where the curve's points come from
+  /// HBM bandwidth (GB/s) and the fraction of it memory-bound kernels achieve; 0 = memory-bound
+  /// work (norms, activations, softmax, optimizer step) is not priced, as before it was modeled.
+  double hbm_gbps = 0;
+  double memory_efficiency = 0.8;
+  /// FlashAttention's achieved fraction of peak; 0 = the GEMM curve at one head's score GEMM.
+  double attention_efficiency = 0;
   double memory_gib = 80;
   double intra_node_gbps = 450; ///< per direction, NVLink class, GB/s
   double intra_node_latency_us = 3;
   double inter_node_gbps = 50; ///< per GPU, InfiniBand class, GB/s
   double inter_node_latency_us = 10;
+  /// Bus bandwidth a collective achieves over the link's per-direction bandwidth (nccl-tests'
+  /// busbw / link bandwidth); 1 = the link's full figure.
+  double intra_node_bus_efficiency = 1;
+  double inter_node_bus_efficiency = 1;
   int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
   std::string notes;
 };
@@ -73,6 +106,14 @@ struct TrainingSetup {
   /// Megatron layout string, torchtitan's options or a layers-per-stage list (layer_layout.h).
   LayerLayout layout;
   bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
+  /// Expert parallelism: experts split over this many data-parallel ranks (Megatron folds EP into
+  /// DP, so it must divide dp); 1 = every rank holds every expert.
+  int expert_parallel = 1;
+  /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
+  double expert_load_imbalance = 1;
+  /// Context parallelism: each sequence split over this many data-parallel ranks (as Megatron's
+  /// gradient reduction spans dp × cp, the CP ranks are counted in dp here); 1 = none.
+  int context_parallel = 1;
 };
 
 struct ModelSetup {
@@ -83,12 +124,16 @@ struct ModelSetup {
 
 /// What the model, hardware and mesh imply for one schedule's placement.
 struct ModelDerivation {
-  Costs costs;                                ///< per-stage overrides, transfers, gradient sync
-  std::vector<int> stage_layers;              ///< transformer layers per virtual stage
-  std::vector<double> stage_activation_bytes; ///< per microbatch held on each virtual stage
-  LayerLayout model_layout;                   ///< what each model stage holds, as split
+  Costs costs;                                 ///< per-stage overrides, transfers, gradient sync
+  std::vector<int> stage_layers;               ///< transformer layers per virtual stage
+  std::vector<double> stage_activation_bytes;  ///< per microbatch held on each virtual stage
+  std::vector<StageBreakdown> stage_breakdown; ///< what each stage's F, I and W are made of
+  std::vector<LayerOp> layer_ops;              ///< one transformer layer's ops on one TP rank
+  LayerLayout model_layout;                    ///< what each model stage holds, as split
   /// Per pipeline rank: parameters held by one of its TP ranks, and its transformer layers.
   std::vector<double> rank_parameters;
+  /// Of rank_parameters, the routed experts' (their optimizer state shards over dp / EP).
+  std::vector<double> rank_expert_parameters;
   std::vector<int> rank_layers;
   /// Full recomputation rebuilds one layer's activations during its backward: this transient
   /// sits on top of the stored activations of every rank that has layers.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -237,8 +238,6 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
             continue;
           }
           peakActivationBytes(*compiled, derivation->stage_activation_bytes, peak_activations);
-          bool timed = false;
-          CompiledTiming timing;
           for (bool zero1 : request.zero1) {
             setup.training.zero1 = zero1;
             SearchPlan plan;
@@ -260,8 +259,19 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
               ++counters.pruned;
               continue;
             }
-            if (!timed) {
-              auto times = resolveStageTimes(derivation->costs, placement);
+            // ZeRO-1 changes no op time, but Adam's step in the step's tail runs over the
+            // rank's shard of the optimizer state: the costs are derived again for it, so the
+            // timing stays the one `simulate` gives.
+            std::optional<ModelDerivation> sharded;
+            if (zero1) {
+              auto rederived = deriveModelCosts(setup, mesh, placement, &links);
+              if (!rederived) continue;
+              sharded = std::move(*rederived);
+            }
+            const Costs &costs = sharded ? sharded->costs : derivation->costs;
+            CompiledTiming timing;
+            {
+              auto times = resolveStageTimes(costs, placement);
               if (!times) break;
               // Neighbouring configurations often price every op alike (rank orders that put
               // the same groups on the same links): the timing is then the same.
@@ -280,7 +290,6 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
                 last_timing = timing;
                 have_last = true;
               }
-              timed = true;
             }
             plan.step_time_s = timing.makespan_us * 1e-6;
             if (!(plan.step_time_s > 0)) continue;
@@ -291,7 +300,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
                        (plan.step_time_s * request.gpus * request.hardware.peak_tflops * 1e12);
             plan.bubble_fraction = timing.bubble_fraction;
             plan.busiest_rank_s = timing.busiest_rank_us * 1e-6;
-            plan.gradient_sync_s = derivation->costs.gradient_sync_us * 1e-6;
+            plan.gradient_sync_s = costs.gradient_sync_us * 1e-6;
             ++counters.evaluated;
             collector.offer(plan);
           }

@@ -321,6 +321,48 @@ private slots:
       QVERIFY2(loadHardwareSpec(name), name);
   }
 
+  // --gemm-bench --save-hardware: the ladder becomes the hardware file's GEMM curve, efficiency
+  // over the datasheet peak, never falling with size (a dip is carried over by the best rate).
+  void ladderBecomesAHardwareCurve() {
+    GemmBenchmark gpu;
+    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
+    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu.rates = {gemmRate(1024, "bf16", 2 * 1024.0 * 1024 * 1024 / 300e6, 10),
+                 gemmRate(2048, "bf16", 2 * 2048.0 * 2048 * 2048 / 600e6, 10),
+                 gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 550e6, 10)}; // a dip
+    auto base = loadHardwareSpec("h100-sxm");
+    QVERIFY(base);
+    auto saved = hardwareFromBenchmark(gpu, *base);
+    QVERIFY2(saved, saved ? "" : saved.error().message.c_str());
+    QCOMPARE(saved->peak_tflops, 989.0);
+    QCOMPARE(static_cast<int>(saved->gemm_efficiency.size()), 3);
+    QVERIFY(std::abs(saved->gemm_efficiency[0].efficiency - 300.0 / 989) < 1e-9);
+    QVERIFY(std::abs(saved->gemm_efficiency[1].efficiency - 600.0 / 989) < 1e-9);
+    QVERIFY(std::abs(saved->gemm_efficiency[2].efficiency - 600.0 / 989) < 1e-9); // carried
+    QCOMPARE(saved->gemm_efficiency[2].flops, 2 * 4096.0 * 4096 * 4096);
+    QCOMPARE(saved->intra_node_gbps, base->intra_node_gbps); // links from the base
+    // The file it writes reads back as the same curve.
+    auto reread = hardwareSpecFromJson(toJson(*saved), "");
+    QVERIFY2(reread, reread ? "" : reread.error().message.c_str());
+    QCOMPARE(reread->gemm_efficiency.size(), saved->gemm_efficiency.size());
+    // On the cpu device (fp32) the peak becomes the best measured rate.
+    GemmBenchmark cpu;
+    cpu.device = "cpu";
+    cpu.rates = {gemmRate(256, "fp32", 2 * 256.0 * 256 * 256 / 0.01e6, 1),
+                 gemmRate(512, "fp32", 2 * 512.0 * 512 * 512 / 0.02e6, 1)};
+    auto cpu_hardware = hardwareFromBenchmark(cpu, *base);
+    QVERIFY(cpu_hardware);
+    QVERIFY(std::abs(cpu_hardware->peak_tflops - 0.02) < 1e-12);
+    QVERIFY(std::abs(cpu_hardware->gemm_efficiency.back().efficiency - 1) < 1e-12);
+    // --save-hardware needs the benchmark; --hardware needs --save-hardware.
+    const char *lone_save[] = {"x", "--save-hardware", "h.json"};
+    auto refused = parseOptions(3, const_cast<char **>(lone_save));
+    QVERIFY(!refused);
+    QVERIFY(refused.error().message.find("--gemm-bench") != std::string::npos);
+    const char *lone_base[] = {"x", "--gemm-bench", "--hardware", "h100-sxm"};
+    QVERIFY(!parseOptions(4, const_cast<char **>(lone_base)));
+  }
+
   void optionsParse() {
     const char *good[] = {
         "pipescope-backend", "--plan", "p.json",  "--trace", "t.json",       "--device", "cuda",

@@ -73,6 +73,17 @@ private slots:
                                            {"inter_node_gbps", 50},
                                            {"gpus_per_node", 8}}
                                           .dump());
+    writeFile(path("falling-curve.json"),
+              json{{"format", "pipescope.hardware"},
+                   {"version", 1},
+                   {"peak_tflops", 989},
+                   {"memory_gib", 80},
+                   {"intra_node_gbps", 450},
+                   {"inter_node_gbps", 50},
+                   {"gpus_per_node", 8},
+                   {"gemm_efficiency",
+                    {{{"size", 1024}, {"efficiency", 0.6}}, {{"size", 4096}, {"efficiency", 0.5}}}}}
+                  .dump());
     // Measured traces, made from a simulated one as a backend would write them.
     const Run simulated = pipescope(
         {"simulate", "--pp", "2", "--microbatches", "4", "--trace", path("simulated.trace")});
@@ -183,6 +194,26 @@ private slots:
     QTest::newRow("compare markdown and json")
         << QStringList{"compare", "--measured", d + "simulated.trace", "--markdown", "--json"} << 2
         << "--markdown formats the text tables and does not apply with --json" << true;
+
+    // Mixture-of-experts, context parallelism and hardware curves (issue #13).
+    const QStringList mixtral{"simulate", "--model", "mixtral-8x7b",   "--hardware", "h100-sxm",
+                              "--pp",     "2",       "--microbatches", "4"};
+    QTest::newRow("simulate: EP not dividing the experts")
+        << (mixtral + QStringList{"--dp", "6", "--ep", "6"}) << 2
+        << "experts (8) are not divisible by expert_parallel = 6" << true;
+    QTest::newRow("simulate: EP not dividing dp")
+        << (mixtral + QStringList{"--dp", "6", "--ep", "4"}) << 2
+        << "expert_parallel = 4 does not divide dp = 6" << true;
+    QTest::newRow("simulate: CP not dividing the sequence")
+        << (mixtral + QStringList{"--dp", "6", "--cp", "3"}) << 2
+        << "sequence_length (4096) is not divisible by 2 × context_parallel = 6" << true;
+    QTest::newRow("simulate: EP without experts")
+        << QStringList{"simulate", "--model", "llama3-8b", "--hardware", "h100-sxm",
+                       "--dp",     "2",       "--ep",      "2"}
+        << 2 << "expert_parallel = 2 but model 'llama3-8b' has no experts" << true;
+    QTest::newRow("simulate: falling GEMM curve")
+        << QStringList{"simulate", "--model", "llama3-8b", "--hardware", d + "falling-curve.json"}
+        << 2 << "/gemm_efficiency/1/efficiency: the curve must not fall with size" << true;
 
     // Usage errors of validate go to stderr.
     QTest::newRow("validate without file")

@@ -58,6 +58,18 @@ ModelSetup presetSetup(const std::string &model, const std::string &hardware) {
   return setup;
 }
 
+/// The preset as a hardware file that gives only a flat efficiency factor (no GEMM curve, no HBM
+/// bandwidth, collectives at the links' full figures): the first-order model these hand
+/// computations check, which such files keep.
+ModelSetup flatPresetSetup(const std::string &model, const std::string &hardware) {
+  ModelSetup setup = presetSetup(model, hardware);
+  setup.hardware.gemm_efficiency.clear();
+  setup.hardware.hbm_gbps = 0;
+  setup.hardware.intra_node_bus_efficiency = 1;
+  setup.hardware.inter_node_bus_efficiency = 1;
+  return setup;
+}
+
 Mesh makeMesh(int dp, int tp, int pp, const char *order = "tp-pp-dp", int gpus_per_node = 8) {
   Mesh mesh;
   mesh.dp = dp;
@@ -291,7 +303,8 @@ void TestModelCosts::zero1DividesOptimizerOnly() {
     QCOMPARE(b.activations_peak, a.activations_peak);
     QVERIFY(b.total < a.total);
   }
-  QCOMPARE(sharded->report.step_time_s, plain->report.step_time_s);
+  // The optimizer step after the last backward runs over the rank's 1/dp of the state.
+  QVERIFY(sharded->report.step_time_s < plain->report.step_time_s);
   QCOMPARE(sharded->report.dp.bytes, plain->report.dp.bytes);
 }
 
@@ -323,6 +336,20 @@ void TestModelCosts::rankOrderMovesTpTraffic() {
 
 void TestModelCosts::fullRecomputeLowersMemoryRaisesBackward() {
   ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  // Selective recomputation redoes the materialized attention core; FlashAttention has none to
+  // redo (its backward recomputes the scores anyway), so selective costs nothing extra there.
+  {
+    const Mesh mesh = makeMesh(1, 2, 4);
+    setup.training.recompute = Recompute::None;
+    auto flash_none = simulateModel(setup, mesh, request("1f1b", 4, 8));
+    setup.training.recompute = Recompute::Selective;
+    auto flash_selective = simulateModel(setup, mesh, request("1f1b", 4, 8));
+    REQUIRE_OK(flash_none);
+    REQUIRE_OK(flash_selective);
+    QCOMPARE(flash_selective->derivation.costs.stage_overrides[1].backward_us,
+             flash_none->derivation.costs.stage_overrides[1].backward_us);
+  }
+  setup.model.attention = "materialized";
   const Mesh mesh = makeMesh(1, 2, 4);
   setup.training.recompute = Recompute::None;
   auto none = simulateModel(setup, mesh, request("1f1b", 4, 8));
@@ -395,7 +422,7 @@ void TestModelCosts::activationFormula() {
 
 // F = (24·b·s·h² + 4·b·s²·h) per layer for a standard layer, B = 2F, W = the matmul part.
 void TestModelCosts::flopsFromShapes() {
-  ModelSetup setup = presetSetup("gpt3-175b", "a100-80gb");
+  ModelSetup setup = flatPresetSetup("gpt3-175b", "a100-80gb");
   auto schedule = generateSchedule(request("1f1b", 8, 8));
   REQUIRE_OK(schedule);
   auto derivation = deriveModelCosts(setup, makeMesh(1, 1, 8), schedule->placement);
@@ -424,7 +451,7 @@ void TestModelCosts::flopsFromShapes() {
 // Two all-reduces of b·s·h elements per layer in F: 2(t-1)/t · bytes / bandwidth + 2(t-1) ·
 // latency.
 void TestModelCosts::tpAllReduceIsRing() {
-  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  ModelSetup setup = flatPresetSetup("llama3-8b", "h100-sxm");
   auto schedule = generateSchedule(request("1f1b", 4, 8));
   REQUIRE_OK(schedule);
   const Mesh mesh = makeMesh(1, 8, 4);
@@ -451,29 +478,37 @@ void TestModelCosts::tpAllReduceIsRing() {
 }
 
 void TestModelCosts::pipelineTransfers() {
-  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  ModelSetup setup = flatPresetSetup("llama3-8b", "h100-sxm");
   auto schedule = generateSchedule(request("1f1b", 4, 8));
   REQUIRE_OK(schedule);
   // tp = 4, pp = 4, tp-pp-dp: pipeline ranks 0,1 in node 0 and 2,3 in node 1.
   auto derivation = deriveModelCosts(setup, makeMesh(1, 4, 4), schedule->placement);
   REQUIRE_OK(derivation);
   const double bytes = 8192.0 * 4096 * 2; // b·s·h bf16
-  QCOMPARE(derivation->costs.activation_bytes, bytes);
+  // Megatron's scatter/gather: each of the 4 TP ranks sends a quarter, and the receiving TP group
+  // all-gathers the whole tensor over NVLink ((t-1)/t of it per rank, t-1 latency steps).
+  QCOMPARE(derivation->costs.activation_bytes, bytes / 4);
   const auto &hw = setup.hardware;
+  const double gather = 3.0 / 4 * bytes / (hw.intra_node_gbps * 1e3) + 3 * hw.intra_node_latency_us;
   const auto &boundary = derivation->costs.boundary_transfer_us;
   QCOMPARE(static_cast<int>(boundary.size()), 4);
-  QVERIFY(near(boundary[0], hw.intra_node_latency_us + bytes / (hw.intra_node_gbps * 1e3), 1e-12));
-  QVERIFY(near(boundary[1], hw.inter_node_latency_us + bytes / (hw.inter_node_gbps * 1e3), 1e-12));
-  QVERIFY(near(boundary[2], hw.intra_node_latency_us + bytes / (hw.intra_node_gbps * 1e3), 1e-12));
-  // Sequence parallelism: each TP rank sends its 1/t of the sequence.
+  QVERIFY(near(boundary[0],
+               hw.intra_node_latency_us + bytes / 4 / (hw.intra_node_gbps * 1e3) + gather, 1e-12));
+  QVERIFY(near(boundary[1],
+               hw.inter_node_latency_us + bytes / 4 / (hw.inter_node_gbps * 1e3) + gather, 1e-12));
+  QVERIFY(near(boundary[2],
+               hw.intra_node_latency_us + bytes / 4 / (hw.intra_node_gbps * 1e3) + gather, 1e-12));
+  // Sequence parallelism: each TP rank holds and sends its 1/t of the sequence; nothing to gather.
   setup.training.sequence_parallel = true;
   auto sp = deriveModelCosts(setup, makeMesh(1, 4, 4), schedule->placement);
   REQUIRE_OK(sp);
   QCOMPARE(sp->costs.activation_bytes, bytes / 4);
+  QVERIFY(near(sp->costs.boundary_transfer_us[1],
+               hw.inter_node_latency_us + bytes / 4 / (hw.inter_node_gbps * 1e3), 1e-12));
 }
 
 void TestModelCosts::gradientSyncOverlap() {
-  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  ModelSetup setup = flatPresetSetup("llama3-8b", "h100-sxm");
   setup.training.recompute = Recompute::Selective;
   auto schedule = generateSchedule(request("1f1b", 2, 8));
   REQUIRE_OK(schedule);
@@ -544,10 +579,11 @@ void TestModelCosts::modelThatCannotFitIsFlagged() {
   QVERIFY(near(m.total, m.params + m.grads + m.optimizer + m.activations_peak, 1e-12));
 }
 
-// 1F1B holds P - r microbatches on rank r: with llama3-70b on 8 × 8 without recomputation the
-// first rank runs out of memory and the last one does not.
+// 1F1B holds P - r microbatches on rank r: with llama3-70b on 8 × 8 without recomputation and
+// two sequences per microbatch the first rank runs out of memory and the last one does not.
 void TestModelCosts::someRanksFitOthersDoNot() {
   ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
+  setup.model.microbatch_size = 2;
   auto run = simulateModel(setup, makeMesh(1, 8, 8), request("1f1b", 8, 32));
   REQUIRE_OK(run);
   const auto &memory = run->report.memory;

@@ -258,6 +258,31 @@ private slots:
     QVERIFY(result->evaluated < runSearch(smallRequest())->evaluated);
   }
 
+  // Every ranked plan, ZeRO-1 ones included (sharding the optimizer state shortens Adam's step in
+  // the step's tail), has the step time `simulate` gives it, bitwise.
+  void rankedPlansRetimeAsSimulate() {
+    SearchRequest request = smallRequest();
+    request.top = 40;
+    auto result = runSearch(request);
+    QVERIFY(result.ok());
+    int zero1_plans = 0;
+    for (const auto &found : result->plans) {
+      Plan plan;
+      plan.request = found.schedule;
+      plan.mesh = found.mesh;
+      ModelSetup setup{request.model, request.hardware, found.training};
+      setup.model.microbatch_size = found.microbatch_size;
+      plan.model = setup;
+      ModelDerivation derivation;
+      auto evaluation = evaluatePlan(plan, {}, &derivation);
+      QVERIFY(evaluation.ok());
+      QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
+      QCOMPARE(found.gradient_sync_s, derivation.costs.gradient_sync_us * 1e-6);
+      if (found.training.zero1) ++zero1_plans;
+    }
+    QVERIFY(zero1_plans > 0);
+  }
+
   // The links classified once per mesh give the derivation every mesh gives on its own, across
   // nodes, for every rank order and placement.
   void precomputedMeshLinksDeriveTheSameCosts() {

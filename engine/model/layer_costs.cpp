@@ -1,0 +1,281 @@
+// Per-op work of a layer, the embedding and the head (layer_costs.h).
+//
+// Sources:
+// - GEMM shapes as Megatron-LM shards them (Shoeybi et al. 2019, §3): QKV and the MLP's first
+//   matrices column-parallel (n divided by t), the attention output and the MLP's last matrix
+//   row-parallel (k divided by t), the output head vocab-parallel. Input-grad GEMMs are
+//   dX = dY·Wᵀ (m = tokens, k and n swapped), weight-grad GEMMs dW = Xᵀ·dY (k = tokens).
+// - Materialized attention (Megatron-LM 2021-22): batched Q·Kᵀ (s×d by d×s) and A·V per head,
+//   the fused scale-mask-softmax and the attention dropout over b·a/t·s² scores; the backward
+//   runs two batched GEMMs per forward one. Causal masking saves nothing here: the s×s scores
+//   are computed whole, then masked.
+// - FlashAttention (Dao 2022; Dao 2023, "FlashAttention-2", §3): forward 4·b·s²·h/t FLOPs,
+//   halved by causal masking; the backward runs 5 of the forward's 2 matmuls per tile (it
+//   recomputes the scores), 2.5× the forward's FLOPs. No s×s tensor touches HBM.
+// - Memory-bound kernels move each tensor they read or write once through HBM (16-bit
+//   activations, 1-byte dropout masks), as Megatron's fused kernels do: norms read x and write
+//   y (backward: x, dy in, dx out); bias-dropout-add reads x and the residual, writes the sum and
+//   the mask; GeLU reads 1 and writes 1 f-wide tensor, SwiGLU reads 2 and writes 1.
+#include "engine/model/layer_costs.h"
+
+#include <algorithm>
+
+namespace pipescope {
+
+namespace {
+
+double kvHiddenOf(const ModelSpec &m) {
+  return static_cast<double>(m.hidden) / m.heads * m.kv_heads;
+}
+
+} // namespace
+
+void PartWork::add(LayerOp op) {
+  forward_us += op.forward_us;
+  input_grad_us += op.input_grad_us;
+  weight_grad_us += op.weight_grad_us;
+  if (op.selective_recompute) selective_recompute_us += op.forward_us;
+  const double total = op.forward_us + op.input_grad_us + op.weight_grad_us;
+  switch (op.category) {
+  case OpCategory::Gemm: gemm_us += total; break;
+  case OpCategory::Attention: attention_us += total; break;
+  case OpCategory::MemoryBound: memory_bound_us += total; break;
+  }
+  ops.push_back(std::move(op));
+}
+
+void PartWork::addTo(PassBreakdown &into, Pass pass, double count) const {
+  for (const auto &op : ops) {
+    const double us = count * (pass == Pass::Forward     ? op.forward_us
+                               : pass == Pass::InputGrad ? op.input_grad_us
+                                                         : op.weight_grad_us);
+    switch (op.category) {
+    case OpCategory::Gemm: into.gemm_us += us; break;
+    case OpCategory::Attention: into.attention_us += us; break;
+    case OpCategory::MemoryBound: into.memory_bound_us += us; break;
+    }
+  }
+}
+
+std::string_view opCategoryName(OpCategory category) {
+  switch (category) {
+  case OpCategory::Gemm: return "gemm";
+  case OpCategory::Attention: return "attention";
+  case OpCategory::MemoryBound: return "memory-bound";
+  }
+  return "gemm";
+}
+
+nlohmann::json toJson(const PassBreakdown &pass) {
+  return {{"gemm", pass.gemm_us},
+          {"attention", pass.attention_us},
+          {"memory_bound", pass.memory_bound_us},
+          {"tp", pass.tp_us},
+          {"ep", pass.ep_us},
+          {"cp", pass.cp_us},
+          {"recompute", pass.recompute_us},
+          {"total", pass.total()}};
+}
+
+nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
+                                 const std::vector<LayerOp> &layer_ops) {
+  nlohmann::json out = {{"unit", "us per microbatch on one TP rank"}};
+  nlohmann::json stage_list = nlohmann::json::array();
+  for (std::size_t v = 0; v < stages.size(); ++v)
+    stage_list.push_back({{"stage", v},
+                          {"layers", stages[v].layers},
+                          {"forward", toJson(stages[v].forward)},
+                          {"input_grad", toJson(stages[v].input_grad)},
+                          {"weight_grad", toJson(stages[v].weight_grad)}});
+  out["stages"] = std::move(stage_list);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto &op : layer_ops)
+    ops.push_back({{"name", op.name},
+                   {"category", opCategoryName(op.category)},
+                   {"forward", op.forward_us},
+                   {"input_grad", op.input_grad_us},
+                   {"weight_grad", op.weight_grad_us}});
+  out["layer_ops"] = std::move(ops);
+  return out;
+}
+
+GemmHardware gemmHardwareOf(const HardwareSpec &hardware) {
+  GemmHardware g;
+  g.peak_tflops = hardware.peak_tflops;
+  g.curve = hardware.gemm_efficiency;
+  g.flat_efficiency = hardware.efficiency;
+  g.hbm_gbps = hardware.hbm_gbps;
+  g.memory_efficiency = hardware.memory_efficiency;
+  return g;
+}
+
+double memoryBoundUs(double bytes, const HardwareSpec &hardware) {
+  if (hardware.hbm_gbps <= 0) return 0;
+  return bytes / (hardware.hbm_gbps * hardware.memory_efficiency * 1e3);
+}
+
+double optimizerStepUs(double parameters, double optimizer_bytes_per_param, double weight_bytes,
+                       const HardwareSpec &hardware) {
+  return memoryBoundUs(parameters * (2 * optimizer_bytes_per_param + 4 + weight_bytes), hardware);
+}
+
+namespace {
+
+/// A linear layer's three GEMMs: forward X[T×k]·W[k×n], input grad dY·Wᵀ, weight grad Xᵀ·dY.
+LayerOp linearOp(std::string name, double tokens, double k, double n, const GemmHardware &gemm,
+                 double dt) {
+  LayerOp op;
+  op.name = std::move(name);
+  op.category = OpCategory::Gemm;
+  op.forward_us = gemmTimeUs(gemm, {tokens, n, k, 1}, dt);
+  op.input_grad_us = gemmTimeUs(gemm, {tokens, k, n, 1}, dt);
+  op.weight_grad_us = gemmTimeUs(gemm, {k, n, tokens, 1}, dt);
+  return op;
+}
+
+LayerOp memoryOp(std::string name, double forward_bytes, double backward_bytes,
+                 const HardwareSpec &hardware, bool selective = false) {
+  LayerOp op;
+  op.name = std::move(name);
+  op.category = OpCategory::MemoryBound;
+  op.forward_us = memoryBoundUs(forward_bytes, hardware);
+  op.input_grad_us = memoryBoundUs(backward_bytes, hardware);
+  op.selective_recompute = selective;
+  return op;
+}
+
+} // namespace
+
+PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
+                              const LayerShape &shape) {
+  const GemmHardware gemm = gemmHardwareOf(hardware);
+  const double t = shape.tp, dt = dtypeBytes(m.dtype);
+  const double b = m.microbatch_size, s = m.sequence_length, h = m.hidden, f = m.ffn_hidden;
+  const double heads = m.heads / t, d = h / m.heads, hkv = kvHiddenOf(m);
+  const double tokens = b * s;
+  const double keys = s * shape.context_parallel; // the whole sequence's keys under CP
+  // Elements of the hidden state on this rank outside the TP regions: split by t only under
+  // sequence parallelism (Korthikanti et al. 2022, §4.2.2).
+  const double hidden_elements = tokens * h / (shape.sequence_parallel ? t : 1);
+  const double ffn_elements = tokens * f / t;
+  const double mask = m.dropout ? 1.0 : 0.0; // bytes per element of a dropout mask
+
+  PartWork work;
+  const char *norm = m.norm == "layernorm" ? "layernorm" : "rmsnorm";
+  work.add(memoryOp(std::string("input_") + norm, 2 * dt * hidden_elements,
+                    3 * dt * hidden_elements, hardware));
+  work.add(linearOp("qkv", tokens, h, (h + 2 * hkv) / t, gemm, dt));
+  if (m.position_embeddings == 0) {
+    const double qk = tokens * (h + hkv) / t;
+    work.add(memoryOp("rotary", 2 * dt * qk, 2 * dt * qk, hardware));
+  }
+  if (m.attention == "flash") {
+    const double causal = 0.5;
+    const double forward_flops = 4 * b * s * keys * h / t * causal;
+    const double efficiency = hardware.attention_efficiency > 0
+                                  ? hardware.attention_efficiency
+                                  : gemmEfficiency(gemm, 2 * s * s * d);
+    LayerOp op;
+    op.name = "flash_attention";
+    op.category = OpCategory::Attention;
+    op.forward_us = forward_flops / (hardware.peak_tflops * 1e6 * efficiency);
+    op.input_grad_us = 2.5 * op.forward_us;
+    work.add(std::move(op));
+  } else {
+    const double batch = b * heads;
+    LayerOp scores;
+    scores.name = "attention_scores";
+    scores.category = OpCategory::Attention;
+    scores.selective_recompute = true;
+    // Q·Kᵀ and A·V forward; dQ, dK and dA, dV backward (the same shapes, twice).
+    scores.forward_us =
+        gemmTimeUs(gemm, {s, keys, d, batch}, dt) + gemmTimeUs(gemm, {s, d, keys, batch}, dt);
+    scores.input_grad_us = 2 * scores.forward_us;
+    work.add(std::move(scores));
+    const double score_elements = b * heads * s * keys;
+    work.add(memoryOp("softmax", 2 * dt * score_elements, 3 * dt * score_elements, hardware, true));
+    if (m.dropout)
+      work.add(memoryOp("attention_dropout", (2 * dt + mask) * score_elements,
+                        (2 * dt + mask) * score_elements, hardware, true));
+  }
+  work.add(linearOp("attention_out", tokens, h / t, h, gemm, dt));
+  const char *residual = m.dropout ? "bias_dropout_add" : "residual_add";
+  work.add(memoryOp(std::string("attention_") + residual, (3 * dt + mask) * hidden_elements,
+                    (2 * dt + mask) * hidden_elements, hardware));
+  work.add(memoryOp(std::string("post_attention_") + norm, 2 * dt * hidden_elements,
+                    3 * dt * hidden_elements, hardware));
+  if (!shape.dense_mlp) {
+    // The MoE MLP (moe.h) is added by the caller; its residual add stays here.
+  } else if (m.gated_mlp) {
+    work.add(linearOp("mlp_gate_up", tokens, h, 2 * f / t, gemm, dt));
+    work.add(memoryOp("swiglu", 3 * dt * ffn_elements, 5 * dt * ffn_elements, hardware));
+  } else {
+    work.add(linearOp("mlp_up", tokens, h, f / t, gemm, dt));
+    work.add(memoryOp("gelu", 2 * dt * ffn_elements, 3 * dt * ffn_elements, hardware));
+  }
+  if (shape.dense_mlp) work.add(linearOp("mlp_down", tokens, f / t, h, gemm, dt));
+  work.add(memoryOp(std::string("mlp_") + residual, (3 * dt + mask) * hidden_elements,
+                    (2 * dt + mask) * hidden_elements, hardware));
+  return work;
+}
+
+PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape) {
+  const double dt = dtypeBytes(m.dtype);
+  const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
+  // The vocab-parallel lookup writes the whole b·s·h on every TP rank (then all-reduced); its
+  // gradient is accumulated into the rank's rows of the table.
+  const double elements = tokens * m.hidden;
+  const double split = elements / (shape.sequence_parallel ? shape.tp : 1);
+  std::vector<LayerOp> ops;
+  ops.push_back(memoryOp("embedding", 2 * dt * elements, 3 * dt * elements, hardware));
+  if (m.position_embeddings > 0)
+    ops.push_back(memoryOp("position_add", 3 * dt * split, 2 * dt * split, hardware));
+  if (m.dropout)
+    ops.push_back(
+        memoryOp("embedding_dropout", (2 * dt + 1) * split, (2 * dt + 1) * split, hardware));
+  // Nothing precedes the embedding, so its whole backward is weight gradient (W): the table's
+  // rows and the position table accumulate it.
+  PartWork work;
+  for (auto &op : ops) {
+    op.weight_grad_us = op.input_grad_us;
+    op.input_grad_us = 0;
+    work.add(std::move(op));
+  }
+  return work;
+}
+
+PartWork mtpProjectionWork(const ModelSpec &m, const HardwareSpec &hardware,
+                           const LayerShape &shape) {
+  const GemmHardware gemm = gemmHardwareOf(hardware);
+  const double dt = dtypeBytes(m.dtype);
+  const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
+  const double hidden = tokens * m.hidden / (shape.sequence_parallel ? shape.tp : 1);
+  PartWork work;
+  // DeepSeek-V3 §2.2: RMSNorm of the previous depth's hidden state and of the next token's
+  // embedding, then M_k·[h; e] (2h → h, column-parallel).
+  work.add(memoryOp(m.norm == "layernorm" ? "mtp_layernorms" : "mtp_rmsnorms", 2 * 2 * dt * hidden,
+                    2 * 3 * dt * hidden, hardware));
+  work.add(linearOp("mtp_projection", tokens, 2.0 * m.hidden,
+                    m.hidden / static_cast<double>(shape.tp), gemm, dt));
+  return work;
+}
+
+PartWork headWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape) {
+  const GemmHardware gemm = gemmHardwareOf(hardware);
+  const double dt = dtypeBytes(m.dtype);
+  const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
+  const double hidden = tokens * m.hidden / (shape.sequence_parallel ? shape.tp : 1);
+  const double logits = tokens * m.vocab / shape.tp;
+  PartWork work;
+  work.add(memoryOp(m.norm == "layernorm" ? "final_layernorm" : "final_rmsnorm", 2 * dt * hidden,
+                    3 * dt * hidden, hardware));
+  work.add(
+      linearOp("output_head", tokens, m.hidden, m.vocab / static_cast<double>(shape.tp), gemm, dt));
+  // Vocab-parallel cross-entropy (Megatron-LM): the logits read to fp32 for the max and the
+  // exponentials, the fp32 softmax written and read back for the sum; the backward reads the
+  // softmax and writes the 16-bit gradient.
+  work.add(memoryOp("cross_entropy", (2 * dt + 8) * logits, (4 + dt) * logits, hardware));
+  return work;
+}
+
+} // namespace pipescope

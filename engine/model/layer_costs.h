@@ -1,0 +1,64 @@
+#pragma once
+// Per-op work of one transformer layer, the embedding and the output head on one TP rank for
+// one microbatch (DESIGN.md §5 "Cost model"): every GEMM from its shape through the hardware's
+// efficiency curve (gemm_efficiency.h), the memory-bound kernels at the achieved HBM bandwidth,
+// attention as materialized scores or FlashAttention. The model derivation adds the TP
+// collectives and recomputation and sums these into each stage's F, I (input-grad) and W.
+#include <string>
+#include <vector>
+
+#include "engine/model/cost_breakdown.h"
+#include "engine/model/gemm_efficiency.h"
+#include "engine/model/model_setup.h"
+
+namespace pipescope {
+
+/// A part of the model (one layer, the embedding, the head): its ops and their sums.
+struct PartWork {
+  std::vector<LayerOp> ops;
+  double forward_us = 0, input_grad_us = 0, weight_grad_us = 0;
+  double selective_recompute_us = 0; ///< forward time of the selectively recomputed ops
+  /// Sums by category of forward + input-grad + weight-grad.
+  double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
+  void add(LayerOp op);
+  /// Adds `count` times this part's share of one pass to `into`, by category.
+  enum class Pass { Forward, InputGrad, WeightGrad };
+  void addTo(PassBreakdown &into, Pass pass, double count) const;
+};
+
+/// The hardware's GEMM pricing (curve or flat factor, HBM roofline).
+GemmHardware gemmHardwareOf(const HardwareSpec &hardware);
+
+/// Inputs shared by every part: tensor parallelism and sequence parallelism shape the shards.
+struct LayerShape {
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool dense_mlp = true; ///< false: an MoE layer, whose MLP moe.h prices
+  /// CP ranks splitting the sequence: the model's sequence_length is then this rank's share and
+  /// attention sees context_parallel times as many keys.
+  int context_parallel = 1;
+};
+
+PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
+                              const LayerShape &shape);
+/// The first stage's embedding lookup (vocab-parallel), position add and dropout.
+PartWork embeddingWork(const ModelSpec &model, const HardwareSpec &hardware,
+                       const LayerShape &shape);
+/// A multi-token-prediction module beyond its transformer layer and head pass (DeepSeek-V3
+/// §2.2): the norms of its two inputs and the 2h→h projection.
+PartWork mtpProjectionWork(const ModelSpec &model, const HardwareSpec &hardware,
+                           const LayerShape &shape);
+/// The last stage's final norm, output head GEMMs and the cross-entropy over the vocabulary.
+PartWork headWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape);
+
+/// Adam's step after the last backward: it reads and writes every optimizer state once, reads
+/// the gradient (fp32 main gradient, 4 bytes) and writes the 16-bit weights, for `parameters`
+/// parameters held by the rank. Microseconds; 0 when the hardware gives no HBM bandwidth.
+double optimizerStepUs(double parameters, double optimizer_bytes_per_param, double weight_bytes,
+                       const HardwareSpec &hardware);
+
+/// Bytes one memory-bound pass moves at the achieved HBM bandwidth, in microseconds (0 when the
+/// hardware gives no HBM bandwidth).
+double memoryBoundUs(double bytes, const HardwareSpec &hardware);
+
+} // namespace pipescope

@@ -1,0 +1,109 @@
+// Mixture-of-experts layers (moe.h).
+//
+// Sources: GShard (Lepikhin et al. 2020) and Switch Transformer (Fedus et al. 2021, §2.2,
+// capacity factor); Megatron-Core MoE (expert parallelism folded into data parallelism, dispatch
+// and combine all-to-all around the grouped expert GEMMs, token permute/unpermute kernels);
+// DeepSeek-V3 technical report (arXiv:2412.19437, §2.1.2 shared experts, §3.2.1 DualPipe).
+#include "engine/model/moe.h"
+
+#include <algorithm>
+
+namespace pipescope {
+
+bool isMoe(const ModelSpec &model) {
+  return model.experts > 0;
+}
+
+int moeLayersIn(const ModelSpec &model, int first_layer, int count) {
+  if (!isMoe(model)) return 0;
+  const int start = std::max(first_layer, model.first_dense_layers);
+  return std::max(0, first_layer + count - start);
+}
+
+double expertLoadFactor(const ModelSpec &model, double load_imbalance) {
+  double load = std::max(1.0, load_imbalance);
+  if (model.capacity_factor > 0) load = std::min(load, model.capacity_factor);
+  return model.experts_per_token * load;
+}
+
+double routedExpertParams(const ModelSpec &model) {
+  return static_cast<double>(model.experts) * (model.gated_mlp ? 3.0 : 2.0) * model.hidden *
+         model.expert_ffn_hidden;
+}
+
+double sharedAndRouterParams(const ModelSpec &model) {
+  return static_cast<double>(model.shared_experts) * (model.gated_mlp ? 3.0 : 2.0) * model.hidden *
+             model.expert_ffn_hidden +
+         static_cast<double>(model.hidden) * model.experts;
+}
+
+PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,
+                    int expert_parallel, double load_imbalance) {
+  const GemmHardware gemm = gemmHardwareOf(hardware);
+  const double t = shape.tp, dt = dtypeBytes(m.dtype), h = m.hidden, fe = m.expert_ffn_hidden;
+  const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
+  const double local_experts = static_cast<double>(m.experts) / expert_parallel;
+  // Each of the EP ranks routes its tokens' k copies; the busiest rank computes its balanced
+  // share (tokens·k) times the imbalance, spread over its E/EP experts.
+  const double assignments = tokens * expertLoadFactor(m, load_imbalance);
+  const double per_expert = assignments / local_experts;
+  const double up = (m.gated_mlp ? 2.0 : 1.0) * fe / t;
+  PartWork work;
+  LayerOp router;
+  router.name = "router";
+  router.forward_us = gemmTimeUs(gemm, {tokens, static_cast<double>(m.experts), h, 1}, dt);
+  router.input_grad_us = router.forward_us;
+  router.weight_grad_us = router.forward_us;
+  work.add(std::move(router));
+  // Permute before dispatch and unpermute after combine: read and write every routed copy.
+  const double permuted = assignments * h;
+  LayerOp permute;
+  permute.name = "token_permute";
+  permute.category = OpCategory::MemoryBound;
+  permute.forward_us = memoryBoundUs(2 * 2 * dt * permuted, hardware);
+  permute.input_grad_us = permute.forward_us;
+  work.add(std::move(permute));
+  const auto grouped = [&](const char *name, double k, double n) {
+    LayerOp op;
+    op.name = name;
+    op.forward_us = gemmTimeUs(gemm, {per_expert, n, k, local_experts}, dt);
+    op.input_grad_us = gemmTimeUs(gemm, {per_expert, k, n, local_experts}, dt);
+    op.weight_grad_us = gemmTimeUs(gemm, {k, n, per_expert, local_experts}, dt);
+    work.add(std::move(op));
+  };
+  grouped("experts_up", h, up);
+  LayerOp activation;
+  activation.name = m.gated_mlp ? "experts_swiglu" : "experts_gelu";
+  activation.category = OpCategory::MemoryBound;
+  const double elements = assignments * fe / t;
+  activation.forward_us = memoryBoundUs((m.gated_mlp ? 3 : 2) * dt * elements, hardware);
+  activation.input_grad_us = memoryBoundUs((m.gated_mlp ? 5 : 3) * dt * elements, hardware);
+  work.add(std::move(activation));
+  grouped("experts_down", fe / t, h);
+  if (m.shared_experts > 0) {
+    const double fs = static_cast<double>(m.shared_experts) * fe;
+    LayerOp shared_up;
+    shared_up.name = "shared_experts";
+    const double shared_n = (m.gated_mlp ? 2.0 : 1.0) * fs / t;
+    shared_up.forward_us = gemmTimeUs(gemm, {tokens, shared_n, h, 1}, dt) +
+                           gemmTimeUs(gemm, {tokens, h, fs / t, 1}, dt);
+    shared_up.input_grad_us = gemmTimeUs(gemm, {tokens, h, shared_n, 1}, dt) +
+                              gemmTimeUs(gemm, {tokens, fs / t, h, 1}, dt);
+    shared_up.weight_grad_us = gemmTimeUs(gemm, {h, shared_n, tokens, 1}, dt) +
+                               gemmTimeUs(gemm, {fs / t, h, tokens, 1}, dt);
+    work.add(std::move(shared_up));
+  }
+  return work;
+}
+
+double moeAllToAllUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel, double gbps,
+                     double latency_us) {
+  if (expert_parallel <= 1) return 0;
+  const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length /
+                        (shape.sequence_parallel ? shape.tp : 1);
+  const double bytes = tokens * m.experts_per_token * m.hidden * dtypeBytes(m.dtype);
+  const double ep = expert_parallel;
+  return (ep - 1) / ep * bytes / (gbps * 1e3) + (ep - 1) * latency_us;
+}
+
+} // namespace pipescope

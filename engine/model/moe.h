@@ -1,0 +1,34 @@
+#pragma once
+// Mixture-of-experts layers (DESIGN.md §5): the routed experts' grouped GEMMs at the busiest
+// expert rank's load, the shared experts, the router, the token permutations, and the expert-
+// parallel all-to-all (dispatch and combine) on the link the EP group spans.
+#include "engine/model/layer_costs.h"
+
+namespace pipescope {
+
+/// Whether the model has experts, and how many of its layers are MoE layers among
+/// [first_layer, first_layer + count).
+bool isMoe(const ModelSpec &model);
+int moeLayersIn(const ModelSpec &model, int first_layer, int count);
+
+/// Routed-expert assignments the busiest EP rank computes per token of its own: top-k × the
+/// load imbalance, capped by the capacity factor (tokens beyond an expert's capacity drop).
+double expertLoadFactor(const ModelSpec &model, double load_imbalance);
+
+/// The MoE MLP of one layer on one TP rank (replaces the dense MLP's ops): router, routed
+/// experts (E/EP of them on this rank, a grouped GEMM), shared experts, permutations.
+PartWork moeMlpWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape,
+                    int expert_parallel, double load_imbalance);
+
+/// One all-to-all (dispatch or combine) of a layer: each rank sends the (EP-1)/EP of its tokens'
+/// k copies (b·s·k·h elements, ÷t under SP) that go to other ranks at `gbps`, with EP-1 latency
+/// steps.
+double moeAllToAllUs(const ModelSpec &model, const LayerShape &shape, int expert_parallel,
+                     double gbps, double latency_us);
+
+/// Parameters of one MoE layer's routed experts (whole model, all experts) and of its router
+/// and shared experts (held like the dense MLP).
+double routedExpertParams(const ModelSpec &model);
+double sharedAndRouterParams(const ModelSpec &model);
+
+} // namespace pipescope

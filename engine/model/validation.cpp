@@ -1,0 +1,180 @@
+// Published runs against the cost model's predictions (DESIGN.md §5a, docs/validation.md).
+#include "engine/model/validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/evaluation.h"
+#include "engine/json_fields.h"
+#include "engine/json_io.h"
+#include "resources/embedded_resources.h"
+
+namespace pipescope {
+
+namespace {
+
+constexpr std::string_view kValidationFormat = "pipescope.validation";
+constexpr std::string_view kValidationFolder = "validation/";
+constexpr int kValidationVersion = 1;
+constexpr double kGiB = 1073741824.0;
+
+Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string &pointer) {
+  JsonFields fields(row, pointer);
+  ValidationCase c;
+  fields.text("id", c.id, true).text("published", c.published, true);
+  fields.text("hardware", c.hardware_name, true);
+  const auto *model = fields.object("model", true);
+  const auto *mesh = fields.object("mesh", true);
+  const auto *schedule = fields.object("schedule", true);
+  const auto *training = fields.object("training");
+  const auto *measured = fields.object("measured", true);
+  if (!fields.ok()) return fields.error();
+
+  auto spec = modelSpecFromJson(*model, pointer + "/model");
+  if (!spec) return spec.error();
+  c.setup.model = std::move(*spec);
+  auto hardware = loadHardwareSpec(c.hardware_name);
+  if (!hardware) return makeError(pointer + "/hardware: " + hardware.error().message);
+  c.setup.hardware = std::move(*hardware);
+  if (training) {
+    auto setup = trainingSetupFromJson(*training, pointer + "/training");
+    if (!setup) return setup.error();
+    c.setup.training = *setup;
+  }
+
+  JsonFields mesh_fields(*mesh, pointer + "/mesh");
+  c.mesh.gpus_per_node = c.setup.hardware.gpus_per_node;
+  mesh_fields.integer("dp", c.mesh.dp, 1, kMaxWorldSize, true)
+      .integer("tp", c.mesh.tp, 1, kMaxWorldSize, true)
+      .integer("pp", c.mesh.pp, 1, kMaxWorldSize, true)
+      .integer("gpus_per_node", c.mesh.gpus_per_node, 1, 1 << 16);
+  if (!mesh_fields.ok()) return mesh_fields.error();
+  if (auto status = c.mesh.check(); !status)
+    return makeError(pointer + "/mesh: " + status.error().message);
+
+  JsonFields schedule_fields(*schedule, pointer + "/schedule");
+  c.request.pp = c.mesh.pp;
+  schedule_fields.text("name", c.request.name, true)
+      .integer("microbatches", c.request.microbatches, 1, 1 << 20, true)
+      .integer("virtual_stages", c.request.chunks, 1, 1 << 10);
+  if (!schedule_fields.ok()) return schedule_fields.error();
+
+  JsonFields measured_fields(*measured, pointer + "/measured");
+  double step_s = 0, tflops_per_gpu = 0, memory_gib = 0;
+  std::string formula;
+  measured_fields.number("step_time_s", step_s, 0, 1e9)
+      .number("tflops_per_gpu", tflops_per_gpu, 0, 1e6)
+      .text("flops_formula", formula)
+      .number("memory_gib", memory_gib, 0, 1e6);
+  if (!measured_fields.ok()) return measured_fields.error();
+  if (memory_gib > 0) c.measured_memory_gib = memory_gib;
+  if (step_s > 0) {
+    c.measured_step_s = step_s;
+    c.measured_how = "measured iteration time";
+  } else if (tflops_per_gpu > 0 && formula == "narayanan-2021") {
+    const ModelSpec &m = c.setup.model;
+    const double batch =
+        static_cast<double>(c.mesh.dp) * c.request.microbatches * m.microbatch_size;
+    const double flops =
+        narayanan2021IterationFlops(batch, m.sequence_length, m.layers, m.hidden, m.vocab);
+    c.measured_step_s = flops / (tflops_per_gpu * 1e12 * c.mesh.worldSize());
+    c.measured_how = "published teraFLOP/s per GPU through Narayanan et al. 2021, eq. 3";
+  } else {
+    return makeError(pointer + "/measured: give step_time_s, or tflops_per_gpu with "
+                               "flops_formula \"narayanan-2021\"");
+  }
+  return c;
+}
+
+} // namespace
+
+double narayanan2021IterationFlops(double batch, double sequence, double layers, double hidden,
+                                   double vocab) {
+  return 96 * batch * sequence * layers * hidden * hidden *
+         (1 + sequence / (6 * hidden) + vocab / (16 * layers * hidden));
+}
+
+std::vector<std::string> validationSetNames() {
+  std::vector<std::string> names;
+  for (const auto &resource : embeddedResources()) {
+    std::string_view name = resource.name;
+    if (name.substr(0, kValidationFolder.size()) != kValidationFolder || name.size() <= 5 ||
+        name.substr(name.size() - 5) != ".json")
+      continue;
+    name.remove_prefix(kValidationFolder.size());
+    names.emplace_back(name.substr(0, name.size() - 5));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<ValidationSet> validationSetFromJson(const nlohmann::json &json, const std::string &name) {
+  if (auto status = checkFormatAndVersion(json, kValidationFormat, kValidationVersion); !status)
+    return status.error();
+  JsonFields fields(json, "");
+  ValidationSet set;
+  set.name = name;
+  fields.text("title", set.title, true).text("source", set.source, true);
+  const auto *rows = fields.array("rows", true);
+  if (!fields.ok()) return fields.error();
+  for (std::size_t i = 0; i < rows->size(); ++i) {
+    auto row = caseFromJson((*rows)[i], "/rows/" + std::to_string(i));
+    if (!row) return row.error();
+    set.cases.push_back(std::move(*row));
+  }
+  return set;
+}
+
+Result<ValidationSet> loadValidationSet(const std::string &name_or_path) {
+  std::string text, name;
+  if (const auto embedded =
+          findEmbeddedResource(std::string(kValidationFolder) + name_or_path + ".json")) {
+    text = std::string(*embedded);
+    name = name_or_path;
+  } else {
+    auto read = readTextFile(name_or_path);
+    if (!read) {
+      std::string known;
+      for (const auto &n : validationSetNames())
+        known += (known.empty() ? "" : ", ") + n;
+      return makeError("no validation set or file named '" + escapeControlCharacters(name_or_path) +
+                       "' (" + read.error().message + "); shipped sets: " + known);
+    }
+    text = std::move(*read);
+    name = std::filesystem::path(name_or_path).stem().string();
+  }
+  auto json = parseJsonLimited(text);
+  if (!json) return makeError(name + ": " + json.error().message);
+  auto set = validationSetFromJson(*json, name);
+  if (!set) return makeError(name + ": " + set.error().message);
+  return set;
+}
+
+Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case) {
+  const ValidationCase &c = validation_case;
+  auto schedule = generateSchedule(c.request);
+  if (!schedule) return makeError(c.id + ": " + schedule.error().message);
+  auto derivation = deriveModelCosts(c.setup, c.mesh, schedule->placement);
+  if (!derivation) return makeError(c.id + ": " + derivation.error().message);
+  SimulationOptions options;
+  options.stage_activation_bytes = derivation->stage_activation_bytes;
+  auto evaluation = evaluateSchedule(std::move(*schedule), derivation->costs, options);
+  if (!evaluation) return makeError(c.id + ": " + evaluation.error().message);
+  const ModelReport report =
+      reportModel(c.setup, c.mesh, evaluation->schedule, *derivation, evaluation->simulation);
+  if (auto status = checkModelReport(report); !status)
+    return makeError(c.id + ": " + status.error().message);
+  ValidationResult result;
+  result.validation_case = &c;
+  result.predicted_step_s = report.step_time_s;
+  result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
+  for (const auto &memory : report.memory)
+    result.predicted_memory_gib = std::max(result.predicted_memory_gib, memory.total / kGiB);
+  if (c.measured_memory_gib)
+    result.memory_error =
+        (result.predicted_memory_gib - *c.measured_memory_gib) / *c.measured_memory_gib;
+  return result;
+}
+
+} // namespace pipescope

@@ -1,0 +1,57 @@
+#pragma once
+// The cost model against published measurements (docs/validation.md, DESIGN.md §5a): each row is
+// a configuration someone ran and measured, with its source; the engine predicts the same run
+// with the shipped hardware preset of its GPU type (never a per-row figure) and reports the error.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_setup.h"
+#include "engine/result.h"
+#include "engine/schedule.h"
+
+namespace pipescope {
+
+/// One published run.
+struct ValidationCase {
+  std::string id;
+  std::string published;     ///< the row as the source prints it
+  std::string hardware_name; ///< the preset used (one per GPU type)
+  ModelSetup setup;
+  Mesh mesh;
+  ScheduleRequest request;
+  double measured_step_s = 0; ///< iteration time measured or derived from the published rate
+  std::string measured_how;   ///< how measured_step_s follows from the published figure
+  std::optional<double> measured_memory_gib; ///< peak memory per GPU where published
+};
+
+/// A file of published runs ("pipescope.validation"): a title, the source every row cites.
+struct ValidationSet {
+  std::string name; ///< the file's stem
+  std::string title;
+  std::string source;
+  std::vector<ValidationCase> cases;
+};
+
+struct ValidationResult {
+  const ValidationCase *validation_case = nullptr;
+  double predicted_step_s = 0;
+  double step_error = 0;           ///< (predicted - measured) / measured
+  double predicted_memory_gib = 0; ///< the busiest rank's total
+  std::optional<double> memory_error;
+};
+
+/// The Megatron-LM iteration FLOPs of Narayanan et al. 2021, eq. 3 (recomputed forward counted):
+/// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) for a global batch of B sequences.
+double narayanan2021IterationFlops(double batch, double sequence, double layers, double hidden,
+                                   double vocab);
+
+/// The validation sets shipped under resources/validation (compiled in), by name.
+std::vector<std::string> validationSetNames();
+Result<ValidationSet> loadValidationSet(const std::string &name_or_path);
+Result<ValidationSet> validationSetFromJson(const nlohmann::json &json, const std::string &name);
+
+/// Predicts one row: generates its schedule, derives the costs and simulates one step.
+Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
+
+} // namespace pipescope

@@ -1,0 +1,438 @@
+// Each cost term of the per-op model against a hand computation (issue #13): the GEMM curve and
+// its roofline, the memory-bound kernels, materialized and flash attention, the optimizer step,
+// and the refusals of a bad curve.
+#include <QtTest>
+
+#include <cmath>
+#include <string>
+
+#include "engine/model/gemm_efficiency.h"
+#include "engine/model/layer_costs.h"
+#include "engine/model/layer_layout.h"
+#include "engine/model/model_setup.h"
+#include "engine/schedule.h"
+
+using namespace pipescope;
+
+namespace {
+
+bool near(double got, double want, double tolerance = 1e-9) {
+  return std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want));
+}
+
+const LayerOp *findOp(const PartWork &work, const std::string &name) {
+  for (const auto &op : work.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+/// A model preset on a hardware preset with default training.
+Result<ModelSetup> presetSetup(const std::string &model, const std::string &hardware) {
+  auto m = loadModelSpec(model);
+  if (!m) return m.error();
+  auto hw = loadHardwareSpec(hardware);
+  if (!hw) return hw.error();
+  return ModelSetup{*m, *hw, {}};
+}
+
+/// A small GPT-like layer on a round-number GPU: 100 TFLOP/s, a flat 50 % GEMM efficiency,
+/// 1000 GB/s of HBM at 80 %.
+ModelSetup tinySetup() {
+  ModelSetup setup;
+  ModelSpec &m = setup.model;
+  m.layers = 2, m.hidden = 1024, m.ffn_hidden = 4096, m.heads = 8, m.kv_heads = 8;
+  m.vocab = 32000, m.sequence_length = 2048, m.microbatch_size = 2;
+  m.gated_mlp = false, m.norm = "layernorm", m.position_embeddings = 2048;
+  HardwareSpec &hw = setup.hardware;
+  hw.peak_tflops = 100, hw.efficiency = 0.5, hw.hbm_gbps = 1000, hw.memory_efficiency = 0.8;
+  return setup;
+}
+
+} // namespace
+
+class TestCostTerms : public QObject {
+  Q_OBJECT
+
+private slots:
+  void curveInterpolatesInLogSize() {
+    GemmHardware g;
+    g.peak_tflops = 100;
+    g.curve = {{1e9, 0.4}, {1e12, 0.7}};
+    QVERIFY(near(gemmEfficiency(g, 1e12), 0.7));
+    QVERIFY(near(gemmEfficiency(g, 1e15), 0.7));                   // the last point holds above it
+    QVERIFY(near(gemmEfficiency(g, std::sqrt(1e9 * 1e12)), 0.55)); // halfway in log size
+    QVERIFY(near(gemmEfficiency(g, 1e8), 0.04)); // below: the smallest rung's time, scaled
+    g.curve.clear();
+    g.flat_efficiency = 0.3;
+    QCOMPARE(gemmEfficiency(g, 1e12), 0.3); // a file with only a factor
+  }
+
+  void rooflinePricesSkinnyGemms() {
+    GemmHardware g;
+    g.peak_tflops = 100, g.flat_efficiency = 0.5, g.hbm_gbps = 1000, g.memory_efficiency = 0.8;
+    // 4096³: compute-bound, 2·4096³ / (100e6 · 0.5) µs.
+    const GemmShape square{4096, 4096, 4096, 1};
+    QVERIFY(near(gemmTimeUs(g, square, 2), square.flops() / 50e6));
+    // 16 × 8192 by 8192 × 8192: the 8192² weights dominate; bytes / (1000e3 · 0.8) µs.
+    const GemmShape skinny{16, 8192, 8192, 1};
+    const double bytes = 2.0 * (16 * 8192 + 8192.0 * 8192 + 16 * 8192);
+    QVERIFY(near(gemmTimeUs(g, skinny, 2), bytes / 800e3));
+    QVERIFY(gemmTimeUs(g, skinny, 2) > skinny.flops() / 50e6);
+  }
+
+  void badCurvesNameTheField() {
+    auto json = toJson(HardwareSpec{});
+    json["gemm_efficiency"] = {{{"size", 1024}, {"efficiency", 0.5}},
+                               {{"size", 2048}, {"efficiency", 0.4}}};
+    auto falling = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY(!falling);
+    QVERIFY2(falling.error().message.find("/hardware/gemm_efficiency/1/efficiency") !=
+                 std::string::npos,
+             falling.error().message.c_str());
+    json["gemm_efficiency"] = {{{"size", 2048}, {"efficiency", 0.5}},
+                               {{"size", 1024}, {"efficiency", 0.6}}};
+    auto unsorted = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY(!unsorted);
+    QVERIFY2(unsorted.error().message.find("/hardware/gemm_efficiency/1/flops") !=
+                 std::string::npos,
+             unsorted.error().message.c_str());
+    for (double bad : {0.0, 1.5, -0.2}) {
+      json["gemm_efficiency"] = {{{"flops", 1e9}, {"efficiency", bad}}};
+      auto out_of_range = hardwareSpecFromJson(json, "/hardware");
+      QVERIFY(!out_of_range);
+      QVERIFY2(out_of_range.error().message.find("/hardware/gemm_efficiency/0/efficiency") !=
+                       std::string::npos &&
+                   out_of_range.error().message.find("(0, 1]") != std::string::npos,
+               out_of_range.error().message.c_str());
+    }
+    json["gemm_efficiency"] = {{{"size", 1024}, {"efficiency", 0.5}}};
+    auto good = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY2(good, good ? "" : good.error().message.c_str());
+    QCOMPARE(good->gemm_efficiency.front().flops, 2.0 * 1024 * 1024 * 1024);
+  }
+
+  void layerGemmsFromTheirShapes() {
+    const ModelSetup setup = tinySetup();
+    const PartWork work = transformerLayerWork(setup.model, setup.hardware, {2, false});
+    const double tokens = 2 * 2048, h = 1024, f = 4096, t = 2;
+    const double rate = 100e6 * 0.5; // FLOPs per µs
+    const auto *qkv = findOp(work, "qkv");
+    QVERIFY(qkv);
+    QVERIFY(near(qkv->forward_us, 2 * tokens * h * 3 * h / t / rate));
+    QVERIFY(near(qkv->input_grad_us, qkv->forward_us));
+    QVERIFY(near(qkv->weight_grad_us, qkv->forward_us));
+    const auto *down = findOp(work, "mlp_down");
+    QVERIFY(down);
+    QVERIFY(near(down->forward_us, 2 * tokens * f / t * h / rate));
+    // Every GEMM: 24·b·s·h² / t forward for a standard layer.
+    double gemm_forward = 0;
+    for (const auto &op : work.ops)
+      if (op.category == OpCategory::Gemm) gemm_forward += op.forward_us;
+    QVERIFY(near(gemm_forward, 24 * tokens * h * h / t / rate));
+  }
+
+  void memoryBoundKernelsAtHbm() {
+    const ModelSetup setup = tinySetup();
+    const double bw = 1000e3 * 0.8; // bytes per µs
+    const double tokens = 2 * 2048, h = 1024, f = 4096;
+    // Without sequence parallelism every TP rank normalizes the whole b·s·h.
+    const PartWork work = transformerLayerWork(setup.model, setup.hardware, {2, false});
+    const auto *norm = findOp(work, "input_layernorm");
+    QVERIFY(norm);
+    QVERIFY(near(norm->forward_us, 2 * 2 * tokens * h / bw));
+    QVERIFY(near(norm->input_grad_us, 3 * 2 * tokens * h / bw));
+    const auto *gelu = findOp(work, "gelu");
+    QVERIFY(gelu);
+    QVERIFY(near(gelu->forward_us, 2 * 2 * tokens * f / 2 / bw));
+    const auto *residual = findOp(work, "mlp_bias_dropout_add");
+    QVERIFY(residual);
+    QVERIFY(near(residual->forward_us, (3 * 2 + 1) * tokens * h / bw));
+    // Scores: b·a/t·s² elements through softmax (2 passes of 2 bytes) and dropout (2·2 + 1).
+    const double scores = 2 * 8 / 2.0 * 2048 * 2048;
+    QVERIFY(near(findOp(work, "softmax")->forward_us, 2 * 2 * scores / bw));
+    QVERIFY(near(findOp(work, "attention_dropout")->forward_us, 5 * scores / bw));
+    // Sequence parallelism splits the norm by t.
+    const PartWork sp = transformerLayerWork(setup.model, setup.hardware, {2, true});
+    QVERIFY(near(findOp(sp, "input_layernorm")->forward_us, norm->forward_us / 2));
+    // Without HBM bandwidth in the file, memory-bound work is not priced.
+    ModelSetup no_hbm = setup;
+    no_hbm.hardware.hbm_gbps = 0;
+    QCOMPARE(transformerLayerWork(no_hbm.model, no_hbm.hardware, {2, false}).memory_bound_us, 0.0);
+  }
+
+  void attentionMaterializedAndFlash() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.hbm_gbps = 0; // compute only, so the hand numbers are plain FLOPs
+    const double b = 2, s = 2048, h = 1024, t = 2, rate = 100e6 * 0.5;
+    const PartWork materialized = transformerLayerWork(setup.model, setup.hardware, {2, false});
+    const auto *scores = findOp(materialized, "attention_scores");
+    QVERIFY(scores);
+    QVERIFY(near(scores->forward_us, 4 * b * s * s * h / t / rate)); // no causal saving
+    QVERIFY(near(scores->input_grad_us, 2 * scores->forward_us));
+    QVERIFY(scores->selective_recompute);
+    setup.model.attention = "flash";
+    setup.hardware.attention_efficiency = 0.4;
+    const PartWork flash = transformerLayerWork(setup.model, setup.hardware, {2, false});
+    const auto *fa = findOp(flash, "flash_attention");
+    QVERIFY(fa);
+    QVERIFY(near(fa->forward_us, 4 * b * s * s * h / t / 2 / (100e6 * 0.4))); // causal: half
+    QVERIFY(near(fa->input_grad_us, 2.5 * fa->forward_us)); // 5 matmuls for the forward's 2
+    QVERIFY(!findOp(flash, "softmax"));
+    QCOMPARE(flash.selective_recompute_us, 0.0);
+  }
+
+  void headAndEmbedding() {
+    const ModelSetup setup = tinySetup();
+    const double tokens = 2 * 2048, h = 1024, V = 32000, t = 2, rate = 100e6 * 0.5;
+    const PartWork head = headWork(setup.model, setup.hardware, {2, false});
+    const auto *out = findOp(head, "output_head");
+    QVERIFY(out);
+    QVERIFY(near(out->forward_us, 2 * tokens * h * V / t / rate));
+    const auto *loss = findOp(head, "cross_entropy");
+    QVERIFY(loss);
+    QVERIFY(near(loss->forward_us, (2 * 2 + 8) * tokens * V / t / 800e3));
+    // The embedding's backward is all weight gradient.
+    const PartWork embedding = embeddingWork(setup.model, setup.hardware, {2, false});
+    QCOMPARE(embedding.input_grad_us, 0.0);
+    QVERIFY(embedding.weight_grad_us > 0);
+  }
+
+  void optimizerStepReadsAndWritesEveryState() {
+    HardwareSpec hw;
+    hw.hbm_gbps = 1000, hw.memory_efficiency = 0.8;
+    // 1e9 parameters, 12 bytes of Adam state read and written, a 4-byte gradient read, 2-byte
+    // weights written: 30 GB at 800 GB/s.
+    QVERIFY(near(optimizerStepUs(1e9, 12, 2, hw), 30e9 / 800e3));
+    hw.hbm_gbps = 0;
+    QCOMPARE(optimizerStepUs(1e9, 12, 2, hw), 0.0);
+  }
+
+  // The breakdown adds up to the op times the simulator gets, stage by stage and pass by pass.
+  void breakdownSumsToTheStageCosts() {
+    auto loaded = presetSetup("gpt3-175b", "a100-80gb");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.recompute = Recompute::Full;
+    auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 8, mesh.pp = 4;
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    QCOMPARE(derivation->stage_breakdown.size(), derivation->costs.stage_overrides.size());
+    for (std::size_t v = 0; v < derivation->stage_breakdown.size(); ++v) {
+      const auto &parts = derivation->stage_breakdown[v];
+      const auto &cost = derivation->costs.stage_overrides[v];
+      QVERIFY(near(parts.forward.total(), cost.forward_us));
+      QVERIFY(near(parts.weight_grad.total(), cost.weight_us));
+      QVERIFY(near(parts.input_grad.total(), cost.backward_us - cost.weight_us));
+      QVERIFY(parts.forward.tp_us > 0 && parts.input_grad.recompute_us > 0);
+      QVERIFY(parts.forward.memory_bound_us > 0 && parts.forward.attention_us > 0);
+      // Full recomputation redoes the forward of the stage's layers (the head is not redone).
+      if (v == 1 || v == 2) QVERIFY(near(parts.input_grad.recompute_us, parts.forward.total()));
+    }
+    QVERIFY(!derivation->layer_ops.empty());
+    const auto json = costBreakdownJson(derivation->stage_breakdown, derivation->layer_ops);
+    QCOMPARE(json["stages"].size(), derivation->stage_breakdown.size());
+    QVERIFY(json["layer_ops"][0].contains("category"));
+  }
+
+  // Mixtral 8x7B: 46.7B parameters, 12.9B active (Jiang et al. 2024, §2).
+  void moeParameterCounts() {
+    auto mixtral = loadModelSpec("mixtral-8x7b");
+    QVERIFY(mixtral);
+    QVERIFY2(std::abs(parameterCount(*mixtral) / 1e9 - 46.7) < 0.1,
+             std::to_string(parameterCount(*mixtral)).c_str());
+  }
+
+  // MTP modules of an MoE model (DeepSeek-V3 §2.2: the module's block is the model's, MoE):
+  // one counts an MoE layer, its 2h→h projection and two norms; on the loss stage of an uneven
+  // layout its layer pays the all-to-all like the stage's own MoE layers.
+  void mtpLayersOfAnMoeModelAreMoeLayers() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    QCOMPARE(setup.model.first_dense_layers, 0);
+    ModelSpec fewer = setup.model, with_mtp = setup.model;
+    fewer.layers -= 1;
+    with_mtp.mtp_layers = 1;
+    const double h = setup.model.hidden;
+    const double moe_layer = parameterCount(setup.model) - parameterCount(fewer);
+    QVERIFY(near(parameterCount(with_mtp) - parameterCount(setup.model),
+                 moe_layer + 2 * h * h + 2 * h)); // RMSNorm: h weights each
+
+    setup.model = with_mtp;
+    setup.training.layout = *parseMegatronLayout("Et*15|t*17mL");
+    Mesh mesh;
+    mesh.dp = 4, mesh.tp = 1, mesh.pp = 2, mesh.gpus_per_node = 8;
+    setup.training.expert_parallel = 2;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    const double first = derivation->stage_breakdown[0].forward.ep_us;
+    const double last = derivation->stage_breakdown[1].forward.ep_us;
+    QVERIFY(first > 0);
+    QVERIFY(near(last / first, 18.0 / 15.0));
+    // The breakdown still sums to what the simulator gets, the MTP module's work included.
+    const StageBreakdown &parts = derivation->stage_breakdown[1];
+    const StageCost &cost = derivation->costs.stage_overrides[1];
+    QVERIFY(near(parts.forward.total(), cost.forward_us));
+    QVERIFY(near(parts.weight_grad.total(), cost.weight_us));
+    QVERIFY(near(parts.input_grad.total() + parts.weight_grad.total(), cost.backward_us));
+  }
+
+  // EP groups follow the rank order: 2 nodes of 8, dp = 4, tp = 2, pp = 2. Under tp-pp-dp the
+  // replicas d = 0..3 of (p, t) = (0, 0) are ranks 0, 4, 8, 12: EP = 2 pairs stay in a node,
+  // EP = 4 crosses; under dp-tp-pp they are ranks 0..3, one node.
+  void expertParallelLinkFollowsTheRankOrder() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    const auto ep_time = [&](int ep, const char *order) {
+      Mesh mesh;
+      mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order);
+      setup.training.expert_parallel = ep;
+      auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+      return derivation ? derivation->stage_breakdown[0].forward.ep_us : -1.0;
+    };
+    const double layers = 16;                   // per stage, all MoE
+    const double bytes = 4096.0 * 2 * 4096 * 2; // b·s·k·h bf16
+    const auto one = [&](double ep, double gbps, double efficiency, double latency) {
+      return (ep - 1) / ep * bytes / (gbps * efficiency * 1e3) + (ep - 1) * latency;
+    };
+    const auto &hw = setup.hardware;
+    const double intra2 =
+        one(2, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
+    const double inter4 =
+        one(4, hw.inter_node_gbps, hw.inter_node_bus_efficiency, hw.inter_node_latency_us);
+    const double intra4 =
+        one(4, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
+    QVERIFY(near(ep_time(2, "tp-pp-dp"), layers * 2 * intra2));
+    QVERIFY(near(ep_time(4, "tp-pp-dp"), layers * 2 * inter4));
+    QVERIFY(near(ep_time(4, "dp-tp-pp"), layers * 2 * intra4));
+    QCOMPARE(ep_time(1, "tp-pp-dp"), 0.0);
+  }
+
+  void moeRefusalsNameTheField() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 6, mesh.tp = 1, mesh.pp = 2;
+    setup.training.expert_parallel = 6; // divides dp, not the 8 experts
+    auto uneven = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!uneven);
+    QVERIFY2(uneven.error().message.find("experts (8)") != std::string::npos,
+             uneven.error().message.c_str());
+    setup.training.expert_parallel = 4; // divides the experts, not dp = 6
+    auto outside = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!outside);
+    QVERIFY2(outside.error().message.find("expert_parallel = 4 does not divide dp = 6") !=
+                 std::string::npos,
+             outside.error().message.c_str());
+    auto json = toJson(setup.model);
+    json["experts_per_token"] = 9;
+    auto too_many = modelSpecFromJson(json, "/model");
+    QVERIFY(!too_many);
+    QVERIFY2(too_many.error().message.find("/model/experts_per_token") != std::string::npos,
+             too_many.error().message.c_str());
+  }
+
+  // DualPipe's pair hides one chunk's all-to-all behind the other's compute.
+  void dualPipeOverlapFromHiddenAllToAll() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.expert_parallel = 8;
+    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4;
+    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
+    const auto &c = derivation->costs;
+    QVERIFY(c.overlapped_us > std::max(c.forward_us, c.backward_us) - 1e-9);
+    QVERIFY(c.overlapped_us < c.forward_us + c.backward_us);
+    setup.training.expert_parallel = 1; // nothing to hide: no overlap figure
+    auto dense_like = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(dense_like);
+    QCOMPARE(dense_like->costs.overlapped_us, 0.0);
+  }
+
+  // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
+  // only a per-row term), and the refusals name the field.
+  void contextParallelSplitsActivations() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 2, mesh.tp = 2, mesh.pp = 4;
+    auto whole = deriveModelCosts(setup, mesh, schedule->placement);
+    setup.training.context_parallel = 2;
+    auto split = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(whole && split);
+    for (std::size_t v = 0; v < 4; ++v)
+      QVERIFY(near(split->stage_activation_bytes[v], whole->stage_activation_bytes[v] / 2));
+    setup.training.context_parallel = 4; // does not divide dp = 2
+    auto outside = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!outside);
+    QVERIFY2(outside.error().message.find("context_parallel = 4") != std::string::npos,
+             outside.error().message.c_str());
+    setup.training.context_parallel = 2;
+    setup.model.sequence_length = 8190; // not a multiple of 2 × CP
+    auto odd = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!odd);
+    QVERIFY2(odd.error().message.find("sequence_length (8190)") != std::string::npos,
+             odd.error().message.c_str());
+  }
+
+  // The CP ring runs on the link the rank order gives the CP group, and only what attention does
+  // not hide costs time: (cp - 1) steps of latency + K,V bytes / bandwidth, less attention.
+  void contextParallelRingFollowsTheRankOrder() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.hardware.inter_node_gbps = 0.5; // a slow network, so the ring shows
+    setup.training.context_parallel = 4;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    const auto derive = [&](const char *order) {
+      Mesh mesh;
+      mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order);
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    auto across = derive("tp-pp-dp"); // replicas 0, 4, 8, 12: two nodes
+    auto inside = derive("dp-tp-pp"); // replicas 0..3: one node
+    QVERIFY(across && inside);
+    QCOMPARE(inside->stage_breakdown[0].forward.cp_us, 0.0);
+    double attention = 0;
+    for (const auto &op : across->layer_ops)
+      if (op.category == OpCategory::Attention) attention += op.forward_us;
+    const auto &hw = setup.hardware;
+    const double bytes = 2.0 * 1 * 8192 / 4 * 1024 / 2 * 2; // K,V of s/cp tokens, kv/t, bf16
+    const double ring =
+        3 * (hw.inter_node_latency_us + bytes / (0.5 * hw.inter_node_bus_efficiency * 1e3));
+    QVERIFY(ring > attention);
+    QVERIFY(near(across->stage_breakdown[0].forward.cp_us, 16 * (ring - attention)));
+  }
+
+  void ladderMadeMonotone() {
+    const auto curve = curveFromSquareLadder({512, 1024, 2048}, {100, 80, 200}, 400);
+    QCOMPARE(static_cast<int>(curve.size()), 3);
+    QCOMPARE(curve[1].efficiency, 0.25); // the dip carries the best so far
+    QCOMPARE(curve[2].efficiency, 0.5);
+    QVERIFY(checkGemmCurve(curve, "/c"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCostTerms)
+#include "test_cost_terms.moc"
