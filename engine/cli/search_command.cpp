@@ -29,7 +29,9 @@ constexpr const char *kSearchHelp =
     R"(usage: pipescope search --model M --hardware H --gpus N [options]
 
 The planner: enumerates every mesh dp × tp × pp that uses the N GPUs (tp within a node and
-dividing the heads, KV heads and FFN; pp at most the layers), × rank order × schedule × V ×
+dividing the heads, KV heads and FFN; pp at most the layers; inside dp, the context-parallel
+size cp and, for a mixture-of-experts model, the expert-parallel size ep, as Megatron folds
+them), × rank order × schedule × V ×
 microbatch size and M × recomputation × ZeRO-1 × sequence parallelism; prunes by memory before
 simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
 structure and re-timed per cost set) and ranks by tokens/s. Prints the top K with step time,
@@ -45,6 +47,10 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --schedules LIST         families to try (default every family in 'pipescope schedules')
   --microbatch-sizes LIST  b to try (default 1,2,4,8)
   --virtual-stages LIST    V to try where V is free (default 2,3,4)
+  --ep LIST                expert-parallel sizes, MoE models only (default every size dividing
+                           dp / cp and the experts)
+  --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide dp and
+                           the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
   --rank-orders LIST       e.g. tp-pp-dp,tp-dp-pp (default all six)
   --gpus-per-node G        (default the hardware's)
@@ -54,11 +60,11 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --csv FILE               the ranked plans as CSV
   --save-plan FILE         the best plan as a plan file (pipescope simulate --plan FILE)
 
-Searched: DP, TP, PP, rank order, schedule, V, microbatch size and M, recomputation
-(none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce is overlapped
-with the backward. Not searched, because the cost model does not have them: expert (EP) and
-context (CP) parallelism, ZeRO-2/3 and FSDP, the interleaved microbatch group, uneven layer
-layouts (each plan splits layers evenly), activation offloading.
+Searched: DP, TP, PP, EP and CP (inside DP), rank order, schedule, V, microbatch size and M,
+recomputation (none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce
+is overlapped with the backward. Not searched: ZeRO-2/3 and FSDP (the cost model does not have
+them), the interleaved microbatch group, uneven layer layouts (each plan splits layers evenly),
+activation offloading, MoE load imbalance (taken as balanced).
 )";
 
 std::atomic<bool> interrupted{false};
@@ -80,6 +86,8 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
                {{"dp", plan.mesh.dp},
                 {"tp", plan.mesh.tp},
                 {"pp", plan.mesh.pp},
+                {"ep", plan.training.expert_parallel},
+                {"cp", plan.training.context_parallel},
                 {"gpus_per_node", plan.mesh.gpus_per_node}}},
               {"rank_order", plan.mesh.orderName()},
               {"schedule", plan.schedule.name},
@@ -113,7 +121,12 @@ std::string planLine(const SearchPlan &plan) {
       plan.mesh.orderName().c_str(), schedule.c_str(), plan.schedule.microbatches,
       plan.microbatch_size, std::string(recomputeName(plan.training.recompute)).c_str(),
       plan.training.zero1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
-  return line;
+  std::string text = line;
+  if (plan.training.expert_parallel > 1)
+    text += " ep" + std::to_string(plan.training.expert_parallel);
+  if (plan.training.context_parallel > 1)
+    text += " cp" + std::to_string(plan.training.context_parallel);
+  return text;
 }
 
 constexpr const char *kTableHeader =
@@ -155,6 +168,12 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   auto chunks = a.integerList("virtual-stages", 1, kMaxChunks);
   if (!chunks) return chunks.error();
   if (*chunks) request.virtual_stages = **chunks;
+  auto expert_sizes = a.integerList("ep", 1, kMaxWorldSize);
+  if (!expert_sizes) return expert_sizes.error();
+  if (*expert_sizes) request.expert_parallel = **expert_sizes;
+  auto context_sizes = a.integerList("cp", 1, kMaxWorldSize);
+  if (!context_sizes) return context_sizes.error();
+  if (*context_sizes) request.context_parallel = **context_sizes;
   if (auto list = a.text("recompute")) {
     request.recompute.clear();
     for (const auto &name : splitList(*list)) {
@@ -203,7 +222,7 @@ int runSearch(const std::vector<std::string> &args) {
   auto parsed =
       Arguments::parse(args,
                        {"model", "hardware", "gpus", "global-batch", "sequence", "memory-limit",
-                        "schedules", "microbatch-sizes", "virtual-stages", "recompute",
+                        "schedules", "microbatch-sizes", "virtual-stages", "ep", "cp", "recompute",
                         "rank-orders", "gpus-per-node", "top", "threads", "csv", "save-plan"},
                        {"json"}, "search");
   if (!parsed) return fail(parsed.error().message);
@@ -242,7 +261,7 @@ int runSearch(const std::vector<std::string> &args) {
     if (a.text("csv") && file.path() == *a.text("csv")) {
       std::string csv = "rank,tokens_per_s,step_time_s,mfu,bubble_fraction,peak_memory_bytes,"
                         "capacity_bytes,dp,tp,pp,rank_order,schedule,virtual_stages,microbatches,"
-                        "microbatch_size,recompute,zero1,sequence_parallel\n";
+                        "microbatch_size,recompute,zero1,sequence_parallel,ep,cp\n";
       for (std::size_t k = 0; k < result->plans.size(); ++k) {
         const auto &p = result->plans[k];
         csv += std::to_string(k + 1) + "," + json(p.tokens_per_s).dump() + "," +
@@ -255,7 +274,9 @@ int runSearch(const std::vector<std::string> &args) {
                "," + std::to_string(p.microbatch_size) + "," +
                std::string(recomputeName(p.training.recompute)) + "," +
                (p.training.zero1 ? "true" : "false") + "," +
-               (p.training.sequence_parallel ? "true" : "false") + "\n";
+               (p.training.sequence_parallel ? "true" : "false") + "," +
+               std::to_string(p.training.expert_parallel) + "," +
+               std::to_string(p.training.context_parallel) + "\n";
       }
       file.write(csv);
     } else {

@@ -50,6 +50,32 @@ int globalBatch(const SearchRequest &request) {
   return request.global_batch > 0 ? request.global_batch : request.gpus;
 }
 
+/// Context-parallel sizes for a mesh with `dp` data-parallel ranks: CP ranks are counted in dp,
+/// and each takes two balanced chunks of the causal sequence (Megatron's load balancing).
+std::vector<int> contextParallelSizes(const SearchRequest &request, int dp) {
+  std::vector<int> sizes;
+  const std::vector<int> tried = request.context_parallel.empty() ? std::vector<int>{1, 2, 4, 8, 16}
+                                                                  : request.context_parallel;
+  for (int cp : tried)
+    if (cp >= 1 && dp % cp == 0 && (cp == 1 || request.model.sequence_length % (2 * cp) == 0))
+      sizes.push_back(cp);
+  return sizes;
+}
+
+/// Expert-parallel sizes inside the dp / cp ranks left for them: only an MoE model has experts.
+std::vector<int> expertParallelSizes(const SearchRequest &request, int dp_per_cp) {
+  if (request.model.experts <= 1) return {1};
+  std::vector<int> sizes;
+  if (request.expert_parallel.empty()) {
+    for (int ep = 1; ep <= dp_per_cp; ++ep)
+      if (dp_per_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
+  } else {
+    for (int ep : request.expert_parallel)
+      if (ep >= 1 && dp_per_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
+  }
+  return sizes;
+}
+
 std::vector<Mesh> meshesFor(const SearchRequest &request, int gpus) {
   std::vector<Mesh> meshes;
   const int batch = globalBatch(request);
@@ -57,11 +83,12 @@ std::vector<Mesh> meshesFor(const SearchRequest &request, int gpus) {
     for (int pp = 1; pp <= gpus / tp; ++pp) {
       if ((gpus / tp) % pp != 0 || pp > request.model.layers) continue;
       const int dp = gpus / tp / pp;
-      const bool batch_fits =
-          std::any_of(request.microbatch_sizes.begin(), request.microbatch_sizes.end(), [&](int b) {
-            return b > 0 && static_cast<long long>(dp) * b <= batch &&
-                   batch % (static_cast<long long>(dp) * b) == 0;
-          });
+      bool batch_fits = false;
+      for (int cp : contextParallelSizes(request, dp))
+        for (int b : request.microbatch_sizes) {
+          const long long replicas = static_cast<long long>(dp / cp) * b;
+          batch_fits = batch_fits || (b > 0 && replicas <= batch && batch % replicas == 0);
+        }
       if (!batch_fits) continue;
       Mesh mesh;
       mesh.dp = dp;
@@ -141,6 +168,7 @@ struct Structure {
   struct Variant {
     Mesh mesh;
     int microbatch_size = 1;
+    int expert_parallel = 1, context_parallel = 1;
   };
   std::vector<Variant> variants;
   std::uint64_t first_order = 0; ///< enumeration index of its first configuration
@@ -162,25 +190,28 @@ std::vector<Structure> enumerateStructures(const SearchRequest &request,
   std::map<std::tuple<std::string, int, int, int>, Structure> structures;
   const int batch = globalBatch(request);
   for (const Mesh &mesh : meshesFor(request, request.gpus))
-    for (int b : request.microbatch_sizes) {
-      const long long per_replica = static_cast<long long>(mesh.dp) * b;
-      if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
-      const int microbatches = static_cast<int>(batch / per_replica);
-      for (const ScheduleFamily *family : searchFamilies(request)) {
-        std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
-        if (family->uses_chunks) chunk_options = request.virtual_stages;
-        for (int v : chunk_options) {
-          ScheduleRequest schedule{family->name, mesh.pp, microbatches, v, 0};
-          if (!checkScheduleRequest(schedule)) continue;
-          const int model_stages =
-              Placement::make(family->placement, mesh.pp, v, 1).modelStageCount();
-          if (model_stages > request.model.layers) continue;
-          auto &structure = structures[{family->name, mesh.pp, v, microbatches}];
-          structure.request = schedule;
-          structure.variants.push_back({mesh, b});
+    for (int cp : contextParallelSizes(request, mesh.dp))
+      for (int ep : expertParallelSizes(request, mesh.dp / cp))
+        for (int b : request.microbatch_sizes) {
+          // dp / cp replicas see distinct sequences; EP ranks are data-parallel replicas too.
+          const long long per_replica = static_cast<long long>(mesh.dp / cp) * b;
+          if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
+          const int microbatches = static_cast<int>(batch / per_replica);
+          for (const ScheduleFamily *family : searchFamilies(request)) {
+            std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
+            if (family->uses_chunks) chunk_options = request.virtual_stages;
+            for (int v : chunk_options) {
+              ScheduleRequest schedule{family->name, mesh.pp, microbatches, v, 0};
+              if (!checkScheduleRequest(schedule)) continue;
+              const int model_stages =
+                  Placement::make(family->placement, mesh.pp, v, 1).modelStageCount();
+              if (model_stages > request.model.layers) continue;
+              auto &structure = structures[{family->name, mesh.pp, v, microbatches}];
+              structure.request = schedule;
+              structure.variants.push_back({mesh, b, ep, cp});
+            }
+          }
         }
-      }
-    }
   std::vector<Structure> list;
   list.reserve(structures.size());
   std::uint64_t order = 0;
@@ -219,6 +250,8 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
     ModelSetup setup{request.model, request.hardware, {}};
     setup.model.microbatch_size = variant.microbatch_size;
     setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
+    setup.training.expert_parallel = variant.expert_parallel;
+    setup.training.context_parallel = variant.context_parallel;
     for (const auto &rank_order : orders) {
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
@@ -309,9 +342,15 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
   }
 }
 
-std::string meshText(const Mesh &mesh) {
-  return "dp " + std::to_string(mesh.dp) + " × tp " + std::to_string(mesh.tp) + " × pp " +
-         std::to_string(mesh.pp);
+std::string meshText(const Mesh &mesh, const TrainingSetup &training) {
+  std::string text = "dp " + std::to_string(mesh.dp) + " × tp " + std::to_string(mesh.tp) +
+                     " × pp " + std::to_string(mesh.pp);
+  if (training.expert_parallel > 1) text += " (ep " + std::to_string(training.expert_parallel);
+  if (training.context_parallel > 1)
+    text += std::string(training.expert_parallel > 1 ? ", " : " (") + "cp " +
+            std::to_string(training.context_parallel);
+  if (training.expert_parallel > 1 || training.context_parallel > 1) text += " in dp)";
+  return text;
 }
 
 } // namespace
@@ -469,7 +508,7 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
     return makeError(
         "nothing fits in " + gib(limit_bytes) + " per GPU: the smallest footprint of " +
         std::to_string(result.space) + " configurations is " + gib(small.peak_memory) + " (" +
-        meshText(small.mesh) + ", " + small.schedule.name + ", microbatch size " +
+        meshText(small.mesh, small.training) + ", " + small.schedule.name + ", microbatch size " +
         std::to_string(small.microbatch_size) + ", recompute " +
         std::string(recomputeName(small.training.recompute)) +
         (small.training.zero1 ? ", ZeRO-1" : "") + "); raise --memory-limit to at least " +

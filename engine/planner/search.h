@@ -1,6 +1,7 @@
 #pragma once
-// The planner (DESIGN.md §8 "Search", §9): enumerates meshes × rank orders × schedules × V ×
-// microbatch size and M × recomputation × ZeRO-1 × sequence parallelism for a model on N GPUs,
+// The planner (DESIGN.md §8 "Search", §9): enumerates meshes (DP, TP, PP, and EP and CP inside
+// DP) × rank orders × schedules × V × microbatch size and M × recomputation × ZeRO-1 × sequence
+// parallelism for a model on N GPUs,
 // prunes by memory before simulating, simulates every survivor exactly and ranks by tokens/s.
 // Callers (CLI, GUI worker) get progress and can cancel; memory stays bounded (the top K and the
 // Pareto front are kept, not every result).
@@ -31,6 +32,12 @@ struct SearchRequest {
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> zero1{false, true};
   std::vector<bool> sequence_parallel{false, true}; ///< only with tp > 1
+  /// Expert-parallel sizes for a mixture-of-experts model (folded into dp, as Megatron does);
+  /// empty = every size dividing dp / cp and the expert count. Dense models use 1 only.
+  std::vector<int> expert_parallel;
+  /// Context-parallel sizes (counted in dp: dp / cp replicas see distinct sequences); empty =
+  /// 1, 2, 4, 8 and 16 where they divide dp and the sequence splits into 2·cp chunks.
+  std::vector<int> context_parallel;
   bool overlap_gradient_sync = true; ///< DP all-reduce overlapped with the backward (Megatron)
   int top = 10;
   int threads = 0; ///< 0 = every core

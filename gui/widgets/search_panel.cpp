@@ -36,7 +36,13 @@ QString scheduleText(const SearchPlan &plan) {
 }
 
 QString meshText(const SearchPlan &plan) {
-  return QStringLiteral("dp%1 tp%2 pp%3").arg(plan.mesh.dp).arg(plan.mesh.tp).arg(plan.mesh.pp);
+  QString text =
+      QStringLiteral("dp%1 tp%2 pp%3").arg(plan.mesh.dp).arg(plan.mesh.tp).arg(plan.mesh.pp);
+  if (plan.training.expert_parallel > 1)
+    text += QStringLiteral(" ep%1").arg(plan.training.expert_parallel);
+  if (plan.training.context_parallel > 1)
+    text += QStringLiteral(" cp%1").arg(plan.training.context_parallel);
+  return text;
 }
 
 // What hovering a point shows: the configuration, then what it achieves.

@@ -44,6 +44,7 @@ SearchRequest smallRequest() {
   request.schedules = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "gpipe"};
   request.microbatch_sizes = {1, 2};
   request.virtual_stages = {2};
+  request.context_parallel = {1}; // the brute force below walks no CP (a dense model has no EP)
   request.top = 5;
   request.threads = 2;
   return request;
@@ -281,6 +282,56 @@ private slots:
       if (found.training.zero1) ++zero1_plans;
     }
     QVERIFY(zero1_plans > 0);
+  }
+
+  // A mixture-of-experts model searches EP inside dp (dividing the experts) and CP inside dp
+  // (splitting the sequence into 2·cp chunks); every plan found re-times and reloads as
+  // `simulate` gives it, with its EP and CP in the plan file.
+  void searchesExpertAndContextParallelism() {
+    SearchRequest request;
+    const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
+    request.model = setup.model;
+    request.hardware = setup.hardware;
+    request.gpus = 32;
+    request.global_batch = 64;
+    request.schedules = {"1f1b"};
+    request.microbatch_sizes = {1};
+    request.recompute = {Recompute::Full};
+    request.zero1 = {true};
+    request.sequence_parallel = {true};
+    request.rank_orders = {{MeshDim::TP, MeshDim::PP, MeshDim::DP}};
+    request.top = 400;
+    request.threads = 2;
+    auto result = runSearch(request);
+    QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
+    QVERIFY(!result->plans.empty());
+    int with_ep = 0, with_cp = 0;
+    for (const auto &found : result->plans) {
+      const int ep = found.training.expert_parallel, cp = found.training.context_parallel;
+      QVERIFY(found.mesh.dp % (ep * cp) == 0);
+      QVERIFY(request.model.experts % ep == 0);
+      QVERIFY(request.model.sequence_length % (2 * cp) == 0);
+      // dp / cp replicas see distinct sequences: M · b · dp / cp is the global batch.
+      QCOMPARE(found.schedule.microbatches * found.microbatch_size * found.mesh.dp / cp,
+               request.global_batch);
+      with_ep += ep > 1 ? 1 : 0;
+      with_cp += cp > 1 ? 1 : 0;
+      auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
+      QVERIFY(plan.ok());
+      QCOMPARE(plan->model->training.expert_parallel, ep);
+      QCOMPARE(plan->model->training.context_parallel, cp);
+      ModelDerivation derivation;
+      auto evaluation = evaluatePlan(*plan, {}, &derivation);
+      QVERIFY(evaluation.ok());
+      QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
+    }
+    QVERIFY(with_ep > 0);
+    QVERIFY(with_cp > 0);
+    // A dense model is never given an EP.
+    auto dense = runSearch(smallRequest());
+    QVERIFY(dense.ok());
+    for (const auto &found : dense->plans)
+      QCOMPARE(found.training.expert_parallel, 1);
   }
 
   // The links classified once per mesh give the derivation every mesh gives on its own, across
