@@ -11,6 +11,17 @@ namespace pipescope::gui {
 
 namespace {
 
+// An op's microbatch ("3", or "3/5" for an overlapped pair) centred in its box, when it fits.
+void drawOpLabel(QPainter &painter, const QFontMetrics &metrics, const QRectF &rect, const Op &op,
+                 double alpha) {
+  QString label = QString::number(op.microbatch);
+  if (op.kind == OpKind::OverlappedPair)
+    label += QLatin1Char('/') + QString::number(op.backward_microbatch);
+  if (metrics.horizontalAdvance(label) + 4 > rect.width()) return;
+  painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
+  painter.drawText(rect, Qt::AlignCenter, label);
+}
+
 constexpr double kMinRowHeight = 3;
 constexpr double kMaxRowHeight = 44;
 constexpr double kFadedAlpha = 0.22;
@@ -612,14 +623,7 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
     }
     painter.fillRect(rect, color);
     if (labels && !item.folded() && rect.width() >= 14) {
-      const Op &op = model_.op(item.first);
-      QString label = QString::number(op.microbatch);
-      if (op.kind == OpKind::OverlappedPair)
-        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
-      if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
-        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
-        painter.drawText(rect, Qt::AlignCenter, label);
-      }
+      drawOpLabel(painter, metrics, rect, model_.op(item.first), alpha);
     }
   }
   if (hovered_ && !morphing()) {
@@ -673,14 +677,7 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
       painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
     }
     if (labels && rect.width() >= 14) {
-      const Op &op = model_.op(item.first);
-      QString label = QString::number(op.microbatch);
-      if (op.kind == OpKind::OverlappedPair)
-        label += QLatin1Char('/') + QString::number(op.backward_microbatch);
-      if (metrics.horizontalAdvance(label) + 4 <= rect.width()) {
-        painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
-        painter.drawText(rect, Qt::AlignCenter, label);
-      }
+      drawOpLabel(painter, metrics, rect, model_.op(item.first), alpha);
     }
   }
 }

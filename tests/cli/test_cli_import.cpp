@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_process.h"
+
 #include "engine/json_io.h"
 
 using nlohmann::json;
@@ -21,18 +23,8 @@ namespace {
 
 const QString kRuns = QStringLiteral(PIPESCOPE_TORCH_RUNS);
 
-struct Run {
-  int exit_code = -1;
-  QString out, err;
-};
-
-Run runCli(const QStringList &args) {
-  QProcess process;
-  process.start(QStringLiteral(PIPESCOPE_CLI), args);
-  process.waitForFinished(120000);
-  return {process.exitCode(), QString::fromUtf8(process.readAllStandardOutput()),
-          QString::fromUtf8(process.readAllStandardError())};
-}
+using cli_test::Run;
+constexpr auto runCli = cli_test::pipescope;
 
 json readTrace(const QString &path) {
   auto text = pipescope::readTextFile(path.toStdString());

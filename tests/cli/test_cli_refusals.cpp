@@ -9,22 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_process.h"
+
 using nlohmann::json;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  QString out, err;
-};
-
-Run pipescope(const QStringList &args) {
-  QProcess process;
-  process.start(QStringLiteral(PIPESCOPE_CLI), args);
-  process.waitForFinished(120000);
-  return {process.exitCode(), QString::fromUtf8(process.readAllStandardOutput()),
-          QString::fromUtf8(process.readAllStandardError())};
-}
+using cli_test::pipescope;
+using cli_test::Run;
 
 void writeFile(const QString &path, const std::string &text) {
   QFile file(path);
