@@ -29,7 +29,14 @@ MemorySteps memoryStepsFor(const ExplorerSnapshot &snapshot, int max_ranks) {
       const double level =
           steps.bytes ? point.activation_bytes / kGiB : point.inflight_microbatches;
       steps.peak = std::max(steps.peak, level);
-      if (line) line->emplace_back(point.time_us, level);
+      if (!line) continue;
+      // A backward that frees at t and a forward that acquires at t are two points at one
+      // instant; drawn apart they make a dip of zero width that no rank ever held. The level
+      // after the instant is what the rank holds.
+      if (line->size() > 1 && line->back().x() == point.time_us)
+        line->back().setY(level);
+      else
+        line->emplace_back(point.time_us, level);
     }
   }
   return steps;
