@@ -22,13 +22,40 @@
 
 namespace pipescope {
 
-namespace {
-
-double kvHiddenOf(const ModelSpec &m) {
-  return static_cast<double>(m.hidden) / m.heads * m.kv_heads;
+AttentionShape attentionShapeOf(const ModelSpec &m) {
+  AttentionShape a;
+  const double h = m.hidden, heads = m.heads;
+  if (m.kv_lora_rank > 0) {
+    // DeepSeek-V3 report §2.1.1, eqs. 1-11: c_KV = W_DKV·h and k_R = RoPE(W_KR·h) (one
+    // h → d_c + d_R projection), k_C = W_UK·c_KV and v_C = W_UV·c_KV (one d_c → heads × (d_h +
+    // d_v) projection), c_Q = W_DQ·h, q = W_UQ·c_Q (with its RoPE part), u = W_O·o.
+    a.latent = true;
+    a.score_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    a.value_dim = m.v_head_dim;
+    a.query = a.key = heads * a.score_dim;
+    a.value = a.output = heads * a.value_dim;
+    a.q_latent = m.q_lora_rank;
+    a.kv_latent = m.kv_lora_rank;
+    a.rope_key = m.qk_rope_head_dim;
+    if (m.q_lora_rank > 0) {
+      a.replicated_params += h * a.q_latent;
+      a.sharded_params += a.q_latent * a.query;
+    } else {
+      a.sharded_params += h * a.query;
+    }
+    a.replicated_params += h * (a.kv_latent + a.rope_key);
+    a.sharded_params += a.kv_latent * heads * (m.qk_nope_head_dim + a.value_dim);
+    a.sharded_params += a.output * h;
+    a.latent_norm_params = a.q_latent + a.kv_latent;
+    return a;
+  }
+  const double d = m.head_dim > 0 ? m.head_dim : h / heads;
+  a.score_dim = a.value_dim = d;
+  a.query = a.output = heads * d;
+  a.key = a.value = m.kv_heads * d;
+  a.sharded_params = h * (a.query + a.key + a.value) + a.output * h;
+  return a;
 }
-
-} // namespace
 
 void PartWork::add(LayerOp op) {
   forward_us += op.forward_us;
@@ -151,7 +178,8 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   const GemmHardware gemm = gemmHardwareOf(hardware);
   const double t = shape.tp, dt = dtypeBytes(m.dtype);
   const double b = m.microbatch_size, s = m.sequence_length, h = m.hidden, f = m.ffn_hidden;
-  const double heads = m.heads / t, d = h / m.heads, hkv = kvHiddenOf(m);
+  const double heads = m.heads / t;
+  const AttentionShape attention = attentionShapeOf(m);
   const double tokens = b * s;
   const double keys = s * shape.context_parallel; // the whole sequence's keys under CP
   // Elements of the hidden state on this rank outside the TP regions: split by t only under
@@ -164,14 +192,41 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   const char *norm = m.norm == "layernorm" ? "layernorm" : "rmsnorm";
   work.add(memoryOp(std::string("input_") + norm, 2 * dt * hidden_elements,
                     3 * dt * hidden_elements, hardware));
-  work.add(linearOp("qkv", tokens, h, (h + 2 * hkv) / t, gemm, dt));
-  if (m.position_embeddings == 0) {
-    const double qk = tokens * (h + hkv) / t;
+  if (attention.latent) {
+    // MLA (DeepSeek-V3 §2.1.1): the down-projections to the latents are held whole on every TP
+    // rank, the up-projections split by heads; each latent is RMS-normalized before its
+    // up-projection.
+    const auto latentNorm = [&](const char *name, double width) {
+      work.add(memoryOp(name, 2 * dt * tokens * width, 3 * dt * tokens * width, hardware));
+    };
+    if (attention.q_latent > 0) {
+      work.add(linearOp("q_down", tokens, h, attention.q_latent, gemm, dt));
+      latentNorm("q_latent_rmsnorm", attention.q_latent);
+      work.add(linearOp("q_up", tokens, attention.q_latent, attention.query / t, gemm, dt));
+    } else {
+      work.add(linearOp("q_proj", tokens, h, attention.query / t, gemm, dt));
+    }
+    work.add(linearOp("kv_down", tokens, h, attention.kv_latent + attention.rope_key, gemm, dt));
+    latentNorm("kv_latent_rmsnorm", attention.kv_latent);
+    work.add(linearOp("kv_up", tokens, attention.kv_latent,
+                      heads * (m.qk_nope_head_dim + attention.value_dim), gemm, dt));
+    // RoPE on the queries' rope part and on the one shared rope key.
+    const double qk = tokens * (heads + 1) * attention.rope_key;
     work.add(memoryOp("rotary", 2 * dt * qk, 2 * dt * qk, hardware));
+  } else {
+    work.add(linearOp("qkv", tokens, h, (attention.query + attention.key + attention.value) / t,
+                      gemm, dt));
+    if (m.position_embeddings == 0) {
+      const double qk = tokens * (attention.query + attention.key) / t;
+      work.add(memoryOp("rotary", 2 * dt * qk, 2 * dt * qk, hardware));
+    }
   }
+  const double d = attention.score_dim, dv = attention.value_dim;
   if (m.attention == "flash") {
     const double causal = 0.5;
-    const double forward_flops = 4 * b * s * keys * h / t * causal;
+    // Q·Kᵀ over d and P·V over dv per head: 2·b·s·keys·(d + dv) per head, 4·b·s²·h/t for a
+    // standard layer.
+    const double forward_flops = 2 * b * s * keys * heads * (d + dv) * causal;
     const double efficiency = hardware.attention_efficiency > 0
                                   ? hardware.attention_efficiency
                                   : gemmEfficiency(gemm, 2 * s * s * d);
@@ -189,7 +244,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
     scores.selective_recompute = true;
     // Q·Kᵀ and A·V forward; dQ, dK and dA, dV backward (the same shapes, twice).
     scores.forward_us =
-        gemmTimeUs(gemm, {s, keys, d, batch}, dt) + gemmTimeUs(gemm, {s, d, keys, batch}, dt);
+        gemmTimeUs(gemm, {s, keys, d, batch}, dt) + gemmTimeUs(gemm, {s, dv, keys, batch}, dt);
     scores.input_grad_us = 2 * scores.forward_us;
     work.add(std::move(scores));
     const double score_elements = b * heads * s * keys;
@@ -198,7 +253,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
       work.add(memoryOp("attention_dropout", (2 * dt + mask) * score_elements,
                         (2 * dt + mask) * score_elements, hardware, true));
   }
-  work.add(linearOp("attention_out", tokens, h / t, h, gemm, dt));
+  work.add(linearOp("attention_out", tokens, attention.output / t, h, gemm, dt));
   const char *residual = m.dropout ? "bias_dropout_add" : "residual_add";
   work.add(memoryOp(std::string("attention_") + residual, (3 * dt + mask) * hidden_elements,
                     (2 * dt + mask) * hidden_elements, hardware));

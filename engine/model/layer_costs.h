@@ -26,6 +26,27 @@ struct PartWork {
   void addTo(PassBreakdown &into, Pass pass, double count) const;
 };
 
+/// The attention block's widths per token (whole layer, before TP), from heads, kv_heads and
+/// head_dim, or from the multi-head latent attention fields (model_setup.h).
+struct AttentionShape {
+  bool latent = false;  ///< multi-head latent attention (MLA)
+  double score_dim = 0; ///< per head: Q·Kᵀ contracts over it (MLA: qk_nope + qk_rope)
+  double value_dim = 0; ///< per head: V's width and the attention output's
+  double query = 0;     ///< heads × score_dim
+  double key = 0;       ///< K held for attention: kv_heads × score_dim (MLA: heads × score_dim)
+  double value = 0;     ///< V held for attention: kv_heads × value_dim (MLA: heads × value_dim)
+  double output = 0;    ///< heads × value_dim, the output projection's input
+  double q_latent = 0;  ///< MLA: q_lora_rank (0: queries straight from h)
+  double kv_latent = 0; ///< MLA: kv_lora_rank
+  double rope_key = 0;  ///< MLA: qk_rope_head_dim, the decoupled key shared by the heads
+  /// Weight-matrix parameters: split over TP (projections to and from the heads) and held whole
+  /// on every TP rank (MLA's down-projections, as Megatron-Core duplicates them).
+  double sharded_params = 0, replicated_params = 0;
+  /// Norm weights of the latents (MLA: q_lora_rank + kv_lora_rank), held whole.
+  double latent_norm_params = 0;
+};
+AttentionShape attentionShapeOf(const ModelSpec &model);
+
 /// The hardware's GEMM pricing (curve or flat factor, HBM roofline).
 GemmHardware gemmHardwareOf(const HardwareSpec &hardware);
 

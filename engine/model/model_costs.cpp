@@ -80,23 +80,25 @@ double normParams(const ModelSpec &m) {
   return m.norm == "layernorm" ? 2.0 * m.hidden : static_cast<double>(m.hidden);
 }
 
-double kvHidden(const ModelSpec &m) {
-  return static_cast<double>(m.hidden) / m.heads * m.kv_heads;
-}
-
-/// Weight-matrix parameters of one layer: Q, K, V, output projection and the MLP.
+/// Weight-matrix parameters of one layer: the attention projections (Q, K, V and output, or
+/// MLA's down- and up-projections) and the MLP.
 double layerMatrixParams(const ModelSpec &m) {
-  const double h = m.hidden, f = m.ffn_hidden, hkv = kvHidden(m);
-  return h * (h + 2 * hkv) + h * h + (m.gated_mlp ? 3.0 : 2.0) * h * f;
+  const AttentionShape attention = attentionShapeOf(m);
+  return attention.sharded_params + attention.replicated_params +
+         (m.gated_mlp ? 3.0 : 2.0) * static_cast<double>(m.hidden) * m.ffn_hidden;
 }
 
 Params layerParams(const ModelSpec &m) {
+  const AttentionShape attention = attentionShapeOf(m);
   Params p;
-  p.sharded = layerMatrixParams(m);
+  p.sharded = attention.sharded_params +
+              (m.gated_mlp ? 3.0 : 2.0) * static_cast<double>(m.hidden) * m.ffn_hidden;
+  // MLA's down-projections and latent norms sit whole on every TP rank.
+  p.replicated = attention.replicated_params + attention.latent_norm_params;
   if (m.linear_biases) {
     // Column-parallel biases (QKV, the first MLP matrices) are split; row-parallel ones are not.
-    p.sharded +=
-        static_cast<double>(m.hidden) + 2 * kvHidden(m) + (m.gated_mlp ? 2.0 : 1.0) * m.ffn_hidden;
+    p.sharded += attention.query + attention.key + attention.value +
+                 (m.gated_mlp ? 2.0 : 1.0) * m.ffn_hidden;
     p.replicated += 2.0 * m.hidden;
   }
   p.replicated += 2 * normParams(m);
@@ -141,10 +143,19 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
     return makeError(model + "layers must be at most " + std::to_string(kMaxLayers));
   if (m.position_embeddings < 0)
     return makeError(model + "position_embeddings must be 0 (rotary) or a row count");
-  if (m.hidden % m.heads != 0)
+  const bool latent = m.kv_lora_rank > 0;
+  if (m.head_dim < 0 || m.q_lora_rank < 0 || m.kv_lora_rank < 0 || m.qk_nope_head_dim < 0 ||
+      m.qk_rope_head_dim < 0 || m.v_head_dim < 0)
+    return makeError(model + "head_dim and the latent attention sizes must be 0 or more");
+  if (latent && (m.qk_nope_head_dim < 1 || m.qk_rope_head_dim < 1 || m.v_head_dim < 1))
+    return makeError(model + "multi-head latent attention (kv_lora_rank " +
+                     std::to_string(m.kv_lora_rank) +
+                     ") needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim of at least 1");
+  if (!latent && m.head_dim == 0 && m.hidden % m.heads != 0)
     return makeError(model + "hidden (" + std::to_string(m.hidden) +
-                     ") must be divisible by heads (" + std::to_string(m.heads) + ")");
-  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+                     ") must be divisible by heads (" + std::to_string(m.heads) +
+                     ") unless head_dim is given");
+  if (!latent && (m.kv_heads > m.heads || m.heads % m.kv_heads != 0))
     return makeError(model + "kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" +
                      std::to_string(m.heads) + ")");
   if (dtypeBytes(m.dtype) == 0)
@@ -188,7 +199,7 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (m.heads % mesh.tp != 0)
     return makeError(model + "heads (" + std::to_string(m.heads) + ") are not divisible by tp = " +
                      std::to_string(mesh.tp) + "; use a tp that divides the head count");
-  if (m.kv_heads % mesh.tp != 0)
+  if (!latent && m.kv_heads % mesh.tp != 0)
     return makeError(model + "kv_heads (" + std::to_string(m.kv_heads) +
                      ") are not divisible by tp = " + std::to_string(mesh.tp) +
                      "; use a tp that divides the KV head count");
@@ -425,7 +436,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // FLOPs per layer and microbatch.
   const double linear_flops = 2 * s * b * layerMatrixParams(m);
-  const double attention_flops = 4 * b * s * s * h; // scores Q·Kᵀ and context A·V
+  // Scores Q·Kᵀ over the score dimension and context A·V over the value dimension, per head:
+  // 4·b·s²·h for a standard layer.
+  const AttentionShape attention = attentionShapeOf(m);
+  const double attention_flops = 2 * b * s * s * a * (attention.score_dim + attention.value_dim);
   const double head_flops = 2 * s * b * h * V;
   // An MTP module (DeepSeek-V3 §2.2) projects [h; h] to h before its transformer layer and runs
   // the shared output head on its result.
@@ -494,7 +508,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const Link link = replicaGroupLink(mesh, p, cp, 1);
     an.rank_cp_link.push_back(link);
     const auto [gbps, latency] = collectiveSpeed(hw, link);
-    const double kv_bytes = 2 * b * s_local * kvHidden(m) / t * dt;
+    const double kv_bytes = b * s_local * (attention.key + attention.value) / t * dt;
     const double ring_f = (cp - 1) * (latency + kv_bytes / (gbps * 1e3));
     const double ring_b = (cp - 1) * (latency + 2 * kv_bytes / (gbps * 1e3));
     an.rank_cp_forward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_f - attention_f);
@@ -526,10 +540,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Activations per layer and microbatch on one TP rank (Korthikanti et al. 2022).
   const double scale = dt / 2; // the paper's counts are for 16-bit activations
+  // MLA's latents, before and after their norms (the up-projections' inputs), and the shared
+  // rope key: held whole on each TP rank like the layer's input, split only by SP.
+  const double latent_unsplit =
+      2 * s_local * b * (2 * attention.q_latent + 2 * attention.kv_latent + attention.rope_key);
   // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
-  const double unsplit = (m.dropout ? 10 : 8) * sbh;
-  const double split =
-      sbh * (2 + 4 * kvHidden(m) / h + 2) + s_local * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  const double unsplit = (m.dropout ? 10 : 8) * sbh + latent_unsplit;
+  // Korthikanti's split 24·sbh: Q, K, V and the output projection's input (2 bytes each; with
+  // GQA, MLA or head_dim ≠ h/a their own widths) and the MLP's intermediates.
+  const double attention_split =
+      2 * s_local * b * (attention.query + attention.key + attention.value + attention.output);
+  const double split = attention_split + s_local * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
   // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
   // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
   // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
@@ -549,7 +570,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
   // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
   const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
-  const double moe_split = sbh * (2 + 4 * kvHidden(m) / h + 2) + 2 * moe_copies * sbh +
+  const double moe_split = attention_split + 2 * moe_copies * sbh +
                            s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden *
                                (m.gated_mlp ? 8.0 : 4.0);
   const double moe_layer_activation = layerActivation(training.recompute, moe_split);

@@ -172,6 +172,14 @@ nlohmann::json toJson(const ModelSpec &m) {
                         {"first_dense_layers", m.first_dense_layers},
                         {"capacity_factor", m.capacity_factor}};
   if (m.mtp_layers > 0) out["mtp_layers"] = m.mtp_layers;
+  if (m.head_dim > 0) out["head_dim"] = m.head_dim;
+  if (m.kv_lora_rank > 0) {
+    out["q_lora_rank"] = m.q_lora_rank;
+    out["kv_lora_rank"] = m.kv_lora_rank;
+    out["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    out["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    out["v_head_dim"] = m.v_head_dim;
+  }
   return out;
 }
 
@@ -233,6 +241,12 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
                           "ffn_hidden",
                           "heads",
                           "kv_heads",
+                          "head_dim",
+                          "q_lora_rank",
+                          "kv_lora_rank",
+                          "qk_nope_head_dim",
+                          "qk_rope_head_dim",
+                          "v_head_dim",
                           "vocab",
                           "sequence_length",
                           "microbatch_size",
@@ -263,6 +277,12 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .integer("ffn_hidden", m.ffn_hidden, 1, 1 << 22, true)
       .integer("heads", m.heads, 1, 1 << 16, true)
       .integer("kv_heads", m.kv_heads, 1, 1 << 16)
+      .integer("head_dim", m.head_dim, 0, 1 << 16)
+      .integer("q_lora_rank", m.q_lora_rank, 0, 1 << 20)
+      .integer("kv_lora_rank", m.kv_lora_rank, 0, 1 << 20)
+      .integer("qk_nope_head_dim", m.qk_nope_head_dim, 0, 1 << 16)
+      .integer("qk_rope_head_dim", m.qk_rope_head_dim, 0, 1 << 16)
+      .integer("v_head_dim", m.v_head_dim, 0, 1 << 16)
       .integer("vocab", m.vocab, 1, 1 << 24, true)
       .integer("sequence_length", m.sequence_length, 1, 1 << 24, true)
       .integer("microbatch_size", m.microbatch_size, 1, 1 << 20)
@@ -283,10 +303,29 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .number("capacity_factor", m.capacity_factor, 0, 1e6);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
-  if (m.hidden % m.heads != 0)
+  const bool latent = m.kv_lora_rank > 0;
+  if (latent) {
+    // Multi-head latent attention: its head sizes replace head_dim (DeepSeek-V3 §2.1.1).
+    for (const auto &[field, value] :
+         {std::pair<const char *, int>{"qk_nope_head_dim", m.qk_nope_head_dim},
+          {"qk_rope_head_dim", m.qk_rope_head_dim},
+          {"v_head_dim", m.v_head_dim}})
+      if (value < 1)
+        return makeError(pointer + "/" + field +
+                         ": multi-head latent attention (kv_lora_rank > 0) needs it, at least 1");
+    if (m.head_dim > 0)
+      return makeError(pointer + "/head_dim: does not apply with multi-head latent attention "
+                                 "(kv_lora_rank > 0); give qk_nope_head_dim, qk_rope_head_dim and "
+                                 "v_head_dim instead");
+  } else if (m.q_lora_rank > 0 || m.qk_nope_head_dim > 0 || m.qk_rope_head_dim > 0 ||
+             m.v_head_dim > 0) {
+    return makeError(pointer + "/kv_lora_rank: 0 (standard attention), but latent attention sizes "
+                               "are set; give kv_lora_rank for multi-head latent attention");
+  }
+  if (!latent && m.head_dim == 0 && m.hidden % m.heads != 0)
     return makeError(pointer + "/heads: " + std::to_string(m.heads) + " does not divide hidden (" +
-                     std::to_string(m.hidden) + ")");
-  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+                     std::to_string(m.hidden) + "); give head_dim when heads × head_dim ≠ hidden");
+  if (!latent && (m.kv_heads > m.heads || m.heads % m.kv_heads != 0))
     return makeError(pointer + "/kv_heads: " + std::to_string(m.kv_heads) + " must divide heads (" +
                      std::to_string(m.heads) + ")");
   if (dtypeBytes(m.dtype) == 0)

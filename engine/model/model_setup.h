@@ -29,6 +29,22 @@ struct ModelSpec {
   int ffn_hidden = 14336;
   int heads = 32;   ///< a
   int kv_heads = 8; ///< grouped-query attention; = heads for multi-head attention
+  /// Dimension of one attention head; 0 = hidden / heads. Qwen3-235B-A22B has 64 heads of 128 on
+  /// a hidden size of 4096, so its attention is 8192 wide, not h (Q and output projections
+  /// h × 8192).
+  int head_dim = 0;
+  /// Multi-head latent attention (DeepSeek-V2/V3; DeepSeek-V3 report, arXiv:2412.19437, §2.1.1):
+  /// kv_lora_rank > 0 turns it on. Keys and values come from a shared latent c_KV of
+  /// kv_lora_rank (down-projection h → kv_lora_rank + qk_rope_head_dim, the second part the
+  /// decoupled RoPE key shared by all heads; up-projection kv_lora_rank → heads ×
+  /// (qk_nope_head_dim + v_head_dim)); queries from a latent of q_lora_rank (0: projected
+  /// straight from h). Scores have qk_nope_head_dim + qk_rope_head_dim per head, values
+  /// v_head_dim; RMSNorm on both latents. kv_heads and head_dim do not apply.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
   int vocab = 128256;
   int sequence_length = 8192; ///< s
   int microbatch_size = 1;    ///< b

@@ -181,6 +181,86 @@ private slots:
     QCOMPARE(flash.selective_recompute_us, 0.0);
   }
 
+  // head_dim ≠ hidden / heads (Qwen3-235B-A22B: 64 heads × 128 on h = 4096): the QKV and output
+  // projections and attention run at the heads' width, not h.
+  void headDimWiderThanHidden() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.hbm_gbps = 0;
+    setup.model.heads = 16, setup.model.kv_heads = 4, setup.model.head_dim = 128;
+    setup.model.attention = "flash";
+    setup.hardware.attention_efficiency = 0.5;
+    const double tokens = 2 * 2048, b = 2, s = 2048, h = 1024, t = 2, rate = 100e6 * 0.5;
+    const double width = 16 * 128, kv = 4 * 128; // 2048 wide queries, 512 wide K and V
+    const PartWork work = transformerLayerWork(setup.model, setup.hardware, {2, false});
+    const auto *qkv = findOp(work, "qkv");
+    QVERIFY(qkv);
+    QVERIFY(near(qkv->forward_us, 2 * tokens * h * (width + 2 * kv) / t / rate));
+    const auto *out = findOp(work, "attention_out");
+    QVERIFY(out);
+    QVERIFY(near(out->forward_us, 2 * tokens * width / t * h / rate));
+    const auto *fa = findOp(work, "flash_attention");
+    QVERIFY(fa);
+    // 4·b·s²·(heads·d)/t, halved by causal masking.
+    QVERIFY(near(fa->forward_us, 4 * b * s * s * width / t / 2 / rate));
+    const AttentionShape shape = attentionShapeOf(setup.model);
+    QCOMPARE(shape.sharded_params, h * (width + 2 * kv) + width * h);
+    QCOMPARE(shape.replicated_params, 0.0);
+  }
+
+  // Multi-head latent attention (DeepSeek-V3 §2.1.1) on a small layer: h = 1024, 8 heads,
+  // query latent 256, KV latent 128, score dims 64 + 32, value dim 64, TP 2.
+  void latentAttentionGemmsFromTheirShapes() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.hbm_gbps = 0;
+    ModelSpec &m = setup.model;
+    m.position_embeddings = 0, m.attention = "flash";
+    m.q_lora_rank = 256, m.kv_lora_rank = 128;
+    m.qk_nope_head_dim = 64, m.qk_rope_head_dim = 32, m.v_head_dim = 64;
+    setup.hardware.attention_efficiency = 0.5;
+    const double tokens = 2 * 2048, b = 2, s = 2048, h = 1024, t = 2, rate = 100e6 * 0.5;
+    const PartWork work = transformerLayerWork(m, setup.hardware, {2, false});
+    const auto forward = [&](const char *name) {
+      const auto *op = findOp(work, name);
+      return op ? op->forward_us : -1.0;
+    };
+    // Down-projections whole on each TP rank, up-projections split by heads.
+    QVERIFY(near(forward("q_down"), 2 * tokens * h * 256 / rate));
+    QVERIFY(near(forward("q_up"), 2 * tokens * 256 * (8 * 96 / t) / rate));
+    QVERIFY(near(forward("kv_down"), 2 * tokens * h * (128 + 32) / rate));
+    QVERIFY(near(forward("kv_up"), 2 * tokens * 128 * (8 * (64 + 64) / t) / rate));
+    QVERIFY(near(forward("attention_out"), 2 * tokens * (8 * 64 / t) * h / rate));
+    QVERIFY(!findOp(work, "qkv"));
+    // Q·Kᵀ over 96 and P·V over 64 per head: 2·b·s²·(heads/t)·(96 + 64), causal half.
+    QVERIFY(near(forward("flash_attention"), 2 * b * s * s * (8 / t) * (96 + 64) / 2 / rate));
+    // Parameters: W_DQ, W_DKV (with the rope key) whole; W_UQ, W_UKV, W_O split.
+    const AttentionShape shape = attentionShapeOf(m);
+    QCOMPARE(shape.replicated_params, h * 256 + h * (128 + 32));
+    QCOMPARE(shape.sharded_params, 256.0 * 8 * 96 + 128.0 * 8 * (64 + 64) + 8.0 * 64 * h);
+    QCOMPARE(shape.latent_norm_params, 256.0 + 128.0);
+    // Without a query latent the queries come straight from h.
+    m.q_lora_rank = 0;
+    const PartWork direct = transformerLayerWork(m, setup.hardware, {2, false});
+    QVERIFY(!findOp(direct, "q_down"));
+    const auto *q = findOp(direct, "q_proj");
+    QVERIFY(q);
+    QVERIFY(near(q->forward_us, 2 * tokens * h * (8 * 96 / t) / rate));
+  }
+
+  // The latents' RMSNorms are memory-bound: read and write tokens × rank elements.
+  void latentNormsAtHbm() {
+    ModelSetup setup = tinySetup();
+    ModelSpec &m = setup.model;
+    m.q_lora_rank = 256, m.kv_lora_rank = 128;
+    m.qk_nope_head_dim = 64, m.qk_rope_head_dim = 32, m.v_head_dim = 64;
+    const double tokens = 2 * 2048, bw = 1000e3 * 0.8; // bytes per µs
+    const PartWork work = transformerLayerWork(m, setup.hardware, {2, false});
+    const auto *q_norm = findOp(work, "q_latent_rmsnorm");
+    const auto *kv_norm = findOp(work, "kv_latent_rmsnorm");
+    QVERIFY(q_norm && kv_norm);
+    QVERIFY(near(q_norm->forward_us, 2 * 2 * tokens * 256 / bw));
+    QVERIFY(near(kv_norm->input_grad_us, 3 * 2 * tokens * 128 / bw));
+  }
+
   void headAndEmbedding() {
     const ModelSetup setup = tinySetup();
     const double tokens = 2 * 2048, h = 1024, V = 32000, t = 2, rate = 100e6 * 0.5;

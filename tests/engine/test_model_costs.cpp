@@ -134,6 +134,8 @@ private slots:
   void layerSplit();
   void bidirectionalHoldsTwoStages();
   void jsonRoundTrip();
+  void latentAndWideAttentionByHand();
+  void wideAttentionActivations();
   void jsonErrorsNameTheField();
   void userFileLoads();
 };
@@ -190,6 +192,10 @@ void TestModelCosts::parameterCounts_data() {
   QTest::newRow("llama3-8b") << "llama3-8b" << 8.0e9 << 0.01;
   QTest::newRow("llama3-70b") << "llama3-70b" << 70.6e9 << 0.01;
   QTest::newRow("llama3-405b") << "llama3-405b" << 405e9 << 0.01;
+  // Qwen3-235B-A22B: 235B (the name); DeepSeek-V3: 671B main model + the 11.6B of its MTP layer,
+  // 2h→h projection and norms (README_WEIGHTS.md: 11.5B unique MTP parameters).
+  QTest::newRow("qwen3-235b-a22b") << "qwen3-235b-a22b" << 235e9 << 0.01;
+  QTest::newRow("deepseek-v3") << "deepseek-v3" << 682.6e9 << 0.005;
 }
 
 void TestModelCosts::parameterCounts() {
@@ -742,6 +748,33 @@ void TestModelCosts::jsonErrorsNameTheField() {
   QVERIFY2(heads.error().message.find("/model/heads") != std::string::npos,
            heads.error().message.c_str());
 
+  // Attention widths: a negative head_dim, MLA without its head sizes, head_dim with MLA, and
+  // latent sizes without kv_lora_rank each name their field.
+  const std::pair<nlohmann::json, std::string> attention_cases[] = {
+      {{{"head_dim", -1}}, "/model/head_dim"},
+      {{{"kv_lora_rank", 512}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}},
+       "/model/v_head_dim"},
+      {{{"kv_lora_rank", 512},
+        {"qk_nope_head_dim", 128},
+        {"qk_rope_head_dim", 64},
+        {"v_head_dim", 128},
+        {"head_dim", 128}},
+       "/model/head_dim"},
+      {{{"q_lora_rank", 1536}}, "/model/kv_lora_rank"},
+  };
+  for (const auto &[patch, pointer] : attention_cases) {
+    json = toJson(*spec);
+    json.update(patch);
+    auto bad = modelSpecFromJson(json, "/model");
+    QVERIFY2(!bad.ok(), patch.dump().c_str());
+    QVERIFY2(bad.error().message.find(pointer) != std::string::npos, bad.error().message.c_str());
+  }
+  // head_dim lifts the hidden % heads rule: 4096 over 48 heads of 128.
+  json = toJson(*spec);
+  json["heads"] = 48, json["kv_heads"] = 8, json["head_dim"] = 128;
+  auto wide = modelSpecFromJson(json, "/model");
+  REQUIRE_OK(wide);
+
   nlohmann::json hw = toJson(*loadHardwareSpec("h100-sxm"));
   hw["efficiency"] = 1.5;
   auto eff = hardwareSpecFromJson(hw, "/hardware");
@@ -753,6 +786,75 @@ void TestModelCosts::jsonErrorsNameTheField() {
   QVERIFY(!recompute.ok());
   QVERIFY2(recompute.error().message.find("/training/recompute") != std::string::npos,
            recompute.error().message.c_str());
+}
+
+// Parameters of DeepSeek-V3 (MLA) and Qwen3-235B-A22B (head_dim 128 on h = 4096) by hand, total
+// and active, against the published 671B / 37B and 235B / 22B.
+void TestModelCosts::latentAndWideAttentionByHand() {
+  auto deepseek = loadModelSpec("deepseek-v3");
+  REQUIRE_OK(deepseek);
+  deepseek->mtp_layers = 0; // the main model, as the report counts 671B
+  const double h = 7168, V = 129280, fe = 2048, heads = 128;
+  const double attention = h * 1536 + 1536 * heads * (128 + 64)         // W_DQ, W_UQ
+                           + h * (512 + 64) + 512 * heads * (128 + 128) // W_DKV (+ rope), W_UKV
+                           + heads * 128 * h                            // W_O
+                           + 1536 + 512 + 2 * h;                        // latent and layer norms
+  const double expert = 3 * h * fe;
+  const double dense_layer = attention + 3 * h * 18432;
+  const double moe_layer = attention + (256 + 1) * expert + h * 256; // routed, shared, router
+  const double total = 3 * dense_layer + 58 * moe_layer + 2 * V * h + h;
+  QVERIFY2(near(parameterCount(*deepseek), total, 1e-12),
+           show(parameterCount(*deepseek), total).c_str());
+  QVERIFY2(near(total, 671e9, 0.002), show(total, 671e9).c_str());
+  // Active per token: 8 routed of 256 (the report's 37B; README_WEIGHTS.md: 36.6B without the
+  // 0.9B embedding).
+  const double active = total - 58 * (256 - 8) * expert;
+  QVERIFY2(near(active, 37.5e9, 0.01), show(active, 37.5e9).c_str());
+
+  auto qwen = loadModelSpec("qwen3-235b-a22b");
+  REQUIRE_OK(qwen);
+  const double qh = 4096, qV = 151936, width = 64 * 128, kv = 4 * 128, qfe = 1536;
+  const double q_layer =
+      qh * (width + 2 * kv) + width * qh + 128 * 3 * qh * qfe + qh * 128 + 2 * qh;
+  const double q_total = 94 * q_layer + 2 * qV * qh + qh;
+  QVERIFY2(near(parameterCount(*qwen), q_total, 1e-12),
+           show(parameterCount(*qwen), q_total).c_str());
+  const double q_active = q_total - 94 * (128 - 8) * 3 * qh * qfe;
+  QVERIFY2(near(q_active, 22.2e9, 0.01), show(q_active, 22.2e9).c_str());
+}
+
+// Activations follow the attention's own widths: Q, K, V and the output projection's input are
+// 2 bytes per element each (Korthikanti et al. 2022), so making the heads wider than h adds
+// 2·s·b·(Δq + Δk + Δv + Δo) per layer; MLA adds its latents before and after their norms and
+// the shared rope key.
+void TestModelCosts::wideAttentionActivations() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.model.attention = "flash";
+  auto schedule = generateSchedule(request("1f1b", 4, 8));
+  REQUIRE_OK(schedule);
+  const Mesh mesh = makeMesh(1, 1, 4);
+  auto narrow = deriveModelCosts(setup, mesh, schedule->placement);
+  REQUIRE_OK(narrow);
+  setup.model.head_dim = 256; // 32 × 256 = 8192 wide queries, 8 × 256 = 2048 wide K and V
+  auto wide = deriveModelCosts(setup, mesh, schedule->placement);
+  REQUIRE_OK(wide);
+  const double s = 8192, b = 1, layers = 8; // 32 layers over 4 stages
+  const double delta = layers * 2 * s * b * ((8192 - 4096) + 2 * (2048 - 1024) + (8192 - 4096));
+  const double got = wide->stage_activation_bytes[1] - narrow->stage_activation_bytes[1];
+  QVERIFY2(near(got, delta, 1e-12), show(got, delta).c_str());
+
+  // MLA instead: queries and keys 32 × (64 + 32), values 32 × 64, latents 512 and 256 with a
+  // 32-wide rope key.
+  setup.model.head_dim = 0;
+  setup.model.q_lora_rank = 512, setup.model.kv_lora_rank = 256;
+  setup.model.qk_nope_head_dim = 64, setup.model.qk_rope_head_dim = 32, setup.model.v_head_dim = 64;
+  auto latent = deriveModelCosts(setup, mesh, schedule->placement);
+  REQUIRE_OK(latent);
+  const double q = 32 * 96, v = 32 * 64;
+  const double mla_delta =
+      layers * 2 * s * b * ((q + q + v + v) - (4096 + 1024 + 1024 + 4096) + 2 * 512 + 2 * 256 + 32);
+  const double mla_got = latent->stage_activation_bytes[1] - narrow->stage_activation_bytes[1];
+  QVERIFY2(near(mla_got, mla_delta, 1e-12), show(mla_got, mla_delta).c_str());
 }
 
 void TestModelCosts::userFileLoads() {

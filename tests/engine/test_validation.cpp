@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "engine/model/validation.h"
@@ -16,12 +17,24 @@ namespace {
 /// |error| bounds per row (fractions). They hold today's accuracy with a little room; tighten
 /// them when the model improves, never loosen them without saying why in the commit.
 const std::map<std::string, double> kStepErrorBounds = {
-    {"megatron-sc21-a100/gpt-1.7b", 0.015},  {"megatron-sc21-a100/gpt-3.6b", 0.015},
-    {"megatron-sc21-a100/gpt-7.5b", 0.015},  {"megatron-sc21-a100/gpt-18.4b", 0.02},
-    {"megatron-sc21-a100/gpt-39.1b", 0.06},  {"megatron-sc21-a100/gpt-76.1b", 0.035},
-    {"megatron-sc21-a100/gpt-145.6b", 0.03}, {"megatron-sc21-a100/gpt-310.1b", 0.015},
-    {"megatron-sc21-a100/gpt-529.6b", 0.02}, {"megatron-sc21-a100/gpt-1008b", 0.065},
+    {"megatron-sc21-a100/gpt-1.7b", 0.015},
+    {"megatron-sc21-a100/gpt-3.6b", 0.015},
+    {"megatron-sc21-a100/gpt-7.5b", 0.015},
+    {"megatron-sc21-a100/gpt-18.4b", 0.02},
+    {"megatron-sc21-a100/gpt-39.1b", 0.06},
+    {"megatron-sc21-a100/gpt-76.1b", 0.035},
+    {"megatron-sc21-a100/gpt-145.6b", 0.03},
+    {"megatron-sc21-a100/gpt-310.1b", 0.015},
+    {"megatron-sc21-a100/gpt-529.6b", 0.02},
+    {"megatron-sc21-a100/gpt-1008b", 0.065},
+    // +22.7 % today: DeepSeek ran FP8 GEMMs and FP8 dispatch with node-limited routing, which
+    // pipescope does not model (bf16 GEMMs; every routed copy over InfiniBand at 2 bytes), so
+    // this row guards against regressions but is outside the goal below (docs/validation.md).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.25},
 };
+/// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
+/// applies to them. deepseek-v3-h800 is not one (FP8, see above).
+const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
 /// 8.9 % worst on such a set); today 1.6 % and 5.3 %.
 constexpr double kMeanStepErrorBound = 0.025;
@@ -42,6 +55,17 @@ private slots:
     QVERIFY(std::abs(by_hand / (163e12 * 3072) - 102.63) < 0.01);
   }
 
+  // DeepSeek-V3: 180K H800 GPU-hours per 10^12 tokens; a step of 15360 × 4096 tokens on 2048
+  // GPUs is 180000 · 3600 / 10^12 · 62,914,560 / 2048 = 19.91 s.
+  void gpuHoursBecomeAStep() {
+    auto set = loadValidationSet("deepseek-v3-h800");
+    QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+    QCOMPARE(set->cases.size(), std::size_t{1});
+    const double by_hand = 180000.0 * 3600 / 1e12 * 15360 * 4096 / 2048;
+    QVERIFY(std::abs(set->cases[0].measured_step_s - by_hand) < 1e-9 * by_hand);
+    QVERIFY(std::abs(by_hand - 19.906) < 0.001);
+  }
+
   void shippedSetsLoad() {
     const auto names = validationSetNames();
     QVERIFY(!names.empty());
@@ -58,7 +82,7 @@ private slots:
 
   void everyRowWithinItsBound() {
     double sum = 0, worst = 0;
-    int rows = 0;
+    int rows = 0, goal_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -73,13 +97,16 @@ private slots:
                                           " above its bound " + std::to_string(bound->second))
                                              .c_str());
         if (result->memory_error) QVERIFY2(std::abs(*result->memory_error) <= 0.05, key.c_str());
+        ++rows;
+        if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
-        ++rows;
+        ++goal_rows;
       }
     }
     QCOMPARE(rows, static_cast<int>(kStepErrorBounds.size()));
-    QVERIFY2(sum / rows <= kMeanStepErrorBound, std::to_string(sum / rows).c_str());
+    QVERIFY(goal_rows > 0);
+    QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
   }
 
