@@ -107,6 +107,9 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
                  {"pp", plan.mesh.pp},
                  {"gpus_per_node", plan.mesh.gpus_per_node},
                  {"rank_order", plan.mesh.orderName()}};
+  // cp and ep only when used, so plans without them read as they always did (older releases too).
+  if (plan.mesh.cp > 1) out["mesh"]["cp"] = plan.mesh.cp;
+  if (plan.mesh.ep > 1) out["mesh"]["ep"] = plan.mesh.ep;
   out["costs"] = costsToJson(plan.costs);
   if (plan.model) {
     out["model"] = toJson(plan.model->model);
@@ -305,9 +308,11 @@ Result<Plan> planFromJson(const json &json_plan) {
         .integer("tp", plan.mesh.tp, 1, kMaxWorldSize)
         .integer("pp", plan.mesh.pp, 1, kMaxPipelineRanks)
         .integer("gpus_per_node", plan.mesh.gpus_per_node, 1, 1 << 16)
+        .integer("cp", plan.mesh.cp, 1, kMaxWorldSize)
+        .integer("ep", plan.mesh.ep, 1, kMaxWorldSize)
         .text("rank_order", order);
     if (!mf.ok()) return mf.error();
-    auto parsed = Mesh::parseOrder(order);
+    auto parsed = Mesh::parseOrder(order, plan.mesh.cp);
     if (!parsed) return makeError("/mesh/rank_order: " + parsed.error().message);
     plan.mesh.order = *parsed;
     if (auto status = plan.mesh.check(); !status)
