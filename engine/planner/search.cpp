@@ -26,18 +26,22 @@ std::string gib(double bytes) {
   return buffer;
 }
 
-/// The rank orders tried on a mesh: every order (6 without CP, 24 with), or the requested ones;
-/// without CP, orders that differ only in where cp sits number ranks alike and count once.
+/// The rank orders tried on a mesh: every order (6 without CP, 24 with), or the requested ones,
+/// each numbering the ranks differently. Without CP that is the six of dp, tp and pp (where cp
+/// sits does not matter); with CP, orders that differ only in where a dimension of size 1 sits
+/// number ranks alike and count once (the first in the enumeration stays).
 std::vector<RankOrder> rankOrdersFor(const SearchRequest &request, const Mesh &mesh) {
-  if (request.rank_orders.empty()) return Mesh::allOrders(mesh.cp);
-  if (mesh.cp > 1) return request.rank_orders;
+  const std::vector<RankOrder> candidates =
+      request.rank_orders.empty() ? Mesh::allOrders(mesh.cp) : request.rank_orders;
+  if (mesh.cp == 1 && request.rank_orders.empty()) return candidates;
   std::vector<RankOrder> orders;
-  std::vector<std::string> names;
-  for (const auto &order : request.rank_orders) {
-    Mesh named = mesh;
-    named.order = order;
-    if (std::find(names.begin(), names.end(), named.orderName()) != names.end()) continue;
-    names.push_back(named.orderName());
+  std::vector<std::vector<MeshDim>> numberings;
+  for (const auto &order : candidates) {
+    std::vector<MeshDim> numbering;
+    for (MeshDim dim : order)
+      if (mesh.sizeOf(dim) > 1 || (mesh.cp == 1 && dim != MeshDim::CP)) numbering.push_back(dim);
+    if (std::find(numberings.begin(), numberings.end(), numbering) != numberings.end()) continue;
+    numberings.push_back(std::move(numbering));
     orders.push_back(order);
   }
   return orders;
