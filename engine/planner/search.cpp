@@ -31,7 +31,7 @@ std::string gib(double bytes) {
 /// sits does not matter); with CP, orders that differ only in where a dimension of size 1 sits
 /// number ranks alike and count once (the first in the enumeration stays).
 std::vector<RankOrder> rankOrdersFor(const SearchRequest &request, const Mesh &mesh) {
-  const std::vector<RankOrder> candidates =
+  std::vector<RankOrder> candidates =
       request.rank_orders.empty() ? Mesh::allOrders(mesh.cp) : request.rank_orders;
   if (mesh.cp == 1 && request.rank_orders.empty()) return candidates;
   std::vector<RankOrder> orders;
