@@ -115,7 +115,7 @@ std::string planLine(const SearchPlan &plan) {
   char line[320];
   std::snprintf(
       line, sizeof line,
-      "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-9s %-22s M=%-5d b=%-2d "
+      "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-11s %-22s M=%-5d b=%-2d "
       "%-9s %-5s %s",
       plan.tokens_per_s, plan.step_time_s * 1e3, plan.mfu * 100, plan.bubble_fraction * 100,
       plan.peak_memory / kGiB, plan.capacity / kGiB, plan.mesh.dp, plan.mesh.tp, plan.mesh.pp,
@@ -129,7 +129,7 @@ std::string planLine(const SearchPlan &plan) {
 }
 
 constexpr const char *kTableHeader =
-    "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order     schedule  "
+    "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order       schedule  "
     "               M       b    recompute ZeRO  SP\n";
 
 Result<SearchRequest> requestFromArguments(const Arguments &a) {
