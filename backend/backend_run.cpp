@@ -183,6 +183,13 @@ private:
 
   std::optional<Failure> checkLaunch() {
     const Mesh &mesh = plan_.mesh;
+    // The backend runs dense pipelines: its stages have no K/V ring and no expert all-to-all.
+    if (mesh.cp > 1 || mesh.ep > 1)
+      return badInput("the plan's mesh has cp " + std::to_string(mesh.cp) + " and ep " +
+                      std::to_string(mesh.ep) +
+                      ", but pipescope-backend runs dense pipeline plans without context or "
+                      "expert parallelism; set the mesh's cp and ep to 1 (pipescope simulate "
+                      "--cp 1 --ep 1 --save-plan FILE) to measure the pipeline");
     const int world = channel_.size(), needed = mesh.worldSize();
     const std::string mesh_text = std::to_string(needed) + " processes (dp " +
                                   std::to_string(mesh.dp) + " x tp " + std::to_string(mesh.tp) +

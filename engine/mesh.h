@@ -1,6 +1,8 @@
 #pragma once
-// The device mesh: dp × tp × pp GPUs in nodes of gpus_per_node (DESIGN.md §2 "Mesh").
+// The device mesh: dp × cp × tp × pp GPUs in nodes of gpus_per_node, with expert parallelism
+// folded into the dp × cp ranks (DESIGN.md §2 "Mesh"; Megatron-LM's parallel state).
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,15 +11,37 @@
 
 namespace pipescope {
 
-enum class MeshDim { DP, TP, PP };
+/// The dimensions of the rank numbering.
+enum class MeshDim : std::uint8_t { DP, TP, PP, CP };
 
-std::string_view meshDimName(MeshDim dim); ///< "dp", "tp", "pp"
+std::string_view meshDimName(MeshDim dim); ///< "dp", "tp", "pp", "cp"
 
-/// A rank's coordinates: data-parallel replica d, pipeline rank p, tensor-parallel index t.
+/// The process groups ranks communicate in (Megatron-Core's parallel_state groups).
+enum class MeshGroup : std::uint8_t {
+  TP, ///< tensor parallel: fixed d, c, p
+  CP, ///< context parallel (the K/V ring): fixed d, p, t
+  PP, ///< pipeline: fixed d, c, t
+  DP, ///< data parallel proper: fixed c, p, t
+  /// dp × cp ranks of fixed p, t: the dense parameters' gradient reduction (Megatron's "dp_cp"
+  /// group, which its distributed optimizer also shards over).
+  DataCP,
+  /// Expert parallel: ep consecutive ranks of the folded dp·cp space (Mesh::foldedIndexOf).
+  EP,
+  /// The dp·cp / ep ranks holding the same experts: the expert gradients' reduction (Megatron's
+  /// expert-data-parallel group).
+  ExpertData,
+};
+
+std::string_view meshGroupName(MeshGroup group); ///< "TP", "CP", "PP", "DP", "DP×CP", "EP", "EDP"
+
+/// A rank's coordinates: data-parallel replica d, pipeline rank p, tensor-parallel index t,
+/// context-parallel index c.
 struct RankCoords {
-  int d = 0, p = 0, t = 0;
+  int d = 0, p = 0, t = 0, c = 0;
   friend bool operator==(const RankCoords &, const RankCoords &) = default;
 };
+
+using RankOrder = std::array<MeshDim, 4>;
 
 struct Mesh {
   int dp = 1;
@@ -25,30 +49,56 @@ struct Mesh {
   int pp = 1;
   int gpus_per_node = 8;
   /// Dimensions from fastest-varying (innermost) to slowest in rank numbering. The default
-  /// tp-pp-dp keeps each TP group inside a node, as Megatron-LM numbers ranks.
-  std::array<MeshDim, 3> order{MeshDim::TP, MeshDim::PP, MeshDim::DP};
+  /// tp-cp-pp-dp keeps each TP group inside a node, as Megatron-LM numbers ranks, with the CP
+  /// ring next to it (Megatron's tp-cp-…); with cp = 1 it is the tp-pp-dp of earlier plans.
+  RankOrder order{MeshDim::TP, MeshDim::CP, MeshDim::PP, MeshDim::DP};
+  /// Context parallelism: each sequence split over cp ranks (Megatron's --context-parallel-size).
+  /// It multiplies the world: world = dp × cp × tp × pp.
+  int cp = 1;
+  /// Expert parallelism, folded into the dp × cp ranks as Megatron-Core folds it ("MoE parallel
+  /// folding"): ep divides dp × cp; each EP group holds 1/ep of every MoE layer's experts.
+  int ep = 1;
 
-  int worldSize() const { return dp * tp * pp; }
+  int worldSize() const { return dp * cp * tp * pp; }
   int nodeCount() const { return (worldSize() + gpus_per_node - 1) / gpus_per_node; }
   int nodeOf(int rank) const { return rank / gpus_per_node; }
   int localRankOf(int rank) const { return rank % gpus_per_node; }
+  /// Sizes of the groups: dp × cp and dp × cp / ep.
+  int dataCpSize() const { return dp * cp; }
+  int expertDataSize() const { return dp * cp / ep; }
+  int sizeOf(MeshDim dim) const;
+  int groupSize(MeshGroup group) const;
 
   RankCoords coordsOf(int rank) const;
   int rankOf(const RankCoords &coords) const;
-  /// The ranks of `rank`'s group along `dim` (TP: fixed d,p; PP: fixed d,t; DP: fixed p,t), in
-  /// order of the varying coordinate.
-  std::vector<int> groupOf(MeshDim dim, int rank) const;
+  /// Where (d, c) sits in the folded dp·cp space EP is drawn from: of cp and dp, the one the
+  /// rank order names first varies fastest (with the default order c + cp·d, as Megatron-Core's
+  /// expert ranks run tp-ep-dp over its tp-cp-dp numbering), so EP groups are as close in rank
+  /// numbering as the order allows.
+  int foldedIndexOf(const RankCoords &coords) const;
+  /// The (d, c) of a folded index, the inverse of foldedIndexOf (d and c set, p and t kept).
+  RankCoords unfold(int folded, RankCoords base) const;
+  /// The ranks of `rank`'s group (see MeshGroup), in order of the varying coordinate (folded
+  /// index for DataCP, EP and ExpertData).
+  std::vector<int> groupOf(MeshGroup group, int rank) const;
   /// Whether every rank of that group sits in one node (intra-node link) or not (inter-node).
-  bool groupInsideNode(MeshDim dim, int rank) const;
+  bool groupInsideNode(MeshGroup group, int rank) const;
   /// Whether two ranks share a node.
   bool sameNode(int a, int b) const { return nodeOf(a) == nodeOf(b); }
 
-  /// "tp-pp-dp" style name of the order.
+  /// "tp-cp-pp-dp" style name of the order; with cp = 1 the three-name form without cp
+  /// ("tp-pp-dp"), as plans without CP have always been written.
   std::string orderName() const;
-  /// Parses "tp-pp-dp", "pp-tp-dp", ... (each of dp, tp, pp exactly once).
-  static Result<std::array<MeshDim, 3>> parseOrder(std::string_view text);
+  /// Parses "tp-cp-pp-dp", "cp-tp-dp-pp", ... (each of dp, cp, tp, pp once). A three-name order
+  /// of dp, tp and pp (plans without CP) places cp right after tp; it is refused when `cp` > 1,
+  /// where the CP ring sits must be named.
+  static Result<RankOrder> parseOrder(std::string_view text, int cp = 1);
+  /// The 24 orders of the four dimensions; with `cp` = 1, the 6 orders of dp, tp and pp (cp right
+  /// after tp), since where a dimension of size 1 sits does not change the numbering.
+  static std::vector<RankOrder> allOrders(int cp);
 
-  /// Positive sizes within limits; the error names the field and what would work.
+  /// Positive sizes within limits, ep dividing dp × cp; the error names the field and what
+  /// would work.
   Status check() const;
 };
 

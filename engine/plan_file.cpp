@@ -107,6 +107,9 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
                  {"pp", plan.mesh.pp},
                  {"gpus_per_node", plan.mesh.gpus_per_node},
                  {"rank_order", plan.mesh.orderName()}};
+  // cp and ep only when used, so plans without them read as they always did (older releases too).
+  if (plan.mesh.cp > 1) out["mesh"]["cp"] = plan.mesh.cp;
+  if (plan.mesh.ep > 1) out["mesh"]["ep"] = plan.mesh.ep;
   out["costs"] = costsToJson(plan.costs);
   if (plan.model) {
     out["model"] = toJson(plan.model->model);
@@ -274,6 +277,25 @@ Result<LoweredProgram> programFromJson(const json &value, const Schedule &schedu
 
 } // namespace
 
+Status readMesh(const json &object, const std::string &pointer, Mesh &mesh, bool sizes_required) {
+  JsonFields mf(object, pointer);
+  std::string order = mesh.orderName();
+  mf.integer("dp", mesh.dp, 1, kMaxWorldSize, sizes_required)
+      .integer("tp", mesh.tp, 1, kMaxWorldSize, sizes_required)
+      .integer("pp", mesh.pp, 1, kMaxPipelineRanks, sizes_required)
+      .integer("gpus_per_node", mesh.gpus_per_node, 1, 1 << 16)
+      .integer("cp", mesh.cp, 1, kMaxWorldSize)
+      .integer("ep", mesh.ep, 1, kMaxWorldSize)
+      .text("rank_order", order);
+  if (!mf.ok()) return mf.error();
+  auto parsed = Mesh::parseOrder(order, mesh.cp);
+  if (!parsed) return makeError(pointer + "/rank_order: " + parsed.error().message);
+  mesh.order = *parsed;
+  if (auto status = mesh.check(); !status)
+    return makeError(pointer + ": " + status.error().message);
+  return Ok{};
+}
+
 Result<Plan> planFromJson(const json &json_plan) {
   if (auto status = checkFormatAndVersion(json_plan, kPlanFormat, kPlanVersion, kPlanOldestVersion);
       !status)
@@ -298,21 +320,8 @@ Result<Plan> planFromJson(const json &json_plan) {
   if (!sf.ok()) return sf.error();
 
   plan.mesh.pp = plan.request.pp;
-  if (mesh) {
-    JsonFields mf(*mesh, "/mesh");
-    std::string order = plan.mesh.orderName();
-    mf.integer("dp", plan.mesh.dp, 1, kMaxWorldSize)
-        .integer("tp", plan.mesh.tp, 1, kMaxWorldSize)
-        .integer("pp", plan.mesh.pp, 1, kMaxPipelineRanks)
-        .integer("gpus_per_node", plan.mesh.gpus_per_node, 1, 1 << 16)
-        .text("rank_order", order);
-    if (!mf.ok()) return mf.error();
-    auto parsed = Mesh::parseOrder(order);
-    if (!parsed) return makeError("/mesh/rank_order: " + parsed.error().message);
-    plan.mesh.order = *parsed;
-    if (auto status = plan.mesh.check(); !status)
-      return makeError("/mesh: " + status.error().message);
-  }
+  if (mesh)
+    if (auto status = readMesh(*mesh, "/mesh", plan.mesh, false); !status) return status.error();
   if (costs) {
     auto parsed = costsFromJson(*costs);
     if (!parsed) return parsed.error();

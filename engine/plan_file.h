@@ -53,6 +53,10 @@ nlohmann::json programToJson(const Schedule &schedule, const LoweredProgram &pro
 /// JSON form. With `program`, the lowered per-rank programs are included (what the backend runs).
 nlohmann::json planToJson(const Plan &plan, const LoweredProgram *program = nullptr);
 Result<Plan> planFromJson(const nlohmann::json &json);
+/// Reads a "mesh" object (dp, tp, pp, cp, ep, gpus_per_node, rank_order) over `mesh`'s values,
+/// and checks the result; errors name the field under `pointer`.
+Status readMesh(const nlohmann::json &object, const std::string &pointer, Mesh &mesh,
+                bool sizes_required);
 Result<Plan> loadPlan(const std::string &path);
 Status savePlan(const std::string &path, const Plan &plan, const LoweredProgram *program = nullptr);
 

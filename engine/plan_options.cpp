@@ -31,17 +31,20 @@ std::span<const PlanOption> planOptions() {
       {"dp", "D", "Data-parallel replicas."},
       {"tp", "T", "Tensor-parallel size."},
       {"gpus-per-node", "G", "GPUs per node."},
-      {"rank-order", "ORDER", "Which dimension varies fastest, e.g. tp-pp-dp."},
+      {"cp", "C",
+       "Context parallelism: each sequence split over C GPUs; the world is dp x cp x tp x pp."},
+      {"ep", "E",
+       "Expert parallelism: each MoE layer's experts split over E of the dp x cp GPUs (E divides "
+       "dp x cp and the experts)."},
+      {"rank-order", "ORDER",
+       "Which dimension varies fastest, e.g. tp-cp-pp-dp (tp-pp-dp without --cp)."},
       {"recompute", "MODE", "None, selective or full (with --model)."},
       {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP (with --model)."},
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
-      {"ep", "E", "Expert parallelism: experts split over E of the dp ranks (with --model)."},
       {"expert-imbalance", "X",
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
-      {"cp", "C",
-       "Context parallelism: each sequence split over C of the dp ranks (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -75,6 +78,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
               {"microbatch-group", &plan.request.microbatch_group, 0, kMaxMicrobatches},
               {"dp", &plan.mesh.dp, 1, kMaxWorldSize},
               {"tp", &plan.mesh.tp, 1, kMaxWorldSize},
+              {"cp", &plan.mesh.cp, 1, kMaxWorldSize},
+              {"ep", &plan.mesh.ep, 1, kMaxWorldSize},
               {"gpus-per-node", &plan.mesh.gpus_per_node, 1, 1 << 16}};
   for (const auto &o : ints) {
     auto v = a.integer(o.name, o.min, o.max);
@@ -143,7 +148,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
                      "--p2p-bandwidth 0 transfers cost only the latency; add --p2p-bandwidth "
                      "GB/s");
   if (auto order = a.text("rank-order")) {
-    auto parsed = Mesh::parseOrder(*order);
+    auto parsed = Mesh::parseOrder(*order, plan.mesh.cp);
     if (!parsed) return parsed.error();
     plan.mesh.order = *parsed;
   }
@@ -182,22 +187,16 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
-    auto ep = a.integer("ep", 1, kMaxWorldSize);
-    if (!ep) return ep.error();
-    if (*ep) setup.training.expert_parallel = **ep;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
-    auto cp = a.integer("cp", 1, kMaxWorldSize);
-    if (!cp) return cp.error();
-    if (*cp) setup.training.context_parallel = **cp;
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep",
-                             "expert-imbalance", "cp"})
+    for (const char *name :
+         {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "expert-imbalance"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

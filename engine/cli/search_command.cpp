@@ -28,10 +28,10 @@ namespace {
 constexpr const char *kSearchHelp =
     R"(usage: pipescope search --model M --hardware H --gpus N [options]
 
-The planner: enumerates every mesh dp × tp × pp that uses the N GPUs (tp within a node and
-dividing the heads, KV heads and FFN; pp at most the layers; inside dp, the context-parallel
-size cp and, for a mixture-of-experts model, the expert-parallel size ep, as Megatron folds
-them), × rank order × schedule × V ×
+The planner: enumerates every mesh dp × cp × tp × pp that uses the N GPUs (tp within a node and
+dividing the heads, KV heads and FFN; pp at most the layers; cp splitting each sequence into
+2·cp chunks; for a mixture-of-experts model the expert-parallel size ep folded into dp × cp, as
+Megatron-Core folds it), × rank order × schedule × V ×
 microbatch size and M × recomputation × ZeRO-1 × sequence parallelism; prunes by memory before
 simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
 structure and re-timed per cost set) and ranks by tokens/s. Prints the top K with step time,
@@ -48,11 +48,12 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --microbatch-sizes LIST  b to try (default 1,2,4,8)
   --virtual-stages LIST    V to try where V is free (default 2,3,4)
   --ep LIST                expert-parallel sizes, MoE models only (default every size dividing
-                           dp / cp and the experts)
-  --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide dp and
-                           the sequence splits into 2·cp chunks)
+                           dp × cp and the experts)
+  --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
+                           GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
-  --rank-orders LIST       e.g. tp-pp-dp,tp-dp-pp (default all six)
+  --rank-orders LIST       e.g. tp-cp-pp-dp,tp-cp-dp-pp (default all: the six of dp, tp and pp
+                           without CP, all 24 with it; a three-name order puts cp after tp)
   --gpus-per-node G        (default the hardware's)
   --top K                  plans to print (default 10)
   --threads T              workers (default every core)
@@ -60,7 +61,7 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --csv FILE               the ranked plans as CSV
   --save-plan FILE         the best plan as a plan file (pipescope simulate --plan FILE)
 
-Searched: DP, TP, PP, EP and CP (inside DP), rank order, schedule, V, microbatch size and M,
+Searched: DP, CP, TP, PP, EP (inside DP × CP), rank order, schedule, V, microbatch size and M,
 recomputation (none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce
 is overlapped with the backward. Not searched: ZeRO-2/3 and FSDP (the cost model does not have
 them), the interleaved microbatch group, uneven layer layouts (each plan splits layers evenly),
@@ -86,8 +87,8 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
                {{"dp", plan.mesh.dp},
                 {"tp", plan.mesh.tp},
                 {"pp", plan.mesh.pp},
-                {"ep", plan.training.expert_parallel},
-                {"cp", plan.training.context_parallel},
+                {"ep", plan.mesh.ep},
+                {"cp", plan.mesh.cp},
                 {"gpus_per_node", plan.mesh.gpus_per_node}}},
               {"rank_order", plan.mesh.orderName()},
               {"schedule", plan.schedule.name},
@@ -114,7 +115,7 @@ std::string planLine(const SearchPlan &plan) {
   char line[320];
   std::snprintf(
       line, sizeof line,
-      "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-9s %-22s M=%-5d b=%-2d "
+      "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-11s %-22s M=%-5d b=%-2d "
       "%-9s %-5s %s",
       plan.tokens_per_s, plan.step_time_s * 1e3, plan.mfu * 100, plan.bubble_fraction * 100,
       plan.peak_memory / kGiB, plan.capacity / kGiB, plan.mesh.dp, plan.mesh.tp, plan.mesh.pp,
@@ -122,15 +123,13 @@ std::string planLine(const SearchPlan &plan) {
       plan.microbatch_size, std::string(recomputeName(plan.training.recompute)).c_str(),
       plan.training.zero1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
   std::string text = line;
-  if (plan.training.expert_parallel > 1)
-    text += " ep" + std::to_string(plan.training.expert_parallel);
-  if (plan.training.context_parallel > 1)
-    text += " cp" + std::to_string(plan.training.context_parallel);
+  if (plan.mesh.ep > 1) text += " ep" + std::to_string(plan.mesh.ep);
+  if (plan.mesh.cp > 1) text += " cp" + std::to_string(plan.mesh.cp);
   return text;
 }
 
 constexpr const char *kTableHeader =
-    "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order     schedule  "
+    "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order       schedule  "
     "               M       b    recompute ZeRO  SP\n";
 
 Result<SearchRequest> requestFromArguments(const Arguments &a) {
@@ -274,9 +273,8 @@ int runSearch(const std::vector<std::string> &args) {
                "," + std::to_string(p.microbatch_size) + "," +
                std::string(recomputeName(p.training.recompute)) + "," +
                (p.training.zero1 ? "true" : "false") + "," +
-               (p.training.sequence_parallel ? "true" : "false") + "," +
-               std::to_string(p.training.expert_parallel) + "," +
-               std::to_string(p.training.context_parallel) + "\n";
+               (p.training.sequence_parallel ? "true" : "false") + "," + std::to_string(p.mesh.ep) +
+               "," + std::to_string(p.mesh.cp) + "\n";
       }
       file.write(csv);
     } else {

@@ -1,4 +1,5 @@
-// Op times, transfers and memory from a model, hardware and a DP × TP × PP mesh (DESIGN.md §5).
+// Op times, transfers and memory from a model, hardware and a DP × CP × TP × PP mesh with EP
+// folded into DP × CP (DESIGN.md §5).
 //
 // Sources of the formulas:
 // - Matmul FLOPs from the actual shapes, 2·m·n·k per GEMM. For a standard GPT layer this is the
@@ -206,31 +207,26 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (m.ffn_hidden % mesh.tp != 0)
     return makeError(model + "ffn_hidden (" + std::to_string(m.ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
-  const int ep = setup.training.expert_parallel;
+  // mesh.check() above refused an ep not dividing dp × cp.
+  const int ep = mesh.ep;
   if (ep > 1 && !isMoe(m))
-    return makeError("training: expert_parallel = " + std::to_string(ep) + " but model '" + m.name +
-                     "' has no experts; use expert_parallel = 1");
-  if (mesh.dp % ep != 0)
-    return makeError("training: expert_parallel = " + std::to_string(ep) +
-                     " does not divide dp = " + std::to_string(mesh.dp) +
-                     "; experts are split over data-parallel ranks (Megatron folds EP into DP)");
+    return makeError("mesh: ep = " + std::to_string(ep) + " but model '" + m.name +
+                     "' has no experts; expert parallelism needs a mixture-of-experts model, use "
+                     "ep = 1");
   if (isMoe(m) && m.experts % ep != 0)
     return makeError(model + "experts (" + std::to_string(m.experts) +
-                     ") are not divisible by expert_parallel = " + std::to_string(ep) +
-                     "; use an EP that divides the expert count");
+                     ") are not divisible by the mesh's ep = " + std::to_string(ep) +
+                     "; use an ep that divides the expert count");
   if (isMoe(m) && m.expert_ffn_hidden % mesh.tp != 0)
     return makeError(model + "expert_ffn_hidden (" + std::to_string(m.expert_ffn_hidden) +
                      ") is not divisible by tp = " + std::to_string(mesh.tp));
-  const int cp = setup.training.context_parallel;
-  if (mesh.dp % (cp * ep) != 0)
-    return makeError("training: context_parallel = " + std::to_string(cp) +
-                     (ep > 1 ? " times expert_parallel = " + std::to_string(ep) : std::string()) +
-                     " does not divide dp = " + std::to_string(mesh.dp) +
-                     "; CP ranks are counted in dp (Megatron reduces gradients over dp × cp)");
+  const int cp = mesh.cp;
   if (cp > 1 && m.sequence_length % (2 * cp) != 0)
     return makeError(model + "sequence_length (" + std::to_string(m.sequence_length) +
-                     ") is not divisible by 2 × context_parallel = " + std::to_string(2 * cp) +
-                     "; CP gives each rank two balanced chunks of the causal sequence");
+                     ") is not divisible by 2 × cp = " + std::to_string(2 * cp) +
+                     " (mesh cp = " + std::to_string(cp) + ")" +
+                     "; CP gives each rank two balanced chunks of the causal sequence, so use a cp "
+                     "whose 2·cp divides the sequence length");
   const int model_stages = placement.modelStageCount();
   if (m.mtp_layers < 0)
     return makeError(model + "mtp_layers must be 0 or more, got " + std::to_string(m.mtp_layers));
@@ -275,7 +271,9 @@ struct Analysis {
   std::vector<double> rank_params; ///< per TP rank
   std::vector<int> rank_layers;
   std::vector<double> rank_tp_allreduce_us;
-  std::vector<Link> rank_tp_link, rank_dp_link;
+  std::vector<Link> rank_tp_link;
+  std::vector<Link> rank_dp_link;        ///< the dense gradients' dp × cp groups
+  std::vector<Link> rank_expert_dp_link; ///< the expert gradients' dp·cp / ep groups
   std::vector<double> rank_sync_us, rank_sync_exposed_us;
   std::vector<double> rank_optimizer_us; ///< Adam's step after the last backward
   double tied_embedding_sync_us = 0;     ///< first and last stage's embedding gradient sum
@@ -292,41 +290,36 @@ struct Analysis {
   double slowest_link_latency_us = 0, slowest_link_gbps = 0;
 };
 
-/// Whether the TP group of (d, p) sits in one node, over every d.
-Link tpLinkOf(const Mesh &mesh, int p) {
-  if (mesh.tp <= 1) return Link::None;
+/// The link of every `group` (mesh.h) that has ranks on pipeline rank p, merged: intra-node
+/// when each sits in one node, inter-node when each spans nodes, mixed when some do.
+Link groupLinkOf(const Mesh &mesh, MeshGroup group, int p) {
+  if (mesh.groupSize(group) <= 1) return Link::None;
+  std::vector<char> seen(static_cast<std::size_t>(mesh.worldSize()), 0);
   Link link = Link::None;
-  for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d) {
-    const int node = mesh.nodeOf(mesh.rankOf({d, p, 0}));
-    bool inside = true;
-    for (int t = 1; t < mesh.tp && inside; ++t)
-      inside = mesh.nodeOf(mesh.rankOf({d, p, t})) == node;
-    link = merge(link, inside ? Link::Intra : Link::Inter);
-  }
+  for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d)
+    for (int c = 0; c < mesh.cp && link != Link::Mixed; ++c)
+      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+        const int rank = mesh.rankOf({d, p, t, c});
+        if (seen[static_cast<std::size_t>(rank)]) continue;
+        bool inside = true;
+        for (int member : mesh.groupOf(group, rank)) {
+          seen[static_cast<std::size_t>(member)] = 1;
+          inside = inside && mesh.sameNode(member, rank);
+        }
+        link = merge(link, inside ? Link::Intra : Link::Inter);
+      }
   return link;
 }
 
-Link dpLinkOf(const Mesh &mesh, int p) {
-  if (mesh.dp <= 1) return Link::None;
-  Link link = Link::None;
-  for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
-    const int node = mesh.nodeOf(mesh.rankOf({0, p, t}));
-    bool inside = true;
-    for (int d = 1; d < mesh.dp && inside; ++d)
-      inside = mesh.nodeOf(mesh.rankOf({d, p, t})) == node;
-    link = merge(link, inside ? Link::Intra : Link::Inter);
-  }
-  return link;
-}
-
-/// The link between pipeline ranks a and b, over every (d, t).
+/// The link between pipeline ranks a and b, over every (d, c, t).
 Link pairLinkOf(const Mesh &mesh, int a, int b) {
   Link link = Link::None;
   for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d)
-    for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t)
-      link =
-          merge(link, mesh.sameNode(mesh.rankOf({d, a, t}), mesh.rankOf({d, b, t})) ? Link::Intra
-                                                                                    : Link::Inter);
+    for (int c = 0; c < mesh.cp && link != Link::Mixed; ++c)
+      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t)
+        link = merge(link, mesh.sameNode(mesh.rankOf({d, a, t, c}), mesh.rankOf({d, b, t, c}))
+                               ? Link::Intra
+                               : Link::Inter);
   return link;
 }
 
@@ -336,32 +329,15 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
   return {hw.inter_node_gbps, hw.inter_node_latency_us};
 }
 
-/// Parameters whose optimizer state a rank holds: all of them, or under ZeRO-1 its 1/dp of the
-/// dense ones and 1/(dp/EP) of the routed experts (sharded over the ranks that share them).
-double optimizerShare(double params, double expert_params, const TrainingSetup &training, int dp) {
+/// Parameters whose optimizer state a rank holds: all of them, or under ZeRO-1 its share of the
+/// dense ones over the dp × cp ranks that hold them and of the routed experts over the
+/// dp·cp / ep ranks that hold the same experts (Megatron's distributed optimizer shards over the
+/// gradient-reduction groups).
+double optimizerShare(double params, double expert_params, const TrainingSetup &training,
+                      const Mesh &mesh) {
   if (!training.zero1) return params;
-  // dp is a multiple of EP (checked), so dp / EP is the whole expert-data-parallel size.
-  const int expert_dp = dp / training.expert_parallel;
-  return (params - expert_params) / dp + expert_params / expert_dp;
-}
-
-/// The link of groups of `size` data-parallel replicas `stride` apart, of pipeline rank p, over
-/// every such group and TP index. CP groups are `cp` consecutive replicas; EP groups take every
-/// cp-th replica, so a rank's CP and EP peers differ (EP × CP divides dp, checked).
-Link replicaGroupLink(const Mesh &mesh, int p, int size, int stride) {
-  if (size <= 1) return Link::None;
-  Link link = Link::None;
-  for (int block = 0; block < mesh.dp / (size * stride) && link != Link::Mixed; ++block)
-    for (int offset = 0; offset < stride && link != Link::Mixed; ++offset)
-      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
-        const int first = block * size * stride + offset;
-        const int node = mesh.nodeOf(mesh.rankOf({first, p, t}));
-        bool inside = true;
-        for (int j = 1; j < size && inside; ++j)
-          inside = mesh.nodeOf(mesh.rankOf({first + j * stride, p, t})) == node;
-        link = merge(link, inside ? Link::Intra : Link::Inter);
-      }
-  return link;
+  // ep divides dp × cp (Mesh::check), so the expert-data size is whole.
+  return (params - expert_params) / mesh.dataCpSize() + expert_params / mesh.expertDataSize();
 }
 
 /// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
@@ -423,7 +399,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double a = m.heads;
   // Context parallelism: each rank holds s/cp of every sequence (Megatron's CP, two balanced
   // chunks per rank for causal masking), so every per-rank tensor is of s_local tokens.
-  const int cp = training.context_parallel;
+  const int cp = mesh.cp;
   const double s_local = s / cp;
   ModelSpec local = m;
   local.sequence_length = m.sequence_length / cp;
@@ -461,13 +437,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Per pipeline rank links and TP all-reduce time.
   an.tp_message_bytes = sbh * dt;
-  an.rank_tp_link.resize(static_cast<std::size_t>(P));
-  an.rank_dp_link.resize(static_cast<std::size_t>(P));
+  // Every group's link comes from the mesh under its rank order (given, or classified here).
+  const MeshLinks own_links = links ? MeshLinks{} : meshLinks(mesh);
+  const MeshLinks &mesh_links = links ? *links : own_links;
+  an.rank_tp_link = mesh_links.tp;
+  an.rank_dp_link = mesh_links.dp_cp;
+  an.rank_expert_dp_link = mesh_links.expert_dp;
   an.rank_tp_allreduce_us.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    an.rank_tp_link[i] = links ? links->tp[i] : tpLinkOf(mesh, p);
-    an.rank_dp_link[i] = links ? links->dp[i] : dpLinkOf(mesh, p);
     const auto [gbps, latency] = collectiveSpeed(hw, an.rank_tp_link[i]);
     an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
   }
@@ -478,7 +456,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
-  const int ep = training.expert_parallel;
+  const int ep = mesh.ep;
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
     moe_work = transformerLayerWork(local, hw, {t, sp, false, cp});
@@ -487,7 +465,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
   an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
   for (int p = 0; p < P; ++p) {
-    an.rank_ep_link.push_back(replicaGroupLink(mesh, p, ep, cp));
+    an.rank_ep_link.push_back(mesh_links.ep[static_cast<std::size_t>(p)]);
     const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
     an.rank_all_to_all_us[static_cast<std::size_t>(p)] =
         moeAllToAllUs(local, shape, ep, gbps, latency);
@@ -505,7 +483,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_cp_forward_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_cp_backward_us.assign(static_cast<std::size_t>(P), 0.0);
   for (int p = 0; p < P && cp > 1; ++p) {
-    const Link link = replicaGroupLink(mesh, p, cp, 1);
+    const Link link = mesh_links.cp[static_cast<std::size_t>(p)];
     an.rank_cp_link.push_back(link);
     const auto [gbps, latency] = collectiveSpeed(hw, link);
     const double kv_bytes = b * s_local * (attention.key + attention.value) / t * dt;
@@ -754,9 +732,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // Neighbours p, p + 1 and the wrap-around pair 0, P - 1 are in the precomputed links.
       const bool neighbours = key.second == key.first + 1,
                  wraps = key.first == 0 && key.second == P - 1;
-      const Link link = links && neighbours ? links->next[static_cast<std::size_t>(key.first)]
-                        : links && wraps    ? links->next[static_cast<std::size_t>(P - 1)]
-                                            : pairLinkOf(mesh, key.first, key.second);
+      const Link link = neighbours ? mesh_links.next[static_cast<std::size_t>(key.first)]
+                        : wraps    ? mesh_links.next[static_cast<std::size_t>(P - 1)]
+                                   : pairLinkOf(mesh, key.first, key.second);
       it = pair_links.emplace(key, link).first;
     }
     const auto [gbps, latency] = linkSpeed(hw, it->second);
@@ -831,13 +809,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         if (held.loss) an.rank_params[i] += head.perTpRank(t);
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
-      // plus an all-gather of the updated weights: the same volume).
-      // Routed-expert gradients are reduced over the dp/EP ranks that hold the same experts.
+      // plus an all-gather of the updated weights: the same volume). Dense gradients are reduced
+      // over the dp × cp ranks (CP ranks hold the same weights: Megatron's dp_cp group), the
+      // routed experts' over the dp·cp / ep ranks that hold the same experts, each on its
+      // group's link.
       const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
+      const auto [expert_gbps, expert_latency] = collectiveSpeed(hw, an.rank_expert_dp_link[i]);
       const double expert = an.rank_expert_params[i];
       const double sync =
-          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dp, gbps, latency) +
-          ringAllReduceUs(expert * dt, mesh.dp / ep, gbps, latency);
+          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dataCpSize(), gbps, latency) +
+          ringAllReduceUs(expert * dt, mesh.expertDataSize(), expert_gbps, expert_latency);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
       // produces them, so the backward of the rank's last microbatch hides the sync, except the
@@ -849,7 +830,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // Adam's step once the gradients are reduced, over the rank's share of the optimizer
       // state (1/dp of it under ZeRO-1).
       an.rank_optimizer_us[i] = optimizerStepUs(
-          optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh.dp),
+          optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh),
           training.optimizer_bytes_per_param, dt, hw);
     }
   }
@@ -893,13 +874,15 @@ double parameterCount(const ModelSpec &model) {
 MeshLinks meshLinks(const Mesh &mesh) {
   MeshLinks links;
   const auto P = static_cast<std::size_t>(mesh.pp);
-  links.tp.resize(P);
-  links.dp.resize(P);
-  links.next.resize(P);
+  for (auto *kind : {&links.tp, &links.cp, &links.ep, &links.dp_cp, &links.expert_dp, &links.next})
+    kind->resize(P);
   for (int p = 0; p < mesh.pp; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    links.tp[i] = tpLinkOf(mesh, p);
-    links.dp[i] = dpLinkOf(mesh, p);
+    links.tp[i] = groupLinkOf(mesh, MeshGroup::TP, p);
+    links.cp[i] = groupLinkOf(mesh, MeshGroup::CP, p);
+    links.ep[i] = groupLinkOf(mesh, MeshGroup::EP, p);
+    links.dp_cp[i] = groupLinkOf(mesh, MeshGroup::DataCP, p);
+    links.expert_dp[i] = groupLinkOf(mesh, MeshGroup::ExpertData, p);
     links.next[i] = mesh.pp > 1 ? pairLinkOf(mesh, p, (p + 1) % mesh.pp) : Link::None;
   }
   return links;
@@ -908,6 +891,10 @@ MeshLinks meshLinks(const Mesh &mesh) {
 Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &mesh,
                                          const Placement &placement, const MeshLinks *links) {
   if (links && (static_cast<int>(links->tp.size()) != mesh.pp ||
+                static_cast<int>(links->cp.size()) != mesh.pp ||
+                static_cast<int>(links->ep.size()) != mesh.pp ||
+                static_cast<int>(links->dp_cp.size()) != mesh.pp ||
+                static_cast<int>(links->expert_dp.size()) != mesh.pp ||
                 static_cast<int>(links->next.size()) != mesh.pp))
     return makeError("the mesh links were computed for another mesh; pass meshLinks(mesh)");
   auto analysis = analyze(setup, mesh, placement, nullptr, links);
@@ -1009,8 +996,8 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   // Step, throughput and MFU.
   report.step_time_s = simulation.makespan_us * 1e-6;
   const double microbatches = placement.microbatches;
-  // CP ranks share each sequence: dp / cp distinct replicas consume data.
-  const double replicas = static_cast<double>(dp) / training.context_parallel;
+  // CP ranks share each sequence (cp splits it, it adds no replica): dp replicas consume data.
+  const double replicas = dp;
   const double tokens = replicas * microbatches * m.microbatch_size * m.sequence_length;
   report.model_flops_per_step = replicas * microbatches * 3 * an.forward_flops_per_microbatch;
   if (report.step_time_s > 0) {
@@ -1056,12 +1043,18 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   report.pp.exposed_time_s = 0;
   report.pp.link = linkName(pp_link);
 
-  // DP: one all-reduce of each rank's gradients per step.
+  // DP: one all-reduce of each rank's gradients per step: the dense ones over dp × cp ranks,
+  // the routed experts' over dp·cp / ep.
   Link dp_link = Link::None;
+  const auto ringShare = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    if (dp > 1) report.dp.bytes += t * 2.0 * (dp - 1) / dp * an.rank_params[i] * dt;
+    const double expert = an.rank_expert_params[i];
+    report.dp.bytes += t * dt *
+                       (ringShare(mesh.dataCpSize()) * (an.rank_params[i] - expert) +
+                        ringShare(mesh.expertDataSize()) * expert);
     dp_link = merge(dp_link, an.rank_dp_link[i]);
+    if (expert > 0) dp_link = merge(dp_link, an.rank_expert_dp_link[i]);
   }
   report.dp.time_s = *std::max_element(an.rank_sync_us.begin(), an.rank_sync_us.end()) * 1e-6;
   report.dp.exposed_time_s =
@@ -1081,7 +1074,7 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   mem.grads = params * dt;
   const double expert_params =
       i < derivation.rank_expert_parameters.size() ? derivation.rank_expert_parameters[i] : 0.0;
-  mem.optimizer = optimizerShare(params, expert_params, setup.training, mesh.dp) *
+  mem.optimizer = optimizerShare(params, expert_params, setup.training, mesh) *
                   setup.training.optimizer_bytes_per_param;
   mem.activations_peak = peak_activation_bytes;
   // Full recomputation rebuilds one layer's activations during its backward: a transient on top

@@ -219,9 +219,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
                         {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
                         {"balance_layers", training.balance_layers},
                         {"overlap_gradient_sync", training.overlap_gradient_sync},
-                        {"expert_parallel", training.expert_parallel},
-                        {"expert_load_imbalance", training.expert_load_imbalance},
-                        {"context_parallel", training.context_parallel}};
+                        {"expert_load_imbalance", training.expert_load_imbalance}};
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -441,10 +439,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                             const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
-  if (auto s = checkKeys(json, pointer,
-                         {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                          "balance_layers", "overlap_gradient_sync", "layout", "expert_parallel",
-                          "expert_load_imbalance", "context_parallel"});
+  if (auto s =
+          checkKeys(json, pointer,
+                    {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
+                     "balance_layers", "overlap_gradient_sync", "layout", "expert_load_imbalance"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -455,9 +453,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
       .boolean("balance_layers", training.balance_layers)
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
-      .integer("expert_parallel", training.expert_parallel, 1, kMaxWorldSize)
-      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
-      .integer("context_parallel", training.context_parallel, 1, kMaxWorldSize);
+      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6);
   std::string layout;
   fields.text("layout", layout);
   if (!fields.ok()) return fields.error();

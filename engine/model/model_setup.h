@@ -122,14 +122,9 @@ struct TrainingSetup {
   /// Megatron layout string, torchtitan's options or a layers-per-stage list (layer_layout.h).
   LayerLayout layout;
   bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
-  /// Expert parallelism: experts split over this many data-parallel ranks (Megatron folds EP into
-  /// DP, so it must divide dp); 1 = every rank holds every expert.
-  int expert_parallel = 1;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
+  /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;
-  /// Context parallelism: each sequence split over this many data-parallel ranks (as Megatron's
-  /// gradient reduction spans dp × cp, the CP ranks are counted in dp here); 1 = none.
-  int context_parallel = 1;
 };
 
 struct ModelSetup {
@@ -148,7 +143,7 @@ struct ModelDerivation {
   LayerLayout model_layout;                    ///< what each model stage holds, as split
   /// Per pipeline rank: parameters held by one of its TP ranks, and its transformer layers.
   std::vector<double> rank_parameters;
-  /// Of rank_parameters, the routed experts' (their optimizer state shards over dp / EP).
+  /// Of rank_parameters, the routed experts' (their optimizer state shards over dp·cp / ep).
   std::vector<double> rank_expert_parameters;
   std::vector<int> rank_layers;
   /// Full recomputation rebuilds one layer's activations during its backward: this transient
@@ -162,11 +157,14 @@ struct ModelDerivation {
 /// or some of each (priced at the inter-node link).
 enum class LinkKind : std::uint8_t { None, Intra, Inter, Mixed };
 
-/// The links of a mesh's groups, per pipeline rank p: its TP groups, its DP groups, and the PP
-/// pairs between p and (p + 1) mod P. They depend on the mesh alone, so a caller deriving many
-/// setups on one mesh (the planner) classifies them once instead of per derivation.
+/// The links of a mesh's groups, per pipeline rank p, each merged over every group of its kind
+/// that has ranks on p (mesh.h MeshGroup): TP groups; CP rings (K/V exchange); EP groups (the
+/// all-to-all); dp × cp groups (the dense gradients' reduction); expert-data groups (the expert
+/// gradients' reduction); and the PP pairs between p and (p + 1) mod P. They depend on the mesh
+/// alone, so a caller deriving many setups on one mesh (the planner) classifies them once
+/// instead of per derivation.
 struct MeshLinks {
-  std::vector<LinkKind> tp, dp, next;
+  std::vector<LinkKind> tp, cp, ep, dp_cp, expert_dp, next;
 };
 MeshLinks meshLinks(const Mesh &mesh);
 

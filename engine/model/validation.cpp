@@ -8,6 +8,7 @@
 #include "engine/evaluation.h"
 #include "engine/json_fields.h"
 #include "engine/json_io.h"
+#include "engine/plan_file.h"
 #include "resources/embedded_resources.h"
 
 namespace pipescope {
@@ -43,15 +44,9 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
     c.setup.training = *setup;
   }
 
-  JsonFields mesh_fields(*mesh, pointer + "/mesh");
   c.mesh.gpus_per_node = c.setup.hardware.gpus_per_node;
-  mesh_fields.integer("dp", c.mesh.dp, 1, kMaxWorldSize, true)
-      .integer("tp", c.mesh.tp, 1, kMaxWorldSize, true)
-      .integer("pp", c.mesh.pp, 1, kMaxWorldSize, true)
-      .integer("gpus_per_node", c.mesh.gpus_per_node, 1, 1 << 16);
-  if (!mesh_fields.ok()) return mesh_fields.error();
-  if (auto status = c.mesh.check(); !status)
-    return makeError(pointer + "/mesh: " + status.error().message);
+  if (auto status = readMesh(*mesh, pointer + "/mesh", c.mesh, true); !status)
+    return status.error();
 
   JsonFields schedule_fields(*schedule, pointer + "/schedule");
   c.request.pp = c.mesh.pp;
@@ -77,8 +72,8 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
     // A training cost per token (GPU-hours per 10^12 tokens) spread over the mesh: one step of
     // the row's global batch takes hours·3600/10^12 GPU-seconds per token, over world GPUs.
     const ModelSpec &m = c.setup.model;
-    const double tokens = static_cast<double>(c.mesh.dp) / c.setup.training.context_parallel *
-                          c.request.microbatches * m.microbatch_size * m.sequence_length;
+    const double tokens = static_cast<double>(c.mesh.dp) * c.request.microbatches *
+                          m.microbatch_size * m.sequence_length;
     c.measured_step_s = gpu_hours_per_trillion * 3600 / 1e12 * tokens / c.mesh.worldSize();
     c.measured_how = "published GPU-hours per trillion tokens over the row's global batch";
   } else if (tflops_per_gpu > 0 && formula == "narayanan-2021") {

@@ -26,13 +26,24 @@ std::string gib(double bytes) {
   return buffer;
 }
 
-std::vector<std::array<MeshDim, 3>> allRankOrders() {
-  std::array<MeshDim, 3> order{MeshDim::TP, MeshDim::PP, MeshDim::DP};
-  std::sort(order.begin(), order.end());
-  std::vector<std::array<MeshDim, 3>> orders;
-  do {
+/// The rank orders tried on a mesh: every order (6 without CP, 24 with), or the requested ones,
+/// each numbering the ranks differently. Without CP that is the six of dp, tp and pp (where cp
+/// sits does not matter); with CP, orders that differ only in where a dimension of size 1 sits
+/// number ranks alike and count once (the first in the enumeration stays).
+std::vector<RankOrder> rankOrdersFor(const SearchRequest &request, const Mesh &mesh) {
+  std::vector<RankOrder> candidates =
+      request.rank_orders.empty() ? Mesh::allOrders(mesh.cp) : request.rank_orders;
+  if (mesh.cp == 1 && request.rank_orders.empty()) return candidates;
+  std::vector<RankOrder> orders;
+  std::vector<std::vector<MeshDim>> numberings;
+  for (const auto &order : candidates) {
+    std::vector<MeshDim> numbering;
+    for (MeshDim dim : order)
+      if (mesh.sizeOf(dim) > 1 || (mesh.cp == 1 && dim != MeshDim::CP)) numbering.push_back(dim);
+    if (std::find(numberings.begin(), numberings.end(), numbering) != numberings.end()) continue;
+    numberings.push_back(std::move(numbering));
     orders.push_back(order);
-  } while (std::next_permutation(order.begin(), order.end()));
+  }
   return orders;
 }
 
@@ -50,52 +61,57 @@ int globalBatch(const SearchRequest &request) {
   return request.global_batch > 0 ? request.global_batch : request.gpus;
 }
 
-/// Context-parallel sizes for a mesh with `dp` data-parallel ranks: CP ranks are counted in dp,
-/// and each takes two balanced chunks of the causal sequence (Megatron's load balancing).
-std::vector<int> contextParallelSizes(const SearchRequest &request, int dp) {
+/// Context-parallel sizes for the `gpus` left to dp × cp: CP multiplies the world (world =
+/// dp × cp × tp × pp, Megatron's --context-parallel-size), and each CP rank takes two balanced
+/// chunks of the causal sequence (Megatron's load balancing).
+std::vector<int> contextParallelSizes(const SearchRequest &request, int gpus) {
   std::vector<int> sizes;
   const std::vector<int> tried = request.context_parallel.empty() ? std::vector<int>{1, 2, 4, 8, 16}
                                                                   : request.context_parallel;
   for (int cp : tried)
-    if (cp >= 1 && dp % cp == 0 && (cp == 1 || request.model.sequence_length % (2 * cp) == 0))
+    if (cp >= 1 && gpus % cp == 0 && (cp == 1 || request.model.sequence_length % (2 * cp) == 0))
       sizes.push_back(cp);
   return sizes;
 }
 
-/// Expert-parallel sizes inside the dp / cp ranks left for them: only an MoE model has experts.
-std::vector<int> expertParallelSizes(const SearchRequest &request, int dp_per_cp) {
+/// Expert-parallel sizes folded into the dp × cp ranks (Megatron-Core's MoE parallel folding):
+/// divisors of dp × cp that divide the expert count; only an MoE model has experts.
+std::vector<int> expertParallelSizes(const SearchRequest &request, int dp_cp) {
   if (request.model.experts <= 1) return {1};
   std::vector<int> sizes;
   if (request.expert_parallel.empty()) {
-    for (int ep = 1; ep <= dp_per_cp; ++ep)
-      if (dp_per_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
+    for (int ep = 1; ep <= dp_cp; ++ep)
+      if (dp_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
   } else {
     for (int ep : request.expert_parallel)
-      if (ep >= 1 && dp_per_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
+      if (ep >= 1 && dp_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
   }
   return sizes;
 }
 
+/// The meshes (dp, cp, tp, pp; ep left at 1) of `gpus` GPUs.
 std::vector<Mesh> meshesFor(const SearchRequest &request, int gpus) {
   std::vector<Mesh> meshes;
   const int batch = globalBatch(request);
   for (int tp : tensorParallelSizes(request, gpus))
     for (int pp = 1; pp <= gpus / tp; ++pp) {
       if ((gpus / tp) % pp != 0 || pp > request.model.layers) continue;
-      const int dp = gpus / tp / pp;
-      bool batch_fits = false;
-      for (int cp : contextParallelSizes(request, dp))
+      for (int cp : contextParallelSizes(request, gpus / tp / pp)) {
+        const int dp = gpus / tp / pp / cp;
+        bool batch_fits = false;
         for (int b : request.microbatch_sizes) {
-          const long long replicas = static_cast<long long>(dp / cp) * b;
+          const long long replicas = static_cast<long long>(dp) * b;
           batch_fits = batch_fits || (b > 0 && replicas <= batch && batch % replicas == 0);
         }
-      if (!batch_fits) continue;
-      Mesh mesh;
-      mesh.dp = dp;
-      mesh.tp = tp;
-      mesh.pp = pp;
-      mesh.gpus_per_node = request.hardware.gpus_per_node;
-      meshes.push_back(mesh);
+        if (!batch_fits) continue;
+        Mesh mesh;
+        mesh.dp = dp;
+        mesh.cp = cp;
+        mesh.tp = tp;
+        mesh.pp = pp;
+        mesh.gpus_per_node = request.hardware.gpus_per_node;
+        meshes.push_back(mesh);
+      }
     }
   return meshes;
 }
@@ -166,17 +182,16 @@ struct Collector {
 struct Structure {
   ScheduleRequest request;
   struct Variant {
-    Mesh mesh;
+    Mesh mesh; ///< its cp and ep set; the rank order tried per configuration
     int microbatch_size = 1;
-    int expert_parallel = 1, context_parallel = 1;
   };
   std::vector<Variant> variants;
   std::uint64_t first_order = 0; ///< enumeration index of its first configuration
   std::size_t configurations = 0;
 };
 
-std::size_t configurationsOf(const SearchRequest &request, const Structure::Variant &variant,
-                             std::size_t orders) {
+std::size_t configurationsOf(const SearchRequest &request, const Structure::Variant &variant) {
+  const std::size_t orders = rankOrdersFor(request, variant.mesh).size();
   const std::size_t sp =
       variant.mesh.tp > 1
           ? request.sequence_parallel.size()
@@ -185,40 +200,41 @@ std::size_t configurationsOf(const SearchRequest &request, const Structure::Vari
   return orders * request.recompute.size() * sp * request.zero1.size();
 }
 
-std::vector<Structure> enumerateStructures(const SearchRequest &request,
-                                           const std::vector<std::array<MeshDim, 3>> &orders) {
+std::vector<Structure> enumerateStructures(const SearchRequest &request) {
   std::map<std::tuple<std::string, int, int, int>, Structure> structures;
   const int batch = globalBatch(request);
-  for (const Mesh &mesh : meshesFor(request, request.gpus))
-    for (int cp : contextParallelSizes(request, mesh.dp))
-      for (int ep : expertParallelSizes(request, mesh.dp / cp))
-        for (int b : request.microbatch_sizes) {
-          // dp / cp replicas see distinct sequences; EP ranks are data-parallel replicas too.
-          const long long per_replica = static_cast<long long>(mesh.dp / cp) * b;
-          if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
-          const int microbatches = static_cast<int>(batch / per_replica);
-          for (const ScheduleFamily *family : searchFamilies(request)) {
-            std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
-            if (family->uses_chunks) chunk_options = request.virtual_stages;
-            for (int v : chunk_options) {
-              ScheduleRequest schedule{family->name, mesh.pp, microbatches, v, 0};
-              if (!checkScheduleRequest(schedule)) continue;
-              const int model_stages =
-                  Placement::make(family->placement, mesh.pp, v, 1).modelStageCount();
-              if (model_stages > request.model.layers) continue;
-              auto &structure = structures[{family->name, mesh.pp, v, microbatches}];
-              structure.request = schedule;
-              structure.variants.push_back({mesh, b, ep, cp});
-            }
+  for (const Mesh &base : meshesFor(request, request.gpus))
+    for (int ep : expertParallelSizes(request, base.dataCpSize())) {
+      Mesh mesh = base;
+      mesh.ep = ep;
+      for (int b : request.microbatch_sizes) {
+        // dp replicas see distinct sequences (cp splits each; EP ranks are dp × cp ranks).
+        const long long per_replica = static_cast<long long>(mesh.dp) * b;
+        if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
+        const int microbatches = static_cast<int>(batch / per_replica);
+        for (const ScheduleFamily *family : searchFamilies(request)) {
+          std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
+          if (family->uses_chunks) chunk_options = request.virtual_stages;
+          for (int v : chunk_options) {
+            ScheduleRequest schedule{family->name, mesh.pp, microbatches, v, 0};
+            if (!checkScheduleRequest(schedule)) continue;
+            const int model_stages =
+                Placement::make(family->placement, mesh.pp, v, 1).modelStageCount();
+            if (model_stages > request.model.layers) continue;
+            auto &structure = structures[{family->name, mesh.pp, v, microbatches}];
+            structure.request = schedule;
+            structure.variants.push_back({mesh, b});
           }
         }
+      }
+    }
   std::vector<Structure> list;
   list.reserve(structures.size());
   std::uint64_t order = 0;
   for (auto &[key, structure] : structures) {
     structure.first_order = order;
     for (const auto &variant : structure.variants)
-      structure.configurations += configurationsOf(request, variant, orders.size());
+      structure.configurations += configurationsOf(request, variant);
     order += structure.configurations;
     list.push_back(std::move(structure));
   }
@@ -230,8 +246,7 @@ struct Counters {
 };
 
 /// Evaluates every configuration of one structure.
-void searchStructure(const SearchRequest &request, const Structure &structure,
-                     const std::vector<std::array<MeshDim, 3>> &orders, double limit_bytes,
+void searchStructure(const SearchRequest &request, const Structure &structure, double limit_bytes,
                      const SearchCallbacks &callbacks, Counters &counters, Collector &collector,
                      std::vector<double> &scratch) {
   auto schedule = generateSchedule(structure.request);
@@ -250,9 +265,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
     ModelSetup setup{request.model, request.hardware, {}};
     setup.model.microbatch_size = variant.microbatch_size;
     setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
-    setup.training.expert_parallel = variant.expert_parallel;
-    setup.training.context_parallel = variant.context_parallel;
-    for (const auto &rank_order : orders) {
+    for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
       // Which groups cross nodes depends on the mesh alone: classified once for its options.
@@ -342,14 +355,11 @@ void searchStructure(const SearchRequest &request, const Structure &structure,
   }
 }
 
-std::string meshText(const Mesh &mesh, const TrainingSetup &training) {
-  std::string text = "dp " + std::to_string(mesh.dp) + " × tp " + std::to_string(mesh.tp) +
-                     " × pp " + std::to_string(mesh.pp);
-  if (training.expert_parallel > 1) text += " (ep " + std::to_string(training.expert_parallel);
-  if (training.context_parallel > 1)
-    text += std::string(training.expert_parallel > 1 ? ", " : " (") + "cp " +
-            std::to_string(training.context_parallel);
-  if (training.expert_parallel > 1 || training.context_parallel > 1) text += " in dp)";
+std::string meshText(const Mesh &mesh) {
+  std::string text = "dp " + std::to_string(mesh.dp);
+  if (mesh.cp > 1) text += " × cp " + std::to_string(mesh.cp);
+  text += " × tp " + std::to_string(mesh.tp) + " × pp " + std::to_string(mesh.pp);
+  if (mesh.ep > 1) text += " (ep " + std::to_string(mesh.ep) + " in dp × cp)";
   return text;
 }
 
@@ -398,7 +408,7 @@ Status checkSearchRequest(const SearchRequest &request) {
     sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
   return makeError(
       std::to_string(request.gpus) + " GPUs admit no mesh for " + request.model.name +
-      ": dp × tp × pp must use every GPU with tp ≤ " +
+      ": dp × cp × tp × pp must use every GPU with tp ≤ " +
       std::to_string(request.hardware.gpus_per_node) + " dividing the heads, pp ≤ " +
       std::to_string(request.model.layers) + " layers and dp × microbatch size (" + sizes +
       ") dividing the global batch of " + std::to_string(globalBatch(request)) + " sequences" +
@@ -409,8 +419,7 @@ Status checkSearchRequest(const SearchRequest &request) {
 Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbacks &callbacks) {
   if (auto status = checkSearchRequest(request); !status) return status.error();
   const auto started = std::chrono::steady_clock::now();
-  const auto orders = request.rank_orders.empty() ? allRankOrders() : request.rank_orders;
-  std::vector<Structure> structures = enumerateStructures(request, orders);
+  std::vector<Structure> structures = enumerateStructures(request);
   std::size_t space = 0;
   for (const auto &structure : structures)
     space += structure.configurations;
@@ -456,8 +465,8 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
       while (!stop.load(std::memory_order_relaxed)) {
         const std::size_t i = next.fetch_add(1);
         if (i >= queue.size()) break;
-        searchStructure(request, structures[queue[i]], orders, limit_bytes, worker_callbacks,
-                        counters, collectors[t], scratch);
+        searchStructure(request, structures[queue[i]], limit_bytes, worker_callbacks, counters,
+                        collectors[t], scratch);
         ++counters.structures_done;
       }
       const std::lock_guard lock(finished_mutex);
@@ -508,7 +517,7 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
     return makeError(
         "nothing fits in " + gib(limit_bytes) + " per GPU: the smallest footprint of " +
         std::to_string(result.space) + " configurations is " + gib(small.peak_memory) + " (" +
-        meshText(small.mesh, small.training) + ", " + small.schedule.name + ", microbatch size " +
+        meshText(small.mesh) + ", " + small.schedule.name + ", microbatch size " +
         std::to_string(small.microbatch_size) + ", recompute " +
         std::string(recomputeName(small.training.recompute)) +
         (small.training.zero1 ? ", ZeRO-1" : "") + "); raise --memory-limit to at least " +

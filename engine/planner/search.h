@@ -1,10 +1,9 @@
 #pragma once
-// The planner (DESIGN.md §8 "Search", §9): enumerates meshes (DP, TP, PP, and EP and CP inside
-// DP) × rank orders × schedules × V × microbatch size and M × recomputation × ZeRO-1 × sequence
-// parallelism for a model on N GPUs,
-// prunes by memory before simulating, simulates every survivor exactly and ranks by tokens/s.
-// Callers (CLI, GUI worker) get progress and can cancel; memory stays bounded (the top K and the
-// Pareto front are kept, not every result).
+// The planner (DESIGN.md §8 "Search", §9): enumerates meshes (DP, CP, TP, PP, and EP folded
+// into DP × CP) × rank orders × schedules × V × microbatch size and M × recomputation × ZeRO-1 ×
+// sequence parallelism for a model on N GPUs, prunes by memory before simulating, simulates every
+// survivor exactly and ranks by tokens/s. Callers (CLI, GUI worker) get progress and can cancel;
+// memory stays bounded (the top K and the Pareto front are kept, not every result).
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -27,16 +26,17 @@ struct SearchRequest {
   double memory_limit_gib = 0;        ///< 0 = the hardware's memory
   std::vector<std::string> schedules; ///< empty = every family of the registry
   std::vector<int> microbatch_sizes{1, 2, 4, 8};
-  std::vector<int> virtual_stages{2, 3, 4};        ///< V tried for families with a free V
-  std::vector<std::array<MeshDim, 3>> rank_orders; ///< empty = all six
+  std::vector<int> virtual_stages{2, 3, 4}; ///< V tried for families with a free V
+  /// Empty = every order (the 6 of dp, tp, pp on meshes without CP, all 24 with CP).
+  std::vector<RankOrder> rank_orders;
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> zero1{false, true};
   std::vector<bool> sequence_parallel{false, true}; ///< only with tp > 1
-  /// Expert-parallel sizes for a mixture-of-experts model (folded into dp, as Megatron does);
-  /// empty = every size dividing dp / cp and the expert count. Dense models use 1 only.
+  /// Expert-parallel sizes for a mixture-of-experts model (folded into dp × cp, as Megatron-Core
+  /// does); empty = every size dividing dp × cp and the expert count. Dense models use 1 only.
   std::vector<int> expert_parallel;
-  /// Context-parallel sizes (counted in dp: dp / cp replicas see distinct sequences); empty =
-  /// 1, 2, 4, 8 and 16 where they divide dp and the sequence splits into 2·cp chunks.
+  /// Context-parallel sizes (a mesh dimension: dp = GPUs / (cp·tp·pp)); empty = 1, 2, 4, 8 and 16
+  /// where they divide the GPUs left by tp × pp and the sequence splits into 2·cp chunks.
   std::vector<int> context_parallel;
   bool overlap_gradient_sync = true; ///< DP all-reduce overlapped with the backward (Megatron)
   int top = 10;
@@ -88,8 +88,9 @@ struct SearchCallbacks {
   std::function<bool()> cancelled;
 };
 
-/// The meshes (dp, tp, pp) of `gpus` GPUs the model admits: tp within a node dividing the heads,
-/// KV heads and FFN, pp at most the layers, dp × microbatch size dividing the global batch.
+/// The meshes (dp, cp, tp, pp) of `gpus` GPUs the model admits: tp within a node dividing the
+/// heads, KV heads and FFN, pp at most the layers, cp splitting the sequence into 2·cp chunks, dp ×
+/// microbatch size dividing the global batch.
 std::vector<Mesh> searchMeshes(const SearchRequest &request);
 
 /// Checks the request; with no valid mesh the error names GPU counts that have one.

@@ -163,6 +163,12 @@ QColor ppGroup() {
 QColor dpGroup() {
   return {0x2e, 0x9e, 0x44};
 }
+QColor cpGroup() {
+  return {0xe0, 0x8a, 0x10};
+}
+QColor epGroup() {
+  return {0x8e, 0x3c, 0xb8};
+}
 
 ToneColors tone(Tone tone) {
   switch (tone) {

@@ -65,6 +65,8 @@ QColor hoveredGpu(); ///< the hovered GPU's outline
 QColor tpGroup();
 QColor ppGroup();
 QColor dpGroup();
+QColor cpGroup();
+QColor epGroup();
 
 /// Tones of status messages: a banner or label background, its text and border, and the color
 /// of a log line of that tone.

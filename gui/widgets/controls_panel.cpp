@@ -28,6 +28,25 @@ bool usesOverlappedPairs(const std::string &name) {
   return name.rfind("dualpipe", 0) == 0;
 }
 
+/// EP sizes the plan's model and mesh admit: 1, and for a mixture-of-experts model every size
+/// dividing both the experts and dp × cp (expert parallelism folds into those ranks).
+std::vector<int> expertParallelChoices(const Plan &plan) {
+  std::vector<int> choices{1};
+  if (!plan.model || plan.model->model.experts <= 1) return choices;
+  const long long dp_cp = static_cast<long long>(plan.mesh.dp) * plan.mesh.cp;
+  for (int ep = 2; ep <= plan.model->model.experts; ++ep)
+    if (plan.model->model.experts % ep == 0 && dp_cp % ep == 0) choices.push_back(ep);
+  return choices;
+}
+
+/// The largest choice not above `value` (choices ascending, starting at 1).
+int nearestChoice(const std::vector<int> &choices, int value) {
+  int chosen = choices.front();
+  for (int choice : choices)
+    if (choice <= value) chosen = choice;
+  return chosen;
+}
+
 QDoubleSpinBox *timeBox(QWidget *parent, double maximum) {
   auto *box = new QDoubleSpinBox(parent);
   box->setRange(0, maximum);
@@ -90,6 +109,45 @@ void SliderSpin::setReason(const QString &reason) {
   spin_->setToolTip(reason.isEmpty() ? toolTip() : reason);
 }
 
+ChoiceSlider::ChoiceSlider(QWidget *parent)
+    : QWidget(parent), slider_(new QSlider(Qt::Horizontal, this)), label_(new QLabel(this)) {
+  auto *layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(6);
+  layout->addWidget(slider_, 1);
+  layout->addWidget(label_);
+  label_->setMinimumWidth(64);
+  label_->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  slider_->setPageStep(1);
+  setChoices(choices_, 1);
+  connect(slider_, &QSlider::valueChanged, this, [this](int) {
+    label_->setText(QString::number(value()));
+    emit valueChanged(value());
+  });
+}
+
+int ChoiceSlider::value() const {
+  const auto i = static_cast<std::size_t>(std::max(0, slider_->value()));
+  return i < choices_.size() ? choices_[i] : choices_.back();
+}
+
+void ChoiceSlider::setChoices(const std::vector<int> &choices, int value) {
+  const QSignalBlocker blocker(slider_);
+  choices_ = choices.empty() ? std::vector<int>{1} : choices;
+  int index = 0;
+  for (std::size_t i = 0; i < choices_.size(); ++i)
+    if (choices_[i] <= value) index = static_cast<int>(i);
+  slider_->setRange(0, static_cast<int>(choices_.size()) - 1);
+  slider_->setValue(index);
+  label_->setText(QString::number(this->value()));
+}
+
+void ChoiceSlider::setReason(const QString &reason) {
+  setEnabled(reason.isEmpty());
+  slider_->setToolTip(reason.isEmpty() ? toolTip() : reason);
+  label_->setToolTip(reason.isEmpty() ? toolTip() : reason);
+}
+
 ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   auto *layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
@@ -133,6 +191,10 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   dp_->setToolTip(tr("DP: data-parallel replicas"));
   tp_ = new SliderSpin(16, 1024, mesh_group);
   tp_->setToolTip(tr("TP: tensor-parallel GPUs per layer"));
+  cp_ = new SliderSpin(16, 1024, mesh_group);
+  cp_->setToolTip(tr("CP: context-parallel GPUs per sequence"));
+  ep_ = new ChoiceSlider(mesh_group);
+  ep_->setToolTip(tr("EP: expert-parallel GPUs per MoE layer, folded into DP \u00d7 CP"));
   gpus_per_node_ = new SliderSpin(16, 1024, mesh_group);
   gpus_per_node_->setToolTip(tr("GPUs per node: which groups share the intra-node link"));
   rank_order_ = new QComboBox(mesh_group);
@@ -142,7 +204,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
       tr("Which dimension varies fastest in rank numbering (innermost first). tp-pp-dp keeps "
          "each TP group inside a node, as Megatron-LM numbers ranks."));
   mesh_form->addRow(tr("DP"), dp_);
+  mesh_form->addRow(tr("CP"), cp_);
   mesh_form->addRow(tr("TP"), tp_);
+  mesh_form->addRow(tr("EP"), ep_);
   mesh_form->addRow(tr("GPUs/node"), gpus_per_node_);
   mesh_form->addRow(tr("rank order"), rank_order_);
   layout->addWidget(mesh_group);
@@ -238,8 +302,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     if (!updating_) readControls();
   };
   connect(schedule_, &QComboBox::currentIndexChanged, this, edited);
-  for (SliderSpin *control : {pp_, microbatches_, chunks_, dp_, tp_, gpus_per_node_})
+  for (SliderSpin *control : {pp_, microbatches_, chunks_, dp_, tp_, cp_, gpus_per_node_})
     connect(control, &SliderSpin::valueChanged, this, edited);
+  connect(ep_, &ChoiceSlider::valueChanged, this, edited);
   connect(microbatch_group_, &QSpinBox::valueChanged, this, edited);
   connect(rank_order_, &QComboBox::currentIndexChanged, this, edited);
   for (QDoubleSpinBox *box : {forward_, backward_, weight_, overlapped_, latency_, device_memory_})
@@ -277,8 +342,9 @@ void ControlsPanel::setPlan(const Plan &plan) {
   microbatch_group_->setValue(plan.request.microbatch_group);
   dp_->setValue(plan.mesh.dp);
   tp_->setValue(plan.mesh.tp);
+  cp_->setValue(plan.mesh.cp);
   gpus_per_node_->setValue(plan.mesh.gpus_per_node);
-  rank_order_->setCurrentText(QString::fromStdString(plan.mesh.orderName()));
+  offerMeshChoices();
   forward_->setValue(plan.costs.forward_us);
   backward_->setValue(plan.costs.backward_us);
   weight_->setValue(plan.costs.weight_us);
@@ -292,6 +358,31 @@ void ControlsPanel::setPlan(const Plan &plan) {
   updateApplicability();
   layer_editor_->setPlan(plan_);
   updating_ = false;
+}
+
+void ControlsPanel::offerMeshChoices() {
+  // Three-name orders without CP (where cp sits does not matter then), all 24 with it.
+  const auto orders = Mesh::allOrders(plan_.mesh.cp);
+  if (rank_order_->count() != static_cast<int>(orders.size())) {
+    const QSignalBlocker blocker(rank_order_);
+    rank_order_->clear();
+    if (plan_.mesh.cp == 1) {
+      for (const char *order :
+           {"tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"})
+        rank_order_->addItem(QString::fromLatin1(order));
+    } else {
+      Mesh named = plan_.mesh;
+      for (const auto &order : orders) {
+        named.order = order;
+        rank_order_->addItem(QString::fromStdString(named.orderName()));
+      }
+    }
+  }
+  {
+    const QSignalBlocker blocker(rank_order_);
+    rank_order_->setCurrentText(QString::fromStdString(plan_.mesh.orderName()));
+  }
+  ep_->setChoices(expertParallelChoices(plan_), plan_.mesh.ep);
 }
 
 void ControlsPanel::showStageCosts(const Costs &costs) {
@@ -361,7 +452,10 @@ void ControlsPanel::readControls() {
   plan.mesh.pp = plan.request.pp;
   plan.mesh.dp = dp_->value();
   plan.mesh.tp = tp_->value();
+  plan.mesh.cp = cp_->value();
+  plan.mesh.ep = ep_->value();
   plan.mesh.gpus_per_node = gpus_per_node_->value();
+  // The box may still list three-name orders as CP turns on: those put cp right after tp.
   if (auto order = Mesh::parseOrder(rank_order_->currentText().toStdString()))
     plan.mesh.order = *order;
   plan.costs.forward_us = forward_->value();
@@ -401,8 +495,11 @@ void ControlsPanel::readControls() {
   } else {
     plan.model.reset();
   }
+  // EP stays one the model and dp × cp admit (a dense model, or a smaller dp, takes it down).
+  plan.mesh.ep = nearestChoice(expertParallelChoices(plan), plan.mesh.ep);
   plan_ = plan;
   updating_ = true;
+  offerMeshChoices();
   updateApplicability();
   layer_editor_->setPlan(plan_);
   updating_ = false;
@@ -476,8 +573,24 @@ void ControlsPanel::updateApplicability() {
             : tr(" Without a model it shapes the mesh view only; op times come from F, B, W.");
   dp_->setToolTip(tr("DP: data-parallel replicas.") + mesh_hint);
   tp_->setToolTip(tr("TP: tensor-parallel GPUs per layer.") + mesh_hint);
+  cp_->setToolTip(tr("CP: context-parallel GPUs per sequence (Megatron's "
+                     "--context-parallel-size): each holds two of 2\u00b7CP chunks and K/V go "
+                     "around the CP ring; the world is DP \u00d7 CP \u00d7 TP \u00d7 PP.") +
+                  mesh_hint);
+  ep_->setToolTip(tr("EP: each MoE layer's experts split over EP GPUs drawn from DP \u00d7 CP "
+                     "(Megatron-Core's MoE parallel folding); offered: the sizes dividing both "
+                     "the experts and DP \u00d7 CP."));
   dp_->setReason(QString());
   tp_->setReason(QString());
+  cp_->setReason(QString());
+  const bool experts = model && plan_.model->model.experts > 1;
+  ep_->setReason(
+      experts ? QString()
+      : model ? tr("%1 has no experts; expert parallelism applies to mixture-of-experts models "
+                   "(e.g. mixtral-8x7b, deepseek-v3).")
+                    .arg(QString::fromStdString(plan_.model->model.name))
+              : tr("Expert parallelism needs a mixture-of-experts model: choose 'Model + "
+                   "hardware' and an MoE preset (e.g. mixtral-8x7b)."));
 }
 
 } // namespace pipescope::gui

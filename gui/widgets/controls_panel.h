@@ -1,10 +1,11 @@
 #pragma once
-// The controls: schedule, P, M, V, microbatch group, the mesh (DP, TP, GPUs per node, rank
-// order), op times or a model + hardware preset, recomputation and device memory. Edits come
+// The controls: schedule, P, M, V, microbatch group, the mesh (DP, CP, TP, EP, GPUs per node,
+// rank order), op times or a model + hardware preset, recomputation and device memory. Edits come
 // out as a whole Plan; controls that do not apply to the chosen schedule or cost source are
 // disabled with a tooltip that says why.
 #include <QWidget>
 #include <optional>
+#include <vector>
 
 #include "engine/plan_file.h"
 
@@ -42,6 +43,28 @@ private:
   QString tooltip_;
 };
 
+/// A slider over a list of allowed values (EP: the divisors of dp × cp that divide the experts),
+/// with the chosen value beside it.
+class ChoiceSlider : public QWidget {
+  Q_OBJECT
+public:
+  explicit ChoiceSlider(QWidget *parent = nullptr);
+  int value() const;
+  /// Offers `choices` (ascending, non-empty) and selects `value`, or the largest choice below it.
+  void setChoices(const std::vector<int> &choices, int value);
+  const std::vector<int> &choices() const { return choices_; }
+  QSlider *slider() const { return slider_; }
+  void setReason(const QString &reason); ///< disabled with this tooltip; empty: enabled
+
+signals:
+  void valueChanged(int value);
+
+private:
+  QSlider *slider_;
+  QLabel *label_;
+  std::vector<int> choices_{1};
+};
+
 class ControlsPanel : public QWidget {
   Q_OBJECT
 public:
@@ -56,6 +79,8 @@ public:
   SliderSpin *chunks() const { return chunks_; }
   SliderSpin *dataParallel() const { return dp_; }
   SliderSpin *tensorParallel() const { return tp_; }
+  SliderSpin *contextParallel() const { return cp_; }
+  ChoiceSlider *expertParallel() const { return ep_; }
   SliderSpin *gpusPerNode() const { return gpus_per_node_; }
   QSpinBox *microbatchGroup() const { return microbatch_group_; }
   QComboBox *scheduleBox() const { return schedule_; }
@@ -80,6 +105,9 @@ private:
   void updateApplicability();
   void selectModelPresets();
   void showStageCosts(const Costs &costs);
+  /// Rank orders offered for the plan's cp (three names without CP, four with it), the plan's
+  /// selected; EP choices for its model and dp × cp.
+  void offerMeshChoices();
 
   Plan plan_;
   bool updating_ = false;
@@ -90,7 +118,8 @@ private:
   QLabel *schedule_summary_ = nullptr;
   SliderSpin *pp_ = nullptr, *microbatches_ = nullptr, *chunks_ = nullptr;
   QSpinBox *microbatch_group_ = nullptr;
-  SliderSpin *dp_ = nullptr, *tp_ = nullptr, *gpus_per_node_ = nullptr;
+  SliderSpin *dp_ = nullptr, *tp_ = nullptr, *cp_ = nullptr, *gpus_per_node_ = nullptr;
+  ChoiceSlider *ep_ = nullptr;
   QComboBox *rank_order_ = nullptr;
   QRadioButton *op_times_button_ = nullptr, *model_button_ = nullptr;
   QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr,

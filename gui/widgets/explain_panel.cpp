@@ -80,19 +80,21 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
         "<li><b>W</b> (weight-grad) ops can run late: this schedule uses them to fill bubbles, "
         "so the op times F, B and W decide how much of the bubble is left.</li>");
   if (plan.model)
-    html +=
-        QObject::tr(
-            "<li><b>DP %1 \u00d7 TP %2</b> with rank order %3: TP divides each layer's work and "
-            "adds "
-            "all-reduces on the critical path; the rank order decides which groups cross nodes. "
-            "<b>Recomputation</b> trades backward time for activation memory.</li>")
-            .arg(plan.mesh.dp)
-            .arg(plan.mesh.tp)
-            .arg(QString::fromStdString(plan.mesh.orderName()));
-  else
     html += QObject::tr(
-        "<li><b>DP, TP, GPUs per node, rank order</b> shape the mesh view; they change op times "
-        "only with a model + hardware preset.</li>");
+                "<li><b>DP %1 \u00d7 CP %2 \u00d7 TP %3</b> (EP %4) with rank order %5: TP divides "
+                "each layer's work and adds all-reduces on the critical path, CP splits each "
+                "sequence and passes K/V around its ring, EP splits the experts and adds "
+                "all-to-alls; the rank order decides which groups cross nodes. "
+                "<b>Recomputation</b> trades backward time for activation memory.</li>")
+                .arg(plan.mesh.dp)
+                .arg(plan.mesh.cp)
+                .arg(plan.mesh.tp)
+                .arg(plan.mesh.ep)
+                .arg(QString::fromStdString(plan.mesh.orderName()));
+  else
+    html += QObject::tr("<li><b>DP, CP, EP, TP, GPUs per node, rank order</b> shape the mesh view; "
+                        "they change op times "
+                        "only with a model + hardware preset.</li>");
   html += QStringLiteral("</ul>");
   if (const auto effects = sliderEffects(snapshot); !effects.empty()) {
     html += QObject::tr("<h4>Try it</h4><ul>");

@@ -72,30 +72,48 @@ int MeshWidget::gpuAt(QPoint position) const {
 QString MeshWidget::describeGpu(int rank) const {
   if (rank < 0 || rank >= mesh_.worldSize()) return {};
   const RankCoords coords = mesh_.coordsOf(rank);
-  auto group_text = [&](MeshDim dim, const char *name) {
-    const auto group = mesh_.groupOf(dim, rank);
+  auto group_text = [&](MeshGroup kind, const QString &name) {
+    const auto group = mesh_.groupOf(kind, rank);
     QStringList members;
     const std::size_t shown = std::min<std::size_t>(group.size(), 16);
     for (std::size_t i = 0; i < shown; ++i)
       members << QString::number(group[i]);
     if (shown < group.size()) members << QStringLiteral("\u2026 (%1 GPUs)").arg(group.size());
-    const bool inside = mesh_.groupInsideNode(dim, rank);
+    const bool inside = mesh_.groupInsideNode(kind, rank);
     const QString link = group.size() <= 1 ? tr("no traffic (group of one)")
                          : inside          ? tr("intra-node link (NVLink class)")
                                            : tr("inter-node link (InfiniBand class)");
     return QStringLiteral("<b>%1 group</b> [%2]: %3")
-        .arg(QString::fromLatin1(name), members.join(QStringLiteral(", ")), link);
+        .arg(name, members.join(QStringLiteral(", ")), link);
   };
-  return tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank p=%5, TP "
-            "index t=%6<br>")
-             .arg(rank)
-             .arg(mesh_.nodeOf(rank))
-             .arg(mesh_.localRankOf(rank))
-             .arg(coords.d)
-             .arg(coords.p)
-             .arg(coords.t) +
-         group_text(MeshDim::TP, "TP") + QStringLiteral("<br>") + group_text(MeshDim::PP, "PP") +
-         QStringLiteral("<br>") + group_text(MeshDim::DP, "DP");
+  QString text = tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank "
+                    "p=%5, TP index t=%6")
+                     .arg(rank)
+                     .arg(mesh_.nodeOf(rank))
+                     .arg(mesh_.localRankOf(rank))
+                     .arg(coords.d)
+                     .arg(coords.p)
+                     .arg(coords.t);
+  if (mesh_.cp > 1)
+    text += tr(", CP index c=%1 (sequence chunks %1 and %2 of %3)")
+                .arg(coords.c)
+                .arg(2 * mesh_.cp - 1 - coords.c)
+                .arg(2 * mesh_.cp);
+  if (mesh_.ep > 1)
+    text +=
+        tr(", expert shard e=%1 of %2").arg(mesh_.foldedIndexOf(coords) % mesh_.ep).arg(mesh_.ep);
+  text += QStringLiteral("<br>") + group_text(MeshGroup::TP, tr("TP"));
+  if (mesh_.cp > 1) text += QStringLiteral("<br>") + group_text(MeshGroup::CP, tr("CP (K/V ring)"));
+  text += QStringLiteral("<br>") + group_text(MeshGroup::PP, tr("PP"));
+  text += QStringLiteral("<br>") + group_text(MeshGroup::DP, tr("DP"));
+  if (mesh_.cp > 1)
+    text +=
+        QStringLiteral("<br>") + group_text(MeshGroup::DataCP, tr("DP\u00d7CP (dense gradients)"));
+  if (mesh_.ep > 1)
+    text += QStringLiteral("<br>") + group_text(MeshGroup::EP, tr("EP (all-to-all)")) +
+            QStringLiteral("<br>") +
+            group_text(MeshGroup::ExpertData, tr("expert-data (expert gradients)"));
+  return text;
 }
 
 void MeshWidget::setHoveredGpu(int rank) {
@@ -129,13 +147,15 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   painter.setFont(font);
   const int world = mesh_.worldSize();
   painter.setPen(palette::text());
+  QString dims = tr("DP %1").arg(mesh_.dp);
+  if (mesh_.cp > 1) dims += tr(" \u00d7 CP %1").arg(mesh_.cp);
+  dims += tr(" \u00d7 TP %1 \u00d7 PP %2").arg(mesh_.tp).arg(mesh_.pp);
+  if (mesh_.ep > 1) dims += tr(" (EP %1 in DP\u00d7CP)").arg(mesh_.ep);
   const QString summary =
-      tr("%1 GPUs = DP %2 \u00d7 TP %3 \u00d7 PP %4, %5 per node, rank order %6 \u2014 "
-         "color = pipeline rank; hover a GPU for its groups")
+      tr("%1 GPUs = %2, %3 per node, rank order %4 \u2014 color = pipeline rank; hover a GPU "
+         "for its groups")
           .arg(world)
-          .arg(mesh_.dp)
-          .arg(mesh_.tp)
-          .arg(mesh_.pp)
+          .arg(dims)
           .arg(mesh_.gpus_per_node)
           .arg(QString::fromStdString(mesh_.orderName()));
   painter.drawText(QRectF(6, 4, width() - 12, 22), Qt::AlignLeft | Qt::AlignVCenter, summary);
@@ -146,11 +166,13 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   }
   const Layout l = layout();
   // The hovered GPU's groups, outlined in one color each.
-  std::vector<int> tp_group, pp_group, dp_group;
+  std::vector<int> tp_group, pp_group, dp_group, cp_group, ep_group;
   if (hovered_ >= 0) {
-    tp_group = mesh_.groupOf(MeshDim::TP, hovered_);
-    pp_group = mesh_.groupOf(MeshDim::PP, hovered_);
-    dp_group = mesh_.groupOf(MeshDim::DP, hovered_);
+    tp_group = mesh_.groupOf(MeshGroup::TP, hovered_);
+    pp_group = mesh_.groupOf(MeshGroup::PP, hovered_);
+    dp_group = mesh_.groupOf(MeshGroup::DP, hovered_);
+    if (mesh_.cp > 1) cp_group = mesh_.groupOf(MeshGroup::CP, hovered_);
+    if (mesh_.ep > 1) ep_group = mesh_.groupOf(MeshGroup::EP, hovered_);
   }
   for (int node = 0; node < mesh_.nodeCount(); ++node) {
     const int node_row = node / l.node_columns; // whole grid rows
@@ -171,18 +193,27 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     QColor color = pipelineStageColor(coords.p, mesh_.pp);
     painter.fillRect(cell, color);
     if (l.cell >= 22) {
+      // The pipeline rank, and where the cell sits along CP (its sequence chunks) and EP (the
+      // expert shard it holds) when those are split.
+      QStringList lines{QStringLiteral("p%1").arg(coords.p)};
+      if (mesh_.cp > 1 && l.cell >= 30) lines << QStringLiteral("c%1").arg(coords.c);
+      if (mesh_.ep > 1 && l.cell >= 30)
+        lines << QStringLiteral("e%1").arg(mesh_.foldedIndexOf(coords) % mesh_.ep);
       painter.setPen(palette::gpuText());
-      painter.drawText(cell, Qt::AlignCenter, QStringLiteral("p%1").arg(coords.p));
+      painter.drawText(cell, Qt::AlignCenter, lines.join(QLatin1Char('\n')));
     }
   }
-  auto outline = [&](const std::vector<int> &group, const QColor &color, double inset) {
-    painter.setPen(QPen(color, 2.2));
+  auto outline = [&](const std::vector<int> &group, const QColor &color, double inset,
+                     Qt::PenStyle style = Qt::SolidLine) {
+    painter.setPen(QPen(color, 2.2, style));
     for (int member : group)
       painter.drawRect(gpuRect(member).adjusted(inset, inset, -inset, -inset));
   };
   if (hovered_ >= 0) {
     outline(dp_group, palette::dpGroup(), -1);
     outline(pp_group, palette::ppGroup(), 1.5);
+    outline(ep_group, palette::epGroup(), 3, Qt::DashLine);
+    outline(cp_group, palette::cpGroup(), 5.5);
     outline(tp_group, palette::tpGroup(), 4);
     painter.setPen(QPen(palette::hoveredGpu(), 2));
     painter.drawRect(gpuRect(hovered_));
@@ -192,12 +223,16 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   struct Entry {
     const char *name;
     QColor color;
-  } entries[] = {{"TP group", palette::tpGroup()},
-                 {"PP group", palette::ppGroup()},
-                 {"DP group", palette::dpGroup()}};
-  double x = width() - 250;
+    Qt::PenStyle style;
+  };
+  std::vector<Entry> entries{{"TP group", palette::tpGroup(), Qt::SolidLine}};
+  if (mesh_.cp > 1) entries.push_back({"CP group", palette::cpGroup(), Qt::SolidLine});
+  entries.push_back({"PP group", palette::ppGroup(), Qt::SolidLine});
+  entries.push_back({"DP group", palette::dpGroup(), Qt::SolidLine});
+  if (mesh_.ep > 1) entries.push_back({"EP group", palette::epGroup(), Qt::DashLine});
+  double x = width() - 4 - 82.0 * static_cast<double>(entries.size());
   for (const auto &entry : entries) {
-    painter.setPen(QPen(entry.color, 2.2));
+    painter.setPen(QPen(entry.color, 2.2, entry.style));
     painter.drawRect(QRectF(x, legend_y + 2, 10, 10));
     painter.setPen(palette::text());
     painter.drawText(QRectF(x + 14, legend_y, 70, 14), Qt::AlignLeft | Qt::AlignVCenter,

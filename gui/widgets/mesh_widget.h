@@ -1,6 +1,7 @@
 #pragma once
-// The device mesh as a grid of GPUs grouped by node and colored by pipeline stage. Hovering a
-// GPU outlines its TP, PP and DP groups and says which link each group uses: the picture of
+// The device mesh as a grid of GPUs grouped by node and colored by pipeline stage, each cell
+// naming its pipeline rank (and CP index and expert shard when CP or EP split). Hovering a GPU
+// outlines its TP, CP, PP, DP and EP groups and says which link each group uses: the picture of
 // why the rank order matters.
 #include <QWidget>
 #include <optional>

@@ -38,10 +38,8 @@ QString scheduleText(const SearchPlan &plan) {
 QString meshText(const SearchPlan &plan) {
   QString text =
       QStringLiteral("dp%1 tp%2 pp%3").arg(plan.mesh.dp).arg(plan.mesh.tp).arg(plan.mesh.pp);
-  if (plan.training.expert_parallel > 1)
-    text += QStringLiteral(" ep%1").arg(plan.training.expert_parallel);
-  if (plan.training.context_parallel > 1)
-    text += QStringLiteral(" cp%1").arg(plan.training.context_parallel);
+  if (plan.mesh.ep > 1) text += QStringLiteral(" ep%1").arg(plan.mesh.ep);
+  if (plan.mesh.cp > 1) text += QStringLiteral(" cp%1").arg(plan.mesh.cp);
   return text;
 }
 
@@ -212,14 +210,14 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
   // survive a visit to another tab.
   const QString key =
       QStringLiteral("%1/%2/%3/%4/%5")
-          .arg(plan.mesh.dp * plan.mesh.tp * plan.request.pp)
+          .arg(plan.mesh.dp * plan.mesh.cp * plan.mesh.tp * plan.request.pp)
           .arg(plan.model ? QString::fromStdString(plan.model->model.name) : QString(),
                plan.model ? QString::fromStdString(plan.model->hardware.name) : QString())
           .arg(plan.model ? plan.model->model.sequence_length : 0)
           .arg(plan.model ? plan.model->hardware.memory_gib : 0);
   if (key == taken_from_) return;
   taken_from_ = key;
-  gpus_->setValue(std::max(1, plan.mesh.dp * plan.mesh.tp * plan.request.pp));
+  gpus_->setValue(std::max(1, plan.mesh.dp * plan.mesh.cp * plan.mesh.tp * plan.request.pp));
   if (!plan.model) return;
   const auto select = [](QComboBox *box, const std::string &name) {
     if (name.empty()) return;

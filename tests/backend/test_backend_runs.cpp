@@ -496,12 +496,17 @@ private slots:
   // stderr for the person and as the JSON error event on stdout for the programs that follow.
   void badInputExitsTwo_data() {
     QTest::addColumn<int>("ranks");
-    QTest::addColumn<QString>("plan"); // written by the test: bad, bare, four
+    QTest::addColumn<QString>("plan"); // written by the test: bad, bare, four, cp, ep
     QTest::addColumn<QStringList>("extra");
     QTest::addColumn<QString>("expected");
     QTest::newRow("bad plan") << 2 << "bad" << QStringList{} << "/schedule/name";
     QTest::newRow("plan without program") << 2 << "bare" << QStringList{} << "--save-plan";
     QTest::newRow("launch/mesh mismatch") << 2 << "four" << QStringList{} << "needs 4 processes";
+    QTest::newRow("context parallelism")
+        << 2 << "cp" << QStringList{}
+        << "runs dense pipeline plans without context or expert parallelism";
+    QTest::newRow("expert parallelism")
+        << 2 << "ep" << QStringList{} << "set the mesh's cp and ep to 1";
     QTest::newRow("unknown option") << 2 << "four" << QStringList{"--stpes", "3"} << "--stpes";
     QTest::newRow("bad value") << 1 << "four" << QStringList{"--steps", "0"} << "--steps";
     QTest::newRow("unwritable trace")
@@ -523,6 +528,15 @@ private slots:
       bare.request.microbatches = 4;
       bare.mesh.pp = 2;
       QVERIFY(savePlan(file.toStdString(), bare)); // no program
+    } else if (plan == "cp" || plan == "ep") {
+      // Explicit costs: the mesh alone carries the CP or EP the backend cannot run.
+      ScheduleRequest request;
+      request.pp = 2;
+      request.microbatches = 4;
+      Mesh mesh;
+      mesh.dp = 2;
+      (plan == "cp" ? mesh.cp : mesh.ep) = 2;
+      writePlan(file, request, mesh);
     } else {
       ScheduleRequest request;
       request.pp = 4;

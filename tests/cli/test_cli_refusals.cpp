@@ -192,17 +192,23 @@ private slots:
                               "--pp",     "2",       "--microbatches", "4"};
     QTest::newRow("simulate: EP not dividing the experts")
         << (mixtral + QStringList{"--dp", "6", "--ep", "6"}) << 2
-        << "experts (8) are not divisible by expert_parallel = 6" << true;
-    QTest::newRow("simulate: EP not dividing dp")
-        << (mixtral + QStringList{"--dp", "6", "--ep", "4"}) << 2
-        << "expert_parallel = 4 does not divide dp = 6" << true;
+        << "experts (8) are not divisible by the mesh's ep = 6" << true;
+    QTest::newRow("simulate: EP not dividing dp x cp")
+        << (mixtral + QStringList{"--dp", "3", "--cp", "2", "--ep", "4"}) << 2
+        << "ep = 4 does not divide dp × cp = 3 × 2 = 6" << true;
     QTest::newRow("simulate: CP not dividing the sequence")
-        << (mixtral + QStringList{"--dp", "6", "--cp", "3"}) << 2
-        << "sequence_length (4096) is not divisible by 2 × context_parallel = 6" << true;
+        << (mixtral + QStringList{"--dp", "2", "--cp", "3"}) << 2
+        << "sequence_length (4096) is not divisible by 2 × cp = 6 (mesh cp = 3)" << true;
     QTest::newRow("simulate: EP without experts")
         << QStringList{"simulate", "--model", "llama3-8b", "--hardware", "h100-sxm",
                        "--dp",     "2",       "--ep",      "2"}
-        << 2 << "expert_parallel = 2 but model 'llama3-8b' has no experts" << true;
+        << 2 << "mesh: ep = 2 but model 'llama3-8b' has no experts" << true;
+    QTest::newRow("simulate: three-name rank order with CP")
+        << (mixtral + QStringList{"--dp", "2", "--cp", "2", "--rank-order", "tp-pp-dp"}) << 2
+        << "rank order 'tp-pp-dp' does not place cp, but cp = 2; name all four dimensions" << true;
+    QTest::newRow("simulate: world too large")
+        << (mixtral + QStringList{"--dp", "65536", "--cp", "1024"}) << 2
+        << "GPUs (dp × cp × tp × pp); pipescope models at most 1048576" << true;
     QTest::newRow("simulate: falling GEMM curve")
         << QStringList{"simulate", "--model", "llama3-8b", "--hardware", d + "falling-curve.json"}
         << 2 << "/gemm_efficiency/1/efficiency: the curve must not fall with size" << true;

@@ -64,11 +64,14 @@ private slots:
         QVERIFY2(plan.contains(key), key);
       QVERIFY(plan["peak_memory_bytes"].get<double>() <= 40.0 * 1073741824.0);
       const auto &mesh = plan["mesh"];
-      QCOMPARE(mesh["dp"].get<int>() * mesh["tp"].get<int>() * mesh["pp"].get<int>(), 8);
-      // CP ranks are counted in dp: dp / cp replicas see distinct sequences.
+      // CP is a mesh dimension: dp × cp × tp × pp uses the 8 GPUs, and the dp replicas see
+      // distinct sequences (cp splits each).
       QVERIFY(mesh.contains("ep") && mesh.contains("cp"));
+      QCOMPARE(mesh["dp"].get<int>() * mesh["cp"].get<int>() * mesh["tp"].get<int>() *
+                   mesh["pp"].get<int>(),
+               8);
       QCOMPARE(mesh["ep"].get<int>(), 1); // llama3-8b has no experts
-      QCOMPARE(mesh["dp"].get<int>() / mesh["cp"].get<int>() * plan["microbatches"].get<int>() *
+      QCOMPARE(mesh["dp"].get<int>() * plan["microbatches"].get<int>() *
                    plan["microbatch_size"].get<int>(),
                16);
       if (k > 0) {

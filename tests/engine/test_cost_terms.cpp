@@ -345,7 +345,7 @@ private slots:
     setup.training.layout = *parseMegatronLayout("Et*15|t*17mL");
     Mesh mesh;
     mesh.dp = 4, mesh.tp = 1, mesh.pp = 2, mesh.gpus_per_node = 8;
-    setup.training.expert_parallel = 2;
+    mesh.ep = 2;
     auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
     QVERIFY(schedule);
     auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
@@ -375,7 +375,7 @@ private slots:
       Mesh mesh;
       mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
       mesh.order = *Mesh::parseOrder(order);
-      setup.training.expert_parallel = ep;
+      mesh.ep = ep;
       auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
       return derivation ? derivation->stage_breakdown[0].forward.ep_us : -1.0;
     };
@@ -405,17 +405,20 @@ private slots:
     QVERIFY(schedule);
     Mesh mesh;
     mesh.dp = 6, mesh.tp = 1, mesh.pp = 2;
-    setup.training.expert_parallel = 6; // divides dp, not the 8 experts
+    mesh.ep = 6; // divides dp × cp, not the 8 experts
     auto uneven = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY(!uneven);
-    QVERIFY2(uneven.error().message.find("experts (8)") != std::string::npos,
+    QVERIFY2(uneven.error().message.find("experts (8) are not divisible by the mesh's ep = 6") !=
+                 std::string::npos,
              uneven.error().message.c_str());
-    setup.training.expert_parallel = 4; // divides the experts, not dp = 6
+    mesh.ep = 4; // divides the experts, not dp × cp = 6
     auto outside = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY(!outside);
-    QVERIFY2(outside.error().message.find("expert_parallel = 4 does not divide dp = 6") !=
+    QVERIFY2(outside.error().message.find("ep = 4 does not divide dp × cp = 6 × 1 = 6") !=
                  std::string::npos,
              outside.error().message.c_str());
+    mesh.cp = 2; // 6 × 2 = 12 ranks to fold EP into: ep = 4 fits
+    QVERIFY(deriveModelCosts(setup, mesh, schedule->placement));
     auto json = toJson(setup.model);
     json["experts_per_token"] = 9;
     auto too_many = modelSpecFromJson(json, "/model");
@@ -429,24 +432,25 @@ private slots:
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
-    setup.training.expert_parallel = 8;
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
     QVERIFY(schedule);
     Mesh mesh;
     mesh.dp = 8, mesh.tp = 1, mesh.pp = 4;
+    mesh.ep = 8;
     auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
     const auto &c = derivation->costs;
     QVERIFY(c.overlapped_us > std::max(c.forward_us, c.backward_us) - 1e-9);
     QVERIFY(c.overlapped_us < c.forward_us + c.backward_us);
-    setup.training.expert_parallel = 1; // nothing to hide: no overlap figure
+    mesh.ep = 1; // nothing to hide: no overlap figure
     auto dense_like = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY(dense_like);
     QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
 
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
-  // only a per-row term), and the refusals name the field.
+  // only a per-row term); tokens per step stay dp × M × b × s (CP adds GPUs, not replicas), and
+  // the refusal names the field.
   void contextParallelSplitsActivations() {
     auto loaded = presetSetup("llama3-8b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
@@ -456,21 +460,23 @@ private slots:
     Mesh mesh;
     mesh.dp = 2, mesh.tp = 2, mesh.pp = 4;
     auto whole = deriveModelCosts(setup, mesh, schedule->placement);
-    setup.training.context_parallel = 2;
-    auto split = deriveModelCosts(setup, mesh, schedule->placement);
+    Mesh split_mesh = mesh;
+    split_mesh.cp = 2;
+    auto split = deriveModelCosts(setup, split_mesh, schedule->placement);
     QVERIFY(whole && split);
     for (std::size_t v = 0; v < 4; ++v)
       QVERIFY(near(split->stage_activation_bytes[v], whole->stage_activation_bytes[v] / 2));
-    setup.training.context_parallel = 4; // does not divide dp = 2
-    auto outside = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY(!outside);
-    QVERIFY2(outside.error().message.find("context_parallel = 4") != std::string::npos,
-             outside.error().message.c_str());
-    setup.training.context_parallel = 2;
+    SimulationResult simulation;
+    simulation.makespan_us = 1e6;
+    const double tokens = 2.0 * 8 * 1 * setup.model.sequence_length; // dp × M × b × s
+    QVERIFY(
+        near(reportModel(setup, split_mesh, *schedule, *split, simulation).tokens_per_s, tokens));
+    QVERIFY(near(reportModel(setup, mesh, *schedule, *whole, simulation).tokens_per_s, tokens));
     setup.model.sequence_length = 8190; // not a multiple of 2 × CP
-    auto odd = deriveModelCosts(setup, mesh, schedule->placement);
+    auto odd = deriveModelCosts(setup, split_mesh, schedule->placement);
     QVERIFY(!odd);
-    QVERIFY2(odd.error().message.find("sequence_length (8190)") != std::string::npos,
+    QVERIFY2(odd.error().message.find("sequence_length (8190) is not divisible by 2 × cp = 4 "
+                                      "(mesh cp = 2)") != std::string::npos,
              odd.error().message.c_str());
   }
 
@@ -481,17 +487,16 @@ private slots:
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
     setup.hardware.inter_node_gbps = 0.5; // a slow network, so the ring shows
-    setup.training.context_parallel = 4;
     auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
     QVERIFY(schedule);
     const auto derive = [&](const char *order) {
       Mesh mesh;
-      mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
-      mesh.order = *Mesh::parseOrder(order);
+      mesh.dp = 1, mesh.cp = 4, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order, mesh.cp);
       return deriveModelCosts(setup, mesh, schedule->placement);
     };
-    auto across = derive("tp-pp-dp"); // replicas 0, 4, 8, 12: two nodes
-    auto inside = derive("dp-tp-pp"); // replicas 0..3: one node
+    auto across = derive("tp-pp-cp-dp"); // c = 0..3 of (p, t) = (0, 0): ranks 0, 4, 8, 12
+    auto inside = derive("cp-tp-pp-dp"); // ranks 0..3: one node
     QVERIFY(across && inside);
     QCOMPARE(inside->stage_breakdown[0].forward.cp_us, 0.0);
     double attention = 0;

@@ -64,6 +64,50 @@ private slots:
     QCOMPARE(back->costs.activation_bytes, double(1 << 20));
   }
 
+  // CP and EP are mesh keys: written only when used (a plan without them reads as before, its
+  // order in three names), read back with the four-name order, refused with the field named.
+  void meshWithContextAndExpertParallelRoundTrips() {
+    Plan plan = samplePlan();
+    QVERIFY(!planToJson(plan)["mesh"].contains("cp"));
+    QVERIFY(!planToJson(plan)["mesh"].contains("ep"));
+    plan.mesh.cp = 2;
+    plan.mesh.ep = 4;
+    plan.mesh.order = *Mesh::parseOrder("dp-cp-tp-pp", 2);
+    const json first = planToJson(plan);
+    QCOMPARE(first["mesh"]["cp"].get<int>(), 2);
+    QCOMPARE(first["mesh"]["ep"].get<int>(), 4);
+    QCOMPARE(first["mesh"]["rank_order"].get<std::string>(), std::string("dp-cp-tp-pp"));
+    auto back = planFromJson(first);
+    QVERIFY2(back, back ? "" : back.error().message.c_str());
+    QCOMPARE(back->mesh.cp, 2);
+    QCOMPARE(back->mesh.ep, 4);
+    QCOMPARE(back->mesh.order, plan.mesh.order);
+    QCOMPARE(back->mesh.worldSize(), 2 * 2 * 2 * 4);
+    QCOMPARE(QString::fromStdString(planToJson(*back).dump()),
+             QString::fromStdString(first.dump()));
+
+    json three = first;
+    three["mesh"]["rank_order"] = "tp-pp-dp";
+    QVERIFY(errorOf(three.dump())
+                .find("/mesh/rank_order: rank order 'tp-pp-dp' does not place "
+                      "cp, but cp = 2") != std::string::npos);
+    json uneven = first;
+    uneven["mesh"]["ep"] = 3;
+    QVERIFY2(errorOf(uneven.dump()).find("/mesh: ep = 3 does not divide dp × cp = 2 × 2 = 4") !=
+                 std::string::npos,
+             errorOf(uneven.dump()).c_str());
+    json zero = first;
+    zero["mesh"]["cp"] = 0;
+    QVERIFY(errorOf(zero.dump()).find("/mesh/cp") != std::string::npos);
+    // A plan that names cp in its order but has none prints its order in three names.
+    json none = first;
+    none["mesh"].erase("cp");
+    none["mesh"]["ep"] = 2;
+    auto without = planFromJson(none);
+    QVERIFY2(without, without ? "" : without.error().message.c_str());
+    QCOMPARE(without->mesh.orderName(), std::string("dp-tp-pp"));
+  }
+
   void planRoundTripsThroughAFileWithItsProgram() {
     QTemporaryDir dir;
     const std::string path = dir.filePath("plan.json").toStdString();

@@ -321,8 +321,8 @@ void TestModelCosts::rankOrderMovesTpTraffic() {
   setup.training.recompute = Recompute::Selective;
   const Mesh inner = makeMesh(1, 4, 4, "tp-pp-dp");
   const Mesh outer = makeMesh(1, 4, 4, "pp-tp-dp");
-  QVERIFY(inner.groupInsideNode(MeshDim::TP, 0));
-  QVERIFY(!outer.groupInsideNode(MeshDim::TP, 0));
+  QVERIFY(inner.groupInsideNode(MeshGroup::TP, 0));
+  QVERIFY(!outer.groupInsideNode(MeshGroup::TP, 0));
   auto a = simulateModel(setup, inner, request("1f1b", 4, 16));
   auto b = simulateModel(setup, outer, request("1f1b", 4, 16));
   REQUIRE_OK(a);

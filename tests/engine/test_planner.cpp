@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -60,7 +61,6 @@ struct BruteForceBest {
 /// event-simulate, report), independent of the planner's enumeration and re-timing.
 BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
   BruteForceBest best;
-  const std::array<MeshDim, 3> dims{MeshDim::DP, MeshDim::TP, MeshDim::PP};
   for (int tp = 1; tp <= 8; ++tp)
     for (int pp = 1; pp <= 8; ++pp) {
       if (request.gpus % (tp * pp) != 0) continue;
@@ -75,9 +75,7 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                             : 2;
           const ScheduleRequest schedule{name, pp, microbatches, v, 0};
           if (!checkScheduleRequest(schedule)) continue;
-          std::array<MeshDim, 3> order = dims;
-          std::sort(order.begin(), order.end());
-          do {
+          for (const RankOrder &order : Mesh::allOrders(1)) {
             for (Recompute recompute : request.recompute)
               for (bool sp : {false, true}) {
                 if (sp && tp == 1) continue;
@@ -110,7 +108,7 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                   }
                 }
               }
-          } while (std::next_permutation(order.begin(), order.end()));
+          }
         }
       }
     }
@@ -299,7 +297,7 @@ private slots:
     request.recompute = {Recompute::Full};
     request.zero1 = {true};
     request.sequence_parallel = {true};
-    request.rank_orders = {{MeshDim::TP, MeshDim::PP, MeshDim::DP}};
+    request.rank_orders = {*Mesh::parseOrder("tp-pp-dp")}; // cp right after tp where cp > 1
     request.top = 400;
     request.threads = 2;
     auto result = runSearch(request);
@@ -307,19 +305,23 @@ private slots:
     QVERIFY(!result->plans.empty());
     int with_ep = 0, with_cp = 0;
     for (const auto &found : result->plans) {
-      const int ep = found.training.expert_parallel, cp = found.training.context_parallel;
-      QVERIFY(found.mesh.dp % (ep * cp) == 0);
+      const int ep = found.mesh.ep, cp = found.mesh.cp;
+      // CP is a mesh dimension: dp × cp × tp × pp uses every GPU; EP folds into dp × cp.
+      QCOMPARE(found.mesh.worldSize(), request.gpus);
+      QVERIFY(found.mesh.dataCpSize() % ep == 0);
       QVERIFY(request.model.experts % ep == 0);
       QVERIFY(request.model.sequence_length % (2 * cp) == 0);
-      // dp / cp replicas see distinct sequences: M · b · dp / cp is the global batch.
-      QCOMPARE(found.schedule.microbatches * found.microbatch_size * found.mesh.dp / cp,
+      // dp replicas see distinct sequences (cp splits each): M · b · dp is the global batch.
+      QCOMPARE(found.schedule.microbatches * found.microbatch_size * found.mesh.dp,
                request.global_batch);
+      QCOMPARE(found.mesh.orderName(), std::string(cp > 1 ? "tp-cp-pp-dp" : "tp-pp-dp"));
       with_ep += ep > 1 ? 1 : 0;
       with_cp += cp > 1 ? 1 : 0;
       auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
       QVERIFY(plan.ok());
-      QCOMPARE(plan->model->training.expert_parallel, ep);
-      QCOMPARE(plan->model->training.context_parallel, cp);
+      QCOMPARE(plan->mesh.ep, ep);
+      QCOMPARE(plan->mesh.cp, cp);
+      QCOMPARE(plan->mesh.order, found.mesh.order);
       ModelDerivation derivation;
       auto evaluation = evaluatePlan(*plan, {}, &derivation);
       QVERIFY(evaluation.ok());
@@ -331,26 +333,73 @@ private slots:
     auto dense = runSearch(smallRequest());
     QVERIFY(dense.ok());
     for (const auto &found : dense->plans)
-      QCOMPARE(found.training.expert_parallel, 1);
+      QCOMPARE(found.mesh.ep, 1);
+  }
+
+  // A dense model with long sequences: the planner puts CP in the mesh (world = dp × cp × tp ×
+  // pp), tries all 24 rank orders on CP meshes, and every plan it ranks re-times as simulate
+  // gives it.
+  void searchesContextParallelForLlama3() {
+    SearchRequest request;
+    const ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+    request.model = setup.model;
+    request.model.sequence_length = 32768;
+    request.hardware = setup.hardware;
+    request.gpus = 16;
+    request.global_batch = 8;
+    request.schedules = {"1f1b"};
+    request.microbatch_sizes = {1};
+    request.recompute = {Recompute::Selective};
+    request.zero1 = {true};
+    request.sequence_parallel = {true};
+    request.context_parallel = {1, 2, 4};
+    request.top = 1000;
+    request.threads = 2;
+    auto result = runSearch(request);
+    QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
+    std::set<std::string> cp_orders;
+    int with_cp = 0;
+    for (const auto &found : result->plans) {
+      QCOMPARE(found.mesh.worldSize(), request.gpus);
+      QCOMPARE(found.mesh.ep, 1);
+      QCOMPARE(found.schedule.microbatches * found.mesh.dp, request.global_batch);
+      if (found.mesh.cp > 1) {
+        ++with_cp;
+        cp_orders.insert(found.mesh.orderName());
+        auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
+        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+        QCOMPARE(plan->mesh.cp, found.mesh.cp);
+        ModelDerivation derivation;
+        auto evaluation = evaluatePlan(*plan, {}, &derivation);
+        QVERIFY(evaluation.ok());
+        QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
+      }
+    }
+    QVERIFY(with_cp > 0);
+    QVERIFY2(cp_orders.size() > 6, std::to_string(cp_orders.size()).c_str());
+    // With 32k tokens per sequence, the best plan splits the sequence (activations otherwise
+    // crowd the memory).
+    QVERIFY(result->plans.front().mesh.cp > 1 || result->plans.front().mesh.tp > 1);
   }
 
   // The links classified once per mesh give the derivation every mesh gives on its own, across
   // nodes, for every rank order and placement.
   void precomputedMeshLinksDeriveTheSameCosts() {
-    const ModelSetup setup = presetSetup("llama3-70b", "h100-sxm");
-    std::array<MeshDim, 3> order{MeshDim::DP, MeshDim::TP, MeshDim::PP};
+    const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
     int compared = 0;
-    do {
-      for (const auto &[dp, tp, pp] :
-           {std::tuple{4, 2, 8}, std::tuple{2, 4, 8}, std::tuple{8, 8, 2}})
+    for (const RankOrder &order : Mesh::allOrders(2)) {
+      for (const auto &[dp, cp, tp, pp, ep] :
+           {std::tuple{4, 1, 2, 8, 4}, std::tuple{2, 2, 4, 4, 2}, std::tuple{4, 2, 8, 2, 8}})
         for (PlacementKind kind :
              {PlacementKind::Loop, PlacementKind::VShape, PlacementKind::Bidirectional}) {
-          const Mesh mesh{dp, tp, pp, 8, order};
+          Mesh mesh{dp, tp, pp, 8, order};
+          mesh.cp = cp;
+          mesh.ep = ep;
           const Placement placement = Placement::make(kind, pp, 2, 8);
           const MeshLinks links = meshLinks(mesh);
           auto alone = deriveModelCosts(setup, mesh, placement);
           auto shared = deriveModelCosts(setup, mesh, placement, &links);
-          QVERIFY(alone.ok() && shared.ok());
+          QVERIFY2(alone.ok() && shared.ok(), alone.ok() ? "" : alone.error().message.c_str());
           QCOMPARE(shared->costs.boundary_transfer_us, alone->costs.boundary_transfer_us);
           QCOMPARE(shared->costs.gradient_sync_us, alone->costs.gradient_sync_us);
           for (std::size_t s = 0; s < alone->costs.stage_overrides.size(); ++s)
@@ -358,8 +407,8 @@ private slots:
                      alone->costs.stage_overrides[s].forward_us);
           ++compared;
         }
-    } while (std::next_permutation(order.begin(), order.end()));
-    QCOMPARE(compared, 54);
+    }
+    QCOMPARE(compared, 216);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -461,7 +510,7 @@ private slots:
   // Op times and memory follow each stage's layers, embedding and head.
   void costsAndMemoryFollowTheLayout() {
     ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
-    const Mesh mesh{1, 1, 4, 8, {MeshDim::TP, MeshDim::PP, MeshDim::DP}};
+    const Mesh mesh{1, 1, 4, 8};
     const Placement placement = Placement::make(PlacementKind::Loop, 4, 1, 8);
     auto even = deriveModelCosts(setup, mesh, placement);
     QVERIFY(even.ok());

@@ -155,6 +155,68 @@ private slots:
     QCOMPARE(window.snapshot()->evaluation->schedule.chunks(), 2);
   }
 
+  // CP and EP sliders set the plan's mesh: CP multiplies the world and switches the rank-order
+  // picker to four-name orders; EP is enabled for an MoE model only and offers the sizes that
+  // divide both the experts and dp × cp.
+  void contextAndExpertSlidersChangeTheMesh() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    QVERIFY(!controls->expertParallel()->isEnabled()); // op times: no model, no experts
+    QCOMPARE(controls->rankOrderBox()->count(), 6);
+    controls->modelButton()->setChecked(true);
+    window.settle();
+    QVERIFY(!controls->expertParallel()->isEnabled()); // llama3-8b is dense
+    QVERIFY(controls->expertParallel()->slider()->toolTip().contains(QStringLiteral("no experts")));
+    controls->modelPresetBox()->setCurrentText(QStringLiteral("mixtral-8x7b"));
+    window.settle();
+    QVERIFY(controls->expertParallel()->isEnabled());
+    QCOMPARE(controls->expertParallel()->choices(), (std::vector<int>{1})); // dp × cp = 1
+
+    controls->dataParallel()->spinBox()->setValue(2);
+    controls->contextParallel()->spinBox()->setValue(2);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    const Plan *plan = &window.snapshot()->plan;
+    QCOMPARE(plan->mesh.cp, 2);
+    QCOMPARE(plan->mesh.worldSize(), 2 * 2 * 1 * 4);
+    QCOMPARE(window.mesh()->mesh().worldSize(), 16);
+    QCOMPARE(window.mesh()->mesh().cp, 2);
+    QCOMPARE(controls->rankOrderBox()->count(), 24);
+    QCOMPARE(controls->rankOrderBox()->currentText(), QStringLiteral("tp-cp-pp-dp"));
+    QCOMPARE(controls->expertParallel()->choices(), (std::vector<int>{1, 2, 4}));
+
+    controls->expertParallel()->slider()->setValue(2); // the third choice: 4
+    window.settle();
+    plan = &window.snapshot()->plan;
+    QCOMPARE(plan->mesh.ep, 4);
+    QCOMPARE(window.mesh()->mesh().ep, 4);
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    // Each rank holds 2 of the 8 experts: fewer parameters than with every expert.
+    const double sharded = window.snapshot()->derivation->rank_expert_parameters.front();
+
+    controls->rankOrderBox()->setCurrentText(QStringLiteral("cp-dp-tp-pp"));
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.mesh.orderName(), std::string("cp-dp-tp-pp"));
+    QCOMPARE(window.mesh()->mesh().groupOf(MeshGroup::EP, 0), (std::vector<int>{0, 1, 2, 3}));
+
+    // Fewer dp × cp ranks take EP down to what still divides them; a dense model to 1.
+    controls->contextParallel()->spinBox()->setValue(1);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.mesh.ep, 2);
+    QCOMPARE(controls->rankOrderBox()->count(), 6);
+    QCOMPARE(controls->rankOrderBox()->currentText(), QStringLiteral("dp-tp-pp"));
+    controls->expertParallel()->slider()->setValue(0);
+    window.settle();
+    QVERIFY(window.snapshot()->derivation->rank_expert_parameters.front() > 3 * sharded);
+    controls->expertParallel()->slider()->setValue(1);
+    controls->modelPresetBox()->setCurrentText(QStringLiteral("llama3-8b"));
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.mesh.ep, 1);
+    QVERIFY(!controls->expertParallel()->isEnabled());
+  }
+
   void impossibleCombinationsAreExplained() {
     MainWindow window(quietOptions());
     window.show();
