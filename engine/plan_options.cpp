@@ -42,6 +42,8 @@ std::span<const PlanOption> planOptions() {
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"cp", "C",
        "Context parallelism: each sequence split over C of the dp ranks (with --model)."},
+      {"collective-algorithm", "ALGO",
+       "All-reduce algorithm: auto (NCCL's pick per message), ring or tree (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -191,13 +193,18 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     auto cp = a.integer("cp", 1, kMaxWorldSize);
     if (!cp) return cp.error();
     if (*cp) setup.training.context_parallel = **cp;
+    if (auto algorithm = a.text("collective-algorithm")) {
+      auto parsed = parseCollectiveAlgorithm(*algorithm);
+      if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
+      setup.training.collective_algorithm = *parsed;
+    }
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep",
-                             "expert-imbalance", "cp"})
+                             "expert-imbalance", "cp", "collective-algorithm"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

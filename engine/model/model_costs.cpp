@@ -32,6 +32,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/model/collectives.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
 #include "engine/model/moe.h"
@@ -361,11 +362,94 @@ std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
   return {gbps, latency};
 }
 
-/// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency.
-double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
-  if (n <= 1) return 0;
-  return 2.0 * (n - 1) / n * bytes / (gbps * 1e3) + 2.0 * (n - 1) * latency_us;
+/// The most nodes one of `groups` groups of `size` ranks spans; rank_of(g, j) is the j-th rank of
+/// group g. NCCL's tree is as deep as the nodes its communicator spans, and the slowest group
+/// sets the pace.
+template <typename RankOf>
+int mostNodesPerGroup(const Mesh &mesh, int groups, int size, RankOf rank_of) {
+  int most = 1;
+  std::vector<int> nodes;
+  for (int g = 0; g < groups && most < size; ++g) {
+    nodes.clear();
+    for (int j = 0; j < size; ++j)
+      nodes.push_back(mesh.nodeOf(rank_of(g, j)));
+    std::sort(nodes.begin(), nodes.end());
+    most =
+        std::max(most, static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+  }
+  return most;
 }
+
+/// Nodes spanned by the DP groups (over d, per TP index) and TP groups (over t, per replica) of
+/// pipeline rank p. Only a group that leaves its node needs counting: inside one it is 1.
+int dpGroupNodes(const Mesh &mesh, int p, Link link) {
+  if (link == Link::None || link == Link::Intra) return 1;
+  return mostNodesPerGroup(mesh, mesh.tp, mesh.dp, [&](int t, int d) {
+    return mesh.rankOf({d, p, t});
+  });
+}
+int tpGroupNodes(const Mesh &mesh, int p, Link link) {
+  if (link == Link::None || link == Link::Intra) return 1;
+  return mostNodesPerGroup(mesh, mesh.dp, mesh.tp, [&](int d, int t) {
+    return mesh.rankOf({d, p, t});
+  });
+}
+
+} // namespace
+
+double ringAllReduceUs(double bytes, int ranks, double bus_gbps, double latency_us) {
+  if (ranks <= 1) return 0;
+  return 2.0 * (ranks - 1) / ranks * bytes / (bus_gbps * 1e3) + 2.0 * (ranks - 1) * latency_us;
+}
+
+double treeAllReduceUs(double bytes, int ranks, int nodes, double bus_gbps, double intra_latency_us,
+                       double inter_latency_us) {
+  if (ranks <= 1) return 0;
+  nodes = std::clamp(nodes, 1, ranks);
+  // NCCL (src/graph/tuning.cc): tree busBw × 0.92 for all-reduce, algorithm bandwidth = busBw ×
+  // 0.5 (every byte goes up the tree and comes back down), latency per level of the chain in a
+  // node and of the binary tree across nodes (log2i: ⌊log2⌋), once up and once down.
+  constexpr double kTreeBusFactor = 0.92, kTreeAlgorithmRatio = 0.5;
+  const int ranks_per_node = (ranks + nodes - 1) / nodes;
+  const int depth = static_cast<int>(std::floor(std::log2(nodes)));
+  return 2.0 * ((ranks_per_node - 1) * intra_latency_us + depth * inter_latency_us) +
+         bytes / (kTreeAlgorithmRatio * kTreeBusFactor * bus_gbps * 1e3);
+}
+
+namespace {
+
+/// The ring's and the tree's time for one all-reduce on a group (allReduceUs's arguments).
+std::pair<double, double> ringAndTreeUs(const HardwareSpec &hw, double bytes, int ranks, int nodes,
+                                        Link link) {
+  const auto [gbps, latency] = collectiveSpeed(hw, link);
+  const bool one_node = link == Link::None || link == Link::Intra;
+  return {ringAllReduceUs(bytes, ranks, gbps, latency),
+          treeAllReduceUs(bytes, ranks, one_node ? 1 : std::max(nodes, 2), gbps,
+                          hw.intra_node_latency_us, one_node ? hw.intra_node_latency_us : latency)};
+}
+
+} // namespace
+
+CollectiveAlgorithm allReduceAlgorithm(const HardwareSpec &hardware, CollectiveAlgorithm algorithm,
+                                       double bytes, int ranks, int nodes, LinkKind link) {
+  if (algorithm != CollectiveAlgorithm::Auto) return algorithm;
+  const auto [ring, tree] = ringAndTreeUs(hardware, bytes, ranks, nodes, link);
+  return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
+}
+
+double allReduceUs(const HardwareSpec &hardware, CollectiveAlgorithm algorithm, double bytes,
+                   int ranks, int nodes, LinkKind link) {
+  if (ranks <= 1) return 0;
+  const auto [ring, tree] = ringAndTreeUs(hardware, bytes, ranks, nodes, link);
+  switch (algorithm) {
+  case CollectiveAlgorithm::Ring: return ring;
+  case CollectiveAlgorithm::Tree: return tree;
+  case CollectiveAlgorithm::Auto: break;
+  }
+  return std::min(ring, tree);
+}
+
+namespace {
 
 /// Transformer layers per model stage: even (remainder on the first stages, so the head's stage
 /// never gets an extra layer), or balanced to minimize the slowest stage given the embedding and
@@ -454,8 +538,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const auto i = static_cast<std::size_t>(p);
     an.rank_tp_link[i] = links ? links->tp[i] : tpLinkOf(mesh, p);
     an.rank_dp_link[i] = links ? links->dp[i] : dpLinkOf(mesh, p);
-    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_tp_link[i]);
-    an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
+    // Under sequence parallelism an all-gather and a reduce-scatter (rings in NCCL, the same
+    // time as a ring all-reduce); otherwise an all-reduce by the run's algorithm.
+    const Link link = an.rank_tp_link[i];
+    an.rank_tp_allreduce_us[i] =
+        allReduceUs(hw, sp ? CollectiveAlgorithm::Ring : training.collective_algorithm,
+                    an.tp_message_bytes, t, sp ? 1 : tpGroupNodes(mesh, p, link), link);
   }
 
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
@@ -812,11 +900,20 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume).
       // Routed-expert gradients are reduced over the dp/EP ranks that hold the same experts.
-      const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
+      // ZeRO-1's reduce-scatter and all-gather are rings; an all-reduce goes by the run's
+      // algorithm. The expert-data-parallel group (dp/EP of the replicas) spans at most as many
+      // nodes as the whole DP group. A dense model has no expert gradients and no second
+      // collective (not even its latency).
+      const Link link = an.rank_dp_link[i];
+      const CollectiveAlgorithm algorithm =
+          training.zero1 ? CollectiveAlgorithm::Ring : training.collective_algorithm;
+      const int nodes = algorithm == CollectiveAlgorithm::Ring ? 1 : dpGroupNodes(mesh, p, link);
       const double expert = an.rank_expert_params[i];
       const double sync =
-          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dp, gbps, latency) +
-          ringAllReduceUs(expert * dt, mesh.dp / ep, gbps, latency);
+          allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * dt, mesh.dp, nodes, link) +
+          (expert > 0 ? allReduceUs(hw, algorithm, expert * dt, mesh.dp / ep,
+                                    std::min(nodes, mesh.dp / ep), link)
+                      : 0.0);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
       // produces them, so the backward of the rank's last microbatch hides the sync, except the
@@ -838,9 +935,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const int embedding_rank = model_rank[static_cast<std::size_t>(embedding_stage)];
   const int head_rank = model_rank[static_cast<std::size_t>(loss_stage)];
   if (m.tied_embeddings && head_rank != embedding_rank) {
-    const auto [gbps, latency] = collectiveSpeed(hw, pairLinkOf(mesh, embedding_rank, head_rank));
+    const Link link = pairLinkOf(mesh, embedding_rank, head_rank);
     an.tied_embedding_sync_us =
-        ringAllReduceUs(embeddingParams(m).sharded / t * dt, 2, gbps, latency);
+        allReduceUs(hw, training.collective_algorithm, embeddingParams(m).sharded / t * dt, 2,
+                    link == Link::Intra ? 1 : 2, link);
   }
   return an;
 }

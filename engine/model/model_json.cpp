@@ -126,6 +126,23 @@ Result<Recompute> parseRecompute(std::string_view text) {
                    "' is not known; use none, selective or full");
 }
 
+std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+  case CollectiveAlgorithm::Auto: return "auto";
+  case CollectiveAlgorithm::Ring: return "ring";
+  case CollectiveAlgorithm::Tree: return "tree";
+  }
+  return "auto";
+}
+
+Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text) {
+  if (text == "auto") return CollectiveAlgorithm::Auto;
+  if (text == "ring") return CollectiveAlgorithm::Ring;
+  if (text == "tree") return CollectiveAlgorithm::Tree;
+  return makeError("collective algorithm '" + std::string(text) +
+                   "' is not known; use auto (NCCL's choice per message), ring or tree");
+}
+
 std::vector<std::string> modelPresetNames() {
   return presetNames("presets/models/");
 }
@@ -205,15 +222,17 @@ nlohmann::json toJson(const HardwareSpec &hw) {
 }
 
 nlohmann::json toJson(const TrainingSetup &training) {
-  nlohmann::json out = {{"recompute", recomputeName(training.recompute)},
-                        {"zero1", training.zero1},
-                        {"sequence_parallel", training.sequence_parallel},
-                        {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
-                        {"balance_layers", training.balance_layers},
-                        {"overlap_gradient_sync", training.overlap_gradient_sync},
-                        {"expert_parallel", training.expert_parallel},
-                        {"expert_load_imbalance", training.expert_load_imbalance},
-                        {"context_parallel", training.context_parallel}};
+  nlohmann::json out = {
+      {"recompute", recomputeName(training.recompute)},
+      {"zero1", training.zero1},
+      {"sequence_parallel", training.sequence_parallel},
+      {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
+      {"balance_layers", training.balance_layers},
+      {"overlap_gradient_sync", training.overlap_gradient_sync},
+      {"expert_parallel", training.expert_parallel},
+      {"expert_load_imbalance", training.expert_load_imbalance},
+      {"context_parallel", training.context_parallel},
+      {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)}};
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -405,7 +424,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (auto s = checkKeys(json, pointer,
                          {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
                           "balance_layers", "overlap_gradient_sync", "layout", "expert_parallel",
-                          "expert_load_imbalance", "context_parallel"});
+                          "expert_load_imbalance", "context_parallel", "collective_algorithm"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -420,7 +439,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
       .integer("context_parallel", training.context_parallel, 1, kMaxWorldSize);
   std::string layout;
-  fields.text("layout", layout);
+  std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
+  fields.text("layout", layout).text("collective_algorithm", algorithm);
   if (!fields.ok()) return fields.error();
   if (!layout.empty()) {
     // Plan version 2: the layer layout as a Megatron string (version 1 files have none).
@@ -434,6 +454,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;
+  auto collective = parseCollectiveAlgorithm(algorithm);
+  if (!collective)
+    return makeError(pointer + "/collective_algorithm: " + collective.error().message);
+  training.collective_algorithm = *collective;
   return training;
 }
 

@@ -93,6 +93,11 @@ struct HardwareSpec {
 
 enum class Recompute { None, Selective, Full };
 
+/// How NCCL runs an all-reduce (NCCL_ALGO): "auto" lets its tuner take the cheaper of ring and
+/// tree for each message (engine/model/collectives.h), "ring" and "tree" force one. All-gather and
+/// reduce-scatter are rings whatever this says: NCCL has no tree for them.
+enum class CollectiveAlgorithm { Auto, Ring, Tree };
+
 /// Training options that change costs and memory.
 struct TrainingSetup {
   Recompute recompute = Recompute::None;
@@ -114,6 +119,8 @@ struct TrainingSetup {
   /// Context parallelism: each sequence split over this many data-parallel ranks (as Megatron's
   /// gradient reduction spans dp × cp, the CP ranks are counted in dp here); 1 = none.
   int context_parallel = 1;
+  /// The all-reduce algorithm NCCL is left to pick or told to use (NCCL_ALGO of the run).
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
 };
 
 struct ModelSetup {
@@ -227,5 +234,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const st
 
 std::string_view recomputeName(Recompute recompute); ///< "none", "selective", "full"
 Result<Recompute> parseRecompute(std::string_view text);
+/// "auto", "ring", "tree"
+std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm);
+Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text);
 
 } // namespace pipescope

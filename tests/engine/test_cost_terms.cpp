@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/model/collectives.h"
 #include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/layer_layout.h"
@@ -423,6 +424,112 @@ private slots:
         3 * (hw.inter_node_latency_us + bytes / (0.5 * hw.inter_node_bus_efficiency * 1e3));
     QVERIFY(ring > attention);
     QVERIFY(near(across->stage_breakdown[0].forward.cp_us, 16 * (ring - attention)));
+  }
+
+  // NCCL's two all-reduces against hand computations (src/graph/tuning.cc's model).
+  void ringAndTreeAllReduceFormulas() {
+    // Ring: 2·7/8 · 1e6 B / 100 GB/s + 2·7 · 2 µs = 17.5 + 28.
+    QVERIFY(near(ringAllReduceUs(1e6, 8, 100, 2), 45.5));
+    QCOMPARE(ringAllReduceUs(1e6, 1, 100, 2), 0.0);
+    // Tree, 64 ranks on 8 nodes: a chain of 8 in each node and a tree 3 levels deep, up and
+    // down: 2·(7·1 + 3·5) µs, plus 1e6 B / (0.5 · 0.92 · 40 GB/s).
+    QVERIFY(near(treeAllReduceUs(1e6, 64, 8, 40, 1, 5), 44 + 1e6 / 18400.0));
+    // 64 ranks on 64 nodes: no chain, ⌊log2 64⌋ = 6 levels; 12 nodes: ⌊log2 12⌋ = 3.
+    QVERIFY(near(treeAllReduceUs(0, 64, 64, 40, 1, 5), 60));
+    QVERIFY(near(treeAllReduceUs(0, 12, 12, 40, 1, 5), 30));
+    QCOMPARE(treeAllReduceUs(1e6, 1, 1, 40, 1, 5), 0.0);
+  }
+
+  // NCCL's tuner takes the cheaper: across many nodes a small message goes by tree (log2 of the
+  // nodes in latency instead of 2(n-1) steps), a large one by ring (the tree moves every byte at
+  // 0.46 of the bus bandwidth, the ring 2(n-1)/n of it at the full figure); inside a node the
+  // tree is a chain with the ring's latency and a lower bandwidth, so always the ring.
+  void autoPicksTreeForSmallMessagesAcrossNodes() {
+    HardwareSpec hw;
+    hw.intra_node_gbps = 450, hw.intra_node_latency_us = 1, hw.intra_node_bus_efficiency = 0.8;
+    hw.inter_node_gbps = 50, hw.inter_node_latency_us = 5, hw.inter_node_bus_efficiency = 0.9;
+    using Algorithm = CollectiveAlgorithm;
+    const double small = 1 << 20, large = 1 << 30, inter_bus = 45, intra_bus = 360;
+    // 64 ranks, one per node.
+    const double small_ring = 2.0 * 63 / 64 * small / (inter_bus * 1e3) + 2 * 63 * 5.0;
+    const double small_tree = 2 * 6 * 5.0 + small / (0.46 * inter_bus * 1e3);
+    QVERIFY(small_tree < small_ring);
+    QVERIFY(near(allReduceUs(hw, Algorithm::Ring, small, 64, 64, LinkKind::Inter), small_ring));
+    QVERIFY(near(allReduceUs(hw, Algorithm::Tree, small, 64, 64, LinkKind::Inter), small_tree));
+    QVERIFY(near(allReduceUs(hw, Algorithm::Auto, small, 64, 64, LinkKind::Inter), small_tree));
+    QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, small, 64, 64, LinkKind::Inter) ==
+            Algorithm::Tree);
+    const double large_ring = 2.0 * 63 / 64 * large / (inter_bus * 1e3) + 2 * 63 * 5.0;
+    const double large_tree = 2 * 6 * 5.0 + large / (0.46 * inter_bus * 1e3);
+    QVERIFY(large_ring < large_tree);
+    QVERIFY(near(allReduceUs(hw, Algorithm::Auto, large, 64, 64, LinkKind::Inter), large_ring));
+    QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, large, 64, 64, LinkKind::Inter) ==
+            Algorithm::Ring);
+    // A mixed group is priced at the inter-node figures, 16 ranks on 2 nodes: a chain of 8.
+    QVERIFY(near(allReduceUs(hw, Algorithm::Tree, small, 16, 2, LinkKind::Mixed),
+                 2 * (7 * 1.0 + 1 * 5.0) + small / (0.46 * inter_bus * 1e3)));
+    // One node: ring whatever the size; the tree, when forced, is a chain of 8 on NVLink.
+    for (double bytes : {1024.0, small, large}) {
+      const double ring = 2.0 * 7 / 8 * bytes / (intra_bus * 1e3) + 2 * 7 * 1.0;
+      const double chain = 2 * 7 * 1.0 + bytes / (0.46 * intra_bus * 1e3);
+      QVERIFY(near(allReduceUs(hw, Algorithm::Auto, bytes, 8, 1, LinkKind::Intra), ring));
+      QVERIFY(near(allReduceUs(hw, Algorithm::Tree, bytes, 8, 1, LinkKind::Intra), chain));
+      QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, bytes, 8, 1, LinkKind::Intra) ==
+              Algorithm::Ring);
+    }
+  }
+
+  // The run's algorithm reaches the DP gradient all-reduce: dp = 16 replicas, one per node (tp =
+  // 8 fills each), on a slow-latency network where the tree wins; ZeRO-1's reduce-scatter and
+  // all-gather stay rings.
+  void collectiveAlgorithmPricesTheGradientSync() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.inter_node_latency_us = 50;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 16, mesh.tp = 8, mesh.pp = 2, mesh.gpus_per_node = 8;
+    mesh.order = *Mesh::parseOrder("tp-pp-dp");
+    const auto derive = [&](CollectiveAlgorithm algorithm, bool zero1) {
+      setup.training.collective_algorithm = algorithm;
+      setup.training.zero1 = zero1;
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    auto ring = derive(CollectiveAlgorithm::Ring, false);
+    auto tree = derive(CollectiveAlgorithm::Tree, false);
+    auto automatic = derive(CollectiveAlgorithm::Auto, false);
+    QVERIFY(ring && tree && automatic);
+    const auto &params = ring->rank_parameters;
+    const double bytes = *std::max_element(params.begin(), params.end()) * 2; // bf16 gradients
+    const auto &hw = setup.hardware;
+    const double ring_us = ringAllReduceUs(bytes, 16, hw.inter_node_gbps, 50);
+    const double tree_us = treeAllReduceUs(bytes, 16, 16, hw.inter_node_gbps, 3, 50);
+    QVERIFY(tree_us < ring_us);
+    QVERIFY(
+        near(ring->costs.gradient_sync_us - tree->costs.gradient_sync_us, ring_us - tree_us, 1e-6));
+    QCOMPARE(automatic->costs.gradient_sync_us, tree->costs.gradient_sync_us);
+    auto zero_ring = derive(CollectiveAlgorithm::Ring, true);
+    auto zero_tree = derive(CollectiveAlgorithm::Tree, true);
+    QVERIFY(zero_ring && zero_tree);
+    QCOMPARE(zero_tree->costs.gradient_sync_us, zero_ring->costs.gradient_sync_us);
+  }
+
+  void collectiveAlgorithmInTrainingJson() {
+    auto read = trainingSetupFromJson({{"collective_algorithm", "tree"}}, "/training");
+    QVERIFY2(read, read ? "" : read.error().message.c_str());
+    QVERIFY(read->collective_algorithm == CollectiveAlgorithm::Tree);
+    QCOMPARE(toJson(*read)["collective_algorithm"], nlohmann::json("tree"));
+    auto absent = trainingSetupFromJson(nlohmann::json::object(), "/training");
+    QVERIFY(absent && absent->collective_algorithm == CollectiveAlgorithm::Auto);
+    auto bad = trainingSetupFromJson({{"collective_algorithm", "butterfly"}}, "/training");
+    QVERIFY(!bad);
+    QVERIFY2(bad.error().message.find("/training/collective_algorithm") != std::string::npos &&
+                 bad.error().message.find("auto") != std::string::npos,
+             bad.error().message.c_str());
+    auto wrong_type = trainingSetupFromJson({{"collective_algorithm", 2}}, "/training");
+    QVERIFY(!wrong_type);
+    QVERIFY2(wrong_type.error().message.find("/training/collective_algorithm") != std::string::npos,
+             wrong_type.error().message.c_str());
   }
 
   void ladderMadeMonotone() {
