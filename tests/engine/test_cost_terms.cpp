@@ -366,6 +366,52 @@ private slots:
     QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
 
+  // The DualPipe pair against a hand computation (DeepSeek-V3 §3.2.1): mixtral (32 MoE layers,
+  // b·s·k·h = 1·4096·2·4096 bf16 per all-to-all), EP = 8 over the 8 replicas, pp = 4: a rank's
+  // share of 8 layers runs 2 all-to-alls per layer in F and 2 in B, A = 16 of them each way.
+  // The pair takes F + B less what each chunk's compute hides of the other's all-to-all:
+  // min(A, B - A) + min(A, F - A), never less than max(F, B).
+  void dualPipePairFromHiddenAllToAllByHand() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.expert_parallel = 8;
+    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
+    QVERIFY(schedule);
+    const double bytes = 1.0 * 4096 * 2 * 4096 * 2;
+    const auto derive = [&](const char *order) {
+      Mesh mesh;
+      mesh.dp = 8, mesh.tp = 1, mesh.pp = 4, mesh.gpus_per_node = 8;
+      mesh.order = *Mesh::parseOrder(order);
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    // EP inside a node (replicas vary fastest): NVLink all-to-alls, short beside the compute,
+    // hidden whole: pair = F + B - 2A.
+    const auto &hw = setup.hardware;
+    const double nvlink =
+        7.0 / 8 * bytes / (hw.intra_node_gbps * hw.intra_node_bus_efficiency * 1e3) +
+        7 * hw.intra_node_latency_us;
+    auto inside = derive("dp-tp-pp");
+    QVERIFY2(inside, inside ? "" : inside.error().message.c_str());
+    QVERIFY(near(inside->stage_breakdown[1].forward.ep_us, 8 * 2 * nvlink));
+    const auto &c = inside->costs;
+    const double a = 16 * nvlink;
+    QVERIFY(a < c.forward_us - a && a < c.backward_us - a);
+    QVERIFY(near(c.overlapped_us, c.forward_us + c.backward_us - 2 * a));
+    // EP across 4 nodes (tp-pp-dp: replicas 4 ranks apart) on a slow network: the all-to-alls
+    // outlast the compute, which hides entirely behind them: pair = 2A.
+    setup.hardware.inter_node_gbps = 2;
+    const double slow =
+        7.0 / 8 * bytes / (2 * hw.inter_node_bus_efficiency * 1e3) + 7 * hw.inter_node_latency_us;
+    auto across = derive("tp-pp-dp");
+    QVERIFY2(across, across ? "" : across.error().message.c_str());
+    QVERIFY(near(across->stage_breakdown[1].forward.ep_us, 8 * 2 * slow));
+    const auto &d = across->costs;
+    const double b = 16 * slow;
+    QVERIFY(d.forward_us - b < b && d.backward_us - b < b);
+    QVERIFY(near(d.overlapped_us, 2 * b));
+  }
+
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
   // only a per-row term), and the refusals name the field.
   void contextParallelSplitsActivations() {
