@@ -578,6 +578,38 @@ private slots:
              wrong_type.error().message.c_str());
   }
 
+  // The hover's line: an op's time as its stage's parts, which must add up to it.
+  void opCostLineAddsUpToTheOp() {
+    std::vector<StageBreakdown> stages(2);
+    stages[0].forward.gemm_us = 1410, stages[0].forward.attention_us = 180;
+    stages[0].forward.memory_bound_us = 220, stages[0].forward.tp_us = 110;
+    stages[1].input_grad.gemm_us = 2000, stages[1].input_grad.ep_us = 600;
+    stages[1].weight_grad.gemm_us = 1000;
+    Op forward{0, 3, -1, -1, OpKind::Forward};
+    QCOMPARE(describeOpCost(stages, forward, 1920).value_or(""),
+             std::string("F 1.92 ms = GEMM 1.41 + attention 0.18 + memory-bound 0.22 + TP comm "
+                         "0.11"));
+    Op weight{1, 0, -1, -1, OpKind::WeightGrad};
+    QCOMPARE(describeOpCost(stages, weight, 1000).value_or(""), std::string("W 1 ms = GEMM 1"));
+    Op backward{1, 0, -1, -1, OpKind::FullBackward};
+    QCOMPARE(describeOpCost(stages, backward, 3600).value_or(""),
+             std::string("B 3.6 ms = GEMM 3 + EP all-to-all 0.6"));
+    Op input{1, 0, -1, -1, OpKind::InputGrad};
+    QCOMPARE(describeOpCost(stages, input, 260).has_value(), false); // typed-in: no false sum
+    // DualPipe's pair: F of stage 0 with B of stage 1, 0.52 ms of all-to-all hidden.
+    Op pair{0, 1, 1, 0, OpKind::OverlappedPair};
+    QCOMPARE(describeOpCost(stages, pair, 5000).value_or(""),
+             std::string("FB 5 ms = GEMM 4.41 + attention 0.18 + memory-bound 0.22 + TP comm 0.11 "
+                         "+ EP all-to-all 0.6 \u2212 overlap 0.52"));
+    QCOMPARE(describeOpCost(stages, pair, 5600).has_value(), false); // longer than its parts
+    Op outside{2, 0, -1, -1, OpKind::Forward};
+    QCOMPARE(describeOpCost(stages, outside, 1920).has_value(), false);
+    stages[0].forward = {};
+    stages[0].forward.gemm_us = 512.25;
+    QCOMPARE(describeOpCost(stages, forward, 512.25).value_or(""),
+             std::string("F 512 \u00b5s = GEMM 512"));
+  }
+
   void ladderMadeMonotone() {
     const auto curve = curveFromSquareLadder({512, 1024, 2048}, {100, 80, 200}, 400);
     QCOMPARE(static_cast<int>(curve.size()), 3);
