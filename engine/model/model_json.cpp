@@ -211,6 +211,7 @@ nlohmann::json toJson(const HardwareSpec &hw) {
                         {"memory_efficiency", hw.memory_efficiency},
                         {"attention_efficiency", hw.attention_efficiency},
                         {"gpus_per_node", hw.gpus_per_node}};
+  if (!hw.bus_efficiency_source.empty()) out["bus_efficiency_source"] = hw.bus_efficiency_source;
   if (!hw.gemm_efficiency.empty()) {
     nlohmann::json curve = nlohmann::json::array();
     for (const auto &point : hw.gemm_efficiency)
@@ -360,7 +361,8 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "memory_efficiency",
                           "attention_efficiency",
                           "intra_node_bus_efficiency",
-                          "inter_node_bus_efficiency"});
+                          "inter_node_bus_efficiency",
+                          "bus_efficiency_source"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -382,6 +384,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
       .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true)
       .text("gemm_efficiency_source", hw.gemm_efficiency_source)
+      .text("bus_efficiency_source", hw.bus_efficiency_source)
       .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
       .number("memory_efficiency", hw.memory_efficiency, kMinEfficiency, 1)
       .number("attention_efficiency", hw.attention_efficiency, 0, 1)

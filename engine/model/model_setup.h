@@ -87,6 +87,8 @@ struct HardwareSpec {
   /// busbw / link bandwidth); 1 = the link's full figure.
   double intra_node_bus_efficiency = 1;
   double inter_node_bus_efficiency = 1;
+  /// Where the bus efficiencies (and link figures) come from: the measurement each is read off.
+  std::string bus_efficiency_source;
   int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
   std::string notes;
 };
