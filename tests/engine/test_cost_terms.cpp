@@ -1,8 +1,11 @@
 // Each cost term of the per-op model against a hand computation (issue #13): the GEMM curve and
 // its roofline, the memory-bound kernels, materialized and flash attention, the optimizer step,
-// and the refusals of a bad curve.
+// the refusals of a bad curve, NCCL's ring and tree all-reduce, DualPipe's pair and the hover's
+// line.
 #include <QtTest>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -345,27 +348,6 @@ private slots:
              too_many.error().message.c_str());
   }
 
-  // DualPipe's pair hides one chunk's all-to-all behind the other's compute.
-  void dualPipeOverlapFromHiddenAllToAll() {
-    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
-    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
-    ModelSetup setup = *loaded;
-    setup.training.expert_parallel = 8;
-    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
-    QVERIFY(schedule);
-    Mesh mesh;
-    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4;
-    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
-    const auto &c = derivation->costs;
-    QVERIFY(c.overlapped_us > std::max(c.forward_us, c.backward_us) - 1e-9);
-    QVERIFY(c.overlapped_us < c.forward_us + c.backward_us);
-    setup.training.expert_parallel = 1; // nothing to hide: no overlap figure
-    auto dense_like = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY(dense_like);
-    QCOMPARE(dense_like->costs.overlapped_us, 0.0);
-  }
-
   // The DualPipe pair against a hand computation (DeepSeek-V3 §3.2.1): mixtral (32 MoE layers,
   // b·s·k·h = 1·4096·2·4096 bf16 per all-to-all), EP = 8 over the 8 replicas, pp = 4: a rank's
   // share of 8 layers runs 2 all-to-alls per layer in F and 2 in B, A = 16 of them each way.
@@ -410,6 +392,11 @@ private slots:
     const double b = 16 * slow;
     QVERIFY(d.forward_us - b < b && d.backward_us - b < b);
     QVERIFY(near(d.overlapped_us, 2 * b));
+    // Nothing to hide without EP: no overlap figure (the pair takes F + B).
+    setup.training.expert_parallel = 1;
+    auto dense_like = derive("tp-pp-dp");
+    QVERIFY(dense_like);
+    QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
 
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
@@ -608,6 +595,23 @@ private slots:
     stages[0].forward.gemm_us = 512.25;
     QCOMPARE(describeOpCost(stages, forward, 512.25).value_or(""),
              std::string("F 512 \u00b5s = GEMM 512"));
+  }
+
+  // Every shipped GPU says where its bus efficiencies come from (nccl-tests busbw, quoted), and
+  // the field survives a hardware file's round trip.
+  void hardwarePresetsCiteTheirBusEfficiencies() {
+    for (const auto &name : hardwarePresetNames()) {
+      auto hw = loadHardwareSpec(name);
+      QVERIFY2(hw, name.c_str());
+      std::string source = hw->bus_efficiency_source;
+      std::transform(source.begin(), source.end(), source.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      QVERIFY2(source.find("busbw") != std::string::npos, name.c_str());
+      QVERIFY(hw->intra_node_bus_efficiency < 1 && hw->inter_node_bus_efficiency < 1);
+      auto again = hardwareSpecFromJson(toJson(*hw), "/hardware");
+      QVERIFY2(again, again ? "" : again.error().message.c_str());
+      QCOMPARE(again->bus_efficiency_source, hw->bus_efficiency_source);
+    }
   }
 
   void ladderMadeMonotone() {
