@@ -45,6 +45,8 @@ std::span<const PlanOption> planOptions() {
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
       {"expert-imbalance", "X",
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
+      {"collective-algorithm", "ALGO",
+       "All-reduce algorithm: auto (NCCL's pick per message), ring or tree (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -190,13 +192,18 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
+    if (auto algorithm = a.text("collective-algorithm")) {
+      auto parsed = parseCollectiveAlgorithm(*algorithm);
+      if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
+      setup.training.collective_algorithm = *parsed;
+    }
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name :
-         {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "expert-imbalance"})
+    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp",
+                             "expert-imbalance", "collective-algorithm"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -1,10 +1,10 @@
 // pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE] [--import
-// PATH...] [--critical-path]` renders the window after loading and exits (headless use and
-// tests; with `--run TARGET` it waits for the run first, with `--search-gpus N` for the Search
-// tab's planner); `--bench` prints frame times for a
-// ladder of sizes. With no display at all, the window is rendered to a PNG whose path is printed.
-// The plan options (--schedule, --pp, --model, ...) are `pipescope simulate`'s, read by the same
-// engine code (engine/plan_options.h), with its checks and messages.
+// PATH...] [--critical-path] [--hover-op R,I]` renders the window after loading and exits (headless
+// use and tests; with `--run TARGET` it waits for the run first, with `--search-gpus N` for the
+// Search tab's planner); `--bench` prints frame times for a ladder of sizes. With no display at
+// all, the window is rendered to a PNG whose path is printed. The plan options (--schedule, --pp,
+// --model, ...) are `pipescope simulate`'s, read by the same engine code (engine/plan_options.h),
+// with its checks and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -12,10 +12,15 @@
 #include <QElapsedTimer>
 #include <QImage>
 #include <QLabel>
+#include <QPainter>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QTextDocument>
 #include <QTextStream>
+#include <QToolTip>
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "engine/heap.h"
 #include "engine/plan_options.h"
@@ -68,6 +73,8 @@ struct Flags {
       valued("playhead", "Put the playhead at this fraction of the step.", "FRACTION");
   QCommandLineOption zoom =
       valued("zoom", "Zoom the timeline by this factor around its center.", "FACTOR");
+  QCommandLineOption hover_op = valued(
+      "hover-op", "Show the hover of pipeline rank R's I-th op (from 0) in the screenshot.", "R,I");
   QCommandLineOption hover_gpu =
       valued("hover-gpu", "Show this GPU as hovered in the mesh view.", "RANK");
   QCommandLineOption measured =
@@ -121,6 +128,7 @@ struct Flags {
                        playhead,
                        zoom,
                        hover_gpu,
+                       hover_op,
                        measured,
                        import_run,
                        critical_path,
@@ -297,8 +305,56 @@ std::optional<QString> searchFromFlags(MainWindow &window, const QCommandLinePar
   return std::nullopt;
 }
 
-int saveScreenshot(MainWindow &window, const QString &path, bool said_where) {
-  const QImage image = window.renderWindow();
+/// What --hover-op shows: the op's hover text and where the pointer rests, in window pixels.
+struct HoverShot {
+  QPoint at;
+  QString text;
+};
+
+std::optional<HoverShot> hoverFromFlags(MainWindow &window, const QCommandLineParser &parser,
+                                        const Flags &flags, QString *failure) {
+  if (!parser.isSet(flags.hover_op)) return std::nullopt;
+  const QStringList parts = parser.value(flags.hover_op).split(QLatin1Char(','));
+  bool rank_ok = false, index_ok = false;
+  const int rank = parts.size() == 2 ? parts[0].toInt(&rank_ok) : -1;
+  const int index = parts.size() == 2 ? parts[1].toInt(&index_ok) : -1;
+  const auto &snapshot = window.snapshot();
+  const auto &ranks = snapshot && snapshot->evaluation ? snapshot->evaluation->schedule.ranks
+                                                       : std::vector<std::vector<Op>>{};
+  if (!rank_ok || !index_ok || rank < 0 || index < 0 || rank >= static_cast<int>(ranks.size()) ||
+      index >= static_cast<int>(ranks[static_cast<std::size_t>(rank)].size())) {
+    *failure = QStringLiteral("--hover-op: expected RANK,INDEX of an op of the schedule shown");
+    return std::nullopt;
+  }
+  TimelineWidget *timeline = window.timeline();
+  const QPoint center = timeline->opRect(OpLocation{0, rank, index}).center().toPoint();
+  return HoverShot{timeline->mapTo(&window, center), timeline->hoverTextAt(center)};
+}
+
+/// Paints a hover as the tooltip would show it: a tooltip is its own window, which grabbing the
+/// main window leaves out.
+void paintHover(QImage &image, const HoverShot &hover) {
+  QTextDocument document;
+  document.setDefaultFont(QToolTip::font());
+  document.setHtml(hover.text);
+  document.setTextWidth(document.idealWidth());
+  const QSizeF size = document.size();
+  const double width = image.width() / image.devicePixelRatio();
+  QPointF at(hover.at.x() + 12, hover.at.y() + 18);
+  at.setX(std::max(0.0, std::min(at.x(), width - size.width() - 2)));
+  QPainter painter(&image);
+  const QPalette palette = QToolTip::palette();
+  painter.setPen(palette.color(QPalette::ToolTipText));
+  painter.setBrush(palette.color(QPalette::ToolTipBase));
+  painter.drawRect(QRectF(at, size).adjusted(-1, -1, 1, 1));
+  painter.translate(at);
+  document.drawContents(&painter);
+}
+
+int saveScreenshot(MainWindow &window, const QString &path, bool said_where,
+                   const std::optional<HoverShot> &hover) {
+  QImage image = window.renderWindow();
+  if (hover && !image.isNull()) paintHover(image, *hover);
   if (image.isNull() || !image.save(path))
     return fail(QStringLiteral("could not write %1").arg(path));
   QTextStream out(stdout);
@@ -376,7 +432,11 @@ int main(int argc, char *argv[]) {
   if (auto failure = searchFromFlags(window, parser, flags, screenshot)) return fail(*failure);
   // Importing and running show the Run tab; an explicit --tab has the last word.
   if (parser.isSet(flags.tab)) showTab(window, parser.value(flags.tab));
+  QString hover_failure;
+  const auto hover = hoverFromFlags(window, parser, flags, &hover_failure);
+  if (!hover_failure.isEmpty()) return fail(hover_failure);
   if (screenshot)
-    return saveScreenshot(window, screenshot_path, !headless && parser.isSet(flags.screenshot));
+    return saveScreenshot(window, screenshot_path, !headless && parser.isSet(flags.screenshot),
+                          hover);
   return app.exec();
 }

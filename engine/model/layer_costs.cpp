@@ -19,6 +19,8 @@
 #include "engine/model/layer_costs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace pipescope {
 
@@ -91,6 +93,83 @@ std::string_view opCategoryName(OpCategory category) {
   case OpCategory::MemoryBound: return "memory-bound";
   }
   return "gemm";
+}
+
+PassBreakdown &PassBreakdown::operator+=(const PassBreakdown &other) {
+  gemm_us += other.gemm_us;
+  attention_us += other.attention_us;
+  memory_bound_us += other.memory_bound_us;
+  tp_us += other.tp_us;
+  ep_us += other.ep_us;
+  cp_us += other.cp_us;
+  recompute_us += other.recompute_us;
+  return *this;
+}
+
+std::vector<CostPart> costParts(const PassBreakdown &pass) {
+  std::vector<CostPart> parts;
+  for (const CostPart &part :
+       {CostPart{"GEMM", pass.gemm_us}, CostPart{"attention", pass.attention_us},
+        CostPart{"memory-bound", pass.memory_bound_us}, CostPart{"TP comm", pass.tp_us},
+        CostPart{"EP all-to-all", pass.ep_us}, CostPart{"CP ring", pass.cp_us},
+        CostPart{"recompute", pass.recompute_us}})
+    if (part.us > 0) parts.push_back(part);
+  return parts;
+}
+
+std::optional<PassBreakdown> opBreakdown(const std::vector<StageBreakdown> &stages, const Op &op) {
+  const auto stageAt = [&](int stage) -> const StageBreakdown * {
+    return stage >= 0 && static_cast<std::size_t>(stage) < stages.size()
+               ? &stages[static_cast<std::size_t>(stage)]
+               : nullptr;
+  };
+  const StageBreakdown *stage = stageAt(op.stage);
+  if (!stage) return std::nullopt;
+  PassBreakdown parts;
+  switch (op.kind) {
+  case OpKind::Forward: return stage->forward;
+  case OpKind::InputGrad: return stage->input_grad;
+  case OpKind::WeightGrad: return stage->weight_grad;
+  case OpKind::FullBackward:
+    parts = stage->input_grad;
+    parts += stage->weight_grad;
+    return parts;
+  case OpKind::OverlappedPair: {
+    const StageBreakdown *backward = stageAt(op.backward_stage);
+    if (!backward) return std::nullopt;
+    parts = stage->forward;
+    parts += backward->input_grad;
+    parts += backward->weight_grad;
+    return parts;
+  }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &stages, const Op &op,
+                                          double op_us) {
+  const auto parts = opBreakdown(stages, op);
+  if (!parts || !std::isfinite(op_us) || op_us <= 0) return std::nullopt;
+  // Rounding of the derivation's sums stays far below a millionth of the op.
+  const double tolerance = 1e-6 * op_us;
+  const double overlap = parts->total() - op_us;
+  if (overlap < -tolerance || (op.kind != OpKind::OverlappedPair && overlap > tolerance))
+    return std::nullopt;
+  const bool ms = op_us >= 1000;
+  const auto number = [&](double us) {
+    const double value = ms ? us / 1000 : us;
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, value >= 1000 ? "%.0f" : "%.3g", value);
+    return std::string(buffer);
+  };
+  std::string text =
+      std::string(opKindLetter(op.kind)) + " " + number(op_us) + (ms ? " ms" : " \u00b5s") + " =";
+  const auto parts_list = costParts(*parts);
+  for (std::size_t i = 0; i < parts_list.size(); ++i)
+    text += std::string(i == 0 ? " " : " + ") + std::string(parts_list[i].name) + " " +
+            number(parts_list[i].us);
+  if (overlap > tolerance) text += " \u2212 overlap " + number(overlap);
+  return text;
 }
 
 nlohmann::json toJson(const PassBreakdown &pass) {

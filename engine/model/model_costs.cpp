@@ -33,6 +33,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/model/collectives.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
 #include "engine/model/moe.h"
@@ -290,25 +291,35 @@ struct Analysis {
   double slowest_link_latency_us = 0, slowest_link_gbps = 0;
 };
 
-/// The link of every `group` (mesh.h) that has ranks on pipeline rank p, merged: intra-node
-/// when each sits in one node, inter-node when each spans nodes, mixed when some do.
-Link groupLinkOf(const Mesh &mesh, MeshGroup group, int p) {
-  if (mesh.groupSize(group) <= 1) return Link::None;
-  std::vector<char> seen(static_cast<std::size_t>(mesh.worldSize()), 0);
+/// Every `group` (mesh.h) that has ranks on pipeline rank p, merged: its link (intra-node when
+/// each sits in one node, inter-node when each spans nodes, mixed when some do) and the most
+/// nodes one of them spans (what NCCL's tree all-reduce climbs).
+struct GroupSpan {
   Link link = Link::None;
-  for (int d = 0; d < mesh.dp && link != Link::Mixed; ++d)
-    for (int c = 0; c < mesh.cp && link != Link::Mixed; ++c)
-      for (int t = 0; t < mesh.tp && link != Link::Mixed; ++t) {
+  int nodes = 1;
+};
+GroupSpan groupSpanOf(const Mesh &mesh, MeshGroup group, int p) {
+  GroupSpan span;
+  if (mesh.groupSize(group) <= 1) return span;
+  std::vector<char> seen(static_cast<std::size_t>(mesh.worldSize()), 0);
+  std::vector<int> nodes;
+  for (int d = 0; d < mesh.dp; ++d)
+    for (int c = 0; c < mesh.cp; ++c)
+      for (int t = 0; t < mesh.tp; ++t) {
         const int rank = mesh.rankOf({d, p, t, c});
         if (seen[static_cast<std::size_t>(rank)]) continue;
-        bool inside = true;
+        nodes.clear();
         for (int member : mesh.groupOf(group, rank)) {
           seen[static_cast<std::size_t>(member)] = 1;
-          inside = inside && mesh.sameNode(member, rank);
+          nodes.push_back(mesh.nodeOf(member));
         }
-        link = merge(link, inside ? Link::Intra : Link::Inter);
+        std::sort(nodes.begin(), nodes.end());
+        const auto spanned =
+            static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+        span.nodes = std::max(span.nodes, spanned);
+        span.link = merge(span.link, spanned == 1 ? Link::Intra : Link::Inter);
       }
-  return link;
+  return span;
 }
 
 /// The link between pipeline ranks a and b, over every (d, c, t).
@@ -348,11 +359,64 @@ std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
   return {gbps, latency};
 }
 
-/// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n · bytes / bandwidth + 2(n-1) · latency.
-double ringAllReduceUs(double bytes, int n, double gbps, double latency_us) {
-  if (n <= 1) return 0;
-  return 2.0 * (n - 1) / n * bytes / (gbps * 1e3) + 2.0 * (n - 1) * latency_us;
+/// The most nodes one of `groups` groups of `size` ranks spans; rank_of(g, j) is the j-th rank of
+/// group g. NCCL's tree is as deep as the nodes its communicator spans, and the slowest group
+/// sets the pace.
+} // namespace
+
+double ringAllReduceUs(double bytes, int ranks, double bus_gbps, double latency_us) {
+  if (ranks <= 1) return 0;
+  return 2.0 * (ranks - 1) / ranks * bytes / (bus_gbps * 1e3) + 2.0 * (ranks - 1) * latency_us;
 }
+
+double treeAllReduceUs(double bytes, int ranks, int nodes, double bus_gbps, double intra_latency_us,
+                       double inter_latency_us) {
+  if (ranks <= 1) return 0;
+  nodes = std::clamp(nodes, 1, ranks);
+  // NCCL (src/graph/tuning.cc): tree busBw × 0.92 for all-reduce, algorithm bandwidth = busBw ×
+  // 0.5 (every byte goes up the tree and comes back down), latency per level of the chain in a
+  // node and of the binary tree across nodes (log2i: ⌊log2⌋), once up and once down.
+  constexpr double kTreeBusFactor = 0.92, kTreeAlgorithmRatio = 0.5;
+  const int ranks_per_node = (ranks + nodes - 1) / nodes;
+  const int depth = static_cast<int>(std::floor(std::log2(nodes)));
+  return 2.0 * ((ranks_per_node - 1) * intra_latency_us + depth * inter_latency_us) +
+         bytes / (kTreeAlgorithmRatio * kTreeBusFactor * bus_gbps * 1e3);
+}
+
+namespace {
+
+/// The ring's and the tree's time for one all-reduce on a group (allReduceUs's arguments).
+std::pair<double, double> ringAndTreeUs(const HardwareSpec &hw, double bytes, int ranks, int nodes,
+                                        Link link) {
+  const auto [gbps, latency] = collectiveSpeed(hw, link);
+  const bool one_node = link == Link::None || link == Link::Intra;
+  return {ringAllReduceUs(bytes, ranks, gbps, latency),
+          treeAllReduceUs(bytes, ranks, one_node ? 1 : std::max(nodes, 2), gbps,
+                          hw.intra_node_latency_us, one_node ? hw.intra_node_latency_us : latency)};
+}
+
+} // namespace
+
+CollectiveAlgorithm allReduceAlgorithm(const HardwareSpec &hardware, CollectiveAlgorithm algorithm,
+                                       double bytes, int ranks, int nodes, LinkKind link) {
+  if (algorithm != CollectiveAlgorithm::Auto) return algorithm;
+  const auto [ring, tree] = ringAndTreeUs(hardware, bytes, ranks, nodes, link);
+  return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
+}
+
+double allReduceUs(const HardwareSpec &hardware, CollectiveAlgorithm algorithm, double bytes,
+                   int ranks, int nodes, LinkKind link) {
+  if (ranks <= 1) return 0;
+  const auto [ring, tree] = ringAndTreeUs(hardware, bytes, ranks, nodes, link);
+  switch (algorithm) {
+  case CollectiveAlgorithm::Ring: return ring;
+  case CollectiveAlgorithm::Tree: return tree;
+  case CollectiveAlgorithm::Auto: break;
+  }
+  return std::min(ring, tree);
+}
+
+namespace {
 
 /// Transformer layers per model stage: even (remainder on the first stages, so the head's stage
 /// never gets an extra layer), or balanced to minimize the slowest stage given the embedding and
@@ -446,8 +510,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_tp_allreduce_us.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_tp_link[i]);
-    an.rank_tp_allreduce_us[i] = ringAllReduceUs(an.tp_message_bytes, t, gbps, latency);
+    // Under sequence parallelism an all-gather and a reduce-scatter (rings in NCCL, the same
+    // time as a ring all-reduce); otherwise an all-reduce by the run's algorithm.
+    an.rank_tp_allreduce_us[i] =
+        allReduceUs(hw, sp ? CollectiveAlgorithm::Ring : training.collective_algorithm,
+                    an.tp_message_bytes, t, mesh_links.tp_nodes[i], an.rank_tp_link[i]);
   }
 
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
@@ -812,13 +879,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // plus an all-gather of the updated weights: the same volume). Dense gradients are reduced
       // over the dp × cp ranks (CP ranks hold the same weights: Megatron's dp_cp group), the
       // routed experts' over the dp·cp / ep ranks that hold the same experts, each on its
-      // group's link.
-      const auto [gbps, latency] = collectiveSpeed(hw, an.rank_dp_link[i]);
-      const auto [expert_gbps, expert_latency] = collectiveSpeed(hw, an.rank_expert_dp_link[i]);
+      // group's link. ZeRO-1's reduce-scatter and all-gather are rings; an all-reduce goes by
+      // the run's algorithm. A dense model has no expert gradients and no second collective
+      // (not even its latency).
+      const CollectiveAlgorithm algorithm =
+          training.zero1 ? CollectiveAlgorithm::Ring : training.collective_algorithm;
       const double expert = an.rank_expert_params[i];
       const double sync =
-          ringAllReduceUs((an.rank_params[i] - expert) * dt, mesh.dataCpSize(), gbps, latency) +
-          ringAllReduceUs(expert * dt, mesh.expertDataSize(), expert_gbps, expert_latency);
+          allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * dt, mesh.dataCpSize(),
+                      mesh_links.dp_cp_nodes[i], an.rank_dp_link[i]) +
+          (expert > 0 ? allReduceUs(hw, algorithm, expert * dt, mesh.expertDataSize(),
+                                    mesh_links.expert_dp_nodes[i], an.rank_expert_dp_link[i])
+                      : 0.0);
       an.rank_sync_us[i] = sync;
       // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
       // produces them, so the backward of the rank's last microbatch hides the sync, except the
@@ -840,9 +912,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const int embedding_rank = model_rank[static_cast<std::size_t>(embedding_stage)];
   const int head_rank = model_rank[static_cast<std::size_t>(loss_stage)];
   if (m.tied_embeddings && head_rank != embedding_rank) {
-    const auto [gbps, latency] = collectiveSpeed(hw, pairLinkOf(mesh, embedding_rank, head_rank));
+    const Link link = pairLinkOf(mesh, embedding_rank, head_rank);
     an.tied_embedding_sync_us =
-        ringAllReduceUs(embeddingParams(m).sharded / t * dt, 2, gbps, latency);
+        allReduceUs(hw, training.collective_algorithm, embeddingParams(m).sharded / t * dt, 2,
+                    link == Link::Intra ? 1 : 2, link);
   }
   return an;
 }
@@ -876,13 +949,20 @@ MeshLinks meshLinks(const Mesh &mesh) {
   const auto P = static_cast<std::size_t>(mesh.pp);
   for (auto *kind : {&links.tp, &links.cp, &links.ep, &links.dp_cp, &links.expert_dp, &links.next})
     kind->resize(P);
+  for (auto *nodes : {&links.tp_nodes, &links.dp_cp_nodes, &links.expert_dp_nodes})
+    nodes->resize(P);
   for (int p = 0; p < mesh.pp; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    links.tp[i] = groupLinkOf(mesh, MeshGroup::TP, p);
-    links.cp[i] = groupLinkOf(mesh, MeshGroup::CP, p);
-    links.ep[i] = groupLinkOf(mesh, MeshGroup::EP, p);
-    links.dp_cp[i] = groupLinkOf(mesh, MeshGroup::DataCP, p);
-    links.expert_dp[i] = groupLinkOf(mesh, MeshGroup::ExpertData, p);
+    const auto span = [&](MeshGroup group, std::vector<int> *nodes) {
+      const GroupSpan found = groupSpanOf(mesh, group, p);
+      if (nodes) (*nodes)[i] = found.nodes;
+      return found.link;
+    };
+    links.tp[i] = span(MeshGroup::TP, &links.tp_nodes);
+    links.cp[i] = span(MeshGroup::CP, nullptr);
+    links.ep[i] = span(MeshGroup::EP, nullptr);
+    links.dp_cp[i] = span(MeshGroup::DataCP, &links.dp_cp_nodes);
+    links.expert_dp[i] = span(MeshGroup::ExpertData, &links.expert_dp_nodes);
     links.next[i] = mesh.pp > 1 ? pairLinkOf(mesh, p, (p + 1) % mesh.pp) : Link::None;
   }
   return links;
@@ -895,7 +975,10 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                 static_cast<int>(links->ep.size()) != mesh.pp ||
                 static_cast<int>(links->dp_cp.size()) != mesh.pp ||
                 static_cast<int>(links->expert_dp.size()) != mesh.pp ||
-                static_cast<int>(links->next.size()) != mesh.pp))
+                static_cast<int>(links->next.size()) != mesh.pp ||
+                static_cast<int>(links->tp_nodes.size()) != mesh.pp ||
+                static_cast<int>(links->dp_cp_nodes.size()) != mesh.pp ||
+                static_cast<int>(links->expert_dp_nodes.size()) != mesh.pp))
     return makeError("the mesh links were computed for another mesh; pass meshLinks(mesh)");
   auto analysis = analyze(setup, mesh, placement, nullptr, links);
   if (!analysis) return analysis.error();

@@ -126,6 +126,23 @@ Result<Recompute> parseRecompute(std::string_view text) {
                    "' is not known; use none, selective or full");
 }
 
+std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+  case CollectiveAlgorithm::Auto: return "auto";
+  case CollectiveAlgorithm::Ring: return "ring";
+  case CollectiveAlgorithm::Tree: return "tree";
+  }
+  return "auto";
+}
+
+Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text) {
+  if (text == "auto") return CollectiveAlgorithm::Auto;
+  if (text == "ring") return CollectiveAlgorithm::Ring;
+  if (text == "tree") return CollectiveAlgorithm::Tree;
+  return makeError("collective algorithm '" + std::string(text) +
+                   "' is not known; use auto (NCCL's choice per message), ring or tree");
+}
+
 std::vector<std::string> modelPresetNames() {
   return presetNames("presets/models/");
 }
@@ -202,6 +219,7 @@ nlohmann::json toJson(const HardwareSpec &hw) {
                         {"memory_efficiency", hw.memory_efficiency},
                         {"attention_efficiency", hw.attention_efficiency},
                         {"gpus_per_node", hw.gpus_per_node}};
+  if (!hw.bus_efficiency_source.empty()) out["bus_efficiency_source"] = hw.bus_efficiency_source;
   if (!hw.gemm_efficiency.empty()) {
     nlohmann::json curve = nlohmann::json::array();
     for (const auto &point : hw.gemm_efficiency)
@@ -213,13 +231,15 @@ nlohmann::json toJson(const HardwareSpec &hw) {
 }
 
 nlohmann::json toJson(const TrainingSetup &training) {
-  nlohmann::json out = {{"recompute", recomputeName(training.recompute)},
-                        {"zero1", training.zero1},
-                        {"sequence_parallel", training.sequence_parallel},
-                        {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
-                        {"balance_layers", training.balance_layers},
-                        {"overlap_gradient_sync", training.overlap_gradient_sync},
-                        {"expert_load_imbalance", training.expert_load_imbalance}};
+  nlohmann::json out = {
+      {"recompute", recomputeName(training.recompute)},
+      {"zero1", training.zero1},
+      {"sequence_parallel", training.sequence_parallel},
+      {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
+      {"balance_layers", training.balance_layers},
+      {"overlap_gradient_sync", training.overlap_gradient_sync},
+      {"expert_load_imbalance", training.expert_load_imbalance},
+      {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)}};
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -378,7 +398,8 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "memory_efficiency",
                           "attention_efficiency",
                           "intra_node_bus_efficiency",
-                          "inter_node_bus_efficiency"});
+                          "inter_node_bus_efficiency",
+                          "bus_efficiency_source"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -400,6 +421,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
       .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true)
       .text("gemm_efficiency_source", hw.gemm_efficiency_source)
+      .text("bus_efficiency_source", hw.bus_efficiency_source)
       .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
       .number("memory_efficiency", hw.memory_efficiency, kMinEfficiency, 1)
       .number("attention_efficiency", hw.attention_efficiency, 0, 1)
@@ -439,10 +461,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                             const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
-  if (auto s =
-          checkKeys(json, pointer,
-                    {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                     "balance_layers", "overlap_gradient_sync", "layout", "expert_load_imbalance"});
+  if (auto s = checkKeys(json, pointer,
+                         {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
+                          "balance_layers", "overlap_gradient_sync", "layout",
+                          "expert_load_imbalance", "collective_algorithm"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -455,7 +477,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6);
   std::string layout;
-  fields.text("layout", layout);
+  std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
+  fields.text("layout", layout).text("collective_algorithm", algorithm);
   if (!fields.ok()) return fields.error();
   if (!layout.empty()) {
     // Plan version 2: the layer layout as a Megatron string (version 1 files have none).
@@ -469,6 +492,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;
+  auto collective = parseCollectiveAlgorithm(algorithm);
+  if (!collective)
+    return makeError(pointer + "/collective_algorithm: " + collective.error().message);
+  training.collective_algorithm = *collective;
   return training;
 }
 

@@ -103,11 +103,18 @@ struct HardwareSpec {
   /// busbw / link bandwidth); 1 = the link's full figure.
   double intra_node_bus_efficiency = 1;
   double inter_node_bus_efficiency = 1;
+  /// Where the bus efficiencies (and link figures) come from: the measurement each is read off.
+  std::string bus_efficiency_source;
   int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
   std::string notes;
 };
 
 enum class Recompute { None, Selective, Full };
+
+/// How NCCL runs an all-reduce (NCCL_ALGO): "auto" lets its tuner take the cheaper of ring and
+/// tree for each message (engine/model/collectives.h), "ring" and "tree" force one. All-gather and
+/// reduce-scatter are rings whatever this says: NCCL has no tree for them.
+enum class CollectiveAlgorithm { Auto, Ring, Tree };
 
 /// Training options that change costs and memory.
 struct TrainingSetup {
@@ -125,6 +132,8 @@ struct TrainingSetup {
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;
+  /// The all-reduce algorithm NCCL is left to pick or told to use (NCCL_ALGO of the run).
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
 };
 
 struct ModelSetup {
@@ -165,6 +174,9 @@ enum class LinkKind : std::uint8_t { None, Intra, Inter, Mixed };
 /// instead of per derivation.
 struct MeshLinks {
   std::vector<LinkKind> tp, cp, ep, dp_cp, expert_dp, next;
+  /// The most nodes one TP, DP × CP or expert-data group of p spans (NCCL's tree all-reduce
+  /// climbs a binary tree over them).
+  std::vector<int> tp_nodes, dp_cp_nodes, expert_dp_nodes;
 };
 MeshLinks meshLinks(const Mesh &mesh);
 
@@ -241,5 +253,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const st
 
 std::string_view recomputeName(Recompute recompute); ///< "none", "selective", "full"
 Result<Recompute> parseRecompute(std::string_view text);
+/// "auto", "ring", "tree"
+std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm);
+Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text);
 
 } // namespace pipescope

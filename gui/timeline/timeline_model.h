@@ -10,6 +10,7 @@
 
 #include "engine/bubbles.h"
 #include "engine/evaluation.h"
+#include "engine/model/cost_breakdown.h"
 #include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
 
@@ -25,6 +26,9 @@ struct TimelineSection {
   /// The bubble analysis of the measured step drawn here (over the prediction, or as this
   /// section), in the measured clock: hovering its idle time names the cause. Null: none.
   std::shared_ptr<const BubbleAnalysis> measured_bubbles = nullptr;
+  /// What each stage's F, I and W are made of when the plan has a model (the derivation's
+  /// stage_breakdown): the hover shows an op's parts. Null: a plan with typed-in costs.
+  std::shared_ptr<const std::vector<StageBreakdown>> cost_breakdown = nullptr;
 
   int rankCount() const {
     return evaluation ? static_cast<int>(evaluation->schedule.ranks.size()) : 0;

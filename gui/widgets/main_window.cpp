@@ -485,6 +485,9 @@ void MainWindow::rebuildTimeline(bool animate) {
   TimelineSection section;
   section.title = family ? QString::fromStdString(family->title) : tr("Custom");
   section.evaluation = shown_->evaluation;
+  if (shown_->derivation) // shares the snapshot's breakdown, no copy
+    section.cost_breakdown = std::shared_ptr<const std::vector<StageBreakdown>>(
+        shown_, &shown_->derivation->stage_breakdown);
   std::vector<TimelineSection> sections;
   const OverlayMode mode = overlayMode();
   const auto measured =

@@ -412,7 +412,15 @@ void TimelineWidget::leaveEvent(QEvent *event) {
 QString TimelineWidget::describeItem(const DrawItem &item) const {
   QString text;
   if (!item.folded()) {
-    text = describeOp(model_.op(item.first), model_.timing(item.first), item.first.rank);
+    const auto &section = model_.sections()[static_cast<std::size_t>(item.first.section)];
+    const Op &op = model_.op(item.first);
+    const OpTiming &timing = model_.timing(item.first);
+    text = describeOp(op, timing, item.first.rank);
+    // A model plan's op: what its (predicted) time is made of on its stage.
+    if (section.cost_breakdown)
+      if (const auto parts =
+              describeOpCost(*section.cost_breakdown, op, timing.end_us - timing.start_us))
+        text += QStringLiteral("<br>") + QString::fromStdString(*parts).toHtmlEscaped();
     if (const OpTiming *measured = model_.measuredTiming(item.first)) {
       const auto &predicted = model_.timing(item.first);
       const double planned = predicted.end_us - predicted.start_us;
@@ -426,7 +434,6 @@ QString TimelineWidget::describeItem(const DrawItem &item) const {
                     .arg(took >= planned ? QStringLiteral("+") : QString())
                     .arg((took - planned) / planned * 100, 0, 'f', 1);
     }
-    const auto &section = model_.sections()[static_cast<std::size_t>(item.first.section)];
     if (model_.sections().size() > 1)
       text = QStringLiteral("<i>%1</i><br>").arg(section.title.toHtmlEscaped()) + text;
   } else {

@@ -1,11 +1,15 @@
 // Each cost term of the per-op model against a hand computation (issue #13): the GEMM curve and
 // its roofline, the memory-bound kernels, materialized and flash attention, the optimizer step,
-// and the refusals of a bad curve.
+// the refusals of a bad curve, NCCL's ring and tree all-reduce, DualPipe's pair and the hover's
+// line.
 #include <QtTest>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
+#include "engine/model/collectives.h"
 #include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/layer_layout.h"
@@ -427,23 +431,51 @@ private slots:
              too_many.error().message.c_str());
   }
 
-  // DualPipe's pair hides one chunk's all-to-all behind the other's compute.
-  void dualPipeOverlapFromHiddenAllToAll() {
+  // The DualPipe pair against a hand computation (DeepSeek-V3 §3.2.1): mixtral (32 MoE layers,
+  // b·s·k·h = 1·4096·2·4096 bf16 per all-to-all), EP = 8 over the 8 replicas, pp = 4: a rank's
+  // share of 8 layers runs 2 all-to-alls per layer in F and 2 in B, A = 16 of them each way.
+  // The pair takes F + B less what each chunk's compute hides of the other's all-to-all:
+  // min(A, B - A) + min(A, F - A), never less than max(F, B).
+  void dualPipePairFromHiddenAllToAllByHand() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
     QVERIFY(schedule);
-    Mesh mesh;
-    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4;
-    mesh.ep = 8;
-    auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY2(derivation, derivation ? "" : derivation.error().message.c_str());
-    const auto &c = derivation->costs;
-    QVERIFY(c.overlapped_us > std::max(c.forward_us, c.backward_us) - 1e-9);
-    QVERIFY(c.overlapped_us < c.forward_us + c.backward_us);
-    mesh.ep = 1; // nothing to hide: no overlap figure
-    auto dense_like = deriveModelCosts(setup, mesh, schedule->placement);
+    const double bytes = 1.0 * 4096 * 2 * 4096 * 2;
+    const auto derive = [&](const char *order, int ep = 8) {
+      Mesh mesh;
+      mesh.dp = 8, mesh.tp = 1, mesh.pp = 4, mesh.gpus_per_node = 8, mesh.ep = ep;
+      mesh.order = *Mesh::parseOrder(order);
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    // EP inside a node (replicas vary fastest): NVLink all-to-alls, short beside the compute,
+    // hidden whole: pair = F + B - 2A.
+    const auto &hw = setup.hardware;
+    const double nvlink =
+        7.0 / 8 * bytes / (hw.intra_node_gbps * hw.intra_node_bus_efficiency * 1e3) +
+        7 * hw.intra_node_latency_us;
+    auto inside = derive("dp-tp-pp");
+    QVERIFY2(inside, inside ? "" : inside.error().message.c_str());
+    QVERIFY(near(inside->stage_breakdown[1].forward.ep_us, 8 * 2 * nvlink));
+    const auto &c = inside->costs;
+    const double a = 16 * nvlink;
+    QVERIFY(a < c.forward_us - a && a < c.backward_us - a);
+    QVERIFY(near(c.overlapped_us, c.forward_us + c.backward_us - 2 * a));
+    // EP across 4 nodes (tp-pp-dp: replicas 4 ranks apart) on a slow network: the all-to-alls
+    // outlast the compute, which hides entirely behind them: pair = 2A.
+    setup.hardware.inter_node_gbps = 2;
+    const double slow =
+        7.0 / 8 * bytes / (2 * hw.inter_node_bus_efficiency * 1e3) + 7 * hw.inter_node_latency_us;
+    auto across = derive("tp-pp-dp");
+    QVERIFY2(across, across ? "" : across.error().message.c_str());
+    QVERIFY(near(across->stage_breakdown[1].forward.ep_us, 8 * 2 * slow));
+    const auto &d = across->costs;
+    const double b = 16 * slow;
+    QVERIFY(d.forward_us - b < b && d.backward_us - b < b);
+    QVERIFY(near(d.overlapped_us, 2 * b));
+    // Nothing to hide without EP: no overlap figure (the pair takes F + B).
+    auto dense_like = derive("tp-pp-dp", 1);
     QVERIFY(dense_like);
     QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
@@ -508,6 +540,161 @@ private slots:
         3 * (hw.inter_node_latency_us + bytes / (0.5 * hw.inter_node_bus_efficiency * 1e3));
     QVERIFY(ring > attention);
     QVERIFY(near(across->stage_breakdown[0].forward.cp_us, 16 * (ring - attention)));
+  }
+
+  // NCCL's two all-reduces against hand computations (src/graph/tuning.cc's model).
+  void ringAndTreeAllReduceFormulas() {
+    // Ring: 2·7/8 · 1e6 B / 100 GB/s + 2·7 · 2 µs = 17.5 + 28.
+    QVERIFY(near(ringAllReduceUs(1e6, 8, 100, 2), 45.5));
+    QCOMPARE(ringAllReduceUs(1e6, 1, 100, 2), 0.0);
+    // Tree, 64 ranks on 8 nodes: a chain of 8 in each node and a tree 3 levels deep, up and
+    // down: 2·(7·1 + 3·5) µs, plus 1e6 B / (0.5 · 0.92 · 40 GB/s).
+    QVERIFY(near(treeAllReduceUs(1e6, 64, 8, 40, 1, 5), 44 + 1e6 / 18400.0));
+    // 64 ranks on 64 nodes: no chain, ⌊log2 64⌋ = 6 levels; 12 nodes: ⌊log2 12⌋ = 3.
+    QVERIFY(near(treeAllReduceUs(0, 64, 64, 40, 1, 5), 60));
+    QVERIFY(near(treeAllReduceUs(0, 12, 12, 40, 1, 5), 30));
+    QCOMPARE(treeAllReduceUs(1e6, 1, 1, 40, 1, 5), 0.0);
+  }
+
+  // NCCL's tuner takes the cheaper: across many nodes a small message goes by tree (log2 of the
+  // nodes in latency instead of 2(n-1) steps), a large one by ring (the tree moves every byte at
+  // 0.46 of the bus bandwidth, the ring 2(n-1)/n of it at the full figure); inside a node the
+  // tree is a chain with the ring's latency and a lower bandwidth, so always the ring.
+  void autoPicksTreeForSmallMessagesAcrossNodes() {
+    HardwareSpec hw;
+    hw.intra_node_gbps = 450, hw.intra_node_latency_us = 1, hw.intra_node_bus_efficiency = 0.8;
+    hw.inter_node_gbps = 50, hw.inter_node_latency_us = 5, hw.inter_node_bus_efficiency = 0.9;
+    using Algorithm = CollectiveAlgorithm;
+    const double small = 1 << 20, large = 1 << 30, inter_bus = 45, intra_bus = 360;
+    // 64 ranks, one per node.
+    const double small_ring = 2.0 * 63 / 64 * small / (inter_bus * 1e3) + 2 * 63 * 5.0;
+    const double small_tree = 2 * 6 * 5.0 + small / (0.46 * inter_bus * 1e3);
+    QVERIFY(small_tree < small_ring);
+    QVERIFY(near(allReduceUs(hw, Algorithm::Ring, small, 64, 64, LinkKind::Inter), small_ring));
+    QVERIFY(near(allReduceUs(hw, Algorithm::Tree, small, 64, 64, LinkKind::Inter), small_tree));
+    QVERIFY(near(allReduceUs(hw, Algorithm::Auto, small, 64, 64, LinkKind::Inter), small_tree));
+    QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, small, 64, 64, LinkKind::Inter) ==
+            Algorithm::Tree);
+    const double large_ring = 2.0 * 63 / 64 * large / (inter_bus * 1e3) + 2 * 63 * 5.0;
+    const double large_tree = 2 * 6 * 5.0 + large / (0.46 * inter_bus * 1e3);
+    QVERIFY(large_ring < large_tree);
+    QVERIFY(near(allReduceUs(hw, Algorithm::Auto, large, 64, 64, LinkKind::Inter), large_ring));
+    QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, large, 64, 64, LinkKind::Inter) ==
+            Algorithm::Ring);
+    // A mixed group is priced at the inter-node figures, 16 ranks on 2 nodes: a chain of 8.
+    QVERIFY(near(allReduceUs(hw, Algorithm::Tree, small, 16, 2, LinkKind::Mixed),
+                 2 * (7 * 1.0 + 1 * 5.0) + small / (0.46 * inter_bus * 1e3)));
+    // One node: ring whatever the size; the tree, when forced, is a chain of 8 on NVLink.
+    for (double bytes : {1024.0, small, large}) {
+      const double ring = 2.0 * 7 / 8 * bytes / (intra_bus * 1e3) + 2 * 7 * 1.0;
+      const double chain = 2 * 7 * 1.0 + bytes / (0.46 * intra_bus * 1e3);
+      QVERIFY(near(allReduceUs(hw, Algorithm::Auto, bytes, 8, 1, LinkKind::Intra), ring));
+      QVERIFY(near(allReduceUs(hw, Algorithm::Tree, bytes, 8, 1, LinkKind::Intra), chain));
+      QVERIFY(allReduceAlgorithm(hw, Algorithm::Auto, bytes, 8, 1, LinkKind::Intra) ==
+              Algorithm::Ring);
+    }
+  }
+
+  // The run's algorithm reaches the DP gradient all-reduce: dp = 16 replicas, one per node (tp =
+  // 8 fills each), on a slow-latency network where the tree wins; ZeRO-1's reduce-scatter and
+  // all-gather stay rings.
+  void collectiveAlgorithmPricesTheGradientSync() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.inter_node_latency_us = 50;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 16, mesh.tp = 8, mesh.pp = 2, mesh.gpus_per_node = 8;
+    mesh.order = *Mesh::parseOrder("tp-pp-dp");
+    const auto derive = [&](CollectiveAlgorithm algorithm, bool zero1) {
+      setup.training.collective_algorithm = algorithm;
+      setup.training.zero1 = zero1;
+      return deriveModelCosts(setup, mesh, schedule->placement);
+    };
+    auto ring = derive(CollectiveAlgorithm::Ring, false);
+    auto tree = derive(CollectiveAlgorithm::Tree, false);
+    auto automatic = derive(CollectiveAlgorithm::Auto, false);
+    QVERIFY(ring && tree && automatic);
+    const auto &params = ring->rank_parameters;
+    const double bytes = *std::max_element(params.begin(), params.end()) * 2; // bf16 gradients
+    const auto &hw = setup.hardware;
+    const double ring_us = ringAllReduceUs(bytes, 16, hw.inter_node_gbps, 50);
+    const double tree_us = treeAllReduceUs(bytes, 16, 16, hw.inter_node_gbps, 3, 50);
+    QVERIFY(tree_us < ring_us);
+    QVERIFY(
+        near(ring->costs.gradient_sync_us - tree->costs.gradient_sync_us, ring_us - tree_us, 1e-6));
+    QCOMPARE(automatic->costs.gradient_sync_us, tree->costs.gradient_sync_us);
+    auto zero_ring = derive(CollectiveAlgorithm::Ring, true);
+    auto zero_tree = derive(CollectiveAlgorithm::Tree, true);
+    QVERIFY(zero_ring && zero_tree);
+    QCOMPARE(zero_tree->costs.gradient_sync_us, zero_ring->costs.gradient_sync_us);
+  }
+
+  void collectiveAlgorithmInTrainingJson() {
+    auto read = trainingSetupFromJson({{"collective_algorithm", "tree"}}, "/training");
+    QVERIFY2(read, read ? "" : read.error().message.c_str());
+    QVERIFY(read->collective_algorithm == CollectiveAlgorithm::Tree);
+    QCOMPARE(toJson(*read)["collective_algorithm"], nlohmann::json("tree"));
+    auto absent = trainingSetupFromJson(nlohmann::json::object(), "/training");
+    QVERIFY(absent && absent->collective_algorithm == CollectiveAlgorithm::Auto);
+    auto bad = trainingSetupFromJson({{"collective_algorithm", "butterfly"}}, "/training");
+    QVERIFY(!bad);
+    QVERIFY2(bad.error().message.find("/training/collective_algorithm") != std::string::npos &&
+                 bad.error().message.find("auto") != std::string::npos,
+             bad.error().message.c_str());
+    auto wrong_type = trainingSetupFromJson({{"collective_algorithm", 2}}, "/training");
+    QVERIFY(!wrong_type);
+    QVERIFY2(wrong_type.error().message.find("/training/collective_algorithm") != std::string::npos,
+             wrong_type.error().message.c_str());
+  }
+
+  // The hover's line: an op's time as its stage's parts, which must add up to it.
+  void opCostLineAddsUpToTheOp() {
+    std::vector<StageBreakdown> stages(2);
+    stages[0].forward.gemm_us = 1410, stages[0].forward.attention_us = 180;
+    stages[0].forward.memory_bound_us = 220, stages[0].forward.tp_us = 110;
+    stages[1].input_grad.gemm_us = 2000, stages[1].input_grad.ep_us = 600;
+    stages[1].weight_grad.gemm_us = 1000;
+    Op forward{0, 3, -1, -1, OpKind::Forward};
+    QCOMPARE(describeOpCost(stages, forward, 1920).value_or(""),
+             std::string("F 1.92 ms = GEMM 1.41 + attention 0.18 + memory-bound 0.22 + TP comm "
+                         "0.11"));
+    Op weight{1, 0, -1, -1, OpKind::WeightGrad};
+    QCOMPARE(describeOpCost(stages, weight, 1000).value_or(""), std::string("W 1 ms = GEMM 1"));
+    Op backward{1, 0, -1, -1, OpKind::FullBackward};
+    QCOMPARE(describeOpCost(stages, backward, 3600).value_or(""),
+             std::string("B 3.6 ms = GEMM 3 + EP all-to-all 0.6"));
+    Op input{1, 0, -1, -1, OpKind::InputGrad};
+    QCOMPARE(describeOpCost(stages, input, 260).has_value(), false); // typed-in: no false sum
+    // DualPipe's pair: F of stage 0 with B of stage 1, 0.52 ms of all-to-all hidden.
+    Op pair{0, 1, 1, 0, OpKind::OverlappedPair};
+    QCOMPARE(describeOpCost(stages, pair, 5000).value_or(""),
+             std::string("FB 5 ms = GEMM 4.41 + attention 0.18 + memory-bound 0.22 + TP comm 0.11 "
+                         "+ EP all-to-all 0.6 \u2212 overlap 0.52"));
+    QCOMPARE(describeOpCost(stages, pair, 5600).has_value(), false); // longer than its parts
+    Op outside{2, 0, -1, -1, OpKind::Forward};
+    QCOMPARE(describeOpCost(stages, outside, 1920).has_value(), false);
+    stages[0].forward = {};
+    stages[0].forward.gemm_us = 512.25;
+    QCOMPARE(describeOpCost(stages, forward, 512.25).value_or(""),
+             std::string("F 512 \u00b5s = GEMM 512"));
+  }
+
+  // Every shipped GPU says where its bus efficiencies come from (nccl-tests busbw, quoted), and
+  // the field survives a hardware file's round trip.
+  void hardwarePresetsCiteTheirBusEfficiencies() {
+    for (const auto &name : hardwarePresetNames()) {
+      auto hw = loadHardwareSpec(name);
+      QVERIFY2(hw, name.c_str());
+      std::string source = hw->bus_efficiency_source;
+      std::transform(source.begin(), source.end(), source.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      QVERIFY2(source.find("busbw") != std::string::npos, name.c_str());
+      QVERIFY(hw->intra_node_bus_efficiency < 1 && hw->inter_node_bus_efficiency < 1);
+      auto again = hardwareSpecFromJson(toJson(*hw), "/hardware");
+      QVERIFY2(again, again ? "" : again.error().message.c_str());
+      QCOMPARE(again->bus_efficiency_source, hw->bus_efficiency_source);
+    }
   }
 
   void ladderMadeMonotone() {

@@ -117,6 +117,35 @@ private slots:
     QVERIFY(output.contains(QStringLiteral("unknown schedule 'nope'")));
   }
 
+  // --hover-op draws the op's hover into the picture (a tooltip is its own window): a model
+  // plan's first op on rank 1, beside the same picture without it; a bad op is refused.
+  void drawsTheHoverOfAnOp() {
+    QTemporaryDir directory;
+    const QStringList model = {QStringLiteral("--model"), QStringLiteral("llama3-8b"),
+                               QStringLiteral("--hardware"), QStringLiteral("h100-sxm")};
+    const QString plain_path = directory.filePath(QStringLiteral("plain.png"));
+    const QString hover_path = directory.filePath(QStringLiteral("hover.png"));
+    QString output;
+    QCOMPARE(run(model + QStringList{QStringLiteral("--screenshot"), plain_path}, &output), 0);
+    QCOMPARE(run(model + QStringList{QStringLiteral("--hover-op"), QStringLiteral("1,0"),
+                                     QStringLiteral("--screenshot"), hover_path},
+                 &output),
+             0);
+    const QImage plain(plain_path), hover(hover_path);
+    QVERIFY2(!plain.isNull() && !hover.isNull(), qPrintable(output));
+    QCOMPARE(hover.size(), plain.size());
+    int changed = 0;
+    for (int y = 0; y < hover.height(); ++y)
+      for (int x = 0; x < hover.width(); ++x)
+        changed += hover.pixel(x, y) != plain.pixel(x, y);
+    QVERIFY2(changed >= 5000, qPrintable(QString::number(changed))); // a box of several lines
+    QCOMPARE(run(model + QStringList{QStringLiteral("--hover-op"), QStringLiteral("9,0"),
+                                     QStringLiteral("--screenshot"), hover_path},
+                 &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("--hover-op")), qPrintable(output));
+  }
+
   void writesAScreenshotOfTheExample() {
     QTemporaryDir directory;
     const QString path = directory.filePath(QStringLiteral("shot.png"));

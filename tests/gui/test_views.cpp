@@ -137,6 +137,68 @@ private slots:
         window.metrics()->valueText(QStringLiteral("memory_fit")).contains(QStringLiteral("no")));
   }
 
+  // A model plan's hover says what the op's time is made of on its stage (GEMM, attention,
+  // memory-bound, TP): the parts shown add up to the op's duration, and the engine's unrounded
+  // parts to the simulated time exactly. A plan with typed-in costs keeps the plain hover.
+  void hoverShowsWhatAModelOpIsMadeOf() {
+    MainWindow window(quietOptions());
+    window.show();
+    Plan plan = modelPlan();
+    plan.mesh.tp = 2; // a TP all-reduce in every layer
+    window.setPlan(plan);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    TimelineWidget *timeline = window.timeline();
+    const auto &snapshot = *window.snapshot();
+    QVERIFY(snapshot.derivation);
+    const auto &ranks = snapshot.evaluation->schedule.ranks;
+    int checked = 0;
+    for (OpKind kind : {OpKind::Forward, OpKind::FullBackward}) {
+      // The first such op on rank 1 (a middle stage: no embedding, no head).
+      int index = 0;
+      while (ranks[1][static_cast<std::size_t>(index)].kind != kind)
+        ++index;
+      const OpLocation location{0, 1, index};
+      const Op &op = timeline->model().op(location);
+      const OpTiming &timing = timeline->model().timing(location);
+      const double duration = timing.end_us - timing.start_us;
+      const auto parts = opBreakdown(snapshot.derivation->stage_breakdown, op);
+      QVERIFY(parts);
+      QVERIFY(qAbs(parts->total() - duration) <= 1e-9 * duration);
+      const QString text = timeline->hoverTextAt(timeline->opRect(location).center().toPoint());
+      // The last line: "F 9.87 ms = GEMM 7.1 + attention 1.2 + memory-bound 0.9 + TP comm 0.6".
+      const QString line = text.section(QStringLiteral("<br>"), -1);
+      static const QRegularExpression shape(
+          QStringLiteral("^(F|B) ([0-9.]+) (ms|\u00b5s) = (.+)$"));
+      const auto match = shape.match(line);
+      QVERIFY2(match.hasMatch(), qPrintable(text));
+      QCOMPARE(match.captured(1), QString::fromLatin1(opKindLetter(kind).data()));
+      const double unit = match.captured(3) == QStringLiteral("ms") ? 1000 : 1;
+      QVERIFY2(qAbs(match.captured(2).toDouble() * unit - duration) <= 0.005 * duration,
+               qPrintable(line));
+      double sum = 0;
+      QStringList names;
+      for (const QString &part : match.captured(4).split(QStringLiteral(" + "))) {
+        const int space = part.lastIndexOf(QLatin1Char(' '));
+        names << part.left(space);
+        sum += part.mid(space + 1).toDouble() * unit;
+      }
+      for (const char *name : {"GEMM", "attention", "memory-bound", "TP comm"})
+        QVERIFY2(names.contains(QString::fromLatin1(name)), qPrintable(line));
+      // Each part is rounded to 3 significant digits.
+      QVERIFY2(qAbs(sum - duration) <= 0.005 * duration, qPrintable(line));
+      ++checked;
+    }
+    QCOMPARE(checked, 2);
+
+    window.setPlan(examplePlan());
+    window.settle();
+    const QString plain =
+        timeline->hoverTextAt(timeline->opRect(OpLocation{0, 1, 0}).center().toPoint());
+    QVERIFY(plain.contains(QStringLiteral("duration")));
+    QVERIFY2(!plain.contains(QStringLiteral(" = ")), qPrintable(plain));
+  }
+
   void activationBarsWithoutAModel() {
     MainWindow window(quietOptions());
     window.show();
