@@ -66,6 +66,7 @@ model (derives every cost from the model, hardware and mesh):
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
   --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
   --cp C (context parallelism: each sequence split over C of the dp ranks)
+  --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end

@@ -186,6 +186,12 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (hw.efficiency > 1)
     return makeError(hardware + "efficiency is a fraction of peak, at most 1, got " +
                      number(hw.efficiency));
+  if (setup.training.gemm_precision == GemmPrecision::Fp8 &&
+      !(std::isfinite(hw.peak_fp8_tflops) && hw.peak_fp8_tflops > 0))
+    return makeError("training: gemm_precision \"fp8\" but " + hardware +
+                     "has no FP8 tensor cores (peak_fp8_tflops is 0); use gemm_precision \"bf16\" "
+                     "or an FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware's "
+                     "peak_fp8_tflops");
 
   if (auto status = mesh.check(); !status) return status;
   if (mesh.pp != placement.pp)
@@ -474,14 +480,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
   // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
-  const LayerShape shape{t, sp, true, cp};
+  const bool fp8 = training.gemm_precision == GemmPrecision::Fp8;
+  const LayerShape shape{t, sp, true, cp, fp8};
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
   const int ep = training.expert_parallel;
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
-    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp});
+    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8});
     for (auto &op : moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance).ops)
       moe_work.add(std::move(op));
   }
@@ -489,8 +496,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   for (int p = 0; p < P; ++p) {
     an.rank_ep_link.push_back(replicaGroupLink(mesh, p, ep, cp));
     const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
+    // An FP8 dispatch (1 byte per element) and a 16-bit combine per pass (DeepSeek-V3 §3.3):
+    // their mean stands for "one dispatch or combine" wherever two are counted.
     an.rank_all_to_all_us[static_cast<std::size_t>(p)] =
-        moeAllToAllUs(local, shape, ep, gbps, latency);
+        fp8 && training.fp8_dispatch ? 0.5 * (moeAllToAllUs(local, shape, ep, gbps, latency, 1) +
+                                              moeAllToAllUs(local, shape, ep, gbps, latency))
+                                     : moeAllToAllUs(local, shape, ep, gbps, latency);
   }
   // CP: K and V (this rank's s/cp tokens, the TP rank's KV heads) go around the CP ring in
   // cp - 1 steps per layer, overlapped with the attention computed on the chunk in hand; the
@@ -851,6 +862,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       an.rank_optimizer_us[i] = optimizerStepUs(
           optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh.dp),
           training.optimizer_bytes_per_param, dt, hw);
+      // FP8: Transformer Engine casts each weight to FP8 and its transpose once per step, on the
+      // first microbatch, and reuses them for the others (TE Linear.forward's is_first_microbatch:
+      // "during FP8 training, it allows caching of the FP8 versions of the weights"; Megatron-
+      // Core's TELinear and TEGroupedLinear pass it): read 16 bits, write 1 + 1 bytes per
+      // parameter the rank holds. Counted with the step's tail; the embedding and head, which
+      // stay 16-bit, are counted too (a small overestimate).
+      if (fp8) an.rank_optimizer_us[i] += memoryBoundUs((dt + 2) * an.rank_params[i], hw);
     }
   }
   // Tied embeddings on several stages: the first and the last stage sum their copies' gradients

@@ -94,6 +94,13 @@ struct HardwareSpec {
   double memory_efficiency = 0.8;
   /// FlashAttention's achieved fraction of peak; 0 = the GEMM curve at one head's score GEMM.
   double attention_efficiency = 0;
+  /// Dense FP8 (E4M3/E5M2) tensor-core peak per GPU; 0 = no FP8 tensor cores (A100), so a plan
+  /// asking for FP8 GEMMs is refused.
+  double peak_fp8_tflops = 0;
+  /// FP8 GEMM efficiency over size, as a fraction of peak_fp8_tflops (gemm_efficiency.h); empty:
+  /// the bf16 curve's (or `efficiency`) at the FP8 peak, an optimistic bound.
+  std::vector<GemmEfficiencyPoint> gemm_efficiency_fp8;
+  std::string gemm_efficiency_fp8_source;
   double memory_gib = 80;
   double intra_node_gbps = 450; ///< per direction, NVLink class, GB/s
   double intra_node_latency_us = 3;
@@ -108,6 +115,13 @@ struct HardwareSpec {
 };
 
 enum class Recompute { None, Selective, Full };
+
+/// The precision of the linear layers' GEMMs. Fp8: as Transformer Engine runs them (fp8_autocast):
+/// the GEMMs of every TE linear layer (QKV or MLA projections, attention output, MLP and expert
+/// GEMMs, the MTP projection) in forward, input-grad and weight-grad at the FP8 peak, with their
+/// inputs and output gradients quantized by memory-bound amax-and-cast kernels; attention, the
+/// router and the output head stay in 16 bits, as do stored activations.
+enum class GemmPrecision { Bf16, Fp8 };
 
 /// Training options that change costs and memory.
 struct TrainingSetup {
@@ -130,6 +144,12 @@ struct TrainingSetup {
   /// Context parallelism: each sequence split over this many data-parallel ranks (as Megatron's
   /// gradient reduction spans dp × cp, the CP ranks are counted in dp here); 1 = none.
   int context_parallel = 1;
+  GemmPrecision gemm_precision = GemmPrecision::Bf16;
+  /// Under FP8, MoE dispatch all-to-alls carry FP8 activations (1 byte per element) and combine
+  /// all-to-alls bf16, as DeepSeek-V3 does (report §3.3: dispatch quantized to FP8 before the
+  /// all-to-all, combine kept in BF16; the backward's gradient dispatch likewise). false: both
+  /// in the model's 16 bits. Ignored under bf16 GEMMs.
+  bool fp8_dispatch = true;
 };
 
 struct ModelSetup {
@@ -243,5 +263,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const st
 
 std::string_view recomputeName(Recompute recompute); ///< "none", "selective", "full"
 Result<Recompute> parseRecompute(std::string_view text);
+std::string_view gemmPrecisionName(GemmPrecision precision); ///< "bf16", "fp8"
+Result<GemmPrecision> parseGemmPrecision(std::string_view text);
 
 } // namespace pipescope

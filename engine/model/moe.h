@@ -22,9 +22,9 @@ PartWork moeMlpWork(const ModelSpec &model, const HardwareSpec &hardware, const 
 
 /// One all-to-all (dispatch or combine) of a layer: each rank sends the (EP-1)/EP of its tokens'
 /// k copies (b·s·k·h elements, ÷t under SP) that go to other ranks at `gbps`, with EP-1 latency
-/// steps.
+/// steps. `element_bytes`: bytes per element sent (1 for an FP8 dispatch); 0 = the model's dtype.
 double moeAllToAllUs(const ModelSpec &model, const LayerShape &shape, int expert_parallel,
-                     double gbps, double latency_us);
+                     double gbps, double latency_us, double element_bytes = 0);
 
 /// Parameters of one MoE layer's routed experts (whole model, all experts) and of its router
 /// and shared experts (held like the dense MLP).

@@ -3,6 +3,7 @@
 // change that makes the predictions worse fails here.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -27,18 +28,39 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // +22.7 % today: DeepSeek ran FP8 GEMMs and FP8 dispatch with node-limited routing, which
-    // pipescope does not model (bf16 GEMMs; every routed copy over InfiniBand at 2 bytes), so
-    // this row guards against regressions but is outside the goal below (docs/validation.md).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.25},
+    // -5.2 % with FP8 GEMMs and the FP8 dispatch (+22.7 % in bf16); node-limited routing is
+    // still not modeled, so the row is held out of the goal below (docs/validation.md).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.07},
+    // Megatron-Bridge on DGX-H100 in FP8. The dense rows fit the H100 FP8 curve's one factor.
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.04},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.065},
+    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.085},
+    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
+    // Held out. +46 % to +60 %: pipescope prices the EP all-to-all fully exposed over InfiniBand
+    // for every byte of a group that spans nodes, where the runs overlap it (moe_a2a_overlap,
+    // HybridEP); the 25.11 Qwen3 row, measured before those, is within 8.4 %.
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.095},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.6},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.61},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.47},
 };
 /// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
-/// applies to them. deepseek-v3-h800 is not one (FP8, see above).
+/// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE all-to-all
+/// overlap and node-limited routing are not modeled (see above), and the H100 FP8 curve was fit
+/// on the dense megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
 /// 8.9 % worst on such a set); today 1.6 % and 5.3 %.
 constexpr double kMeanStepErrorBound = 0.025;
 constexpr double kWorstStepErrorBound = 0.065;
+/// The rows the H100 FP8 curve's factor was fit on: today 3.9 % mean, 7.5 % worst.
+const std::set<std::string> kFitRows = {
+    "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
+    "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
+constexpr double kFitMeanBound = 0.04, kFitWorstBound = 0.08;
+/// Every row: today 11.0 % mean, 60.0 % worst (the 3.5 % / 8 % goal is not met over
+/// all rows; docs/validation.md says why). Regression guards only.
+constexpr double kAllMeanBound = 0.115, kAllWorstBound = 0.61;
 
 } // namespace
 
@@ -80,9 +102,32 @@ private slots:
     }
   }
 
+  // Megatron-Bridge publishes tokens/s per GPU: a step of GBS 128 × 8192 tokens at 1602 tokens/s
+  // on each of 64 GPUs takes 128 · 8192 / (1602 · 64) = 10.227 s.
+  void tokensPerGpuBecomeAStep() {
+    auto set = loadValidationSet("megatron-bridge-h100");
+    QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+    const auto row =
+        std::find_if(set->cases.begin(), set->cases.end(),
+                     [](const ValidationCase &c) { return c.id == "llama3-70b-gbs128"; });
+    QVERIFY(row != set->cases.end());
+    const double by_hand = 128.0 * 8192 / (1602.0 * 64);
+    QVERIFY(std::abs(row->measured_step_s - by_hand) < 1e-9 * by_hand);
+    QVERIFY(std::abs(by_hand - 10.227) < 0.001);
+    QCOMPARE(row->setup.training.gemm_precision, GemmPrecision::Fp8);
+    // CP ranks share sequences: 405B at GBS 512 on dp 16 with CP 2 runs 64 microbatches per
+    // replica, and its step is 512 · 8192 / (292 · 1024).
+    const auto cp = std::find_if(set->cases.begin(), set->cases.end(), [](const ValidationCase &c) {
+      return c.id == "llama3.1-405b-gbs512";
+    });
+    QVERIFY(cp != set->cases.end());
+    QCOMPARE(cp->request.microbatches, 64);
+    QVERIFY(std::abs(cp->measured_step_s - 512.0 * 8192 / (292.0 * 1024)) < 1e-9);
+  }
+
   void everyRowWithinItsBound() {
-    double sum = 0, worst = 0;
-    int rows = 0, goal_rows = 0;
+    double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, all_sum = 0, all_worst = 0;
+    int rows = 0, goal_rows = 0, fit_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -98,6 +143,13 @@ private slots:
                                              .c_str());
         if (result->memory_error) QVERIFY2(std::abs(*result->memory_error) <= 0.05, key.c_str());
         ++rows;
+        all_sum += error;
+        all_worst = std::max(all_worst, error);
+        if (kFitRows.count(key) != 0) {
+          fit_sum += error;
+          fit_worst = std::max(fit_worst, error);
+          ++fit_rows;
+        }
         if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
@@ -108,6 +160,11 @@ private slots:
     QVERIFY(goal_rows > 0);
     QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
+    QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
+    QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
+    QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
+    QVERIFY2(all_sum / rows <= kAllMeanBound, std::to_string(all_sum / rows).c_str());
+    QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
   }
 
   void badFilesNameTheField() {
