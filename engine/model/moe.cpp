@@ -99,12 +99,11 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
   if (shape.fp8_gemms) {
     // The up GEMMs' inputs (every routed copy, and the tokens for the shared experts) and the
     // down GEMMs' inputs in the forward; the output gradients of both in the input-grad pass.
+    const double shared_tokens = m.shared_experts > 0 ? tokens : 0.0;
     const double shared_f = m.shared_experts * fe / t;
-    const double forward =
-        assignments * (h + fe / t) + tokens * (h + shared_f) * (m.shared_experts > 0 ? 1 : 0);
+    const double forward = assignments * (h + fe / t) + shared_tokens * (h + shared_f);
     const double backward =
-        assignments * (up + h) +
-        (m.shared_experts > 0 ? tokens * ((m.gated_mlp ? 2.0 : 1.0) * shared_f + h) : 0.0);
+        assignments * (up + h) + shared_tokens * ((m.gated_mlp ? 2.0 : 1.0) * shared_f + h);
     work.add(fp8QuantizeOp("experts_fp8_quantize", forward, backward, hardware));
   }
   return work;

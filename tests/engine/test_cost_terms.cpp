@@ -580,6 +580,16 @@ private slots:
     const double bytes16 = 4096.0 * 2 * 4096 * 2 * 7 / 8;
     QVERIFY(near(moeAllToAllUs(setup.model, bf16, 8, 50, 0), bytes16 / 50e3));
     QVERIFY(near(moeAllToAllUs(setup.model, bf16, 8, 50, 0, 1), bytes16 / 2 / 50e3));
+    // The casts: every routed copy's h-wide input to the up GEMM and f-wide input to the down
+    // GEMM (forward), their 2f- and h-wide output gradients (input-grad), 6 bytes each.
+    setup.hardware.hbm_gbps = 1000, setup.hardware.memory_efficiency = 0.8;
+    const PartWork priced = moeMlpWork(setup.model, setup.hardware, fp8, 8, 1);
+    const auto *cast = findOp(priced, "experts_fp8_quantize");
+    QVERIFY(cast);
+    const double copies = 4096.0 * 2, h = 4096, f = 14336;
+    QVERIFY(near(cast->forward_us, 6 * copies * (h + f) / 800e3));
+    QVERIFY(near(cast->input_grad_us, 6 * copies * (2 * f + h) / 800e3));
+    QVERIFY(!findOp(moeMlpWork(setup.model, setup.hardware, bf16, 8, 1), "experts_fp8_quantize"));
   }
 
   // A GPU without FP8 tensor cores refuses an FP8 plan, naming the field and the fix.
