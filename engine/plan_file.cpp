@@ -279,7 +279,7 @@ Result<LoweredProgram> programFromJson(const json &value, const Schedule &schedu
 
 Status readMesh(const json &object, const std::string &pointer, Mesh &mesh, bool sizes_required) {
   JsonFields mf(object, pointer);
-  std::string order = mesh.orderName();
+  std::string order; // absent: the mesh's own order (the default places cp next to tp)
   mf.integer("dp", mesh.dp, 1, kMaxWorldSize, sizes_required)
       .integer("tp", mesh.tp, 1, kMaxWorldSize, sizes_required)
       .integer("pp", mesh.pp, 1, kMaxPipelineRanks, sizes_required)
@@ -288,9 +288,11 @@ Status readMesh(const json &object, const std::string &pointer, Mesh &mesh, bool
       .integer("ep", mesh.ep, 1, kMaxWorldSize)
       .text("rank_order", order);
   if (!mf.ok()) return mf.error();
-  auto parsed = Mesh::parseOrder(order, mesh.cp);
-  if (!parsed) return makeError(pointer + "/rank_order: " + parsed.error().message);
-  mesh.order = *parsed;
+  if (!order.empty()) {
+    auto parsed = Mesh::parseOrder(order, mesh.cp);
+    if (!parsed) return makeError(pointer + "/rank_order: " + parsed.error().message);
+    mesh.order = *parsed;
+  }
   if (auto status = mesh.check(); !status)
     return makeError(pointer + ": " + status.error().message);
   return Ok{};

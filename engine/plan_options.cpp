@@ -39,6 +39,9 @@ std::span<const PlanOption> planOptions() {
       {"rank-order", "ORDER",
        "Which dimension varies fastest, e.g. tp-cp-pp-dp (tp-pp-dp without --cp)."},
       {"recompute", "MODE", "None, selective or full (with --model)."},
+      {"gemm-precision", "P",
+       "bf16 or fp8: linear-layer GEMMs as Transformer Engine's FP8 runs them (with --model)."},
+      {"fp8", nullptr, "Same as --gemm-precision fp8 (with --model)."},
       {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP (with --model)."},
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
@@ -185,6 +188,16 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       if (!parsed) return parsed.error();
       setup.training.recompute = *parsed;
     }
+    if (auto precision = a.text("gemm-precision")) {
+      auto parsed = parseGemmPrecision(*precision);
+      if (!parsed) return makeError("--gemm-precision: " + parsed.error().message);
+      setup.training.gemm_precision = *parsed;
+    }
+    if (a.has("fp8")) {
+      if (a.has("gemm-precision") && setup.training.gemm_precision != GemmPrecision::Fp8)
+        return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
+      setup.training.gemm_precision = GemmPrecision::Fp8;
+    }
     if (a.has("zero1")) setup.training.zero1 = true;
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
@@ -203,7 +216,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp",
-                             "expert-imbalance", "collective-algorithm"})
+                             "expert-imbalance", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -67,6 +67,7 @@ model (derives every cost from the model, hardware and mesh):
   --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
   --cp C (context parallelism: each sequence split over C of the dp ranks)
   --collective-algorithm auto|ring|tree (all-reduces; auto: NCCL's cheaper per message)
+  --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end

@@ -205,10 +205,11 @@ nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
   return out;
 }
 
-GemmHardware gemmHardwareOf(const HardwareSpec &hardware) {
+GemmHardware gemmHardwareOf(const HardwareSpec &hardware, bool fp8) {
   GemmHardware g;
-  g.peak_tflops = hardware.peak_tflops;
-  g.curve = hardware.gemm_efficiency;
+  g.peak_tflops = fp8 ? hardware.peak_fp8_tflops : hardware.peak_tflops;
+  g.curve = fp8 && !hardware.gemm_efficiency_fp8.empty() ? hardware.gemm_efficiency_fp8
+                                                         : hardware.gemm_efficiency;
   g.flat_efficiency = hardware.efficiency;
   g.hbm_gbps = hardware.hbm_gbps;
   g.memory_efficiency = hardware.memory_efficiency;
@@ -252,9 +253,18 @@ LayerOp memoryOp(std::string name, double forward_bytes, double backward_bytes,
 
 } // namespace
 
+LayerOp fp8QuantizeOp(std::string name, double elements_forward, double elements_backward,
+                      const HardwareSpec &hardware) {
+  return memoryOp(std::move(name), kFp8QuantizeBytesPerElement * elements_forward,
+                  kFp8QuantizeBytesPerElement * elements_backward, hardware);
+}
+
 PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
                               const LayerShape &shape) {
   const GemmHardware gemm = gemmHardwareOf(hardware);
+  // Linear layers (Transformer Engine modules) run at the FP8 rate under FP8; attention stays
+  // 16-bit (TE's FP8 recipes leave dot-product attention in BF16 unless asked).
+  const GemmHardware linear_gemm = gemmHardwareOf(hardware, shape.fp8_gemms);
   const double t = shape.tp, dt = dtypeBytes(m.dtype);
   const double b = m.microbatch_size, s = m.sequence_length, h = m.hidden, f = m.ffn_hidden;
   const double heads = m.heads / t;
@@ -268,6 +278,14 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   const double mask = m.dropout ? 1.0 : 0.0; // bytes per element of a dropout mask
 
   PartWork work;
+  // Elements of the linear layers' inputs (forward) and output gradients (input-grad) that FP8
+  // quantizes, summed into one op at the end of the layer.
+  double quantized_forward = 0, quantized_backward = 0;
+  const auto linear = [&](const char *name, double rows, double k, double n) {
+    work.add(linearOp(name, rows, k, n, linear_gemm, dt));
+    quantized_forward += rows * k;
+    quantized_backward += rows * n;
+  };
   const char *norm = m.norm == "layernorm" ? "layernorm" : "rmsnorm";
   work.add(memoryOp(std::string("input_") + norm, 2 * dt * hidden_elements,
                     3 * dt * hidden_elements, hardware));
@@ -279,22 +297,21 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
       work.add(memoryOp(name, 2 * dt * tokens * width, 3 * dt * tokens * width, hardware));
     };
     if (attention.q_latent > 0) {
-      work.add(linearOp("q_down", tokens, h, attention.q_latent, gemm, dt));
+      linear("q_down", tokens, h, attention.q_latent);
       latentNorm("q_latent_rmsnorm", attention.q_latent);
-      work.add(linearOp("q_up", tokens, attention.q_latent, attention.query / t, gemm, dt));
+      linear("q_up", tokens, attention.q_latent, attention.query / t);
     } else {
-      work.add(linearOp("q_proj", tokens, h, attention.query / t, gemm, dt));
+      linear("q_proj", tokens, h, attention.query / t);
     }
-    work.add(linearOp("kv_down", tokens, h, attention.kv_latent + attention.rope_key, gemm, dt));
+    linear("kv_down", tokens, h, attention.kv_latent + attention.rope_key);
     latentNorm("kv_latent_rmsnorm", attention.kv_latent);
-    work.add(linearOp("kv_up", tokens, attention.kv_latent,
-                      heads * (m.qk_nope_head_dim + attention.value_dim), gemm, dt));
+    linear("kv_up", tokens, attention.kv_latent,
+           heads * (m.qk_nope_head_dim + attention.value_dim));
     // RoPE on the queries' rope part and on the one shared rope key.
     const double qk = tokens * (heads + 1) * attention.rope_key;
     work.add(memoryOp("rotary", 2 * dt * qk, 2 * dt * qk, hardware));
   } else {
-    work.add(linearOp("qkv", tokens, h, (attention.query + attention.key + attention.value) / t,
-                      gemm, dt));
+    linear("qkv", tokens, h, (attention.query + attention.key + attention.value) / t);
     if (m.position_embeddings == 0) {
       const double qk = tokens * (attention.query + attention.key) / t;
       work.add(memoryOp("rotary", 2 * dt * qk, 2 * dt * qk, hardware));
@@ -332,7 +349,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
       work.add(memoryOp("attention_dropout", (2 * dt + mask) * score_elements,
                         (2 * dt + mask) * score_elements, hardware, true));
   }
-  work.add(linearOp("attention_out", tokens, attention.output / t, h, gemm, dt));
+  linear("attention_out", tokens, attention.output / t, h);
   const char *residual = m.dropout ? "bias_dropout_add" : "residual_add";
   work.add(memoryOp(std::string("attention_") + residual, (3 * dt + mask) * hidden_elements,
                     (2 * dt + mask) * hidden_elements, hardware));
@@ -341,15 +358,17 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   if (!shape.dense_mlp) {
     // The MoE MLP (moe.h) is added by the caller; its residual add stays here.
   } else if (m.gated_mlp) {
-    work.add(linearOp("mlp_gate_up", tokens, h, 2 * f / t, gemm, dt));
+    linear("mlp_gate_up", tokens, h, 2 * f / t);
     work.add(memoryOp("swiglu", 3 * dt * ffn_elements, 5 * dt * ffn_elements, hardware));
   } else {
-    work.add(linearOp("mlp_up", tokens, h, f / t, gemm, dt));
+    linear("mlp_up", tokens, h, f / t);
     work.add(memoryOp("gelu", 2 * dt * ffn_elements, 3 * dt * ffn_elements, hardware));
   }
-  if (shape.dense_mlp) work.add(linearOp("mlp_down", tokens, f / t, h, gemm, dt));
+  if (shape.dense_mlp) linear("mlp_down", tokens, f / t, h);
   work.add(memoryOp(std::string("mlp_") + residual, (3 * dt + mask) * hidden_elements,
                     (2 * dt + mask) * hidden_elements, hardware));
+  if (shape.fp8_gemms)
+    work.add(fp8QuantizeOp("fp8_quantize", quantized_forward, quantized_backward, hardware));
   return work;
 }
 
@@ -389,8 +408,12 @@ PartWork mtpProjectionWork(const ModelSpec &m, const HardwareSpec &hardware,
   // embedding, then M_k·[h; e] (2h → h, column-parallel).
   work.add(memoryOp(m.norm == "layernorm" ? "mtp_layernorms" : "mtp_rmsnorms", 2 * 2 * dt * hidden,
                     2 * 3 * dt * hidden, hardware));
-  work.add(linearOp("mtp_projection", tokens, 2.0 * m.hidden,
-                    m.hidden / static_cast<double>(shape.tp), gemm, dt));
+  const double projection_out = m.hidden / static_cast<double>(shape.tp);
+  work.add(linearOp("mtp_projection", tokens, 2.0 * m.hidden, projection_out,
+                    gemmHardwareOf(hardware, shape.fp8_gemms), dt));
+  if (shape.fp8_gemms)
+    work.add(fp8QuantizeOp("mtp_fp8_quantize", tokens * 2.0 * m.hidden, tokens * projection_out,
+                           hardware));
   return work;
 }
 

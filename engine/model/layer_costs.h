@@ -47,8 +47,9 @@ struct AttentionShape {
 };
 AttentionShape attentionShapeOf(const ModelSpec &model);
 
-/// The hardware's GEMM pricing (curve or flat factor, HBM roofline).
-GemmHardware gemmHardwareOf(const HardwareSpec &hardware);
+/// The hardware's GEMM pricing (curve or flat factor, HBM roofline); with `fp8`, its FP8 peak and
+/// FP8 curve (the bf16 curve when it has none).
+GemmHardware gemmHardwareOf(const HardwareSpec &hardware, bool fp8 = false);
 
 /// Inputs shared by every part: tensor parallelism and sequence parallelism shape the shards.
 struct LayerShape {
@@ -58,7 +59,21 @@ struct LayerShape {
   /// CP ranks splitting the sequence: the model's sequence_length is then this rank's share and
   /// attention sees context_parallel times as many keys.
   int context_parallel = 1;
+  /// The linear layers' GEMMs in FP8 (TrainingSetup::gemm_precision), with their quantization.
+  bool fp8_gemms = false;
 };
+
+/// Bytes Transformer Engine's FP8 current scaling moves to quantize one linear layer's GEMM
+/// operands, per element of the 16-bit tensor: an amax pass (read 2 bytes), then a cast that reads
+/// it again and writes the FP8 copy and its transpose (1 + 1 bytes), since Hopper's FP8 GEMMs
+/// take both operands K-major. 6 bytes per element, for the forward's input and the input-grad's
+/// output gradient.
+inline constexpr double kFp8QuantizeBytesPerElement = 6;
+
+/// The memory-bound FP8 quantization of `elements_forward` input elements in the forward and
+/// `elements_backward` output-gradient elements in the input-grad pass (one op per part).
+LayerOp fp8QuantizeOp(std::string name, double elements_forward, double elements_backward,
+                      const HardwareSpec &hardware);
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
                               const LayerShape &shape);

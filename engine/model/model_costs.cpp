@@ -188,6 +188,12 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (hw.efficiency > 1)
     return makeError(hardware + "efficiency is a fraction of peak, at most 1, got " +
                      number(hw.efficiency));
+  if (setup.training.gemm_precision == GemmPrecision::Fp8 &&
+      !(std::isfinite(hw.peak_fp8_tflops) && hw.peak_fp8_tflops > 0))
+    return makeError("training: gemm_precision \"fp8\" but " + hardware +
+                     "has no FP8 tensor cores (peak_fp8_tflops is 0); use gemm_precision \"bf16\" "
+                     "or an FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware's "
+                     "peak_fp8_tflops");
 
   if (auto status = mesh.check(); !status) return status;
   if (mesh.pp != placement.pp)
@@ -519,23 +525,35 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
   // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
-  const LayerShape shape{t, sp, true, cp};
+  const bool fp8 = training.gemm_precision == GemmPrecision::Fp8;
+  const LayerShape shape{t, sp, true, cp, fp8};
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
   const int ep = mesh.ep;
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
-    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp});
+    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8});
     for (auto &op : moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance).ops)
       moe_work.add(std::move(op));
   }
   an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
   for (int p = 0; p < P; ++p) {
-    an.rank_ep_link.push_back(mesh_links.ep[static_cast<std::size_t>(p)]);
-    const auto [gbps, latency] = collectiveSpeed(hw, an.rank_ep_link.back());
-    an.rank_all_to_all_us[static_cast<std::size_t>(p)] =
-        moeAllToAllUs(local, shape, ep, gbps, latency);
+    const auto i = static_cast<std::size_t>(p);
+    an.rank_ep_link.push_back(mesh_links.ep[i]);
+    // Inside a node the whole group runs on NVLink; a group across nodes sends to its peers in
+    // the node on NVLink and to the others on the network at once (moe.h).
+    const auto [intra_gbps, intra_latency] = collectiveSpeed(hw, Link::Intra);
+    const auto [inter_gbps, inter_latency] = collectiveSpeed(hw, Link::Inter);
+    const int nodes = mesh_links.ep[i] == Link::Intra ? 1 : std::max(2, mesh_links.ep_nodes[i]);
+    const auto all_to_all = [&](double element_bytes) {
+      return moeAllToAllOverNodesUs(local, shape, ep, nodes, {intra_gbps, intra_latency},
+                                    {inter_gbps, inter_latency}, element_bytes);
+    };
+    // An FP8 dispatch (1 byte per element) and a 16-bit combine per pass (DeepSeek-V3 §3.3):
+    // their mean stands for "one dispatch or combine" wherever two are counted.
+    an.rank_all_to_all_us[i] =
+        fp8 && training.fp8_dispatch ? 0.5 * (all_to_all(1) + all_to_all(0)) : all_to_all(0);
   }
   // CP: K and V (this rank's s/cp tokens, the TP rank's KV heads) go around the CP ring in
   // cp - 1 steps per layer, overlapped with the attention computed on the chunk in hand; the
@@ -904,6 +922,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       an.rank_optimizer_us[i] = optimizerStepUs(
           optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh),
           training.optimizer_bytes_per_param, dt, hw);
+      // FP8: Transformer Engine casts each weight to FP8 and its transpose once per step, on the
+      // first microbatch, and reuses them for the others (TE Linear.forward's is_first_microbatch:
+      // "during FP8 training, it allows caching of the FP8 versions of the weights"; Megatron-
+      // Core's TELinear and TEGroupedLinear pass it): read 16 bits, write 1 + 1 bytes per
+      // parameter the rank holds. Counted with the step's tail; the embedding and head, which
+      // stay 16-bit, are counted too (a small overestimate).
+      if (fp8) an.rank_optimizer_us[i] += memoryBoundUs((dt + 2) * an.rank_params[i], hw);
     }
   }
   // Tied embeddings on several stages: the first and the last stage sum their copies' gradients
@@ -949,7 +974,7 @@ MeshLinks meshLinks(const Mesh &mesh) {
   const auto P = static_cast<std::size_t>(mesh.pp);
   for (auto *kind : {&links.tp, &links.cp, &links.ep, &links.dp_cp, &links.expert_dp, &links.next})
     kind->resize(P);
-  for (auto *nodes : {&links.tp_nodes, &links.dp_cp_nodes, &links.expert_dp_nodes})
+  for (auto *nodes : {&links.tp_nodes, &links.ep_nodes, &links.dp_cp_nodes, &links.expert_dp_nodes})
     nodes->resize(P);
   for (int p = 0; p < mesh.pp; ++p) {
     const auto i = static_cast<std::size_t>(p);
@@ -960,7 +985,7 @@ MeshLinks meshLinks(const Mesh &mesh) {
     };
     links.tp[i] = span(MeshGroup::TP, &links.tp_nodes);
     links.cp[i] = span(MeshGroup::CP, nullptr);
-    links.ep[i] = span(MeshGroup::EP, nullptr);
+    links.ep[i] = span(MeshGroup::EP, &links.ep_nodes);
     links.dp_cp[i] = span(MeshGroup::DataCP, &links.dp_cp_nodes);
     links.expert_dp[i] = span(MeshGroup::ExpertData, &links.expert_dp_nodes);
     links.next[i] = mesh.pp > 1 ? pairLinkOf(mesh, p, (p + 1) % mesh.pp) : Link::None;
@@ -977,6 +1002,7 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                 static_cast<int>(links->expert_dp.size()) != mesh.pp ||
                 static_cast<int>(links->next.size()) != mesh.pp ||
                 static_cast<int>(links->tp_nodes.size()) != mesh.pp ||
+                static_cast<int>(links->ep_nodes.size()) != mesh.pp ||
                 static_cast<int>(links->dp_cp_nodes.size()) != mesh.pp ||
                 static_cast<int>(links->expert_dp_nodes.size()) != mesh.pp))
     return makeError("the mesh links were computed for another mesh; pass meshLinks(mesh)");

@@ -143,6 +143,17 @@ Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text) {
                    "' is not known; use auto (NCCL's choice per message), ring or tree");
 }
 
+std::string_view gemmPrecisionName(GemmPrecision precision) {
+  return precision == GemmPrecision::Fp8 ? "fp8" : "bf16";
+}
+
+Result<GemmPrecision> parseGemmPrecision(std::string_view text) {
+  if (text == "bf16") return GemmPrecision::Bf16;
+  if (text == "fp8") return GemmPrecision::Fp8;
+  return makeError("GEMM precision '" + std::string(text) +
+                   "' is not known; use bf16 or fp8 (Transformer Engine's FP8 linear layers)");
+}
+
 std::vector<std::string> modelPresetNames() {
   return presetNames("presets/models/");
 }
@@ -220,12 +231,20 @@ nlohmann::json toJson(const HardwareSpec &hw) {
                         {"attention_efficiency", hw.attention_efficiency},
                         {"gpus_per_node", hw.gpus_per_node}};
   if (!hw.bus_efficiency_source.empty()) out["bus_efficiency_source"] = hw.bus_efficiency_source;
-  if (!hw.gemm_efficiency.empty()) {
+  const auto curveJson = [](const std::vector<GemmEfficiencyPoint> &points) {
     nlohmann::json curve = nlohmann::json::array();
-    for (const auto &point : hw.gemm_efficiency)
+    for (const auto &point : points)
       curve.push_back({{"flops", point.flops}, {"efficiency", point.efficiency}});
-    out["gemm_efficiency"] = std::move(curve);
+    return curve;
+  };
+  if (!hw.gemm_efficiency.empty()) {
+    out["gemm_efficiency"] = curveJson(hw.gemm_efficiency);
     out["gemm_efficiency_source"] = hw.gemm_efficiency_source;
+  }
+  if (hw.peak_fp8_tflops > 0) out["peak_fp8_tflops"] = hw.peak_fp8_tflops;
+  if (!hw.gemm_efficiency_fp8.empty()) {
+    out["gemm_efficiency_fp8"] = curveJson(hw.gemm_efficiency_fp8);
+    out["gemm_efficiency_fp8_source"] = hw.gemm_efficiency_fp8_source;
   }
   return out;
 }
@@ -239,7 +258,9 @@ nlohmann::json toJson(const TrainingSetup &training) {
       {"balance_layers", training.balance_layers},
       {"overlap_gradient_sync", training.overlap_gradient_sync},
       {"expert_load_imbalance", training.expert_load_imbalance},
-      {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)}};
+      {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)},
+      {"gemm_precision", gemmPrecisionName(training.gemm_precision)}};
+  if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -374,6 +395,38 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
   return m;
 }
 
+namespace {
+
+/// A GEMM efficiency curve: points of a GEMM's FLOPs, or the side n of a square GEMM (2·n³ FLOPs)
+/// as the backend's ladder measures them, each with its fraction of peak.
+Result<std::vector<GemmEfficiencyPoint>> gemmCurveFromJson(const nlohmann::json &curve,
+                                                           const std::string &curve_pointer) {
+  std::vector<GemmEfficiencyPoint> points;
+  for (std::size_t i = 0; i < curve.size(); ++i) {
+    const std::string at = curve_pointer + "/" + std::to_string(i);
+    JsonFields point_fields(curve[i], at);
+    if (!point_fields.ok()) return point_fields.error();
+    if (auto s = checkKeys(curve[i], at, {"flops", "efficiency", "size"}); !s) return s.error();
+    // Range checks are checkGemmCurve's, with their own messages.
+    constexpr double kAnyNumber = 1e300;
+    GemmEfficiencyPoint point{0, 0};
+    double size = 0;
+    point_fields.number("flops", point.flops, -kAnyNumber, kAnyNumber)
+        .number("size", size, -kAnyNumber, kAnyNumber)
+        .number("efficiency", point.efficiency, -kAnyNumber, kAnyNumber, true);
+    if (!point_fields.ok()) return point_fields.error();
+    if (size != 0 && point.flops != 0) return makeError(at + ": give flops or size, not both");
+    if (size != 0) point.flops = size > 0 ? 2 * size * size * size : size;
+    if (size == 0 && point.flops == 0)
+      return makeError(at + "/flops: missing; give the GEMM's flops (or the square size)");
+    points.push_back(point);
+  }
+  if (auto s = checkGemmCurve(points, curve_pointer); !s) return s.error();
+  return points;
+}
+
+} // namespace
+
 Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
@@ -399,7 +452,10 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "attention_efficiency",
                           "intra_node_bus_efficiency",
                           "inter_node_bus_efficiency",
-                          "bus_efficiency_source"});
+                          "bus_efficiency_source",
+                          "peak_fp8_tflops",
+                          "gemm_efficiency_fp8",
+                          "gemm_efficiency_fp8_source"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -428,31 +484,22 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("intra_node_bus_efficiency", hw.intra_node_bus_efficiency, kMinEfficiency, 1)
       .number("inter_node_bus_efficiency", hw.inter_node_bus_efficiency, kMinEfficiency, 1);
   const auto *curve = fields.array("gemm_efficiency");
+  const auto *fp8_curve = fields.array("gemm_efficiency_fp8");
+  fields.text("gemm_efficiency_fp8_source", hw.gemm_efficiency_fp8_source)
+      .number("peak_fp8_tflops", hw.peak_fp8_tflops, 0, kHuge);
   if (!fields.ok()) return fields.error();
   if (curve) {
-    const std::string curve_pointer = pointer + "/gemm_efficiency";
-    for (std::size_t i = 0; i < curve->size(); ++i) {
-      const std::string at = curve_pointer + "/" + std::to_string(i);
-      JsonFields point_fields((*curve)[i], at);
-      if (!point_fields.ok()) return point_fields.error();
-      if (auto s = checkKeys((*curve)[i], at, {"flops", "efficiency", "size"}); !s)
-        return s.error();
-      // A point is a GEMM's FLOPs, or the side n of a square GEMM (2·n³ FLOPs) as the backend's
-      // ladder measures them. Range checks are checkGemmCurve's, with their own messages.
-      constexpr double kAnyNumber = 1e300;
-      GemmEfficiencyPoint point{0, 0};
-      double size = 0;
-      point_fields.number("flops", point.flops, -kAnyNumber, kAnyNumber)
-          .number("size", size, -kAnyNumber, kAnyNumber)
-          .number("efficiency", point.efficiency, -kAnyNumber, kAnyNumber, true);
-      if (!point_fields.ok()) return point_fields.error();
-      if (size != 0 && point.flops != 0) return makeError(at + ": give flops or size, not both");
-      if (size != 0) point.flops = size > 0 ? 2 * size * size * size : size;
-      if (size == 0 && point.flops == 0)
-        return makeError(at + "/flops: missing; give the GEMM's flops (or the square size)");
-      hw.gemm_efficiency.push_back(point);
-    }
-    if (auto s = checkGemmCurve(hw.gemm_efficiency, curve_pointer); !s) return s.error();
+    auto points = gemmCurveFromJson(*curve, pointer + "/gemm_efficiency");
+    if (!points) return points.error();
+    hw.gemm_efficiency = std::move(*points);
+  }
+  if (fp8_curve) {
+    if (hw.peak_fp8_tflops <= 0)
+      return makeError(pointer + "/gemm_efficiency_fp8: an FP8 curve needs peak_fp8_tflops, the "
+                                 "dense FP8 peak it is a fraction of");
+    auto points = gemmCurveFromJson(*fp8_curve, pointer + "/gemm_efficiency_fp8");
+    if (!points) return points.error();
+    hw.gemm_efficiency_fp8 = std::move(*points);
   }
   return hw;
 }
@@ -461,15 +508,19 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                             const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
-  if (auto s = checkKeys(json, pointer,
-                         {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                          "balance_layers", "overlap_gradient_sync", "layout",
-                          "expert_load_imbalance", "collective_algorithm"});
+  if (auto s =
+          checkKeys(json, pointer,
+                    {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
+                     "balance_layers", "overlap_gradient_sync", "layout", "expert_load_imbalance",
+                     "collective_algorithm", "gemm_precision", "fp8_dispatch"});
       !s)
     return s.error();
   TrainingSetup training;
   std::string recompute = std::string(recomputeName(training.recompute));
+  std::string gemm_precision = std::string(gemmPrecisionName(training.gemm_precision));
   fields.text("recompute", recompute)
+      .text("gemm_precision", gemm_precision)
+      .boolean("fp8_dispatch", training.fp8_dispatch)
       .boolean("zero1", training.zero1)
       .boolean("sequence_parallel", training.sequence_parallel)
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
@@ -496,6 +547,9 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (!collective)
     return makeError(pointer + "/collective_algorithm: " + collective.error().message);
   training.collective_algorithm = *collective;
+  auto precision = parseGemmPrecision(gemm_precision);
+  if (!precision) return makeError(pointer + "/gemm_precision: " + precision.error().message);
+  training.gemm_precision = *precision;
   return training;
 }
 

@@ -94,6 +94,13 @@ struct HardwareSpec {
   double memory_efficiency = 0.8;
   /// FlashAttention's achieved fraction of peak; 0 = the GEMM curve at one head's score GEMM.
   double attention_efficiency = 0;
+  /// Dense FP8 (E4M3/E5M2) tensor-core peak per GPU; 0 = no FP8 tensor cores (A100), so a plan
+  /// asking for FP8 GEMMs is refused.
+  double peak_fp8_tflops = 0;
+  /// FP8 GEMM efficiency over size, as a fraction of peak_fp8_tflops (gemm_efficiency.h); empty:
+  /// the bf16 curve's (or `efficiency`) at the FP8 peak, an optimistic bound.
+  std::vector<GemmEfficiencyPoint> gemm_efficiency_fp8;
+  std::string gemm_efficiency_fp8_source;
   double memory_gib = 80;
   double intra_node_gbps = 450; ///< per direction, NVLink class, GB/s
   double intra_node_latency_us = 3;
@@ -116,6 +123,13 @@ enum class Recompute { None, Selective, Full };
 /// reduce-scatter are rings whatever this says: NCCL has no tree for them.
 enum class CollectiveAlgorithm { Auto, Ring, Tree };
 
+/// The precision of the linear layers' GEMMs. Fp8: as Transformer Engine runs them (fp8_autocast):
+/// the GEMMs of every TE linear layer (QKV or MLA projections, attention output, MLP and expert
+/// GEMMs, the MTP projection) in forward, input-grad and weight-grad at the FP8 peak, with their
+/// inputs and output gradients quantized by memory-bound amax-and-cast kernels; attention, the
+/// router and the output head stay in 16 bits, as do stored activations.
+enum class GemmPrecision { Bf16, Fp8 };
+
 /// Training options that change costs and memory.
 struct TrainingSetup {
   Recompute recompute = Recompute::None;
@@ -134,6 +148,12 @@ struct TrainingSetup {
   double expert_load_imbalance = 1;
   /// The all-reduce algorithm NCCL is left to pick or told to use (NCCL_ALGO of the run).
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
+  GemmPrecision gemm_precision = GemmPrecision::Bf16;
+  /// Under FP8, MoE dispatch all-to-alls carry FP8 activations (1 byte per element) and combine
+  /// all-to-alls bf16, as DeepSeek-V3 does (report §3.3: dispatch quantized to FP8 before the
+  /// all-to-all, combine kept in BF16; the backward's gradient dispatch likewise). false: both
+  /// in the model's 16 bits. Ignored under bf16 GEMMs.
+  bool fp8_dispatch = true;
 };
 
 struct ModelSetup {
@@ -174,9 +194,9 @@ enum class LinkKind : std::uint8_t { None, Intra, Inter, Mixed };
 /// instead of per derivation.
 struct MeshLinks {
   std::vector<LinkKind> tp, cp, ep, dp_cp, expert_dp, next;
-  /// The most nodes one TP, DP × CP or expert-data group of p spans (NCCL's tree all-reduce
-  /// climbs a binary tree over them).
-  std::vector<int> tp_nodes, dp_cp_nodes, expert_dp_nodes;
+  /// The most nodes one TP, EP, DP × CP or expert-data group of p spans (NCCL's tree all-reduce
+  /// climbs a binary tree over them; an all-to-all reaches the peers in its node on NVLink).
+  std::vector<int> tp_nodes, ep_nodes, dp_cp_nodes, expert_dp_nodes;
 };
 MeshLinks meshLinks(const Mesh &mesh);
 
@@ -256,5 +276,7 @@ Result<Recompute> parseRecompute(std::string_view text);
 /// "auto", "ring", "tree"
 std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm);
 Result<CollectiveAlgorithm> parseCollectiveAlgorithm(std::string_view text);
+std::string_view gemmPrecisionName(GemmPrecision precision); ///< "bf16", "fp8"
+Result<GemmPrecision> parseGemmPrecision(std::string_view text);
 
 } // namespace pipescope

@@ -40,6 +40,9 @@ double sharedAndRouterParams(const ModelSpec &model) {
 PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,
                     int expert_parallel, double load_imbalance) {
   const GemmHardware gemm = gemmHardwareOf(hardware);
+  // The experts are Transformer Engine (grouped) linear layers: FP8 under FP8; the router stays
+  // 16-bit (DeepSeek-V3 §3.3.1 keeps the gating modules in their original precision).
+  const GemmHardware expert_gemm = gemmHardwareOf(hardware, shape.fp8_gemms);
   const double t = shape.tp, dt = dtypeBytes(m.dtype), h = m.hidden, fe = m.expert_ffn_hidden;
   const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
   const double local_experts = static_cast<double>(m.experts) / expert_parallel;
@@ -66,9 +69,9 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
   const auto grouped = [&](const char *name, double k, double n) {
     LayerOp op;
     op.name = name;
-    op.forward_us = gemmTimeUs(gemm, {per_expert, n, k, local_experts}, dt);
-    op.input_grad_us = gemmTimeUs(gemm, {per_expert, k, n, local_experts}, dt);
-    op.weight_grad_us = gemmTimeUs(gemm, {k, n, per_expert, local_experts}, dt);
+    op.forward_us = gemmTimeUs(expert_gemm, {per_expert, n, k, local_experts}, dt);
+    op.input_grad_us = gemmTimeUs(expert_gemm, {per_expert, k, n, local_experts}, dt);
+    op.weight_grad_us = gemmTimeUs(expert_gemm, {k, n, per_expert, local_experts}, dt);
     work.add(std::move(op));
   };
   grouped("experts_up", h, up);
@@ -85,25 +88,62 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
     LayerOp shared_up;
     shared_up.name = "shared_experts";
     const double shared_n = (m.gated_mlp ? 2.0 : 1.0) * fs / t;
-    shared_up.forward_us = gemmTimeUs(gemm, {tokens, shared_n, h, 1}, dt) +
-                           gemmTimeUs(gemm, {tokens, h, fs / t, 1}, dt);
-    shared_up.input_grad_us = gemmTimeUs(gemm, {tokens, h, shared_n, 1}, dt) +
-                              gemmTimeUs(gemm, {tokens, fs / t, h, 1}, dt);
-    shared_up.weight_grad_us = gemmTimeUs(gemm, {h, shared_n, tokens, 1}, dt) +
-                               gemmTimeUs(gemm, {fs / t, h, tokens, 1}, dt);
+    shared_up.forward_us = gemmTimeUs(expert_gemm, {tokens, shared_n, h, 1}, dt) +
+                           gemmTimeUs(expert_gemm, {tokens, h, fs / t, 1}, dt);
+    shared_up.input_grad_us = gemmTimeUs(expert_gemm, {tokens, h, shared_n, 1}, dt) +
+                              gemmTimeUs(expert_gemm, {tokens, fs / t, h, 1}, dt);
+    shared_up.weight_grad_us = gemmTimeUs(expert_gemm, {h, shared_n, tokens, 1}, dt) +
+                               gemmTimeUs(expert_gemm, {fs / t, h, tokens, 1}, dt);
     work.add(std::move(shared_up));
+  }
+  if (shape.fp8_gemms) {
+    // The up GEMMs' inputs (every routed copy, and the tokens for the shared experts) and the
+    // down GEMMs' inputs in the forward; the output gradients of both in the input-grad pass.
+    const double shared_tokens = m.shared_experts > 0 ? tokens : 0.0;
+    const double shared_f = m.shared_experts * fe / t;
+    const double forward = assignments * (h + fe / t) + shared_tokens * (h + shared_f);
+    const double backward =
+        assignments * (up + h) + shared_tokens * ((m.gated_mlp ? 2.0 : 1.0) * shared_f + h);
+    work.add(fp8QuantizeOp("experts_fp8_quantize", forward, backward, hardware));
   }
   return work;
 }
 
-double moeAllToAllUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel, double gbps,
-                     double latency_us) {
-  if (expert_parallel <= 1) return 0;
+namespace {
+
+/// Bytes one rank's dispatch (or combine) carries: its tokens' k copies of h elements (÷t under
+/// SP), before any stay on the rank.
+double allToAllBytes(const ModelSpec &m, const LayerShape &shape, double element_bytes) {
   const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length /
                         (shape.sequence_parallel ? shape.tp : 1);
-  const double bytes = tokens * m.experts_per_token * m.hidden * dtypeBytes(m.dtype);
+  return tokens * m.experts_per_token * m.hidden *
+         (element_bytes > 0 ? element_bytes : dtypeBytes(m.dtype));
+}
+
+} // namespace
+
+double moeAllToAllUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel, double gbps,
+                     double latency_us, double element_bytes) {
+  if (expert_parallel <= 1) return 0;
   const double ep = expert_parallel;
-  return (ep - 1) / ep * bytes / (gbps * 1e3) + (ep - 1) * latency_us;
+  return (ep - 1) / ep * allToAllBytes(m, shape, element_bytes) / (gbps * 1e3) +
+         (ep - 1) * latency_us;
+}
+
+double moeAllToAllOverNodesUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel,
+                              int nodes, LinkSpeed intra, LinkSpeed inter, double element_bytes) {
+  if (expert_parallel <= 1) return 0;
+  if (nodes <= 1)
+    return moeAllToAllUs(m, shape, expert_parallel, intra.gbps, intra.latency_us, element_bytes);
+  const double ep = expert_parallel;
+  // Balanced routing sends 1/ep of the copies to each rank of the group, this one included.
+  const double in_node = std::max(1.0, std::floor(ep / nodes));
+  const double bytes = allToAllBytes(m, shape, element_bytes);
+  const double near_us =
+      (in_node - 1) / ep * bytes / (intra.gbps * 1e3) + (in_node - 1) * intra.latency_us;
+  const double far_us =
+      (ep - in_node) / ep * bytes / (inter.gbps * 1e3) + (ep - in_node) * inter.latency_us;
+  return std::max(near_us, far_us);
 }
 
 } // namespace pipescope

@@ -22,9 +22,21 @@ PartWork moeMlpWork(const ModelSpec &model, const HardwareSpec &hardware, const 
 
 /// One all-to-all (dispatch or combine) of a layer: each rank sends the (EP-1)/EP of its tokens'
 /// k copies (b·s·k·h elements, ÷t under SP) that go to other ranks at `gbps`, with EP-1 latency
-/// steps.
+/// steps. `element_bytes`: bytes per element sent (1 for an FP8 dispatch); 0 = the model's dtype.
 double moeAllToAllUs(const ModelSpec &model, const LayerShape &shape, int expert_parallel,
-                     double gbps, double latency_us);
+                     double gbps, double latency_us, double element_bytes = 0);
+
+/// The same all-to-all on an EP group spread evenly over `nodes` nodes: NCCL sends to each peer
+/// on its own transport (P2P over NVLink inside the node, the network across: nccl-tests'
+/// alltoall is one grouped ncclSend/ncclRecv per peer), so the copies for the ep/nodes − 1 peers
+/// in the node go at `intra` speed while those for the ep − ep/nodes peers elsewhere go at
+/// `inter` speed, concurrently: the slower of the two sets the time. nodes <= 1: all at `intra`.
+struct LinkSpeed {
+  double gbps = 0, latency_us = 0;
+};
+double moeAllToAllOverNodesUs(const ModelSpec &model, const LayerShape &shape, int expert_parallel,
+                              int nodes, LinkSpeed intra, LinkSpeed inter,
+                              double element_bytes = 0);
 
 /// Parameters of one MoE layer's routed experts (whole model, all experts) and of its router
 /// and shared experts (held like the dense MLP).

@@ -56,25 +56,31 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
   if (!schedule_fields.ok()) return schedule_fields.error();
 
   JsonFields measured_fields(*measured, pointer + "/measured");
-  double step_s = 0, tflops_per_gpu = 0, memory_gib = 0, gpu_hours_per_trillion = 0;
+  double step_s = 0, tflops_per_gpu = 0, memory_gib = 0, gpu_hours_per_trillion = 0,
+         tokens_per_s_per_gpu = 0;
   std::string formula;
   measured_fields.number("step_time_s", step_s, 0, 1e9)
       .number("tflops_per_gpu", tflops_per_gpu, 0, 1e6)
       .number("gpu_hours_per_trillion_tokens", gpu_hours_per_trillion, 0, 1e12)
+      .number("tokens_per_s_per_gpu", tokens_per_s_per_gpu, 0, 1e12)
       .text("flops_formula", formula)
       .number("memory_gib", memory_gib, 0, 1e6);
   if (!measured_fields.ok()) return measured_fields.error();
   if (memory_gib > 0) c.measured_memory_gib = memory_gib;
+  // Tokens of one step of the row's global batch: dp / cp replicas consume data.
+  // CP splits each sequence over its ranks; the dp replicas each take M × b sequences.
+  const double step_tokens = static_cast<double>(c.mesh.dp) * c.request.microbatches *
+                             c.setup.model.microbatch_size * c.setup.model.sequence_length;
   if (step_s > 0) {
     c.measured_step_s = step_s;
     c.measured_how = "measured iteration time";
+  } else if (tokens_per_s_per_gpu > 0) {
+    c.measured_step_s = step_tokens / (tokens_per_s_per_gpu * c.mesh.worldSize());
+    c.measured_how = "published tokens/s per GPU over the row's global batch";
   } else if (gpu_hours_per_trillion > 0) {
     // A training cost per token (GPU-hours per 10^12 tokens) spread over the mesh: one step of
     // the row's global batch takes hours·3600/10^12 GPU-seconds per token, over world GPUs.
-    const ModelSpec &m = c.setup.model;
-    const double tokens = static_cast<double>(c.mesh.dp) * c.request.microbatches *
-                          m.microbatch_size * m.sequence_length;
-    c.measured_step_s = gpu_hours_per_trillion * 3600 / 1e12 * tokens / c.mesh.worldSize();
+    c.measured_step_s = gpu_hours_per_trillion * 3600 / 1e12 * step_tokens / c.mesh.worldSize();
     c.measured_how = "published GPU-hours per trillion tokens over the row's global batch";
   } else if (tflops_per_gpu > 0 && formula == "narayanan-2021") {
     const ModelSpec &m = c.setup.model;
@@ -85,8 +91,9 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
     c.measured_step_s = flops / (tflops_per_gpu * 1e12 * c.mesh.worldSize());
     c.measured_how = "published teraFLOP/s per GPU through Narayanan et al. 2021, eq. 3";
   } else {
-    return makeError(pointer + "/measured: give step_time_s, gpu_hours_per_trillion_tokens, or "
-                               "tflops_per_gpu with flops_formula \"narayanan-2021\"");
+    return makeError(pointer + "/measured: give step_time_s, tokens_per_s_per_gpu, "
+                               "gpu_hours_per_trillion_tokens, or tflops_per_gpu with "
+                               "flops_formula \"narayanan-2021\"");
   }
   return c;
 }

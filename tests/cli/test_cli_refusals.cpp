@@ -212,6 +212,15 @@ private slots:
     QTest::newRow("simulate: falling GEMM curve")
         << QStringList{"simulate", "--model", "llama3-8b", "--hardware", d + "falling-curve.json"}
         << 2 << "/gemm_efficiency/1/efficiency: the curve must not fall with size" << true;
+    QTest::newRow("simulate: FP8 on an A100")
+        << QStringList{"simulate", "--model", "llama3-8b", "--hardware", "a100-80gb", "--fp8"} << 2
+        << "gemm_precision \"fp8\" but hardware 'a100-80gb': has no FP8 tensor cores" << true;
+    QTest::newRow("simulate: unknown GEMM precision")
+        << QStringList{"simulate", "--model",          "llama3-8b", "--hardware",
+                       "h100-sxm", "--gemm-precision", "fp4"}
+        << 2 << "--gemm-precision: GEMM precision 'fp4' is not known; use bf16 or fp8" << true;
+    QTest::newRow("simulate: --fp8 without a model")
+        << QStringList{"simulate", "--fp8"} << 2 << "--fp8 needs --model and --hardware" << true;
 
     // Usage errors of validate go to stderr.
     QTest::newRow("validate without file")

@@ -14,6 +14,7 @@
 #include "engine/model/layer_costs.h"
 #include "engine/model/layer_layout.h"
 #include "engine/model/model_setup.h"
+#include "engine/model/moe.h"
 #include "engine/schedule.h"
 
 using namespace pipescope;
@@ -391,8 +392,13 @@ private slots:
     const auto &hw = setup.hardware;
     const double intra2 =
         one(2, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
-    const double inter4 =
-        one(4, hw.inter_node_gbps, hw.inter_node_bus_efficiency, hw.inter_node_latency_us);
+    // EP = 4 over 2 nodes, 2 ranks in each: 1/4 of the copies to the peer in the node on
+    // NVLink, 2/4 to the two in the other node on InfiniBand, at once; the slower sets the time.
+    const double inter4 = std::max(
+        1.0 / 4 * bytes / (hw.intra_node_gbps * hw.intra_node_bus_efficiency * 1e3) +
+            hw.intra_node_latency_us,
+        2.0 / 4 * bytes / (hw.inter_node_gbps * hw.inter_node_bus_efficiency * 1e3) +
+            2 * hw.inter_node_latency_us);
     const double intra4 =
         one(4, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
     QVERIFY(near(ep_time(2, "tp-pp-dp"), layers * 2 * intra2));
@@ -465,8 +471,9 @@ private slots:
     // EP across 4 nodes (tp-pp-dp: replicas 4 ranks apart) on a slow network: the all-to-alls
     // outlast the compute, which hides entirely behind them: pair = 2A.
     setup.hardware.inter_node_gbps = 2;
+    // (2 ranks of the group per node: 6/8 of the copies cross the network, 1/8 stays on NVLink.)
     const double slow =
-        7.0 / 8 * bytes / (2 * hw.inter_node_bus_efficiency * 1e3) + 7 * hw.inter_node_latency_us;
+        6.0 / 8 * bytes / (2 * hw.inter_node_bus_efficiency * 1e3) + 6 * hw.inter_node_latency_us;
     auto across = derive("tp-pp-dp");
     QVERIFY2(across, across ? "" : across.error().message.c_str());
     QVERIFY(near(across->stage_breakdown[1].forward.ep_us, 8 * 2 * slow));
@@ -695,6 +702,174 @@ private slots:
       QVERIFY2(again, again ? "" : again.error().message.c_str());
       QCOMPARE(again->bus_efficiency_source, hw->bus_efficiency_source);
     }
+  }
+
+  // FP8 (Transformer Engine): the linear layers' GEMMs at the FP8 peak, attention and the head in
+  // 16 bits, and the amax-and-cast kernels at HBM bandwidth: 6 bytes per element of each linear
+  // layer's input (forward) and output gradient (input-grad).
+  void fp8LinearGemmsAndTheirCasts() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.peak_fp8_tflops = 200; // flat efficiency 0.5 at both peaks
+    const LayerShape bf16{2, false};
+    LayerShape fp8 = bf16;
+    fp8.fp8_gemms = true;
+    const PartWork slow = transformerLayerWork(setup.model, setup.hardware, bf16);
+    const PartWork fast = transformerLayerWork(setup.model, setup.hardware, fp8);
+    const double tokens = 2 * 2048, h = 1024, f = 4096, t = 2;
+    const double fp8_rate = 200e6 * 0.5; // FLOPs per µs
+    for (const char *name : {"qkv", "attention_out", "mlp_up", "mlp_down"}) {
+      QVERIFY2(findOp(fast, name), name);
+      QVERIFY2(near(findOp(fast, name)->forward_us, findOp(slow, name)->forward_us / 2), name);
+      QVERIFY2(near(findOp(fast, name)->weight_grad_us, findOp(slow, name)->weight_grad_us / 2),
+               name);
+    }
+    QVERIFY(near(findOp(fast, "qkv")->forward_us, 2 * tokens * h * 3 * h / t / fp8_rate));
+    // Attention is not a TE linear layer: unchanged.
+    QVERIFY(near(findOp(fast, "attention_scores")->forward_us,
+                 findOp(slow, "attention_scores")->forward_us));
+    QVERIFY(!findOp(slow, "fp8_quantize"));
+    const auto *cast = findOp(fast, "fp8_quantize");
+    QVERIFY(cast);
+    QCOMPARE(cast->category, OpCategory::MemoryBound);
+    // Inputs: qkv and mlp_up read h, attention_out h/t, mlp_down f/t per token; output
+    // gradients: qkv 3h/t, attention_out h, mlp_up f/t, mlp_down h.
+    const double bw = 1000e3 * 0.8; // bytes per µs
+    QVERIFY(near(cast->forward_us, 6 * tokens * (h + h / t + h + f / t) / bw));
+    QVERIFY(near(cast->input_grad_us, 6 * tokens * (3 * h / t + h + f / t + h) / bw));
+    QCOMPARE(cast->weight_grad_us, 0.0);
+    // The output head stays 16-bit.
+    QVERIFY(near(findOp(headWork(setup.model, setup.hardware, fp8), "output_head")->forward_us,
+                 findOp(headWork(setup.model, setup.hardware, bf16), "output_head")->forward_us));
+  }
+
+  // The FP8 curve, when given, replaces the bf16 one for the linear layers only.
+  void fp8CurveAtTheFp8Peak() {
+    HardwareSpec hw;
+    hw.peak_tflops = 100, hw.peak_fp8_tflops = 200;
+    hw.gemm_efficiency = {{1e9, 0.5}};
+    hw.gemm_efficiency_fp8 = {{1e9, 0.4}};
+    const GemmHardware bf16 = gemmHardwareOf(hw), fp8 = gemmHardwareOf(hw, true);
+    QCOMPARE(bf16.peak_tflops, 100.0);
+    QCOMPARE(fp8.peak_tflops, 200.0);
+    QVERIFY(near(gemmEfficiency(fp8, 1e12), 0.4));
+    hw.gemm_efficiency_fp8.clear(); // no FP8 curve: the bf16 one at the FP8 peak
+    QVERIFY(near(gemmEfficiency(gemmHardwareOf(hw, true), 1e12), 0.5));
+  }
+
+  // MoE under FP8: expert GEMMs at the FP8 rate, the router in 16 bits; a dispatch in FP8 moves
+  // half the bytes of a 16-bit one.
+  void fp8ExpertsAndDispatch() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.hardware.gemm_efficiency.clear();
+    setup.hardware.gemm_efficiency_fp8.clear();
+    setup.hardware.hbm_gbps = 0; // compute only
+    const LayerShape bf16{1, false, false};
+    LayerShape fp8 = bf16;
+    fp8.fp8_gemms = true;
+    const PartWork slow = moeMlpWork(setup.model, setup.hardware, bf16, 8, 1);
+    const PartWork fast = moeMlpWork(setup.model, setup.hardware, fp8, 8, 1);
+    const double ratio = setup.hardware.peak_fp8_tflops / setup.hardware.peak_tflops;
+    QVERIFY(near(findOp(fast, "experts_up")->forward_us,
+                 findOp(slow, "experts_up")->forward_us / ratio));
+    QVERIFY(near(findOp(fast, "router")->forward_us, findOp(slow, "router")->forward_us));
+    // 4096 tokens × 2 copies × 4096 elements, 7/8 of them leave the rank, at 50 GB/s, no latency.
+    const double bytes16 = 4096.0 * 2 * 4096 * 2 * 7 / 8;
+    QVERIFY(near(moeAllToAllUs(setup.model, bf16, 8, 50, 0), bytes16 / 50e3));
+    QVERIFY(near(moeAllToAllUs(setup.model, bf16, 8, 50, 0, 1), bytes16 / 2 / 50e3));
+    // The casts: every routed copy's h-wide input to the up GEMM and f-wide input to the down
+    // GEMM (forward), their 2f- and h-wide output gradients (input-grad), 6 bytes each.
+    setup.hardware.hbm_gbps = 1000, setup.hardware.memory_efficiency = 0.8;
+    const PartWork priced = moeMlpWork(setup.model, setup.hardware, fp8, 8, 1);
+    const auto *cast = findOp(priced, "experts_fp8_quantize");
+    QVERIFY(cast);
+    const double copies = 4096.0 * 2, h = 4096, f = 14336;
+    QVERIFY(near(cast->forward_us, 6 * copies * (h + f) / 800e3));
+    QVERIFY(near(cast->input_grad_us, 6 * copies * (2 * f + h) / 800e3));
+    QVERIFY(!findOp(moeMlpWork(setup.model, setup.hardware, bf16, 8, 1), "experts_fp8_quantize"));
+  }
+
+  // A GPU without FP8 tensor cores refuses an FP8 plan, naming the field and the fix.
+  void fp8RefusedWithoutFp8TensorCores() {
+    auto loaded = presetSetup("llama3-8b", "a100-80gb");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.gemm_precision = GemmPrecision::Fp8;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 1, mesh.pp = 2;
+    auto refused = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!refused);
+    const std::string &message = refused.error().message;
+    QVERIFY2(message.find("gemm_precision \"fp8\"") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("a100-80gb") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("peak_fp8_tflops") != std::string::npos, message.c_str());
+    setup.training.gemm_precision = GemmPrecision::Bf16;
+    QVERIFY(deriveModelCosts(setup, mesh, schedule->placement));
+  }
+
+  // Weights are cast once per step (TE's FP8 weight cache): the tail grows by 4 bytes per
+  // parameter of the rank at HBM bandwidth (read 2, write the FP8 copy and its transpose).
+  void fp8WeightCastOncePerStep() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    auto schedule = generateSchedule({"1f1b", 1, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 1, mesh.pp = 1;
+    auto bf16 = deriveModelCosts(setup, mesh, schedule->placement);
+    setup.training.gemm_precision = GemmPrecision::Fp8;
+    auto fp8 = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(bf16 && fp8);
+    const double params = fp8->rank_parameters[0];
+    QVERIFY(near(fp8->costs.gradient_sync_us - bf16->costs.gradient_sync_us,
+                 memoryBoundUs(4 * params, setup.hardware)));
+    QVERIFY(fp8->costs.forward_us < bf16->costs.forward_us);
+    // Activations stay 16-bit.
+    QCOMPARE(fp8->stage_activation_bytes, bf16->stage_activation_bytes);
+  }
+
+  // The plan file's FP8 fields: round trip, and errors that name the field.
+  void fp8JsonFieldsNameTheField() {
+    TrainingSetup training;
+    training.gemm_precision = GemmPrecision::Fp8;
+    training.fp8_dispatch = false;
+    auto back = trainingSetupFromJson(toJson(training), "/training");
+    QVERIFY2(back, back ? "" : back.error().message.c_str());
+    QCOMPARE(back->gemm_precision, GemmPrecision::Fp8);
+    QCOMPARE(back->fp8_dispatch, false);
+    auto bad = trainingSetupFromJson({{"gemm_precision", "fp4"}}, "/training");
+    QVERIFY(!bad);
+    QVERIFY2(bad.error().message.find("/training/gemm_precision") != std::string::npos &&
+                 bad.error().message.find("bf16 or fp8") != std::string::npos,
+             bad.error().message.c_str());
+    auto h100 = loadHardwareSpec("h100-sxm");
+    QVERIFY(h100);
+    QCOMPARE(h100->peak_fp8_tflops, 1979.0);
+    QVERIFY(!h100->gemm_efficiency_fp8.empty());
+    auto round = hardwareSpecFromJson(toJson(*h100), "/hardware");
+    QVERIFY2(round, round ? "" : round.error().message.c_str());
+    QCOMPARE(round->gemm_efficiency_fp8.size(), h100->gemm_efficiency_fp8.size());
+    QCOMPARE(round->peak_fp8_tflops, 1979.0);
+    auto json = toJson(*h100);
+    json.erase("peak_fp8_tflops");
+    auto no_peak = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY(!no_peak);
+    QVERIFY2(no_peak.error().message.find("/hardware/gemm_efficiency_fp8") != std::string::npos,
+             no_peak.error().message.c_str());
+    json = toJson(*h100);
+    json["gemm_efficiency_fp8"][1]["efficiency"] = 0.01; // falls with size
+    auto falling = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY(!falling);
+    QVERIFY2(falling.error().message.find("/hardware/gemm_efficiency_fp8/1/efficiency") !=
+                 std::string::npos,
+             falling.error().message.c_str());
+    auto a100 = loadHardwareSpec("a100-80gb");
+    QVERIFY(a100);
+    QCOMPARE(a100->peak_fp8_tflops, 0.0);
   }
 
   void ladderMadeMonotone() {

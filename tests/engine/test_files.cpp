@@ -86,6 +86,13 @@ private slots:
     QCOMPARE(QString::fromStdString(planToJson(*back).dump()),
              QString::fromStdString(first.dump()));
 
+    json unnamed = first; // no rank order: the default, which places cp next to tp
+    unnamed["mesh"].erase("rank_order");
+    auto defaulted = planFromJson(unnamed);
+    QVERIFY2(defaulted, defaulted ? "" : defaulted.error().message.c_str());
+    QCOMPARE(defaulted->mesh.order, Mesh{}.order);
+    QCOMPARE(defaulted->mesh.orderName(), std::string("tp-cp-pp-dp"));
+
     json three = first;
     three["mesh"]["rank_order"] = "tp-pp-dp";
     QVERIFY(errorOf(three.dump())

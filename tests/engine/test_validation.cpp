@@ -3,6 +3,7 @@
 // change that makes the predictions worse fails here.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -27,18 +28,44 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // +22.7 % today: DeepSeek ran FP8 GEMMs and FP8 dispatch with node-limited routing, which
-    // pipescope does not model (bf16 GEMMs; every routed copy over InfiniBand at 2 bytes), so
-    // this row guards against regressions but is outside the goal below (docs/validation.md).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.25},
+    // -15.9 % with FP8 GEMMs and the FP8 dispatch (+22.7 % in bf16 with every routed copy over
+    // InfiniBand); node-limited routing is not modeled, so the row is held out of the goal below
+    // (docs/validation.md).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.17},
+    // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
+    // fit the H100 FP8 curve's one factor.
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.035},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.06},
+    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.09},
+    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
+    // Held out, MoE. The two PP2 rows come out too fast (-65 %, -40 %): with EP inside a node the
+    // all-to-all is cheap and pipescope reads the grouped expert GEMMs at the whole call's size;
+    // the measured 25.11 and 26.02.01 figures of one configuration differ 1.8x (5113 vs 9058
+    // tokens/s/GPU), so software moves them more than any model term. EP 16 across two nodes
+    // (its copies to the node's peers on NVLink, the rest on InfiniBand) is within 2 %; DeepSeek-V3
+    // on H100 is too slow (+39 %): its all-to-all overlap (moe_a2a_overlap) is not modeled.
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.66},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.41},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.03},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.40},
 };
 /// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
-/// applies to them. deepseek-v3-h800 is not one (FP8, see above).
+/// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE all-to-all
+/// overlap and node-limited routing are not modeled (see above), and the H100 FP8 curve was fit
+/// on the dense megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
 /// 8.9 % worst on such a set); today 1.7 % and 5.5 %.
 constexpr double kMeanStepErrorBound = 0.025;
 constexpr double kWorstStepErrorBound = 0.065;
+/// The rows the H100 FP8 curve's factor was fit on: today 4.0 % mean, 8.1 % worst.
+const std::set<std::string> kFitRows = {
+    "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
+    "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
+constexpr double kFitMeanBound = 0.045, kFitWorstBound = 0.085;
+/// Every row: today 10.3 % mean, 65.2 % worst (the 3.5 % / 8 % goal is not met over
+/// all rows; docs/validation.md says why). Regression guards only.
+constexpr double kAllMeanBound = 0.11, kAllWorstBound = 0.66;
 
 } // namespace
 
@@ -80,9 +107,32 @@ private slots:
     }
   }
 
+  // Megatron-Bridge publishes tokens/s per GPU: a step of GBS 128 × 8192 tokens at 1602 tokens/s
+  // on each of 64 GPUs takes 128 · 8192 / (1602 · 64) = 10.227 s.
+  void tokensPerGpuBecomeAStep() {
+    auto set = loadValidationSet("megatron-bridge-h100");
+    QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+    const auto row =
+        std::find_if(set->cases.begin(), set->cases.end(),
+                     [](const ValidationCase &c) { return c.id == "llama3-70b-gbs128"; });
+    QVERIFY(row != set->cases.end());
+    const double by_hand = 128.0 * 8192 / (1602.0 * 64);
+    QVERIFY(std::abs(row->measured_step_s - by_hand) < 1e-9 * by_hand);
+    QVERIFY(std::abs(by_hand - 10.227) < 0.001);
+    QCOMPARE(row->setup.training.gemm_precision, GemmPrecision::Fp8);
+    // CP ranks share sequences: 405B at GBS 512 on dp 16 with CP 2 runs 64 microbatches per
+    // replica, and its step is 512 · 8192 / (292 · 1024).
+    const auto cp = std::find_if(set->cases.begin(), set->cases.end(), [](const ValidationCase &c) {
+      return c.id == "llama3.1-405b-gbs512";
+    });
+    QVERIFY(cp != set->cases.end());
+    QCOMPARE(cp->request.microbatches, 64);
+    QVERIFY(std::abs(cp->measured_step_s - 512.0 * 8192 / (292.0 * 1024)) < 1e-9);
+  }
+
   void everyRowWithinItsBound() {
-    double sum = 0, worst = 0;
-    int rows = 0, goal_rows = 0;
+    double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, all_sum = 0, all_worst = 0;
+    int rows = 0, goal_rows = 0, fit_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -98,6 +148,13 @@ private slots:
                                              .c_str());
         if (result->memory_error) QVERIFY2(std::abs(*result->memory_error) <= 0.05, key.c_str());
         ++rows;
+        all_sum += error;
+        all_worst = std::max(all_worst, error);
+        if (kFitRows.count(key) != 0) {
+          fit_sum += error;
+          fit_worst = std::max(fit_worst, error);
+          ++fit_rows;
+        }
         if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
@@ -108,6 +165,11 @@ private slots:
     QVERIFY(goal_rows > 0);
     QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
+    QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
+    QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
+    QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
+    QVERIFY2(all_sum / rows <= kAllMeanBound, std::to_string(all_sum / rows).c_str());
+    QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
   }
 
   void badFilesNameTheField() {
