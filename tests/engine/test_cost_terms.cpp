@@ -394,11 +394,11 @@ private slots:
         one(2, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
     // EP = 4 over 2 nodes, 2 ranks in each: 1/4 of the copies to the peer in the node on
     // NVLink, 2/4 to the two in the other node on InfiniBand, at once; the slower sets the time.
-    const double inter4 = std::max(
-        1.0 / 4 * bytes / (hw.intra_node_gbps * hw.intra_node_bus_efficiency * 1e3) +
-            hw.intra_node_latency_us,
-        2.0 / 4 * bytes / (hw.inter_node_gbps * hw.inter_node_bus_efficiency * 1e3) +
-            2 * hw.inter_node_latency_us);
+    const double inter4 =
+        std::max(1.0 / 4 * bytes / (hw.intra_node_gbps * hw.intra_node_bus_efficiency * 1e3) +
+                     hw.intra_node_latency_us,
+                 2.0 / 4 * bytes / (hw.inter_node_gbps * hw.inter_node_bus_efficiency * 1e3) +
+                     2 * hw.inter_node_latency_us);
     const double intra4 =
         one(4, hw.intra_node_gbps, hw.intra_node_bus_efficiency, hw.intra_node_latency_us);
     QVERIFY(near(ep_time(2, "tp-pp-dp"), layers * 2 * intra2));
