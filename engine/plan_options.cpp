@@ -33,7 +33,10 @@ std::span<const PlanOption> planOptions() {
       {"gpus-per-node", "G", "GPUs per node."},
       {"rank-order", "ORDER", "Which dimension varies fastest, e.g. tp-pp-dp."},
       {"recompute", "MODE", "None, selective or full (with --model)."},
-      {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP (with --model)."},
+      {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP; --zero-stage 1 (with --model)."},
+      {"zero-stage", "Z",
+       "DP sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters (FSDP) (with "
+       "--model)."},
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
@@ -42,6 +45,9 @@ std::span<const PlanOption> planOptions() {
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"cp", "C",
        "Context parallelism: each sequence split over C of the dp ranks (with --model)."},
+      {"cross-entropy", "MODE",
+       "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
+       "--model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -178,7 +184,12 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       if (!parsed) return parsed.error();
       setup.training.recompute = *parsed;
     }
-    if (a.has("zero1")) setup.training.zero1 = true;
+    auto zero_stage = a.integer("zero-stage", 0, 3);
+    if (!zero_stage) return zero_stage.error();
+    if (a.has("zero1") && *zero_stage && **zero_stage != 1)
+      return makeError("--zero1 is --zero-stage 1; give one of them");
+    if (a.has("zero1")) setup.training.zero_stage = 1;
+    if (*zero_stage) setup.training.zero_stage = **zero_stage;
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
@@ -191,13 +202,19 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     auto cp = a.integer("cp", 1, kMaxWorldSize);
     if (!cp) return cp.error();
     if (*cp) setup.training.context_parallel = **cp;
+    if (auto loss = a.text("cross-entropy")) {
+      if (*loss != "vocab-parallel" && *loss != "torch-fp32")
+        return makeError("--cross-entropy '" + *loss +
+                         "' is not known; use vocab-parallel or torch-fp32");
+      setup.training.cross_entropy = *loss;
+    }
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp", "ep",
-                             "expert-imbalance", "cp"})
+    for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
+                             "overlap-dp", "ep", "expert-imbalance", "cp", "cross-entropy"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
