@@ -1238,26 +1238,29 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   mem.grads = (training.zero_stage >= 2 ? shard : params) * dt;
   mem.optimizer =
       optimizerShare(params, expert_params, training, mesh.dp) * training.optimizer_bytes_per_param;
-  if (training.zero_stage >= 3 && zero3HoldsGathered(training, mesh.pp)) {
+  // What is in flight besides the shards; one data-parallel rank has nothing to gather or
+  // reduce-scatter (as the DP traffic above).
+  const double layer = at(derivation.rank_largest_layer_parameters);
+  const double outside = at(derivation.rank_outside_layer_parameters);
+  const bool sharded_group = mesh.dp > 1;
+  if (sharded_group && zero3HoldsGathered(training, mesh.pp)) {
     // Kept gathered across microbatches (torchtitan with PP): the whole unsharded copy of the
     // parameters and of the gradients, beside the shards.
     mem.params += params * dt;
     mem.grads += params * dt;
-  } else if (training.zero_stage >= 3) {
+  } else if (sharded_group && training.zero_stage >= 3) {
     // FSDP2 gathers one layer at a time and prefetches the next (forward: implicit prefetch;
     // backward: always BACKWARD_PRE, torchtitan docs/fsdp.md), so two layers' 16-bit parameters
     // are gathered at once, with the layer's unsharded gradients until they are reduce-scattered.
     // The parameters outside the layers (embedding, final norm, head) form the root unit,
     // gathered for the whole forward and the whole backward; its gradients (the head's first)
     // wait for the root's reduce-scatter at the end of the backward.
-    const double layer = at(derivation.rank_largest_layer_parameters);
-    const double outside = at(derivation.rank_outside_layer_parameters);
     mem.params += (2 * layer + outside) * dt;
     mem.grads += (layer + outside) * dt;
-  } else if (training.zero_stage == 2) {
+  } else if (sharded_group && training.zero_stage == 2) {
     // ZeRO-2 reduce-scatters gradients bucket by bucket as the backward produces them; one
     // layer's unsharded gradients are in flight (§5.2).
-    mem.grads += at(derivation.rank_largest_layer_parameters) * dt;
+    mem.grads += layer * dt;
   }
   mem.activations_peak = peak_activation_bytes;
   // Recomputation rebuilds one layer's activations during its backward, a transient on top of

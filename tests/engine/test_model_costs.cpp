@@ -956,6 +956,12 @@ void TestModelCosts::zeroStagesMemoryByHand() {
     QVERIFY2(near(run->report.dp.bytes, volume * (n - 1) / n * 2 * psi, 1e-12),
              show(run->report.dp.bytes, volume * (n - 1) / n * 2 * psi).c_str());
   }
+  // One data-parallel rank: nothing to shard, gather or reduce-scatter.
+  auto alone = simulateModel(setup, makeMesh(1, 1, 1), request("1f1b", 1, 1));
+  REQUIRE_OK(alone);
+  QVERIFY(near(alone->report.memory[0].params, 2 * psi, 1e-12));
+  QVERIFY(near(alone->report.memory[0].grads, 2 * psi, 1e-12));
+  QCOMPARE(alone->report.dp.bytes, 0.0);
   // Without pipelining, FSDP gathers and reduce-scatters again for every microbatch.
   auto four = simulateModel(setup, mesh, request("1f1b", 1, 4));
   REQUIRE_OK(four);
