@@ -1256,9 +1256,12 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
     mem.params += params * dt;
     mem.grads += params * dt;
   } else if (sharded_group && training.zero_stage >= 3) {
-    // FSDP2 gathers one layer at a time and prefetches the next (forward: implicit prefetch;
-    // backward: always BACKWARD_PRE, torchtitan docs/fsdp.md), so two layers' 16-bit parameters
-    // are gathered at once, with the layer's unsharded gradients until they are reduce-scattered.
+    // FSDP2 gathers one layer at a time with the next one's gather already issued: in the
+    // backward it always prefetches (BACKWARD_PRE), and in the forward the CPU issues the next
+    // layer's all-gather on its own stream while this layer computes ("preserves communication/
+    // computation overlap", torchtitan docs/fsdp.md; an explicit forward_prefetch is not
+    // implemented there). So two layers' 16-bit parameters are gathered at once, with the
+    // layer's unsharded gradients until they are reduce-scattered.
     // The parameters outside the layers (embedding, final norm, head) form the root unit,
     // gathered for the whole forward and the whole backward; its gradients (the head's first)
     // wait for the root's reduce-scatter at the end of the backward.
