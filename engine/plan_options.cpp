@@ -42,7 +42,10 @@ std::span<const PlanOption> planOptions() {
       {"gemm-precision", "P",
        "bf16 or fp8: linear-layer GEMMs as Transformer Engine's FP8 runs them (with --model)."},
       {"fp8", nullptr, "Same as --gemm-precision fp8 (with --model)."},
-      {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP (with --model)."},
+      {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP; --zero-stage 1 (with --model)."},
+      {"zero-stage", "Z",
+       "DP sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters (FSDP) (with "
+       "--model)."},
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
@@ -50,6 +53,9 @@ std::span<const PlanOption> planOptions() {
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"collective-algorithm", "ALGO",
        "All-reduce algorithm: auto (NCCL's pick per message), ring or tree (with --model)."},
+      {"cross-entropy", "MODE",
+       "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
+       "--model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -198,13 +204,24 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
         return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
       setup.training.gemm_precision = GemmPrecision::Fp8;
     }
-    if (a.has("zero1")) setup.training.zero1 = true;
+    auto zero_stage = a.integer("zero-stage", 0, 3);
+    if (!zero_stage) return zero_stage.error();
+    if (a.has("zero1") && *zero_stage && **zero_stage != 1)
+      return makeError("--zero1 is --zero-stage 1; give one of them");
+    if (a.has("zero1")) setup.training.zero_stage = 1;
+    if (*zero_stage) setup.training.zero_stage = **zero_stage;
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
+    if (auto loss = a.text("cross-entropy")) {
+      if (*loss != "vocab-parallel" && *loss != "torch-fp32")
+        return makeError("--cross-entropy '" + *loss +
+                         "' is not known; use vocab-parallel or torch-fp32");
+      setup.training.cross_entropy = *loss;
+    }
     if (auto algorithm = a.text("collective-algorithm")) {
       auto parsed = parseCollectiveAlgorithm(*algorithm);
       if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
@@ -215,8 +232,9 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "seq-parallel", "balance", "overlap-dp",
-                             "expert-imbalance", "collective-algorithm", "gemm-precision", "fp8"})
+    for (const char *name :
+         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
+          "expert-imbalance", "cross-entropy", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -48,7 +48,9 @@ usage: pipescope compare --published SET [--markdown | --json]
 Compares the cost model with published measurements of real runs (docs/validation.md): for each
 row of the set, the configuration, the measured iteration time (and memory where published), the
 prediction from the shipped hardware preset of its GPU type, and the error; then the mean and the
-worst |error|. SET is a shipped set (all of them with "all") or a "pipescope.validation" file.
+worst |error| of the iteration time and of the peak memory. A row may check memory only (its
+published rate is no check, e.g. on a GPU whose peak is unknown). SET is a shipped set (all of
+them with "all") or a "pipescope.validation" file.
 )";
 
 std::string fixed(double value, int digits) {
@@ -213,41 +215,55 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
   }
   Table table{{"set", "run", "GPUs", "measured", "predicted", "error", "memory (GiB)"}};
   json rows = json::array();
-  double sum = 0, worst = 0;
-  int count = 0;
+  double sum = 0, worst = 0, memory_sum = 0, memory_worst = 0;
+  int count = 0, memory_count = 0;
   for (const auto &set : sets)
     for (const auto &validation_case : set.cases) {
       auto result = predictValidationCase(validation_case);
       if (!result) return fail(set.name + ": " + result.error().message);
-      sum += std::abs(result->step_error);
-      worst = std::max(worst, std::abs(result->step_error));
-      ++count;
+      if (result->step_error) {
+        sum += std::abs(*result->step_error);
+        worst = std::max(worst, std::abs(*result->step_error));
+        ++count;
+      }
+      if (result->memory_error) {
+        memory_sum += std::abs(*result->memory_error);
+        memory_worst = std::max(memory_worst, std::abs(*result->memory_error));
+        ++memory_count;
+      }
       const std::string memory = validation_case.measured_memory_gib
                                      ? fixed(result->predicted_memory_gib, 1) + " vs " +
                                            fixed(*validation_case.measured_memory_gib, 1) + " (" +
                                            signedPercent(*result->memory_error) + ")"
                                      : fixed(result->predicted_memory_gib, 1) + " (not published)";
-      table.push_back(
-          {set.name, validation_case.id, std::to_string(validation_case.mesh.worldSize()),
-           fixed(validation_case.measured_step_s, 3) + " s",
-           fixed(result->predicted_step_s, 3) + " s", signedPercent(result->step_error), memory});
+      // Memory-only rows: the predicted step is shown, but no measured time checks it.
+      const bool timed = result->step_error.has_value();
+      table.push_back({set.name, validation_case.id,
+                       std::to_string(validation_case.mesh.worldSize()),
+                       timed ? fixed(validation_case.measured_step_s, 3) + " s" : "(memory only)",
+                       fixed(result->predicted_step_s, 3) + " s",
+                       timed ? signedPercent(*result->step_error) : "-", memory});
       json row = {{"set", set.name},
                   {"id", validation_case.id},
                   {"published", validation_case.published},
                   {"hardware", validation_case.hardware_name},
                   {"gpus", validation_case.mesh.worldSize()},
-                  {"measured_step_s", validation_case.measured_step_s},
-                  {"measured_how", validation_case.measured_how},
                   {"predicted_step_s", result->predicted_step_s},
-                  {"step_error", result->step_error},
                   {"predicted_memory_gib", result->predicted_memory_gib}};
+      if (timed) {
+        row["measured_step_s"] = validation_case.measured_step_s;
+        row["measured_how"] = validation_case.measured_how;
+        row["step_error"] = *result->step_error;
+      }
       if (validation_case.measured_memory_gib) {
         row["measured_memory_gib"] = *validation_case.measured_memory_gib;
         row["memory_error"] = *result->memory_error;
+        if (!validation_case.memory_how.empty()) row["memory_how"] = validation_case.memory_how;
       }
       rows.push_back(std::move(row));
     }
   const double mean = count ? sum / count : 0;
+  const double memory_mean = memory_count ? memory_sum / memory_count : 0;
   if (as_json) {
     json sources = json::array();
     for (const auto &set : sets)
@@ -255,7 +271,9 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
     std::cout << json{{"sets", sources},
                       {"rows", rows},
                       {"mean_abs_step_error", mean},
-                      {"worst_abs_step_error", worst}}
+                      {"worst_abs_step_error", worst},
+                      {"mean_abs_memory_error", memory_mean},
+                      {"worst_abs_memory_error", memory_worst}}
                      .dump(2)
               << '\n';
     return 0;
@@ -263,6 +281,10 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
   printTable(table, markdown);
   std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
             << percentText(mean) << ", worst " << percentText(worst) << '\n';
+  if (memory_count > 0)
+    std::cout << (markdown ? "\n" : "") << "peak memory over " << memory_count
+              << " runs: mean |error| " << percentText(memory_mean) << ", worst "
+              << percentText(memory_worst) << '\n';
   for (const auto &set : sets)
     std::cout << (markdown ? "\n" : "") << set.name << ": " << set.title << ". " << set.source
               << '\n';

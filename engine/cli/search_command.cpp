@@ -63,8 +63,8 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
 
 Searched: DP, CP, TP, PP, EP (inside DP × CP), rank order, schedule, V, microbatch size and M,
 recomputation (none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce
-is overlapped with the backward. Not searched: ZeRO-2/3 and FSDP (the cost model does not have
-them), the interleaved microbatch group, uneven layer layouts (each plan splits layers evenly),
+is overlapped with the backward. Not searched: ZeRO-2/3 and FSDP (simulate them with
+--zero-stage), torchtitan's selective-op recomputation, the interleaved microbatch group, uneven layer layouts (each plan splits layers evenly),
 activation offloading, MoE load imbalance (taken as balanced).
 )";
 
@@ -96,7 +96,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"microbatches", plan.schedule.microbatches},
               {"microbatch_size", plan.microbatch_size},
               {"recompute", recomputeName(plan.training.recompute)},
-              {"zero1", plan.training.zero1},
+              {"zero1", plan.training.zero_stage == 1},
               {"sequence_parallel", plan.training.sequence_parallel},
               {"step_time_s", plan.step_time_s},
               {"tokens_per_s", plan.tokens_per_s},
@@ -121,7 +121,7 @@ std::string planLine(const SearchPlan &plan) {
       plan.peak_memory / kGiB, plan.capacity / kGiB, plan.mesh.dp, plan.mesh.tp, plan.mesh.pp,
       plan.mesh.orderName().c_str(), schedule.c_str(), plan.schedule.microbatches,
       plan.microbatch_size, std::string(recomputeName(plan.training.recompute)).c_str(),
-      plan.training.zero1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
+      plan.training.zero_stage == 1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
   std::string text = line;
   if (plan.mesh.ep > 1) text += " ep" + std::to_string(plan.mesh.ep);
   if (plan.mesh.cp > 1) text += " cp" + std::to_string(plan.mesh.cp);
@@ -272,7 +272,7 @@ int runSearch(const std::vector<std::string> &args) {
                std::to_string(p.schedule.chunks) + "," + std::to_string(p.schedule.microbatches) +
                "," + std::to_string(p.microbatch_size) + "," +
                std::string(recomputeName(p.training.recompute)) + "," +
-               (p.training.zero1 ? "true" : "false") + "," +
+               (p.training.zero_stage == 1 ? "true" : "false") + "," +
                (p.training.sequence_parallel ? "true" : "false") + "," + std::to_string(p.mesh.ep) +
                "," + std::to_string(p.mesh.cp) + "\n";
       }

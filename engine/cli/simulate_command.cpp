@@ -63,8 +63,9 @@ costs (ignored with --model):
   --p2p-latency X --p2p-bandwidth Y --activation-bytes Z
 model (derives every cost from the model, hardware and mesh):
   --model NAME|FILE --hardware NAME|FILE --dp D --tp T --gpus-per-node G
-  --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --zero1 --seq-parallel
-  --balance --overlap-dp --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
+  --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --seq-parallel
+  --zero-stage Z (DP sharding: 0 none, 1 optimizer state (= --zero1), 2 + gradients,
+  3 + parameters as FSDP) --balance --overlap-dp (also ZeRO-3's gathers) --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
   --cp C (context parallelism: each sequence split over C of the dp ranks)
   --collective-algorithm auto|ring|tree (all-reduces; auto: NCCL's cheaper per message)
   --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts

@@ -35,8 +35,10 @@ struct PassBreakdown {
   double ep_us = 0;        ///< MoE dispatch and combine all-to-all
   double cp_us = 0;        ///< CP ring exchange of K/V not hidden by attention
   double recompute_us = 0; ///< the forward work recomputation redoes (input-grad pass only)
+  /// ZeRO-3 parameter all-gathers (F, I) and gradient reduce-scatters (I) not hidden by compute
+  double dp_us = 0;
   double total() const {
-    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us;
+    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us + dp_us;
   }
   PassBreakdown &operator+=(const PassBreakdown &other);
 };

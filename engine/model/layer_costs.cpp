@@ -179,6 +179,7 @@ nlohmann::json toJson(const PassBreakdown &pass) {
           {"tp", pass.tp_us},
           {"ep", pass.ep_us},
           {"cp", pass.cp_us},
+          {"dp", pass.dp_us},
           {"recompute", pass.recompute_us},
           {"total", pass.total()}};
 }

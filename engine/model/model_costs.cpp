@@ -23,7 +23,15 @@
 //   GQA and SwiGLU change it; for a standard layer it is exactly 24.
 // - Memory of parameters, gradients and optimizer state: mixed-precision Adam as in the ZeRO paper
 //   (Rajbhandari et al. 2020): 16-bit weights and gradients, K bytes per parameter of optimizer
-//   state (default 12), ZeRO-1 divides the optimizer state by dp.
+//   state (default 12). ZeRO stages shard them over the dp ranks (§5, Figure 1): stage 1 the
+//   optimizer state ((2 + 2 + K/N)·Ψ), stage 2 also the gradients ((2 + (2 + K)/N)·Ψ), stage 3
+//   also the parameters ((2 + 2 + K)·Ψ/N), plus what stage 3 holds gathered (rankMemory).
+// - ZeRO-3 / FSDP communication (Rajbhandari et al. 2020, §7.2.2): a parameter all-gather in the
+//   forward and again in the backward and a gradient reduce-scatter, each (n-1)/n of the
+//   parameter bytes: 1.5× an all-reduce's volume. Under pipeline parallelism torchtitan keeps the
+//   gathered parameters and unsharded gradients across microbatches (reshard_after_forward off;
+//   torch.distributed.pipelining syncs gradients on the last backward only): one all-gather and
+//   one reduce-scatter per step, an all-reduce's volume.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -234,6 +242,15 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
                      " (mesh cp = " + std::to_string(cp) + ")" +
                      "; CP gives each rank two balanced chunks of the causal sequence, so use a cp "
                      "whose 2·cp divides the sequence length");
+  if (setup.training.recompute == Recompute::SelectiveOp &&
+      (isMoe(m) || m.kv_lora_rank > 0 || m.attention != "flash"))
+    return makeError("training: recompute selective-op is torchtitan's per-op policy for dense "
+                     "layers with FlashAttention (separate Q, K, V projections); model '" +
+                     m.name + "' has " +
+                     (isMoe(m)             ? "experts"
+                      : m.kv_lora_rank > 0 ? "latent attention"
+                                           : "materialized attention") +
+                     "; use selective or full");
   const int model_stages = placement.modelStageCount();
   if (m.mtp_layers < 0)
     return makeError(model + "mtp_layers must be 0 or more, got " + std::to_string(m.mtp_layers));
@@ -266,6 +283,8 @@ struct Analysis {
   std::vector<double> rank_cp_forward_us, rank_cp_backward_us;
   std::vector<double> rank_all_to_all_us; ///< one dispatch or combine, per pipeline rank
   std::vector<double> rank_expert_params; ///< routed-expert parameters per rank (÷ TP, EP)
+  /// ZeRO-3 units per rank: the largest layer, and the parameters outside the layers.
+  std::vector<double> rank_largest_layer_params, rank_outside_layer_params;
   /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
   double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
   std::vector<LayerOp> layer_ops;           ///< one layer's ops on one TP rank
@@ -282,6 +301,9 @@ struct Analysis {
   std::vector<Link> rank_dp_link;        ///< the dense gradients' dp × cp groups
   std::vector<Link> rank_expert_dp_link; ///< the expert gradients' dp·cp / ep groups
   std::vector<double> rank_sync_us, rank_sync_exposed_us;
+  /// ZeRO-3 without PP: the exposed gathers and reduce-scatters inside the rank's F and I ops
+  /// over the step (the tail does not pay them; the report's exposed DP time does).
+  std::vector<double> rank_sync_in_ops_us;
   std::vector<double> rank_optimizer_us; ///< Adam's step after the last backward
   double tied_embedding_sync_us = 0;     ///< first and last stage's embedding gradient sum
   /// What follows each rank's last op: exposed DP sync, tied-embedding sum, optimizer step.
@@ -291,8 +313,13 @@ struct Analysis {
   // Per layer.
   double layer_forward_us = 0, layer_backward_us = 0, layer_weight_us = 0;
   double layer_activation_full = 0; ///< one layer's activations without recomputation
-  double pp_bytes_per_rank = 0;     ///< per boundary per microbatch per direction, one TP rank
-  double tp_message_bytes = 0;      ///< b·s·h elements
+  /// What a layer's backward rebuilds on top of the stored activations: under full recomputation
+  /// all its activations, under torchtitan's per-op policy those it did not keep.
+  double recompute_transient = 0;
+  double loss_transient = 0; ///< beyond the stored fp32 logits, on loss_rank
+  int loss_rank = -1;
+  double pp_bytes_per_rank = 0; ///< per boundary per microbatch per direction, one TP rank
+  double tp_message_bytes = 0;  ///< b·s·h elements
   double forward_flops_per_microbatch = 0; ///< whole model, no recomputation
   double slowest_link_latency_us = 0, slowest_link_gbps = 0;
 };
@@ -346,15 +373,48 @@ std::pair<double, double> linkSpeed(const HardwareSpec &hw, Link link) {
   return {hw.inter_node_gbps, hw.inter_node_latency_us};
 }
 
-/// Parameters whose optimizer state a rank holds: all of them, or under ZeRO-1 its share of the
-/// dense ones over the dp × cp ranks that hold them and of the routed experts over the
-/// dp·cp / ep ranks that hold the same experts (Megatron's distributed optimizer shards over the
-/// gradient-reduction groups).
-double optimizerShare(double params, double expert_params, const TrainingSetup &training,
-                      const Mesh &mesh) {
-  if (!training.zero1) return params;
+/// A rank's share of state sharded over data parallelism: the dense parameters' over the dp × cp
+/// ranks that hold them, the routed experts' over the dp·cp / ep ranks that hold the same experts
+/// (Megatron's distributed optimizer and FSDP shard over the gradient-reduction groups).
+double dataParallelShare(double params, double expert_params, const Mesh &mesh) {
   // ep divides dp × cp (Mesh::check), so the expert-data size is whole.
   return (params - expert_params) / mesh.dataCpSize() + expert_params / mesh.expertDataSize();
+}
+
+/// Parameters whose optimizer state a rank holds: all of them, or from ZeRO stage 1 on its
+/// data-parallel share.
+double optimizerShare(double params, double expert_params, const TrainingSetup &training,
+                      const Mesh &mesh) {
+  return training.zero_stage >= 1 ? dataParallelShare(params, expert_params, mesh) : params;
+}
+
+/// torchtitan's per-op selective checkpointing (torchtitan/parallelisms/parallelize_llama.py,
+/// _save_list and _custom_policy at 9dec370): matmul outputs are saved except every second one
+/// in the order wq, wk, wv, wo, w1, w3, w2, and the attention's, so a layer's backward redoes
+/// K and the output projection, the gated MLP's w3 (the non-gated one's down projection), and
+/// every memory-bound op (norms, rotary, activation). Q, K, V share pipescope's fused "qkv" GEMM
+/// and gate and up its "mlp_gate_up": their shares by width.
+double selectiveOpRecomputeUs(const PartWork &layer, const AttentionShape &attention,
+                              bool gated_mlp) {
+  double us = 0;
+  for (const auto &op : layer.ops) {
+    if (op.category == OpCategory::MemoryBound) us += op.forward_us;
+    if (op.name == "qkv")
+      us += op.forward_us * attention.key / (attention.query + attention.key + attention.value);
+    if (op.name == "attention_out") us += op.forward_us;
+    if (op.name == "mlp_gate_up") us += op.forward_us / 2;
+    if (op.name == "mlp_down" && !gated_mlp) us += op.forward_us;
+  }
+  return us;
+}
+
+/// Whether ZeRO-3 keeps parameters gathered and gradients unsharded for the whole step: with
+/// pipeline parallelism, as torchtitan runs FSDP (reshard_after_forward=False "to avoid
+/// per-microbatch all-gathers", torchtitan parallelize_llama.py apply_fsdp), and
+/// torch.distributed.pipelining's stage backward_maybe_with_nosync (no reshard after backward,
+/// gradient sync on the last microbatch only).
+bool zero3HoldsGathered(const TrainingSetup &training, int pp) {
+  return training.zero_stage >= 3 && pp > 1;
 }
 
 /// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
@@ -365,9 +425,6 @@ std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
   return {gbps, latency};
 }
 
-/// The most nodes one of `groups` groups of `size` ranks spans; rank_of(g, j) is the j-th rank of
-/// group g. NCCL's tree is as deep as the nodes its communicator spans, and the slowest group
-/// sets the pace.
 } // namespace
 
 double ringAllReduceUs(double bytes, int ranks, double bus_gbps, double latency_us) {
@@ -593,6 +650,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double recompute_compute = training.recompute == Recompute::Full ? layer_f_compute
                                    : training.recompute == Recompute::Selective
                                        ? layer_work.selective_recompute_us
+                                   : training.recompute == Recompute::SelectiveOp
+                                       ? selectiveOpRecomputeUs(layer_work, attention, m.gated_mlp)
                                        : 0.0;
   const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
   // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
@@ -620,9 +679,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double scores = m.attention == "flash"
                             ? 4 * a * s_local * b / scale
                             : (m.dropout ? 5 : 2) * a * s_local * s * b; // local queries, all keys
+  // torchtitan's per-op policy keeps, of a dense layer (2 bytes each): its input, Q and V, the
+  // attention output with its fp32 log-sum-exp, and the MLP's first projection (gated: the gate
+  // w1, and the down projection's output w2, a whole b·s·h on each TP rank before its reduction).
+  const double selective_op_activation =
+      scale * (2 * sbh / (sp ? t : 1) +
+               2 * s_local * b * (attention.query + attention.value + attention.output) / t +
+               2 * s_local * b * m.ffn_hidden / t + (m.gated_mlp ? 2 * sbh : 0.0)) +
+      4 * a * s_local * b / t;
   const auto layerActivation = [&](Recompute recompute, double split) {
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
+    case Recompute::SelectiveOp: return selective_op_activation;
     case Recompute::Selective: return scale * (sp ? (unsplit + split) / t : unsplit + split / t);
     case Recompute::None: break;
     }
@@ -640,6 +708,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   if (isMoe(m))
     an.layer_activation_full =
         std::max(an.layer_activation_full, layerActivation(Recompute::None, moe_split));
+  an.recompute_transient = training.recompute == Recompute::Full ? an.layer_activation_full
+                           : training.recompute == Recompute::SelectiveOp
+                               ? std::max(0.0, an.layer_activation_full - selective_op_activation)
+                               : 0.0;
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
@@ -855,6 +927,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_layers.assign(static_cast<std::size_t>(P), 0);
   an.rank_sync_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_sync_exposed_us.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_sync_in_ops_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
   // An MoE layer holds no dense MLP; its shared experts and router are sharded like one, its
@@ -864,6 +937,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       layer.perTpRank(t) + (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
   const double routed_params_per_rank = isMoe(m) ? routedExpertParams(m) / (t * ep) : 0.0;
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
+  std::vector<double> rank_first_forward(static_cast<std::size_t>(P), 0.0);
+  an.rank_largest_layer_params.assign(static_cast<std::size_t>(P), 0.0);
+  an.rank_outside_layer_params.assign(static_cast<std::size_t>(P), 0.0);
 
   {
     std::vector<std::vector<int>> held(static_cast<std::size_t>(P));
@@ -871,6 +947,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const auto p = static_cast<std::size_t>(placement.rankOf(v));
       held[p].push_back(placement.model_stage[static_cast<std::size_t>(v)]);
       rank_last_backward[p] += an.stage_costs[static_cast<std::size_t>(v)].backward_us;
+      rank_first_forward[p] += an.stage_costs[static_cast<std::size_t>(v)].forward_us;
     }
     for (int p = 0; p < P; ++p) {
       const auto i = static_cast<std::size_t>(p);
@@ -884,6 +961,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
             moeLayersIn(m, model_first_layer[static_cast<std::size_t>(k)], held.layers) +
             moeLayersIn(m, m.layers, held.mtp_layers);
         an.rank_layers[i] += n;
+        // ZeRO-3's gathering unit: one layer (an MTP module's with its projection).
+        double &largest = an.rank_largest_layer_params[i];
+        if (n > n_moe) largest = std::max(largest, layer.perTpRank(t));
+        if (n_moe > 0)
+          largest = std::max(largest, moe_layer_params_per_rank + routed_params_per_rank);
+        if (held.mtp_layers > 0)
+          largest = std::max(largest, (held.mtp_layers > n_moe
+                                           ? layer.perTpRank(t)
+                                           : moe_layer_params_per_rank + routed_params_per_rank) +
+                                          mtp_extra.perTpRank(t));
+        const double outside_before = an.rank_params[i];
         an.rank_params[i] += (n - n_moe) * layer.perTpRank(t) +
                              n_moe * (moe_layer_params_per_rank + routed_params_per_rank) +
                              held.mtp_layers * mtp_extra.perTpRank(t);
@@ -892,6 +980,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
           an.rank_params[i] += Params{static_cast<double>(m.vocab) * m.hidden, 0}.perTpRank(t);
         if (held.embedding) an.rank_params[i] += embedding.perTpRank(t);
         if (held.loss) an.rank_params[i] += head.perTpRank(t);
+        an.rank_outside_layer_params[i] +=
+            an.rank_params[i] - outside_before - (n - n_moe) * layer.perTpRank(t) -
+            n_moe * (moe_layer_params_per_rank + routed_params_per_rank) -
+            held.mtp_layers * mtp_extra.perTpRank(t);
       }
       // DP: one all-reduce of the rank's 16-bit gradients per step (with ZeRO-1 a reduce-scatter
       // plus an all-gather of the updated weights: the same volume). Dense gradients are reduced
@@ -901,24 +993,64 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // the run's algorithm. A dense model has no expert gradients and no second collective
       // (not even its latency).
       const CollectiveAlgorithm algorithm =
-          training.zero1 ? CollectiveAlgorithm::Ring : training.collective_algorithm;
+          training.zero_stage >= 1 ? CollectiveAlgorithm::Ring : training.collective_algorithm;
       const double expert = an.rank_expert_params[i];
+      // (A rank without routed experts runs no expert collective, so pays no latency for one.)
       const double sync =
           allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * dt, mesh.dataCpSize(),
                       mesh_links.dp_cp_nodes[i], an.rank_dp_link[i]) +
           (expert > 0 ? allReduceUs(hw, algorithm, expert * dt, mesh.expertDataSize(),
                                     mesh_links.expert_dp_nodes[i], an.rank_expert_dp_link[i])
                       : 0.0);
-      an.rank_sync_us[i] = sync;
-      // Overlapped: gradients are reduced layer by layer as the last microbatch's backward
-      // produces them, so the backward of the rank's last microbatch hides the sync, except the
-      // last layer's bucket, which can only start when the backward is done.
-      an.rank_sync_exposed_us[i] =
-          training.overlap_gradient_sync
-              ? std::max(sync - rank_last_backward[i], sync / std::max(1, an.rank_layers[i]))
-              : sync;
+      // The collectives of one layer-sized unit: the sync's share, so the last one's cannot hide.
+      const int units = std::max(1, an.rank_layers[i]);
+      // Overlapped: `comm_us` of collectives issued unit by unit as `compute_us` of compute runs
+      // (gradients bucketed as the backward produces them, FSDP's next unit gathered while this
+      // one computes) hides behind it, except the last unit's, which can only start when the
+      // compute is done.
+      const auto exposed = [&](double comm_us, double compute_us) {
+        return training.overlap_gradient_sync ? std::max(comm_us - compute_us, comm_us / units)
+                                              : comm_us;
+      };
+      if (training.zero_stage < 3 || mesh.dataCpSize() <= 1) {
+        an.rank_sync_us[i] = sync;
+        an.rank_sync_exposed_us[i] = exposed(sync, rank_last_backward[i]);
+      } else if (zero3HoldsGathered(training, P)) {
+        // One all-gather of every unit before its first forward (each half an all-reduce), hidden
+        // by the first microbatch's forward; one reduce-scatter in the last backward. The
+        // gather is paid at the start of the step: it joins the step's one tail, a per-step
+        // constant either way.
+        const double gather = sync / 2, reduce_scatter = sync / 2;
+        an.rank_sync_us[i] = gather + reduce_scatter;
+        an.rank_sync_exposed_us[i] =
+            exposed(gather, rank_first_forward[i]) + exposed(reduce_scatter, rank_last_backward[i]);
+      } else {
+        // FSDP's default (reshard_after_forward): every microbatch gathers each unit in its
+        // forward and again in its backward, and reduce-scatters its gradients (fully_shard
+        // syncs every backward). Those a stage's compute does not hide lengthen its F and I ops.
+        const double gather = sync / 2, reduce_scatter = sync / 2;
+        double per_step = 0;
+        for (int v = 0; v < S; ++v) {
+          if (placement.rankOf(v) != p) continue;
+          const auto sv = static_cast<std::size_t>(v);
+          const int stage_layers = an.stage_breakdown[sv].layers;
+          const double share =
+              held[i].size() <= 1 ? 1.0 : static_cast<double>(stage_layers) / units;
+          StageCost &cost = an.stage_costs[sv];
+          const double forward = exposed(share * gather, cost.forward_us);
+          const double backward = exposed(share * (gather + reduce_scatter), cost.backward_us);
+          cost.forward_us += forward;
+          cost.backward_us += backward;
+          an.stage_breakdown[sv].forward.dp_us += forward;
+          an.stage_breakdown[sv].input_grad.dp_us += backward;
+          per_step += an.stage_microbatches[sv] * share * (2 * gather + reduce_scatter);
+          an.rank_sync_in_ops_us[i] += an.stage_microbatches[sv] * (forward + backward);
+        }
+        an.rank_sync_us[i] = per_step;
+        an.rank_sync_exposed_us[i] = 0; // inside the ops
+      }
       // Adam's step once the gradients are reduced, over the rank's share of the optimizer
-      // state (1/dp of it under ZeRO-1).
+      // state (1/dp of it from ZeRO-1 on).
       an.rank_optimizer_us[i] = optimizerStepUs(
           optimizerShare(an.rank_params[i], an.rank_expert_params[i], training, mesh),
           training.optimizer_bytes_per_param, dt, hw);
@@ -936,6 +1068,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // (Megatron-LM, Shoeybi et al. 2019 / Narayanan et al. 2021).
   const int embedding_rank = model_rank[static_cast<std::size_t>(embedding_stage)];
   const int head_rank = model_rank[static_cast<std::size_t>(loss_stage)];
+  an.loss_rank = head_rank;
+  // torch-fp32 cross-entropy: besides the stored fp32 log-probabilities, its backward holds the
+  // incoming gradient and the input gradient, each fp32 of b·s·V/t (PyTorch's nll_loss and
+  // log_softmax backward; torchtitan train.py loss_fn at 9dec370).
+  if (training.cross_entropy == "torch-fp32") an.loss_transient = 2 * 4.0 * b * s_local * V / t;
   if (m.tied_embeddings && head_rank != embedding_rank) {
     const Link link = pairLinkOf(mesh, embedding_rank, head_rank);
     an.tied_embedding_sync_us =
@@ -1047,9 +1184,12 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   derivation.model_layout = an.model_layout;
   derivation.rank_parameters = an.rank_params;
   derivation.rank_expert_parameters = an.rank_expert_params;
+  derivation.rank_largest_layer_parameters = an.rank_largest_layer_params;
+  derivation.rank_outside_layer_parameters = an.rank_outside_layer_params;
   derivation.rank_layers = an.rank_layers;
-  derivation.recompute_transient_bytes =
-      setup.training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
+  derivation.recompute_transient_bytes = an.recompute_transient;
+  derivation.loss_transient_bytes = an.loss_transient;
+  derivation.loss_rank = an.loss_rank;
   derivation.forward_flops_per_microbatch = an.forward_flops_per_microbatch;
   if (auto status = costs.check(placement.stageCount()); !status)
     return makeError("the derived costs are not valid (" + status.error().message +
@@ -1078,9 +1218,12 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   ModelDerivation analyzed;
   analyzed.rank_parameters = an.rank_params;
   analyzed.rank_expert_parameters = an.rank_expert_params;
+  analyzed.rank_largest_layer_parameters = an.rank_largest_layer_params;
+  analyzed.rank_outside_layer_parameters = an.rank_outside_layer_params;
   analyzed.rank_layers = an.rank_layers;
-  analyzed.recompute_transient_bytes =
-      training.recompute == Recompute::Full ? an.layer_activation_full : 0.0;
+  analyzed.recompute_transient_bytes = an.recompute_transient;
+  analyzed.loss_transient_bytes = an.loss_transient;
+  analyzed.loss_rank = an.loss_rank;
   report.memory.resize(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
@@ -1152,22 +1295,29 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   report.pp.exposed_time_s = 0;
   report.pp.link = linkName(pp_link);
 
-  // DP: one all-reduce of each rank's gradients per step: the dense ones over dp × cp ranks,
-  // the routed experts' over dp·cp / ep.
+  // DP: one all-reduce of each rank's gradients per step (the dense ones over dp × cp ranks, the
+  // routed experts' over dp·cp / ep), or under ZeRO-3 two all-gathers and a reduce-scatter per
+  // microbatch, each (n-1)/n of the parameters (one of each per step when the gathered
+  // parameters are kept across microbatches).
+  const double dp_volume = training.zero_stage < 3 || zero3HoldsGathered(training, P)
+                               ? 2.0
+                               : 3.0 * placement.microbatches;
   Link dp_link = Link::None;
   const auto ringShare = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const double expert = an.rank_expert_params[i];
-    report.dp.bytes += t * dt *
+    report.dp.bytes += t * dt * dp_volume / 2 *
                        (ringShare(mesh.dataCpSize()) * (an.rank_params[i] - expert) +
                         ringShare(mesh.expertDataSize()) * expert);
     dp_link = merge(dp_link, an.rank_dp_link[i]);
     if (expert > 0) dp_link = merge(dp_link, an.rank_expert_dp_link[i]);
   }
   report.dp.time_s = *std::max_element(an.rank_sync_us.begin(), an.rank_sync_us.end()) * 1e-6;
-  report.dp.exposed_time_s =
-      *std::max_element(an.rank_sync_exposed_us.begin(), an.rank_sync_exposed_us.end()) * 1e-6;
+  double dp_exposed_us = 0;
+  for (std::size_t p = 0; p < an.rank_sync_exposed_us.size(); ++p)
+    dp_exposed_us = std::max(dp_exposed_us, an.rank_sync_exposed_us[p] + an.rank_sync_in_ops_us[p]);
+  report.dp.exposed_time_s = dp_exposed_us * 1e-6;
   report.dp.link = linkName(dp_link);
   return report;
 }
@@ -1179,17 +1329,56 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   if (i >= derivation.rank_parameters.size()) return mem;
   const double params = derivation.rank_parameters[i];
   const double dt = dtypeBytes(setup.model.dtype);
-  mem.params = params * dt;
-  mem.grads = params * dt;
-  const double expert_params =
-      i < derivation.rank_expert_parameters.size() ? derivation.rank_expert_parameters[i] : 0.0;
-  mem.optimizer = optimizerShare(params, expert_params, setup.training, mesh) *
-                  setup.training.optimizer_bytes_per_param;
+  const TrainingSetup &training = setup.training;
+  const auto at = [i](const std::vector<double> &per_rank) {
+    return i < per_rank.size() ? per_rank[i] : 0.0;
+  };
+  const double expert_params = at(derivation.rank_expert_parameters);
+  // The ZeRO paper's per-stage memory (Rajbhandari et al. 2020, §5 and Figure 1): 16-bit
+  // parameters and gradients, K bytes of optimizer state, each divided by the sharding group
+  // from its stage on.
+  const double shard = dataParallelShare(params, expert_params, mesh);
+  mem.params = (training.zero_stage >= 3 ? shard : params) * dt;
+  mem.grads = (training.zero_stage >= 2 ? shard : params) * dt;
+  mem.optimizer =
+      optimizerShare(params, expert_params, training, mesh) * training.optimizer_bytes_per_param;
+  // What is in flight besides the shards; one data-parallel rank has nothing to gather or
+  // reduce-scatter (as the DP traffic above).
+  const double layer = at(derivation.rank_largest_layer_parameters);
+  const double outside = at(derivation.rank_outside_layer_parameters);
+  const bool sharded_group = mesh.dataCpSize() > 1;
+  if (sharded_group && zero3HoldsGathered(training, mesh.pp)) {
+    // Kept gathered across microbatches (torchtitan with PP): the whole unsharded copy of the
+    // parameters and of the gradients, beside the shards.
+    mem.params += params * dt;
+    mem.grads += params * dt;
+  } else if (sharded_group && training.zero_stage >= 3) {
+    // FSDP2 gathers one layer at a time with the next one's gather already issued: in the
+    // backward it always prefetches (BACKWARD_PRE), and in the forward the CPU issues the next
+    // layer's all-gather on its own stream while this layer computes ("preserves communication/
+    // computation overlap", torchtitan docs/fsdp.md; an explicit forward_prefetch is not
+    // implemented there). So two layers' 16-bit parameters are gathered at once, with the
+    // layer's unsharded gradients until they are reduce-scattered.
+    // The parameters outside the layers (embedding, final norm, head) form the root unit,
+    // gathered for the whole forward and the whole backward; its gradients (the head's first)
+    // wait for the root's reduce-scatter at the end of the backward.
+    mem.params += (2 * layer + outside) * dt;
+    mem.grads += (layer + outside) * dt;
+  } else if (sharded_group && training.zero_stage == 2) {
+    // ZeRO-2 reduce-scatters gradients bucket by bucket as the backward produces them; one
+    // layer's unsharded gradients are in flight (§5.2).
+    mem.grads += layer * dt;
+  }
   mem.activations_peak = peak_activation_bytes;
-  // Full recomputation rebuilds one layer's activations during its backward: a transient on top
-  // of the stored layer inputs.
+  // Recomputation rebuilds one layer's activations during its backward, a transient on top of
+  // the stored ones; the loss's backward transient comes before any layer's backward, when
+  // every stored activation is still held: the larger of the two counts.
+  double transient = 0;
   if (i < derivation.rank_layers.size() && derivation.rank_layers[i] > 0)
-    mem.activations_peak += derivation.recompute_transient_bytes;
+    transient = derivation.recompute_transient_bytes;
+  if (rank == derivation.loss_rank)
+    transient = std::max(transient, derivation.loss_transient_bytes);
+  mem.activations_peak += transient;
   mem.total = mem.params + mem.grads + mem.optimizer + mem.activations_peak;
   mem.capacity = setup.hardware.memory_gib * kGiB;
   mem.fits = mem.total <= mem.capacity;

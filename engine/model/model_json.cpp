@@ -114,6 +114,7 @@ std::string_view recomputeName(Recompute recompute) {
   case Recompute::None: return "none";
   case Recompute::Selective: return "selective";
   case Recompute::Full: return "full";
+  case Recompute::SelectiveOp: return "selective-op";
   }
   return "none";
 }
@@ -122,8 +123,9 @@ Result<Recompute> parseRecompute(std::string_view text) {
   if (text == "none") return Recompute::None;
   if (text == "selective") return Recompute::Selective;
   if (text == "full") return Recompute::Full;
+  if (text == "selective-op") return Recompute::SelectiveOp;
   return makeError("recomputation '" + std::string(text) +
-                   "' is not known; use none, selective or full");
+                   "' is not known; use none, selective, full or selective-op");
 }
 
 std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm) {
@@ -252,14 +254,15 @@ nlohmann::json toJson(const HardwareSpec &hw) {
 nlohmann::json toJson(const TrainingSetup &training) {
   nlohmann::json out = {
       {"recompute", recomputeName(training.recompute)},
-      {"zero1", training.zero1},
+      {"zero_stage", training.zero_stage},
       {"sequence_parallel", training.sequence_parallel},
       {"optimizer_bytes_per_param", training.optimizer_bytes_per_param},
       {"balance_layers", training.balance_layers},
       {"overlap_gradient_sync", training.overlap_gradient_sync},
       {"expert_load_imbalance", training.expert_load_imbalance},
       {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)},
-      {"gemm_precision", gemmPrecisionName(training.gemm_precision)}};
+      {"gemm_precision", gemmPrecisionName(training.gemm_precision)},
+      {"cross_entropy", training.cross_entropy}};
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
@@ -508,25 +511,31 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                             const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
-  if (auto s =
-          checkKeys(json, pointer,
-                    {"recompute", "zero1", "sequence_parallel", "optimizer_bytes_per_param",
-                     "balance_layers", "overlap_gradient_sync", "layout", "expert_load_imbalance",
-                     "collective_algorithm", "gemm_precision", "fp8_dispatch"});
+  if (auto s = checkKeys(json, pointer,
+                         {"recompute", "zero1", "zero_stage", "sequence_parallel",
+                          "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
+                          "layout", "expert_load_imbalance", "collective_algorithm",
+                          "gemm_precision", "fp8_dispatch", "cross_entropy"});
       !s)
     return s.error();
   TrainingSetup training;
   std::string recompute = std::string(recomputeName(training.recompute));
   std::string gemm_precision = std::string(gemmPrecisionName(training.gemm_precision));
+  // "zero1": true (plan files before ZeRO stages) is stage 1; "zero_stage" says 0 to 3.
+  bool zero1 = false;
+  if (json.contains("zero1") && json.contains("zero_stage"))
+    return makeError(pointer + "/zero1: give either \"zero1\" or \"zero_stage\" (0-3), not both");
   fields.text("recompute", recompute)
       .text("gemm_precision", gemm_precision)
       .boolean("fp8_dispatch", training.fp8_dispatch)
-      .boolean("zero1", training.zero1)
+      .boolean("zero1", zero1)
+      .integer("zero_stage", training.zero_stage, 0, 3)
       .boolean("sequence_parallel", training.sequence_parallel)
       .number("optimizer_bytes_per_param", training.optimizer_bytes_per_param, 0, 1024)
       .boolean("balance_layers", training.balance_layers)
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
-      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6);
+      .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
+      .text("cross_entropy", training.cross_entropy);
   std::string layout;
   std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
   fields.text("layout", layout).text("collective_algorithm", algorithm);
@@ -540,6 +549,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       return makeError(pointer + "/balance_layers: true does not apply with a layout; set it "
                                  "false or remove \"layout\"");
   }
+  if (zero1) training.zero_stage = 1;
+  if (training.cross_entropy != "vocab-parallel" && training.cross_entropy != "torch-fp32")
+    return makeError(pointer + "/cross_entropy: '" + training.cross_entropy +
+                     "' is not known; use vocab-parallel or torch-fp32");
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;

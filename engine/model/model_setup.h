@@ -116,7 +116,12 @@ struct HardwareSpec {
   std::string notes;
 };
 
-enum class Recompute { None, Selective, Full };
+/// Activation recomputation. Selective: Megatron's (Korthikanti et al. 2022, §5: the attention
+/// core recomputed, every other activation kept). SelectiveOp: torchtitan's per-op selective
+/// checkpointing of a dense layer (selective_ac_option "op"): each layer keeps its input, the
+/// attention output and every second matmul's output (Q, V, the MLP's first projection and, for a
+/// gated MLP, its down projection), and recomputes the rest in its backward.
+enum class Recompute { None, Selective, Full, SelectiveOp };
 
 /// How NCCL runs an all-reduce (NCCL_ALGO): "auto" lets its tuner take the cheaper of ring and
 /// tree for each message (engine/model/collectives.h), "ring" and "tree" force one. All-gather and
@@ -133,7 +138,12 @@ enum class GemmPrecision { Bf16, Fp8 };
 /// Training options that change costs and memory.
 struct TrainingSetup {
   Recompute recompute = Recompute::None;
-  bool zero1 = false; ///< shard optimizer state over DP
+  /// Data-parallel sharding (ZeRO, Rajbhandari et al. 2020, §5.1; Megatron's distributed
+  /// optimizer is stage 1, PyTorch FSDP / FSDP2 full sharding stage 3) over the dp ranks (CP
+  /// ranks included, as they reduce gradients together): 0 = none (plain all-reduce), 1 =
+  /// optimizer state, 2 = + gradients, 3 = + parameters, all-gathered one transformer layer at a
+  /// time. Plan files' "zero1": true means 1.
+  int zero_stage = 0;
   bool sequence_parallel = false;
   /// 12 = fp32 master weights + Adam m + Adam v, 4 bytes each (mixed-precision Adam as counted by
   /// the ZeRO paper, Rajbhandari et al. 2020, K = 12). Some texts count only m and v (8).
@@ -142,7 +152,9 @@ struct TrainingSetup {
   /// Uneven stages: what each model stage holds (empty: the even or balanced split). Set from a
   /// Megatron layout string, torchtitan's options or a layers-per-stage list (layer_layout.h).
   LayerLayout layout;
-  bool overlap_gradient_sync = false; ///< DP all-reduce overlapped with the backward tail
+  /// DP gradient sync overlapped with the backward tail (stage 3: also the parameter all-gathers
+  /// with the forward and backward compute, one layer ahead).
+  bool overlap_gradient_sync = false;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;
@@ -154,6 +166,13 @@ struct TrainingSetup {
   /// all-to-all, combine kept in BF16; the backward's gradient dispatch likewise). false: both
   /// in the model's 16 bits. Ignored under bf16 GEMMs.
   bool fp8_dispatch = true;
+  /// The loss's memory beyond its stored fp32 logits. "vocab-parallel": Megatron's fused
+  /// vocab-parallel cross-entropy, whose backward works in place on the saved fp32 softmax
+  /// (nothing more; the default, so files that do not say keep their meaning). "torch-fp32":
+  /// F.cross_entropy(logits.float()) as torchtitan runs it: the backward holds the fp32
+  /// log-probabilities, the incoming gradient and the input gradient at once, two more fp32
+  /// logit-sized tensors on the loss rank.
+  std::string cross_entropy = "vocab-parallel";
 };
 
 struct ModelSetup {
@@ -174,10 +193,17 @@ struct ModelDerivation {
   std::vector<double> rank_parameters;
   /// Of rank_parameters, the routed experts' (their optimizer state shards over dp·cp / ep).
   std::vector<double> rank_expert_parameters;
+  /// Under ZeRO-3, per pipeline rank: its largest transformer layer's parameters (the unit
+  /// all-gathered at a time) and those outside the layers (embedding, head: gathered as one).
+  std::vector<double> rank_largest_layer_parameters;
+  std::vector<double> rank_outside_layer_parameters;
   std::vector<int> rank_layers;
   /// Full recomputation rebuilds one layer's activations during its backward: this transient
   /// sits on top of the stored activations of every rank that has layers.
   double recompute_transient_bytes = 0;
+  /// The loss's backward transient on the pipeline rank holding it (TrainingSetup::cross_entropy).
+  double loss_transient_bytes = 0;
+  int loss_rank = -1;
   /// Model FLOPs of one microbatch's forward (as ModelReport::mfu counts them).
   double forward_flops_per_microbatch = 0;
 };
@@ -241,8 +267,9 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                                          const Placement &placement,
                                          const MeshLinks *links = nullptr);
 
-/// Memory of pipeline rank `rank` (bf16 params and grads, optimizer state, ZeRO-1 over DP) with
-/// the given peak of stored activations, against the hardware's capacity.
+/// Memory of pipeline rank `rank` (16-bit params and grads, optimizer state, each sharded over DP
+/// from its ZeRO stage on, with ZeRO-3's gathered units in flight) with the given peak of stored
+/// activations, against the hardware's capacity.
 RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDerivation &derivation,
                       int rank, double peak_activation_bytes);
 
@@ -271,7 +298,8 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
 Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std::string &pointer);
 Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const std::string &pointer);
 
-std::string_view recomputeName(Recompute recompute); ///< "none", "selective", "full"
+/// "none", "selective", "full", "selective-op"
+std::string_view recomputeName(Recompute recompute);
 Result<Recompute> parseRecompute(std::string_view text);
 /// "auto", "ring", "tree"
 std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm);

@@ -64,7 +64,8 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
       .number("gpu_hours_per_trillion_tokens", gpu_hours_per_trillion, 0, 1e12)
       .number("tokens_per_s_per_gpu", tokens_per_s_per_gpu, 0, 1e12)
       .text("flops_formula", formula)
-      .number("memory_gib", memory_gib, 0, 1e6);
+      .number("memory_gib", memory_gib, 0, 1e6)
+      .text("memory_how", c.memory_how);
   if (!measured_fields.ok()) return measured_fields.error();
   if (memory_gib > 0) c.measured_memory_gib = memory_gib;
   // Tokens of one step of the row's global batch: dp / cp replicas consume data.
@@ -90,10 +91,10 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
         narayanan2021IterationFlops(batch, m.sequence_length, m.layers, m.hidden, m.vocab);
     c.measured_step_s = flops / (tflops_per_gpu * 1e12 * c.mesh.worldSize());
     c.measured_how = "published teraFLOP/s per GPU through Narayanan et al. 2021, eq. 3";
-  } else {
+  } else if (memory_gib <= 0) {
     return makeError(pointer + "/measured: give step_time_s, tokens_per_s_per_gpu, "
-                               "gpu_hours_per_trillion_tokens, or tflops_per_gpu with "
-                               "flops_formula \"narayanan-2021\"");
+                               "gpu_hours_per_trillion_tokens, tflops_per_gpu with flops_formula "
+                               "\"narayanan-2021\", or memory_gib (a row that checks memory only)");
   }
   return c;
 }
@@ -179,7 +180,8 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
   ValidationResult result;
   result.validation_case = &c;
   result.predicted_step_s = report.step_time_s;
-  result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
+  if (c.measured_step_s > 0)
+    result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
   for (const auto &memory : report.memory)
     result.predicted_memory_gib = std::max(result.predicted_memory_gib, memory.total / kGiB);
   if (c.measured_memory_gib)

@@ -276,7 +276,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
           if (callbacks.cancelled && callbacks.cancelled()) return;
           setup.training.recompute = recompute;
           setup.training.sequence_parallel = sequence_parallel;
-          setup.training.zero1 = false;
+          setup.training.zero_stage = 0;
           const std::size_t zero1_count = request.zero1.size();
           auto derivation = deriveModelCosts(setup, mesh, placement, &links);
           if (!derivation) {
@@ -285,7 +285,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
           }
           peakActivationBytes(*compiled, derivation->stage_activation_bytes, peak_activations);
           for (bool zero1 : request.zero1) {
-            setup.training.zero1 = zero1;
+            setup.training.zero_stage = zero1 ? 1 : 0;
             SearchPlan plan;
             plan.mesh = mesh;
             plan.schedule = structure.request;
@@ -520,9 +520,10 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
         meshText(small.mesh) + ", " + small.schedule.name + ", microbatch size " +
         std::to_string(small.microbatch_size) + ", recompute " +
         std::string(recomputeName(small.training.recompute)) +
-        (small.training.zero1 ? ", ZeRO-1" : "") + "); raise --memory-limit to at least " +
-        gib(small.peak_memory) + " (the device has " + gib(request.hardware.memory_gib * kGiB) +
-        ") or use more GPUs");
+        (small.training.zero_stage > 0 ? ", ZeRO-" + std::to_string(small.training.zero_stage)
+                                       : std::string()) +
+        "); raise --memory-limit to at least " + gib(small.peak_memory) + " (the device has " +
+        gib(request.hardware.memory_gib * kGiB) + ") or use more GPUs");
   }
   return result;
 }

@@ -264,7 +264,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_preset_->setCurrentText(QStringLiteral("llama3-8b"));
   hardware_preset_->setCurrentText(QStringLiteral("h100-sxm"));
   recompute_ = new QComboBox(model_group_);
-  for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full})
+  for (Recompute mode :
+       {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::SelectiveOp})
     recompute_->addItem(fromStd(recomputeName(mode)), static_cast<int>(mode));
   recompute_->setToolTip(
       tr("Recomputation: redo forward work in the backward to hold fewer activations"));

@@ -615,7 +615,7 @@ private slots:
     mesh.order = *Mesh::parseOrder("tp-pp-dp");
     const auto derive = [&](CollectiveAlgorithm algorithm, bool zero1) {
       setup.training.collective_algorithm = algorithm;
-      setup.training.zero1 = zero1;
+      setup.training.zero_stage = zero1 ? 1 : 0;
       return deriveModelCosts(setup, mesh, schedule->placement);
     };
     auto ring = derive(CollectiveAlgorithm::Ring, false);

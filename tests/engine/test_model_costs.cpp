@@ -138,6 +138,11 @@ private slots:
   void wideAttentionActivations();
   void jsonErrorsNameTheField();
   void userFileLoads();
+  void zeroStagesMemoryByHand();
+  void zero3HeldAcrossMicrobatchesUnderPp();
+  void zero3GathersByHand();
+  void selectiveOpActivationsByHand();
+  void zeroStageAndLossJson();
 };
 
 void TestModelCosts::presetsLoad_data() {
@@ -235,7 +240,7 @@ void TestModelCosts::seedArticle175B() {
   QVERIFY2(near(optimizer / 8, 175e9 * 8 / 32, 0.01), show(optimizer / 8, 175e9 * 8 / 32).c_str());
 
   // ZeRO-1 over the 32 DP replicas: 43.8 GB / 32 = 1.37 GB.
-  setup.training.zero1 = true;
+  setup.training.zero_stage = 1;
   auto sharded = simulateModel(setup, mesh, request("1f1b", 8, 32));
   REQUIRE_OK(sharded);
   for (int p = 1; p < 7; ++p)
@@ -296,7 +301,7 @@ void TestModelCosts::zero1DividesOptimizerOnly() {
   setup.training.recompute = Recompute::Selective;
   const Mesh mesh = makeMesh(8, 2, 4);
   auto plain = simulateModel(setup, mesh, request("1f1b", 4, 16));
-  setup.training.zero1 = true;
+  setup.training.zero_stage = 1;
   auto sharded = simulateModel(setup, mesh, request("1f1b", 4, 16));
   REQUIRE_OK(plain);
   REQUIRE_OK(sharded);
@@ -706,7 +711,7 @@ void TestModelCosts::bidirectionalHoldsTwoStages() {
 void TestModelCosts::jsonRoundTrip() {
   TrainingSetup training;
   training.recompute = Recompute::Selective;
-  training.zero1 = true;
+  training.zero_stage = 1;
   training.sequence_parallel = true;
   training.optimizer_bytes_per_param = 8;
   training.balance_layers = true;
@@ -897,6 +902,211 @@ void TestModelCosts::userFileLoads() {
   QVERIFY2(deep.error().message.find("nests deeper") != std::string::npos,
            deep.error().message.c_str());
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// Llama 3 8B parameters by hand: a layer (Q and O 4096², K and V 4096 × 1024, three MLP
+/// matrices 4096 × 14336, two RMSNorm weights) and what lies outside the layers (embedding and
+/// untied head 128256 × 4096, the final norm).
+constexpr double kLlama8bLayer =
+    4096.0 * (4096 + 1024 + 1024 + 4096) + 3.0 * 4096 * 14336 + 2.0 * 4096;
+constexpr double kLlama8bOutside = 2.0 * 128256 * 4096 + 4096;
+constexpr double kLlama8b = 32 * kLlama8bLayer + kLlama8bOutside;
+
+} // namespace
+
+// The ZeRO paper's per-rank memory (Rajbhandari et al. 2020, Figure 1: 2Ψ + 2Ψ + KΨ, then
+// 2Ψ + 2Ψ + KΨ/N, 2Ψ + (2 + K)Ψ/N, (2 + 2 + K)Ψ/N) with K = 12, N = dp = 8, Ψ = Llama 3 8B on
+// one pipeline rank; ZeRO-2 holds one layer's unsharded gradients in flight, ZeRO-3 two
+// gathered layers and the root unit (embedding, final norm, head) with the layer's and the
+// root's unsharded gradients.
+void TestModelCosts::zeroStagesMemoryByHand() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  QVERIFY(near(parameterCount(setup.model), kLlama8b, 1e-12));
+  const Mesh mesh = makeMesh(8, 1, 1);
+  const double psi = kLlama8b, n = 8;
+  struct Expected {
+    double params, grads, optimizer;
+  };
+  const Expected expected[] = {
+      {2 * psi, 2 * psi, 12 * psi},
+      {2 * psi, 2 * psi, 12 * psi / n},
+      {2 * psi, 2 * psi / n + 2 * kLlama8bLayer, 12 * psi / n},
+      {2 * psi / n + 2 * (2 * kLlama8bLayer + kLlama8bOutside),
+       2 * psi / n + 2 * (kLlama8bLayer + kLlama8bOutside), 12 * psi / n},
+  };
+  double activations = -1;
+  for (int stage = 0; stage <= 3; ++stage) {
+    setup.training.zero_stage = stage;
+    auto run = simulateModel(setup, mesh, request("1f1b", 1, 1));
+    REQUIRE_OK(run);
+    const RankMemory &memory = run->report.memory[0];
+    const Expected &e = expected[stage];
+    QVERIFY2(near(memory.params, e.params, 1e-12), show(memory.params, e.params).c_str());
+    QVERIFY2(near(memory.grads, e.grads, 1e-12), show(memory.grads, e.grads).c_str());
+    QVERIFY2(near(memory.optimizer, e.optimizer, 1e-12),
+             show(memory.optimizer, e.optimizer).c_str());
+    // Sharding moves no activation.
+    if (activations < 0) activations = memory.activations_peak;
+    QCOMPARE(memory.activations_peak, activations);
+    // Traffic per step: an all-reduce's 2(n-1)/n of the 16-bit gradients, ZeRO-3 3(n-1)/n
+    // (ZeRO paper §7.2: 1.5×).
+    const double volume = stage == 3 ? 3.0 : 2.0;
+    QVERIFY2(near(run->report.dp.bytes, volume * (n - 1) / n * 2 * psi, 1e-12),
+             show(run->report.dp.bytes, volume * (n - 1) / n * 2 * psi).c_str());
+  }
+  // One data-parallel rank: nothing to shard, gather or reduce-scatter.
+  auto alone = simulateModel(setup, makeMesh(1, 1, 1), request("1f1b", 1, 1));
+  REQUIRE_OK(alone);
+  QVERIFY(near(alone->report.memory[0].params, 2 * psi, 1e-12));
+  QVERIFY(near(alone->report.memory[0].grads, 2 * psi, 1e-12));
+  QCOMPARE(alone->report.dp.bytes, 0.0);
+  // Without pipelining, FSDP gathers and reduce-scatters again for every microbatch.
+  auto four = simulateModel(setup, mesh, request("1f1b", 1, 4));
+  REQUIRE_OK(four);
+  QVERIFY(near(four->report.dp.bytes, 4 * 3.0 * (n - 1) / n * 2 * psi, 1e-12));
+}
+
+// Under PP torchtitan keeps the gathered parameters and the unsharded gradients for the whole
+// step: each pipeline rank holds both whole beside its shards, and moves one all-gather and one
+// reduce-scatter per step whatever the microbatch count.
+void TestModelCosts::zero3HeldAcrossMicrobatchesUnderPp() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  setup.training.zero_stage = 3;
+  const Mesh mesh = makeMesh(4, 1, 2);
+  auto run = simulateModel(setup, mesh, request("1f1b", 2, 8));
+  REQUIRE_OK(run);
+  double bytes = 0;
+  for (int p = 0; p < 2; ++p) {
+    const double psi = run->derivation.rank_parameters[static_cast<std::size_t>(p)];
+    const RankMemory &memory = run->report.memory[static_cast<std::size_t>(p)];
+    QVERIFY2(near(memory.params, 2 * psi / 4 + 2 * psi, 1e-12),
+             show(memory.params, 2 * psi / 4 + 2 * psi).c_str());
+    QVERIFY2(near(memory.grads, 2 * psi / 4 + 2 * psi, 1e-12),
+             show(memory.grads, 2 * psi / 4 + 2 * psi).c_str());
+    QVERIFY(near(memory.optimizer, 12 * psi / 4, 1e-12));
+    bytes += 2.0 * 3 / 4 * 2 * psi;
+  }
+  QVERIFY2(near(run->report.dp.bytes, bytes, 1e-12), show(run->report.dp.bytes, bytes).c_str());
+}
+
+// ZeRO-3 without pipelining on one node (flat hardware: links at their full figures): a ring
+// all-gather of the rank's 16-bit parameters over n = 8 takes (n-1)/n · bytes / 450 GB/s +
+// (n-1) · 1 µs, half the ring all-reduce. Not overlapped, the forward pays one and the backward
+// one more plus the reduce-scatter (as long); overlapped, only what compute does not hide, at
+// least the last layer's share.
+void TestModelCosts::zero3GathersByHand() {
+  ModelSetup setup = flatPresetSetup("llama3-8b", "h100-sxm");
+  setup.training.zero_stage = 3;
+  const Mesh mesh = makeMesh(8, 1, 1);
+  const double gather = 7.0 / 8 * 2 * kLlama8b / (450 * 1e3) + 7 * 1.0;
+  auto run = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  REQUIRE_OK(run);
+  const StageBreakdown &parts = run->derivation.stage_breakdown[0];
+  QVERIFY2(near(parts.forward.dp_us, gather, 1e-9), show(parts.forward.dp_us, gather).c_str());
+  QVERIFY2(near(parts.input_grad.dp_us, 2 * gather, 1e-9),
+           show(parts.input_grad.dp_us, 2 * gather).c_str());
+  // The op times carry them: F is the breakdown's total.
+  QVERIFY(near(run->derivation.costs.stage_overrides[0].forward_us, parts.forward.total(), 1e-9));
+  QVERIFY(near(run->report.dp.time_s, 3 * gather * 1e-6, 1e-9));
+  // Inside the ops rather than in the step's tail, and all of it exposed.
+  QVERIFY(near(run->report.dp.exposed_time_s, 3 * gather * 1e-6, 1e-9));
+  // The tail keeps only Adam's step (over the same 1/8 of the state as ZeRO-1's, which also
+  // pays its all-reduce there).
+  setup.training.zero_stage = 1;
+  auto stage1 = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  REQUIRE_OK(stage1);
+  QVERIFY(run->derivation.costs.gradient_sync_us < stage1->derivation.costs.gradient_sync_us);
+  setup.training.zero_stage = 3;
+
+  setup.training.overlap_gradient_sync = true;
+  auto overlapped = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  REQUIRE_OK(overlapped);
+  const StageBreakdown &hidden = overlapped->derivation.stage_breakdown[0];
+  const double forward_compute = hidden.forward.total() - hidden.forward.dp_us;
+  const double expected = std::max(gather - forward_compute, gather / 32);
+  QVERIFY2(near(hidden.forward.dp_us, expected, 1e-9),
+           show(hidden.forward.dp_us, expected).c_str());
+  QVERIFY(hidden.forward.dp_us < parts.forward.dp_us);
+  QVERIFY(overlapped->report.step_time_s < run->report.step_time_s);
+}
+
+// torchtitan's per-op selective checkpointing of a Llama 3 8B layer (b = 1, s = 8192, h = 4096,
+// one rank): input, Q, V, the attention output (2 bytes × s·(4096 + 4096 + 1024 + 4096)), the
+// gate w1 (2 × s·14336), the down projection's output (2 × s·4096) and the fp32 log-sum-exp
+// (4 × 32 heads × s). torch-fp32 cross-entropy adds two fp32 logit tensors (8 × s × 128256) on
+// the loss rank.
+void TestModelCosts::selectiveOpActivationsByHand() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  const double s = 8192, h = 4096;
+  const double layer = 2 * s * (h + h + 1024 + h) + 2 * s * 14336 + 2 * s * h + 4 * 32 * s;
+  setup.training.recompute = Recompute::SelectiveOp;
+  auto run = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(run);
+  // Stage 1 holds 8 layers and neither embedding nor head.
+  QVERIFY2(near(run->derivation.stage_activation_bytes[1], 8 * layer, 1e-12),
+           show(run->derivation.stage_activation_bytes[1], 8 * layer).c_str());
+  // Its backward redoes the rest of one layer on top of the stored ones.
+  setup.training.recompute = Recompute::None;
+  auto none = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(none);
+  const double full_layer = none->derivation.stage_activation_bytes[1] / 8;
+  QVERIFY(near(run->derivation.recompute_transient_bytes, full_layer - layer, 1e-12));
+  // It recomputes K, the output projection, w3 and the memory-bound ops: more than nothing,
+  // less than the whole forward.
+  const double i_op = run->derivation.stage_breakdown[1].input_grad.recompute_us;
+  QVERIFY(i_op > 0);
+  QVERIFY(i_op < run->derivation.stage_breakdown[1].forward.total());
+
+  setup.training.recompute = Recompute::SelectiveOp;
+  setup.training.cross_entropy = "torch-fp32";
+  auto torch_loss = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(torch_loss);
+  QCOMPARE(torch_loss->derivation.loss_rank, 3);
+  const double transient = 8 * s * 128256;
+  const double grown =
+      torch_loss->report.memory[3].activations_peak - run->report.memory[3].activations_peak;
+  QVERIFY2(near(grown, transient - run->derivation.recompute_transient_bytes, 1e-9),
+           show(grown, transient - run->derivation.recompute_transient_bytes).c_str());
+  QCOMPARE(torch_loss->report.memory[1].activations_peak, run->report.memory[1].activations_peak);
+
+  // Models the policy does not describe are refused, naming the way out.
+  ModelSetup moe = presetSetup("mixtral-8x7b", "h100-sxm");
+  moe.training.recompute = Recompute::SelectiveOp;
+  auto refused = simulateModel(moe, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  QVERIFY(!refused.ok());
+  QVERIFY2(refused.error().message.find("selective or full") != std::string::npos,
+           refused.error().message.c_str());
+}
+
+void TestModelCosts::zeroStageAndLossJson() {
+  // Plan files before ZeRO stages say "zero1": true; it still means stage 1.
+  auto old = trainingSetupFromJson({{"zero1", true}}, "/training");
+  REQUIRE_OK(old);
+  QCOMPARE(old->zero_stage, 1);
+  auto three =
+      trainingSetupFromJson({{"zero_stage", 3}, {"cross_entropy", "torch-fp32"}}, "/training");
+  REQUIRE_OK(three);
+  QCOMPARE(three->zero_stage, 3);
+  QCOMPARE(toJson(*three)["zero_stage"], nlohmann::json(3));
+  auto again = trainingSetupFromJson(toJson(*three), "/training");
+  REQUIRE_OK(again);
+  QCOMPARE(again->cross_entropy, std::string("torch-fp32"));
+  const std::pair<nlohmann::json, std::string> refused[] = {
+      {{{"zero_stage", 4}}, "/training/zero_stage"},
+      {{{"zero1", true}, {"zero_stage", 3}}, "/training/zero1"},
+      {{{"cross_entropy", "fused"}}, "/training/cross_entropy"},
+      {{{"recompute", "op"}}, "/training/recompute"},
+  };
+  for (const auto &[json, pointer] : refused) {
+    auto parsed = trainingSetupFromJson(json, "/training");
+    QVERIFY(!parsed.ok());
+    QVERIFY2(parsed.error().message.find(pointer) != std::string::npos,
+             parsed.error().message.c_str());
+  }
+  QCOMPARE(std::string(recomputeName(Recompute::SelectiveOp)), std::string("selective-op"));
+  QVERIFY(parseRecompute("selective-op").ok());
 }
 
 QTEST_APPLESS_MAIN(TestModelCosts)

@@ -115,6 +115,34 @@ private slots:
                  std::string::npos,
              plan.error().message.c_str());
   }
+
+  // --zero-stage sets the ZeRO stage; --zero1 stays stage 1 and refuses a different stage.
+  void zeroStageAndLossOptions() {
+    Plan base = basePlan();
+    ModelSetup setup;
+    setup.model = *loadModelSpec("llama3-8b");
+    setup.hardware = *loadHardwareSpec("h100-sxm");
+    base.model = setup;
+    auto three =
+        planFromOptions(optionsOf({{"zero-stage", "3"}, {"cross-entropy", "torch-fp32"}}), &base);
+    QVERIFY2(three, three ? "" : three.error().message.c_str());
+    QCOMPARE(three->model->training.zero_stage, 3);
+    QCOMPARE(three->model->training.cross_entropy, std::string("torch-fp32"));
+    auto one = planFromOptions(optionsOf({{"zero1", ""}}), &base);
+    QVERIFY2(one, one ? "" : one.error().message.c_str());
+    QCOMPARE(one->model->training.zero_stage, 1);
+    const std::pair<OptionValues, std::string> refused[] = {
+        {optionsOf({{"zero1", ""}, {"zero-stage", "3"}}), "--zero1 is --zero-stage 1"},
+        {optionsOf({{"zero-stage", "4"}}), "--zero-stage"},
+        {optionsOf({{"cross-entropy", "fused"}}), "--cross-entropy 'fused' is not known"},
+    };
+    for (const auto &[values, message] : refused) {
+      auto plan = planFromOptions(values, &base);
+      QVERIFY(!plan);
+      QVERIFY2(plan.error().message.find(message) != std::string::npos,
+               plan.error().message.c_str());
+    }
+  }
 };
 
 QTEST_APPLESS_MAIN(TestPlanOptions)

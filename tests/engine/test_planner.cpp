@@ -87,7 +87,7 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                   setup.model.microbatch_size = b;
                   setup.training.recompute = recompute;
                   setup.training.sequence_parallel = sp;
-                  setup.training.zero1 = zero1;
+                  setup.training.zero_stage = zero1 ? 1 : 0;
                   setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
                   plan.model = setup;
                   ModelDerivation derivation;
@@ -277,7 +277,7 @@ private slots:
       QVERIFY(evaluation.ok());
       QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
       QCOMPARE(found.gradient_sync_s, derivation.costs.gradient_sync_us * 1e-6);
-      if (found.training.zero1) ++zero1_plans;
+      if (found.training.zero_stage == 1) ++zero1_plans;
     }
     QVERIFY(zero1_plans > 0);
   }

@@ -49,6 +49,17 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.03},
     {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.40},
 };
+/// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
+/// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
+/// the figure is the caching allocator's peak reserved, which pipescope does not model (it
+/// predicts the peak of live tensors; docs/validation.md has the accounting), so these rows
+/// sit outside the 5 % goal and guard against regressions.
+const std::map<std::string, double> kMemoryErrorBounds = {
+    {"torchtitan-h100-96gb/llama3.1-8b-fsdp-8", 0.10},
+    {"torchtitan-h100-96gb/llama3.1-8b-fsdp-128", 0.10},
+};
+/// The memory goal, for rows whose published figure is the memory pipescope predicts.
+constexpr double kMemoryGoal = 0.05;
 /// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
 /// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE all-to-all
 /// overlap and node-limited routing are not modeled (see above), and the H100 FP8 curve was fit
@@ -101,7 +112,7 @@ private slots:
       QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
       QVERIFY(!set->source.empty());
       for (const auto &c : set->cases) {
-        QVERIFY2(c.measured_step_s > 0, c.id.c_str());
+        QVERIFY2(c.measured_step_s > 0 || c.measured_memory_gib, c.id.c_str());
         QVERIFY2(!c.published.empty(), c.id.c_str());
       }
     }
@@ -132,22 +143,32 @@ private slots:
 
   void everyRowWithinItsBound() {
     double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, all_sum = 0, all_worst = 0;
-    int rows = 0, goal_rows = 0, fit_rows = 0;
+    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
       for (const auto &c : set->cases) {
         const std::string key = name + "/" + c.id;
-        const auto bound = kStepErrorBounds.find(key);
-        QVERIFY2(bound != kStepErrorBounds.end(), ("no bound for " + key).c_str());
         auto result = predictValidationCase(c);
         QVERIFY2(result.ok(), result ? "" : result.error().message.c_str());
-        const double error = std::abs(result->step_error);
-        QVERIFY2(error <= bound->second, (key + ": |error| " + std::to_string(error) +
-                                          " above its bound " + std::to_string(bound->second))
-                                             .c_str());
-        if (result->memory_error) QVERIFY2(std::abs(*result->memory_error) <= 0.05, key.c_str());
-        ++rows;
+        // A row with a measured time has a time bound, one with a published memory a memory
+        // bound (the goal's 5 % unless pinned otherwise).
+        QCOMPARE(result->step_error.has_value(), kStepErrorBounds.count(key) == 1);
+        QVERIFY2(result->step_error || result->memory_error, key.c_str());
+        if (result->memory_error) {
+          const auto pinned = kMemoryErrorBounds.find(key);
+          const double bound = pinned == kMemoryErrorBounds.end() ? kMemoryGoal : pinned->second;
+          QVERIFY2(std::abs(*result->memory_error) <= bound,
+                   (key + ": memory |error| " + std::to_string(*result->memory_error)).c_str());
+          ++memory_rows;
+        }
+        if (!result->step_error) continue;
+        const double error = std::abs(*result->step_error);
+        const double bound = kStepErrorBounds.at(key);
+        QVERIFY2(error <= bound, (key + ": |error| " + std::to_string(error) + " above its bound " +
+                                  std::to_string(bound))
+                                     .c_str());
+        ++timed_rows;
         all_sum += error;
         all_worst = std::max(all_worst, error);
         if (kFitRows.count(key) != 0) {
@@ -161,15 +182,46 @@ private slots:
         ++goal_rows;
       }
     }
-    QCOMPARE(rows, static_cast<int>(kStepErrorBounds.size()));
+    QCOMPARE(timed_rows, static_cast<int>(kStepErrorBounds.size()));
+    QVERIFY(memory_rows >= static_cast<int>(kMemoryErrorBounds.size()));
     QVERIFY(goal_rows > 0);
     QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
     QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
     QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
     QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
-    QVERIFY2(all_sum / rows <= kAllMeanBound, std::to_string(all_sum / rows).c_str());
+    QVERIFY2(all_sum / timed_rows <= kAllMeanBound, std::to_string(all_sum / timed_rows).c_str());
     QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
+  }
+
+  // torchtitan's FSDP rows, predicted by hand per rank (Llama 3.1 8B, Ψ = 8,030,261,248
+  // parameters, layer L = 218,112,000, outside the layers O = 1,050,677,248; b = 2, s = 8192,
+  // V = 128,256): shards (2 + 2 + 12)Ψ/N, gathered 2(2L + O) parameters and 2(L + O)
+  // gradients, 32 layers of torchtitan's per-op checkpointing (1,042,284,544 bytes each), the
+  // head's input and norm (4·s·b·h) and fp32 logits (4·s·b·V), and torch's cross-entropy
+  // backward (8·s·b·V).
+  void torchtitanMemoryByHand() {
+    auto set = loadValidationSet("torchtitan-h100-96gb");
+    QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+    QCOMPARE(set->cases.size(), std::size_t{2});
+    const double psi = 8030261248.0, layer = 218112000.0, outside = 1050677248.0;
+    const double b = 2, s = 8192, h = 4096, V = 128256;
+    const double activations = 32 * 1042284544.0 + 4 * s * b * h + 4 * s * b * V + 8 * s * b * V;
+    const std::pair<int, double> published[] = {{8, 82.4}, {128, 67.0}};
+    for (std::size_t i = 0; i < 2; ++i) {
+      const ValidationCase &c = set->cases[i];
+      const double n = published[i].first;
+      QCOMPARE(c.mesh.dp, published[i].first);
+      QCOMPARE(*c.measured_memory_gib, published[i].second);
+      QCOMPARE(c.measured_step_s, 0.0); // memory only
+      const double by_hand =
+          16 * psi / n + 2 * (2 * layer + outside) + 2 * (layer + outside) + activations;
+      auto result = predictValidationCase(c);
+      QVERIFY2(result.ok(), result ? "" : result.error().message.c_str());
+      QVERIFY2(std::abs(result->predicted_memory_gib * 1073741824.0 - by_hand) < 1e-9 * by_hand,
+               std::to_string(result->predicted_memory_gib).c_str());
+      QVERIFY(!result->step_error);
+    }
   }
 
   void badFilesNameTheField() {
