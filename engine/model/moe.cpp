@@ -66,12 +66,19 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
   permute.forward_us = memoryBoundUs(2 * 2 * dt * permuted, hardware);
   permute.input_grad_us = permute.forward_us;
   work.add(std::move(permute));
+  // Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert, spread over its
+  // compute streams (get_num_compute_streams() = 4, transformer_engine/common/util/
+  // multi_stream.cpp): the GPU is filled by at most 4 experts' GEMMs at once, so the curve is read
+  // at that many together, not at the whole call's work, and the call runs that many at a time.
+  constexpr double kGroupedGemmStreams = 4;
+  const double concurrent = std::min(local_experts, kGroupedGemmStreams);
+  const double waves = local_experts / concurrent;
   const auto grouped = [&](const char *name, double k, double n) {
     LayerOp op;
     op.name = name;
-    op.forward_us = gemmTimeUs(expert_gemm, {per_expert, n, k, local_experts}, dt);
-    op.input_grad_us = gemmTimeUs(expert_gemm, {per_expert, k, n, local_experts}, dt);
-    op.weight_grad_us = gemmTimeUs(expert_gemm, {k, n, per_expert, local_experts}, dt);
+    op.forward_us = waves * gemmTimeUs(expert_gemm, {per_expert, n, k, concurrent}, dt);
+    op.input_grad_us = waves * gemmTimeUs(expert_gemm, {per_expert, k, n, concurrent}, dt);
+    op.weight_grad_us = waves * gemmTimeUs(expert_gemm, {k, n, per_expert, concurrent}, dt);
     work.add(std::move(op));
   };
   grouped("experts_up", h, up);

@@ -756,6 +756,34 @@ private slots:
     QVERIFY(near(gemmEfficiency(gemmHardwareOf(hw, true), 1e12), 0.5));
   }
 
+  // Grouped expert GEMMs as Transformer Engine's GroupedLinear runs them: one GEMM per local
+  // expert over 4 compute streams, so the curve is read at 4 experts' GEMMs at once and the call
+  // takes local_experts / 4 such waves. Qwen3-30B-A3B, EP 8: 128 / 8 = 16 local experts, each
+  // with tokens·k / 16 of the rank's routed copies.
+  void groupedExpertGemmsFourAtATime() {
+    auto loaded = presetSetup("qwen3-30b-a3b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    const ModelSetup &setup = *loaded;
+    const ModelSpec &m = setup.model;
+    const LayerShape shape{1, false, false};
+    const PartWork work = moeMlpWork(m, setup.hardware, shape, 8, 1);
+    const double local = m.experts / 8.0, tokens = 1.0 * m.microbatch_size * m.sequence_length;
+    const double per_expert = tokens * m.experts_per_token / local;
+    const double up = 2.0 * m.expert_ffn_hidden, h = m.hidden;
+    const GemmHardware gemm = gemmHardwareOf(setup.hardware);
+    const auto *experts_up = findOp(work, "experts_up");
+    QVERIFY(experts_up);
+    const double by_hand = local / 4 * gemmTimeUs(gemm, {per_expert, up, h, 4}, 2);
+    QVERIFY(near(experts_up->forward_us, by_hand));
+    // Slower than reading the curve at the whole call's work, as the curve rises with size.
+    QVERIFY(experts_up->forward_us > gemmTimeUs(gemm, {per_expert, up, h, local}, 2) * 1.0001);
+    // Four or fewer local experts run at once: one wave, as before.
+    const PartWork few = moeMlpWork(m, setup.hardware, shape, 32, 1); // 4 local experts
+    const double per_expert_few = tokens * m.experts_per_token / 4;
+    QVERIFY(near(findOp(few, "experts_up")->forward_us,
+                 gemmTimeUs(gemm, {per_expert_few, up, h, 4}, 2)));
+  }
+
   // MoE under FP8: expert GEMMs at the FP8 rate, the router in 16 bits; a dispatch in FP8 moves
   // half the bytes of a 16-bit one.
   void fp8ExpertsAndDispatch() {

@@ -38,9 +38,9 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-bridge-h100/llama3-70b-gbs256", 0.06},
     {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.09},
     {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
-    // Held out, MoE. The two PP2 rows come out too fast (-65 %, -40 %): with EP inside a node the
-    // all-to-all is cheap and pipescope reads the grouped expert GEMMs at the whole call's size;
-    // the measured 25.11 and 26.02.01 figures of one configuration differ 1.8x (5113 vs 9058
+    // Held out, MoE. The two PP2 rows come out too fast (-65 %, -39 %): with EP inside a node the
+    // all-to-all is cheap, and host overhead of 128 small experts is not modeled; the
+    // measured 25.11 and 26.02.01 figures of one configuration differ 1.8x (5113 vs 9058
     // tokens/s/GPU), so software moves them more than any model term. EP 16 across two nodes
     // (its copies to the node's peers on NVLink, the rest on InfiniBand) is within 2 %; DeepSeek-V3
     // on H100 is too slow (+39 %): its all-to-all overlap (moe_a2a_overlap) is not modeled.
