@@ -32,7 +32,7 @@ The planner: enumerates every mesh dp × cp × tp × pp that uses the N GPUs (tp
 dividing the heads, KV heads and FFN; pp at most the layers; cp splitting each sequence into
 2·cp chunks; for a mixture-of-experts model the expert-parallel size ep folded into dp × cp, as
 Megatron-Core folds it), × rank order × schedule × V ×
-microbatch size and M × recomputation × ZeRO-1 × sequence parallelism; prunes by memory before
+microbatch size and M × recomputation × ZeRO stage × sequence parallelism; prunes by memory before
 simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
 structure and re-timed per cost set) and ranks by tokens/s. Prints the top K with step time,
 bubble and memory per rank, why the runners-up lose, and the Pareto front of step time against
@@ -47,14 +47,27 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --schedules LIST         families to try (default every family in 'pipescope schedules')
   --microbatch-sizes LIST  b to try (default 1,2,4,8)
   --virtual-stages LIST    V to try where V is free (default 2,3,4)
+  --tp LIST                tensor-parallel sizes (default every size within a node dividing the
+                           heads, KV heads and FFN)
+  --pp LIST                pipeline-parallel sizes (default every size up to the layers); e.g.
+                           --tp 1 --pp 1 for FSDP alone
   --ep LIST                expert-parallel sizes, MoE models only (default every size dividing
                            dp × cp and the experts)
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
+  --zero-stage LIST        ZeRO stages 0 (none), 1 (optimizer state), 2 (+ gradients), 3 (+
+                           parameters: FSDP as torchtitan runs it); default 0,1,2,3. Stages above
+                           0 only on meshes with dp × cp > 1 (one rank has nothing to shard)
+  --zero1                  same as --zero-stage 1
   --rank-orders LIST       e.g. tp-cp-pp-dp,tp-cp-dp-pp (default all: the six of dp, tp and pp
                            without CP, all 24 with it; a three-name order puts cp after tp)
   --gpus-per-node G        (default the hardware's)
+  --gemm-precision P       bf16 or fp8 for every candidate (not searched): linear-layer GEMMs as
+                           Transformer Engine's FP8 runs them; fp8 needs an FP8 GPU
+  --fp8                    same as --gemm-precision fp8
+  --collective-algorithm A all-reduce algorithm for every candidate: auto (NCCL's cheaper per
+                           message, default), ring or tree
   --top K                  plans to print (default 10)
   --threads T              workers (default every core)
   --json                   one JSON object: space, evaluated, seconds, plans, pareto
@@ -62,10 +75,11 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --save-plan FILE         the best plan as a plan file (pipescope simulate --plan FILE)
 
 Searched: DP, CP, TP, PP, EP (inside DP × CP), rank order, schedule, V, microbatch size and M,
-recomputation (none/selective/full), ZeRO-1 and sequence parallelism. The DP gradient all-reduce
-is overlapped with the backward. Not searched: ZeRO-2/3 and FSDP (simulate them with
---zero-stage), torchtitan's selective-op recomputation, the interleaved microbatch group, uneven layer layouts (each plan splits layers evenly),
-activation offloading, MoE load imbalance (taken as balanced).
+recomputation (none/selective/full), ZeRO stage 0-3 (FSDP at 3, kept gathered across microbatches
+under PP as torchtitan does) and sequence parallelism. The DP gradient sync is overlapped with
+the backward. Not searched: GEMM precision and collective algorithm (given for every candidate),
+torchtitan's selective-op recomputation, the interleaved microbatch group, uneven layer layouts
+(each plan splits layers evenly), activation offloading, MoE load imbalance (taken as balanced).
 )";
 
 std::atomic<bool> interrupted{false};
@@ -96,7 +110,9 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"microbatches", plan.schedule.microbatches},
               {"microbatch_size", plan.microbatch_size},
               {"recompute", recomputeName(plan.training.recompute)},
-              {"zero1", plan.training.zero_stage == 1},
+              {"zero_stage", plan.training.zero_stage},
+              {"gemm_precision", gemmPrecisionName(plan.training.gemm_precision)},
+              {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
               {"sequence_parallel", plan.training.sequence_parallel},
               {"step_time_s", plan.step_time_s},
               {"tokens_per_s", plan.tokens_per_s},
@@ -109,6 +125,11 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
   return out;
 }
 
+/// The table's ZeRO column: "-" for none, "z1" to "z3".
+std::string zeroText(int zero_stage) {
+  return zero_stage > 0 ? "z" + std::to_string(zero_stage) : "-";
+}
+
 std::string planLine(const SearchPlan &plan) {
   std::string schedule = plan.schedule.name;
   if (plan.schedule.chunks > 1) schedule += " V=" + std::to_string(plan.schedule.chunks);
@@ -116,12 +137,12 @@ std::string planLine(const SearchPlan &plan) {
   std::snprintf(
       line, sizeof line,
       "%12.0f %9.1f %5.1f %6.1f %6.1f/%-5.0f dp%-4d tp%-2d pp%-3d %-11s %-22s M=%-5d b=%-2d "
-      "%-9s %-5s %s",
+      "%-9s %-4s %s",
       plan.tokens_per_s, plan.step_time_s * 1e3, plan.mfu * 100, plan.bubble_fraction * 100,
       plan.peak_memory / kGiB, plan.capacity / kGiB, plan.mesh.dp, plan.mesh.tp, plan.mesh.pp,
       plan.mesh.orderName().c_str(), schedule.c_str(), plan.schedule.microbatches,
       plan.microbatch_size, std::string(recomputeName(plan.training.recompute)).c_str(),
-      plan.training.zero_stage == 1 ? "zero1" : "-", plan.training.sequence_parallel ? "sp" : "-");
+      zeroText(plan.training.zero_stage).c_str(), plan.training.sequence_parallel ? "sp" : "-");
   std::string text = line;
   if (plan.mesh.ep > 1) text += " ep" + std::to_string(plan.mesh.ep);
   if (plan.mesh.cp > 1) text += " cp" + std::to_string(plan.mesh.cp);
@@ -130,7 +151,7 @@ std::string planLine(const SearchPlan &plan) {
 
 constexpr const char *kTableHeader =
     "    tokens/s   step ms  MFU% bubble%  peak/cap GiB  mesh              order       schedule  "
-    "               M       b    recompute ZeRO  SP\n";
+    "               M       b    recompute ZeRO SP\n";
 
 Result<SearchRequest> requestFromArguments(const Arguments &a) {
   SearchRequest request;
@@ -167,6 +188,12 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   auto chunks = a.integerList("virtual-stages", 1, kMaxChunks);
   if (!chunks) return chunks.error();
   if (*chunks) request.virtual_stages = **chunks;
+  auto tensor_sizes = a.integerList("tp", 1, kMaxWorldSize);
+  if (!tensor_sizes) return tensor_sizes.error();
+  if (*tensor_sizes) request.tensor_parallel = **tensor_sizes;
+  auto pipeline_sizes = a.integerList("pp", 1, kMaxWorldSize);
+  if (!pipeline_sizes) return pipeline_sizes.error();
+  if (*pipeline_sizes) request.pipeline_parallel = **pipeline_sizes;
   auto expert_sizes = a.integerList("ep", 1, kMaxWorldSize);
   if (!expert_sizes) return expert_sizes.error();
   if (*expert_sizes) request.expert_parallel = **expert_sizes;
@@ -187,6 +214,27 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
       if (!parsed) return makeError("--rank-orders: " + parsed.error().message);
       request.rank_orders.push_back(*parsed);
     }
+  auto zero_stages = a.integerList("zero-stage", 0, 3);
+  if (!zero_stages) return zero_stages.error();
+  if (a.has("zero1") && *zero_stages && **zero_stages != std::vector<int>{1})
+    return makeError("--zero1 is --zero-stage 1; give one of them");
+  if (a.has("zero1")) request.zero_stages = {1};
+  if (*zero_stages) request.zero_stages = **zero_stages;
+  if (auto precision = a.text("gemm-precision")) {
+    auto parsed = parseGemmPrecision(*precision);
+    if (!parsed) return makeError("--gemm-precision: " + parsed.error().message);
+    request.gemm_precision = *parsed;
+  }
+  if (a.has("fp8")) {
+    if (a.has("gemm-precision") && request.gemm_precision != GemmPrecision::Fp8)
+      return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
+    request.gemm_precision = GemmPrecision::Fp8;
+  }
+  if (auto algorithm = a.text("collective-algorithm")) {
+    auto parsed = parseCollectiveAlgorithm(*algorithm);
+    if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
+    request.collective_algorithm = *parsed;
+  }
   for (const char *flag : {"csv", "save-plan"})
     if (auto path = a.text(flag); path && isStandardOutput(*path))
       return makeError(std::string("the plans print on standard output; give --") + flag +
@@ -218,12 +266,31 @@ int runSearch(const std::vector<std::string> &args) {
     std::cout << kSearchHelp;
     return 0;
   }
-  auto parsed =
-      Arguments::parse(args,
-                       {"model", "hardware", "gpus", "global-batch", "sequence", "memory-limit",
-                        "schedules", "microbatch-sizes", "virtual-stages", "ep", "cp", "recompute",
-                        "rank-orders", "gpus-per-node", "top", "threads", "csv", "save-plan"},
-                       {"json"}, "search");
+  auto parsed = Arguments::parse(args,
+                                 {"model",
+                                  "hardware",
+                                  "gpus",
+                                  "global-batch",
+                                  "sequence",
+                                  "memory-limit",
+                                  "schedules",
+                                  "microbatch-sizes",
+                                  "virtual-stages",
+                                  "tp",
+                                  "pp",
+                                  "ep",
+                                  "cp",
+                                  "recompute",
+                                  "rank-orders",
+                                  "zero-stage",
+                                  "gemm-precision",
+                                  "collective-algorithm",
+                                  "gpus-per-node",
+                                  "top",
+                                  "threads",
+                                  "csv",
+                                  "save-plan"},
+                                 {"json", "zero1", "fp8"}, "search");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())
@@ -260,7 +327,8 @@ int runSearch(const std::vector<std::string> &args) {
     if (a.text("csv") && file.path() == *a.text("csv")) {
       std::string csv = "rank,tokens_per_s,step_time_s,mfu,bubble_fraction,peak_memory_bytes,"
                         "capacity_bytes,dp,tp,pp,rank_order,schedule,virtual_stages,microbatches,"
-                        "microbatch_size,recompute,zero1,sequence_parallel,ep,cp\n";
+                        "microbatch_size,recompute,zero_stage,sequence_parallel,ep,cp,"
+                        "gemm_precision,collective_algorithm\n";
       for (std::size_t k = 0; k < result->plans.size(); ++k) {
         const auto &p = result->plans[k];
         csv += std::to_string(k + 1) + "," + json(p.tokens_per_s).dump() + "," +
@@ -272,9 +340,11 @@ int runSearch(const std::vector<std::string> &args) {
                std::to_string(p.schedule.chunks) + "," + std::to_string(p.schedule.microbatches) +
                "," + std::to_string(p.microbatch_size) + "," +
                std::string(recomputeName(p.training.recompute)) + "," +
-               (p.training.zero_stage == 1 ? "true" : "false") + "," +
+               std::to_string(p.training.zero_stage) + "," +
                (p.training.sequence_parallel ? "true" : "false") + "," + std::to_string(p.mesh.ep) +
-               "," + std::to_string(p.mesh.cp) + "\n";
+               "," + std::to_string(p.mesh.cp) + "," +
+               std::string(gemmPrecisionName(p.training.gemm_precision)) + "," +
+               std::string(collectiveAlgorithmName(p.training.collective_algorithm)) + "\n";
       }
       file.write(csv);
     } else {
@@ -306,11 +376,17 @@ int runSearch(const std::vector<std::string> &args) {
     std::cout << out.dump(2) << '\n';
     return 0;
   }
+  std::string given; // what every candidate was given rather than searched
+  if (request->gemm_precision != GemmPrecision::Bf16)
+    given += std::string(gemmPrecisionName(request->gemm_precision)) + " GEMMs";
+  if (request->collective_algorithm != CollectiveAlgorithm::Auto)
+    given += (given.empty() ? "" : ", ") +
+             std::string(collectiveAlgorithmName(request->collective_algorithm)) + " all-reduces";
   std::cout << request->model.name << " on " << request->gpus << " × " << request->hardware.name
-            << ": " << result->space << " configurations, " << result->pruned_by_memory
-            << " pruned by memory, " << result->evaluated << " simulated in "
-            << fixed(result->seconds, 2) << " s" << (result->cancelled ? " (interrupted)" : "")
-            << "\n\n"
+            << (given.empty() ? "" : " (" + given + ")") << ": " << result->space
+            << " configurations, " << result->pruned_by_memory << " pruned by memory, "
+            << result->evaluated << " simulated in " << fixed(result->seconds, 2) << " s"
+            << (result->cancelled ? " (interrupted)" : "") << "\n\n"
             << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';

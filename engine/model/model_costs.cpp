@@ -1322,6 +1322,12 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   return report;
 }
 
+int zeroStageTimedAs(int zero_stage) {
+  // deriveModelCosts reads the stage through `zero_stage >= 1` (ring collectives, the sharded
+  // optimizer step) and `zero_stage >= 3` (FSDP's gathers) alone: 2 and 1 agree on both.
+  return zero_stage == 2 ? 1 : zero_stage;
+}
+
 RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDerivation &derivation,
                       int rank, double peak_activation_bytes) {
   RankMemory mem;

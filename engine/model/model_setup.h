@@ -267,6 +267,12 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                                          const Placement &placement,
                                          const MeshLinks *links = nullptr);
 
+/// The ZeRO stage whose derived op and collective times are `zero_stage`'s: stage 2 shards the
+/// gradients in memory only (the same ring reduce-scatter and all-gather, the same sharded Adam
+/// step as stage 1), so it times as stage 1; every other stage times as itself. Lets a caller
+/// that varies only the stage (the planner) derive costs once per distinct timing.
+int zeroStageTimedAs(int zero_stage);
+
 /// Memory of pipeline rank `rank` (16-bit params and grads, optimizer state, each sharded over DP
 /// from its ZeRO stage on, with ZeRO-3's gathered units in flight) with the given peak of stored
 /// activations, against the hardware's capacity.

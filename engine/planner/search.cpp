@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -47,12 +48,19 @@ std::vector<RankOrder> rankOrdersFor(const SearchRequest &request, const Mesh &m
   return orders;
 }
 
-/// tp sizes the model and node admit.
+/// Whether `size` is tried: any size when the request lists none, else the listed ones.
+bool tried(const std::vector<int> &requested, int size) {
+  return requested.empty() ||
+         std::find(requested.begin(), requested.end(), size) != requested.end();
+}
+
+/// tp sizes the model and node admit (and the request tries).
 std::vector<int> tensorParallelSizes(const SearchRequest &request, int gpus) {
   std::vector<int> sizes;
   const ModelSpec &m = request.model;
   for (int tp = 1; tp <= request.hardware.gpus_per_node && tp <= gpus; ++tp)
-    if (gpus % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0)
+    if (gpus % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0 &&
+        tried(request.tensor_parallel, tp))
       sizes.push_back(tp);
   return sizes;
 }
@@ -95,7 +103,9 @@ std::vector<Mesh> meshesFor(const SearchRequest &request, int gpus) {
   const int batch = globalBatch(request);
   for (int tp : tensorParallelSizes(request, gpus))
     for (int pp = 1; pp <= gpus / tp; ++pp) {
-      if ((gpus / tp) % pp != 0 || pp > request.model.layers) continue;
+      if ((gpus / tp) % pp != 0 || pp > request.model.layers ||
+          !tried(request.pipeline_parallel, pp))
+        continue;
       for (int cp : contextParallelSizes(request, gpus / tp / pp)) {
         const int dp = gpus / tp / pp / cp;
         bool batch_fits = false;
@@ -190,6 +200,16 @@ struct Structure {
   std::size_t configurations = 0;
 };
 
+/// The ZeRO stages tried on a mesh: the requested ones, or only stage 0 where dp × cp = 1 (with
+/// one data-parallel rank every stage shards over one rank: the same memory and time as stage 0).
+std::vector<int> zeroStagesFor(const SearchRequest &request, const Mesh &mesh) {
+  if (mesh.dataCpSize() > 1) return request.zero_stages;
+  std::vector<int> stages;
+  for (int stage : request.zero_stages)
+    if (stage == 0) stages.push_back(stage);
+  return stages;
+}
+
 std::size_t configurationsOf(const SearchRequest &request, const Structure::Variant &variant) {
   const std::size_t orders = rankOrdersFor(request, variant.mesh).size();
   const std::size_t sp =
@@ -197,7 +217,7 @@ std::size_t configurationsOf(const SearchRequest &request, const Structure::Vari
           ? request.sequence_parallel.size()
           : static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
                                                 request.sequence_parallel.end(), false));
-  return orders * request.recompute.size() * sp * request.zero1.size();
+  return orders * request.recompute.size() * sp * zeroStagesFor(request, variant.mesh).size();
 }
 
 std::vector<Structure> enumerateStructures(const SearchRequest &request) {
@@ -265,6 +285,10 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     ModelSetup setup{request.model, request.hardware, {}};
     setup.model.microbatch_size = variant.microbatch_size;
     setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
+    setup.training.gemm_precision = request.gemm_precision;
+    setup.training.collective_algorithm = request.collective_algorithm;
+    const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
+    if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
     for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
@@ -276,16 +300,23 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
           if (callbacks.cancelled && callbacks.cancelled()) return;
           setup.training.recompute = recompute;
           setup.training.sequence_parallel = sequence_parallel;
-          setup.training.zero_stage = 0;
-          const std::size_t zero1_count = request.zero1.size();
+          // Parameters, layers and activations do not depend on the ZeRO stage: one derivation
+          // (at the first stage tried) gives every stage's memory.
+          setup.training.zero_stage = zero_stages.front();
           auto derivation = deriveModelCosts(setup, mesh, placement, &links);
           if (!derivation) {
-            order += zero1_count;
+            order += zero_stages.size();
             continue;
           }
           peakActivationBytes(*compiled, derivation->stage_activation_bytes, peak_activations);
-          for (bool zero1 : request.zero1) {
-            setup.training.zero_stage = zero1 ? 1 : 0;
+          // The stages' costs differ (ring collectives and the sharded Adam step from stage 1 on,
+          // FSDP's gathers at stage 3), so each stage that fits is derived again for its own
+          // costs, keeping the timing the one `simulate` gives; once per distinct timing
+          // (zeroStageTimedAs: stage 2 times as stage 1), and timed once.
+          std::array<std::optional<ModelDerivation>, 4> timed_derivations;
+          std::array<std::optional<CompiledTiming>, 4> stage_timings;
+          for (int zero_stage : zero_stages) {
+            setup.training.zero_stage = zero_stage;
             SearchPlan plan;
             plan.mesh = mesh;
             plan.schedule = structure.request;
@@ -305,20 +336,22 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
               ++counters.pruned;
               continue;
             }
-            // ZeRO-1 changes no op time, but Adam's step in the step's tail runs over the
-            // rank's shard of the optimizer state: the costs are derived again for it, so the
-            // timing stays the one `simulate` gives.
-            std::optional<ModelDerivation> sharded;
-            if (zero1) {
-              auto rederived = deriveModelCosts(setup, mesh, placement, &links);
-              if (!rederived) continue;
-              sharded = std::move(*rederived);
+            const auto timed_as = static_cast<std::size_t>(zeroStageTimedAs(zero_stage));
+            const ModelDerivation *timed = &*derivation;
+            if (timed_as != static_cast<std::size_t>(zeroStageTimedAs(zero_stages.front()))) {
+              auto &rederived = timed_derivations[timed_as];
+              if (!rederived) {
+                auto costs_of_stage = deriveModelCosts(setup, mesh, placement, &links);
+                if (!costs_of_stage) continue;
+                rederived = std::move(*costs_of_stage);
+              }
+              timed = &*rederived;
             }
-            const Costs &costs = sharded ? sharded->costs : derivation->costs;
-            CompiledTiming timing;
-            {
+            const Costs &costs = timed->costs;
+            auto &stage_timing = stage_timings[timed_as];
+            if (!stage_timing) {
               auto times = resolveStageTimes(costs, placement);
-              if (!times) break;
+              if (!times) continue;
               // Neighbouring configurations often price every op alike (rank orders that put
               // the same groups on the same links): the timing is then the same.
               if (have_last && times->forward == last_times.forward &&
@@ -328,15 +361,16 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
                   times->send_backward == last_times.send_backward &&
                   times->gradient_sync == last_times.gradient_sync &&
                   times->overlap_factor == last_times.overlap_factor) {
-                timing = last_timing;
+                stage_timing = last_timing;
               } else {
-                timing = timeCompiledSchedule(*compiled, *times, scratch);
+                stage_timing = timeCompiledSchedule(*compiled, *times, scratch);
                 ++counters.timings;
                 last_times = std::move(*times);
-                last_timing = timing;
+                last_timing = *stage_timing;
                 have_last = true;
               }
             }
+            const CompiledTiming &timing = *stage_timing;
             plan.step_time_s = timing.makespan_us * 1e-6;
             if (!(plan.step_time_s > 0)) continue;
             plan.tokens_per_s =
@@ -384,11 +418,30 @@ Status checkSearchRequest(const SearchRequest &request) {
       return makeError("unknown schedule '" + name + "' in --schedules; see 'pipescope schedules'");
   for (int b : request.microbatch_sizes)
     if (b < 1) return makeError("microbatch sizes must be at least 1");
+  for (const auto *sizes : {&request.tensor_parallel, &request.pipeline_parallel})
+    for (int size : *sizes)
+      if (size < 1) return makeError("tensor- and pipeline-parallel sizes must be at least 1");
   for (int v : request.virtual_stages)
     if (v < 1 || v > kMaxChunks)
       return makeError("virtual stages must be between 1 and " + std::to_string(kMaxChunks));
-  if (request.recompute.empty() || request.zero1.empty() || request.sequence_parallel.empty() ||
-      request.microbatch_sizes.empty() || request.virtual_stages.empty())
+  for (int stage : request.zero_stages) {
+    if (stage < 0 || stage > 3)
+      return makeError("--zero-stage: ZeRO stages are 0 (none), 1 (optimizer state), 2 (+ "
+                       "gradients) and 3 (+ parameters, FSDP), got " +
+                       std::to_string(stage));
+    if (std::count(request.zero_stages.begin(), request.zero_stages.end(), stage) > 1)
+      return makeError("--zero-stage: stage " + std::to_string(stage) +
+                       " is listed twice; give each stage once");
+  }
+  if (request.gemm_precision == GemmPrecision::Fp8 &&
+      !(std::isfinite(request.hardware.peak_fp8_tflops) && request.hardware.peak_fp8_tflops > 0))
+    return makeError("--fp8: the " + request.hardware.name +
+                     " has no FP8 tensor cores (its peak_fp8_tflops is 0); search in bf16, on an "
+                     "FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware file's "
+                     "peak_fp8_tflops");
+  if (request.recompute.empty() || request.zero_stages.empty() ||
+      request.sequence_parallel.empty() || request.microbatch_sizes.empty() ||
+      request.virtual_stages.empty())
     return makeError("the search space is empty: every option needs at least one value");
   if (!meshesFor(request, request.gpus).empty()) return Ok{};
   // Name the nearest GPU counts that have a mesh.

@@ -1,7 +1,7 @@
 #pragma once
 // The planner (DESIGN.md §8 "Search", §9): enumerates meshes (DP, CP, TP, PP, and EP folded
-// into DP × CP) × rank orders × schedules × V × microbatch size and M × recomputation × ZeRO-1 ×
-// sequence parallelism for a model on N GPUs, prunes by memory before simulating, simulates every
+// into DP × CP) × rank orders × schedules × V × microbatch size and M × recomputation × ZeRO stage
+// × sequence parallelism for a model on N GPUs, prunes by memory before simulating, simulates every
 // survivor exactly and ranks by tokens/s. Callers (CLI, GUI worker) get progress and can cancel;
 // memory stays bounded (the top K and the Pareto front are kept, not every result).
 #include <array>
@@ -30,15 +30,26 @@ struct SearchRequest {
   /// Empty = every order (the 6 of dp, tp, pp on meshes without CP, all 24 with CP).
   std::vector<RankOrder> rank_orders;
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
-  std::vector<bool> zero1{false, true};
+  /// ZeRO stages (0 none, 1 optimizer state, 2 + gradients, 3 + parameters: FSDP as torchtitan
+  /// runs it), each at most once; stages above 0 only on meshes with dp × cp > 1 (one
+  /// data-parallel rank has nothing to shard).
+  std::vector<int> zero_stages{0, 1, 2, 3};
   std::vector<bool> sequence_parallel{false, true}; ///< only with tp > 1
   /// Expert-parallel sizes for a mixture-of-experts model (folded into dp × cp, as Megatron-Core
   /// does); empty = every size dividing dp × cp and the expert count. Dense models use 1 only.
   std::vector<int> expert_parallel;
+  /// Tensor- and pipeline-parallel sizes to try; empty = every size the model and node admit
+  /// (e.g. {1} and {1} for FSDP alone, as torchtitan's 1-D runs).
+  std::vector<int> tensor_parallel;
+  std::vector<int> pipeline_parallel;
   /// Context-parallel sizes (a mesh dimension: dp = GPUs / (cp·tp·pp)); empty = 1, 2, 4, 8 and 16
   /// where they divide the GPUs left by tp × pp and the sequence splits into 2·cp chunks.
   std::vector<int> context_parallel;
   bool overlap_gradient_sync = true; ///< DP all-reduce overlapped with the backward (Megatron)
+  /// Applied to every candidate, not searched: the linear layers' GEMM precision (FP8 needs the
+  /// hardware's peak_fp8_tflops) and the all-reduce algorithm.
+  GemmPrecision gemm_precision = GemmPrecision::Bf16;
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
   int top = 10;
   int threads = 0; ///< 0 = every core
 };

@@ -47,7 +47,8 @@ QString meshText(const SearchPlan &plan) {
 QString planDetails(const SearchPlan &plan, int rank) {
   const QString training = QStringLiteral("%1%2%3").arg(
       QString::fromUtf8(recomputeName(plan.training.recompute).data()),
-      plan.training.zero_stage == 1 ? QStringLiteral(", ZeRO-1") : QString(),
+      plan.training.zero_stage > 0 ? QStringLiteral(", ZeRO-%1").arg(plan.training.zero_stage)
+                                   : QString(),
       plan.training.sequence_parallel ? QStringLiteral(", SP") : QString());
   return QCoreApplication::translate(
              "SearchPanel",
@@ -159,9 +160,10 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   QSplitter *results = results_;
   chart_ = new SearchScatterChart(results);
   table_ = new QTableWidget(results);
-  table_->setColumnCount(8);
+  table_->setColumnCount(9);
   table_->setHorizontalHeaderLabels({tr("mesh"), tr("schedule"), tr("tokens/s"), tr("step ms"),
-                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute")});
+                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute"),
+                                     tr("ZeRO")});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -401,15 +403,16 @@ void SearchPanel::showResult() {
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
-    const QString cells[8] = {meshText(plan),
+    const QString cells[9] = {meshText(plan),
                               scheduleText(plan),
                               QString::number(plan.tokens_per_s, 'f', 0),
                               QString::number(plan.step_time_s * 1e3, 'f', 1),
                               QString::number(plan.peak_memory / kGiB, 'f', 1),
                               QString::number(plan.schedule.microbatches),
                               QString::number(plan.microbatch_size),
-                              QString::fromUtf8(recomputeName(plan.training.recompute).data())};
-    for (int column = 0; column < 8; ++column) {
+                              QString::fromUtf8(recomputeName(plan.training.recompute).data()),
+                              QString::number(plan.training.zero_stage)};
+    for (int column = 0; column < 9; ++column) {
       auto *item = new QTableWidgetItem(cells[column]);
       if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setToolTip(planDetails(plan, row + 1));

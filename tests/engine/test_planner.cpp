@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -79,7 +80,9 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
             for (Recompute recompute : request.recompute)
               for (bool sp : {false, true}) {
                 if (sp && tp == 1) continue;
-                for (bool zero1 : {false, true}) {
+                for (int zero_stage : request.zero_stages) {
+                  // One data-parallel rank has nothing to shard: stage 0 only.
+                  if (zero_stage > 0 && dp == 1) continue;
                   Plan plan;
                   plan.request = schedule;
                   plan.mesh = {dp, tp, pp, request.hardware.gpus_per_node, order};
@@ -87,7 +90,7 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                   setup.model.microbatch_size = b;
                   setup.training.recompute = recompute;
                   setup.training.sequence_parallel = sp;
-                  setup.training.zero_stage = zero1 ? 1 : 0;
+                  setup.training.zero_stage = zero_stage;
                   setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
                   plan.model = setup;
                   ModelDerivation derivation;
@@ -257,14 +260,15 @@ private slots:
     QVERIFY(result->evaluated < runSearch(smallRequest())->evaluated);
   }
 
-  // Every ranked plan, ZeRO-1 ones included (sharding the optimizer state shortens Adam's step in
-  // the step's tail), has the step time `simulate` gives it, bitwise.
+  // Every ranked plan, of every ZeRO stage (ring collectives and a sharded Adam step from stage
+  // 1, FSDP's gathers at 3; stage 2 shares stage 1's derived costs), has the step time and
+  // memory `simulate` gives it, bitwise.
   void rankedPlansRetimeAsSimulate() {
     SearchRequest request = smallRequest();
-    request.top = 40;
+    request.top = 1000;
     auto result = runSearch(request);
     QVERIFY(result.ok());
-    int zero1_plans = 0;
+    std::array<int, 4> plans_of_stage{};
     for (const auto &found : result->plans) {
       Plan plan;
       plan.request = found.schedule;
@@ -277,9 +281,14 @@ private slots:
       QVERIFY(evaluation.ok());
       QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
       QCOMPARE(found.gradient_sync_s, derivation.costs.gradient_sync_us * 1e-6);
-      if (found.training.zero_stage == 1) ++zero1_plans;
+      const ModelReport report =
+          reportModel(setup, plan.mesh, evaluation->schedule, derivation, evaluation->simulation);
+      for (std::size_t r = 0; r < report.memory.size(); ++r)
+        QCOMPARE(report.memory[r].total, found.memory_per_rank[r]);
+      ++plans_of_stage.at(static_cast<std::size_t>(found.training.zero_stage));
     }
-    QVERIFY(zero1_plans > 0);
+    for (int count : plans_of_stage)
+      QVERIFY(count > 0);
   }
 
   // A mixture-of-experts model searches EP inside dp (dividing the experts) and CP inside dp
@@ -295,7 +304,7 @@ private slots:
     request.schedules = {"1f1b"};
     request.microbatch_sizes = {1};
     request.recompute = {Recompute::Full};
-    request.zero1 = {true};
+    request.zero_stages = {1};
     request.sequence_parallel = {true};
     request.rank_orders = {*Mesh::parseOrder("tp-pp-dp")}; // cp right after tp where cp > 1
     request.top = 400;
@@ -336,6 +345,120 @@ private slots:
       QCOMPARE(found.mesh.ep, 1);
   }
 
+  // The planner derives stage 2's costs as stage 1's (zeroStageTimedAs): the derivation gives
+  // them field by field equal, on dense and MoE meshes with and without PP, while stage 0's
+  // differ (and stage 3's without PP).
+  void zeroStageTwoDerivesStageOnesCosts() {
+    struct Case {
+      const char *model;
+      int dp, tp, pp, ep;
+      ScheduleRequest schedule;
+    };
+    const Case cases[] = {
+        {"llama3-8b", 4, 2, 1, 1, {"1f1b", 1, 8, 1, 0}},
+        {"llama3-8b", 2, 2, 2, 1, {"interleaved-1f1b", 2, 8, 2, 0}},
+        {"mixtral-8x7b", 8, 2, 2, 4, {"zb-h1", 2, 8, 1, 0}},
+    };
+    for (const auto &c : cases) {
+      ModelSetup setup = presetSetup(c.model, "h100-sxm");
+      setup.training.overlap_gradient_sync = true; // as the planner runs
+      Mesh mesh;
+      mesh.dp = c.dp;
+      mesh.tp = c.tp;
+      mesh.pp = c.pp;
+      mesh.ep = c.ep;
+      auto schedule = generateSchedule(c.schedule);
+      QVERIFY(schedule.ok());
+      std::array<Costs, 4> costs;
+      for (int stage = 0; stage <= 3; ++stage) {
+        setup.training.zero_stage = stage;
+        QCOMPARE(zeroStageTimedAs(stage), stage == 2 ? 1 : stage);
+        auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+        QVERIFY2(derivation.ok(), derivation.ok() ? "" : derivation.error().message.c_str());
+        costs.at(static_cast<std::size_t>(stage)) = derivation->costs;
+      }
+      QVERIFY(costs[2] == costs[1]);
+      QVERIFY(!(costs[0] == costs[1]));
+      // Without PP, FSDP gathers every layer in each microbatch's forward and backward.
+      if (mesh.pp == 1) QVERIFY(!(costs[3] == costs[1]));
+    }
+  }
+
+  // Large state on few GPUs with FSDP alone (tp 1, pp 1: torchtitan's 1-D runs): under a tight
+  // limit only ZeRO-3 fits, and the planner returns stage-3 plans that re-time and keep their
+  // memory as `simulate` gives them; without stage 3 nothing fits.
+  void onlyZeroThreeFitsATightLimit() {
+    SearchRequest request = smallRequest();
+    request.tensor_parallel = {1};
+    request.pipeline_parallel = {1};
+    request.recompute = {Recompute::Full};
+    request.memory_limit_gib = 30; // ZeRO-2's smallest footprint here is 32.1 GiB, ZeRO-3's 23.8
+    request.top = 50;
+    auto result = runSearch(request);
+    QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
+    QVERIFY(!result->plans.empty());
+    for (const auto &found : result->plans) {
+      QCOMPARE(found.training.zero_stage, 3);
+      QCOMPARE(found.mesh.dp, request.gpus);
+      QVERIFY(found.peak_memory <= request.memory_limit_gib * 1073741824.0);
+      auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
+      QVERIFY(plan.ok());
+      QCOMPARE(plan->model->training.zero_stage, 3);
+      ModelDerivation derivation;
+      auto evaluation = evaluatePlan(*plan, {}, &derivation);
+      QVERIFY(evaluation.ok());
+      QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
+      const ModelReport report = reportModel(*plan->model, plan->mesh, evaluation->schedule,
+                                             derivation, evaluation->simulation);
+      for (std::size_t r = 0; r < report.memory.size(); ++r)
+        QCOMPARE(report.memory[r].total, found.memory_per_rank[r]);
+    }
+    request.zero_stages = {0, 1, 2};
+    auto without_fsdp = runSearch(request);
+    QVERIFY(!without_fsdp.ok());
+    QVERIFY2(without_fsdp.error().message.find("nothing fits") != std::string::npos,
+             without_fsdp.error().message.c_str());
+  }
+
+  // GEMM precision and the all-reduce algorithm apply to every candidate: an FP8 search's plans
+  // carry FP8 and re-time as `simulate --fp8` gives them (faster than bf16's best); a GPU without
+  // FP8 is refused up front; bad ZeRO stage lists are refused with the stages named.
+  void passThroughOptionsAndTheirRefusals() {
+    SearchRequest request = smallRequest();
+    request.zero_stages = {1};
+    auto bf16 = runSearch(request);
+    QVERIFY(bf16.ok());
+    request.gemm_precision = GemmPrecision::Fp8;
+    request.collective_algorithm = CollectiveAlgorithm::Ring;
+    auto fp8 = runSearch(request);
+    QVERIFY2(fp8.ok(), fp8.ok() ? "" : fp8.error().message.c_str());
+    QVERIFY(fp8->plans.front().tokens_per_s > bf16->plans.front().tokens_per_s);
+    for (const auto &found : fp8->plans) {
+      QCOMPARE(found.training.gemm_precision, GemmPrecision::Fp8);
+      QCOMPARE(found.training.collective_algorithm, CollectiveAlgorithm::Ring);
+      QCOMPARE(found.training.zero_stage, 1);
+      auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
+      QVERIFY(plan.ok());
+      auto evaluation = evaluatePlan(*plan);
+      QVERIFY(evaluation.ok());
+      QCOMPARE(found.step_time_s, evaluation->simulation.makespan_us * 1e-6);
+    }
+    SearchRequest a100 = request;
+    a100.hardware = presetSetup("llama3-8b", "a100-80gb").hardware;
+    auto refused = runSearch(a100);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().message.find("has no FP8 tensor cores") != std::string::npos,
+             refused.error().message.c_str());
+    request = smallRequest();
+    request.zero_stages = {1, 4};
+    QVERIFY(!checkSearchRequest(request));
+    QVERIFY(checkSearchRequest(request).error().message.find("got 4") != std::string::npos);
+    request.zero_stages = {3, 3};
+    QVERIFY(checkSearchRequest(request).error().message.find("listed twice") != std::string::npos);
+    request.zero_stages = {};
+    QVERIFY(!checkSearchRequest(request));
+  }
+
   // A dense model with long sequences: the planner puts CP in the mesh (world = dp × cp × tp ×
   // pp), tries all 24 rank orders on CP meshes, and every plan it ranks re-times as simulate
   // gives it.
@@ -350,7 +473,7 @@ private slots:
     request.schedules = {"1f1b"};
     request.microbatch_sizes = {1};
     request.recompute = {Recompute::Selective};
-    request.zero1 = {true};
+    request.zero_stages = {1};
     request.sequence_parallel = {true};
     request.context_parallel = {1, 2, 4};
     request.top = 1000;
