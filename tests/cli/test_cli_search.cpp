@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 
 #include <csignal>
+#include <set>
 #include <string>
 
 #include <signal.h>
@@ -59,8 +60,9 @@ private slots:
       const auto &plan = plans[k];
       for (const char *key :
            {"mesh", "rank_order", "schedule", "virtual_stages", "microbatches", "microbatch_size",
-            "recompute", "zero1", "sequence_parallel", "step_time_s", "tokens_per_s",
-            "memory_per_rank_bytes", "peak_memory_bytes", "capacity_bytes"})
+            "recompute", "zero_stage", "gemm_precision", "collective_algorithm",
+            "sequence_parallel", "step_time_s", "tokens_per_s", "memory_per_rank_bytes",
+            "peak_memory_bytes", "capacity_bytes"})
         QVERIFY2(plan.contains(key), key);
       QVERIFY(plan["peak_memory_bytes"].get<double>() <= 40.0 * 1073741824.0);
       const auto &mesh = plan["mesh"];
@@ -126,6 +128,22 @@ private slots:
         << QStringList{"search", "--model", "llama3-8b",   "--hardware", "h100-sxm",
                        "--gpus", "8",       "--schedules", "zz"}
         << "unknown schedule 'zz'";
+    QTest::newRow("zero stage out of range") << kSmallSearch + QStringList{"--zero-stage", "0,4"}
+                                             << "--zero-stage must be between 0 and 3, got 4";
+    QTest::newRow("zero stage not a number") << kSmallSearch + QStringList{"--zero-stage", "fsdp"}
+                                             << "--zero-stage expects an integer, got 'fsdp'";
+    QTest::newRow("zero stage twice")
+        << kSmallSearch + QStringList{"--zero-stage", "3,1,3"} << "stage 3 is listed twice";
+    QTest::newRow("zero1 and another stage")
+        << kSmallSearch + QStringList{"--zero1", "--zero-stage", "2"}
+        << "--zero1 is --zero-stage 1";
+    QTest::newRow("fp8 without FP8 tensor cores")
+        << QStringList{"search",    "--model", "llama3-8b", "--hardware",
+                       "a100-80gb", "--gpus",  "8",         "--fp8"}
+        << "--fp8: the a100-80gb has no FP8 tensor cores";
+    QTest::newRow("unknown collective algorithm")
+        << kSmallSearch + QStringList{"--collective-algorithm", "star"}
+        << "--collective-algorithm:";
     QTest::newRow("layout syntax") << QStringList{"simulate", "--pp", "4"} + kModel +
                                           QStringList{"--layout", "Et*8|t*8|(t*8|t*8L"}
                                    << "--layout: the group opened at column 10 is not closed";
@@ -150,6 +168,68 @@ private slots:
     QVERIFY2(run.err.contains(expected), qPrintable(run.err));
     QVERIFY2(run.err.count('\n') == 1, qPrintable(run.err)); // one line
     QVERIFY(run.out.isEmpty());
+  }
+
+  // --zero-stage LIST narrows the stages searched (stages above 0 only where dp × cp > 1; --zero1
+  // is stage 1); --fp8 and --collective-algorithm reach every plan, in the JSON, the CSV, the
+  // text and the saved plan, which simulates to the searched step time. --help lists them.
+  void zeroStagesAndPassThroughOptions() {
+    const auto plansOf = [](const QStringList &extra) {
+      const Run run = pipescope(kSmallSearch + QStringList{"--json", "--top", "100000"} + extra);
+      if (run.exit_code != 0) qFatal("search failed: %s", qPrintable(run.err));
+      return json::parse(run.out.toStdString())["plans"];
+    };
+    std::set<int> seen;
+    for (const auto &plan : plansOf({"--zero-stage", "0,2"})) {
+      const int stage = plan["zero_stage"].get<int>();
+      QVERIFY(stage == 0 || stage == 2);
+      if (plan["mesh"]["dp"].get<int>() * plan["mesh"]["cp"].get<int>() == 1) QCOMPARE(stage, 0);
+      seen.insert(stage);
+    }
+    QCOMPARE(seen, (std::set<int>{0, 2}));
+    for (const auto &plan : plansOf({"--zero1"}))
+      QCOMPARE(plan["zero_stage"].get<int>(), 1);
+    // By default every stage is searched.
+    seen.clear();
+    for (const auto &plan : plansOf({}))
+      seen.insert(plan["zero_stage"].get<int>());
+    QCOMPARE(seen, (std::set<int>{0, 1, 2, 3}));
+
+    QTemporaryDir dir;
+    const QString plan_path = dir.filePath("best.json"), csv_path = dir.filePath("plans.csv");
+    const Run run =
+        pipescope(kSmallSearch + QStringList{"--json", "--top", "3", "--zero-stage", "3", "--fp8",
+                                             "--collective-algorithm", "ring", "--save-plan",
+                                             plan_path, "--csv", csv_path});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json best = json::parse(run.out.toStdString())["plans"][0];
+    QCOMPARE(best["zero_stage"].get<int>(), 3);
+    QCOMPARE(best["gemm_precision"].get<std::string>(), std::string("fp8"));
+    QCOMPARE(best["collective_algorithm"].get<std::string>(), std::string("ring"));
+    const Run simulated = pipescope({"simulate", "--plan", plan_path, "--json"});
+    QVERIFY2(simulated.exit_code == 0, qPrintable(simulated.err));
+    QCOMPARE(json::parse(simulated.out.toStdString())["step_time_s"].get<double>(),
+             best["step_time_s"].get<double>());
+    QFile csv(csv_path);
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
+    const QStringList header = lines[0].split(',');
+    const QStringList first = lines[1].split(',');
+    QCOMPARE(first.size(), header.size());
+    QCOMPARE(first[header.indexOf("zero_stage")], QString("3"));
+    QCOMPARE(first[header.indexOf("gemm_precision")], QString("fp8"));
+    QCOMPARE(first[header.indexOf("collective_algorithm")], QString("ring"));
+    QVERIFY(!header.contains("zero1"));
+
+    const Run text =
+        pipescope(kSmallSearch + QStringList{"--top", "2", "--zero-stage", "2", "--fp8"});
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY(text.out.contains("8 × h100-sxm (fp8 GEMMs):"));
+    QVERIFY(text.out.contains(" z2 "));
+    const Run help = pipescope({"search", "--help"});
+    for (const char *option : {"--zero-stage LIST", "--zero1", "--fp8", "--gemm-precision P",
+                               "--collective-algorithm A", "--tp LIST", "--pp LIST"})
+      QVERIFY2(help.out.contains(option), option);
   }
 
   // Ctrl-C stops the search: the process ends normally (not by the signal) with what it found,

@@ -118,6 +118,14 @@ void TestSearch::searchShowsPointsAndFront() {
   // The ranked table: the top K, best first.
   QCOMPARE(search->table()->rowCount(), static_cast<int>(result.plans.size()));
   QCOMPARE(search->table()->item(0, 2)->text(), QString::number(best.tokens_per_s, 'f', 0));
+  // Its ZeRO column gives each plan's stage, as the hover details do.
+  QCOMPARE(search->table()->horizontalHeaderItem(8)->text(), QStringLiteral("ZeRO"));
+  for (int row = 0; row < search->table()->rowCount(); ++row) {
+    const SearchPlan &plan = result.plans[static_cast<std::size_t>(row)];
+    QCOMPARE(search->table()->item(row, 8)->text(), QString::number(plan.training.zero_stage));
+  }
+  if (best.training.zero_stage > 0)
+    QVERIFY(details.contains(QStringLiteral("ZeRO-%1").arg(best.training.zero_stage)));
 }
 
 void TestSearch::clickingBestLoadsItsPlan() {
