@@ -69,8 +69,8 @@ Result<CompiledSchedule> compileSchedule(const Schedule &schedule, const Lowered
   return compiled;
 }
 
-CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const StageTimes &times,
-                                    std::vector<double> &scratch) {
+CompiledOpTiming timeCompiledOps(const CompiledSchedule &compiled, const StageTimes &times,
+                                 std::vector<double> &scratch) {
   const auto pp = static_cast<std::size_t>(compiled.pp);
   // scratch: per op end time, then per rank clock and busy time.
   scratch.resize(compiled.ops.size() + 2 * pp);
@@ -97,18 +97,33 @@ CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const Stag
     clock[r] = end[i];
     busy[r] += duration;
   }
-  CompiledTiming timing;
-  double busy_total = 0;
+  CompiledOpTiming timing;
+  timing.pp = compiled.pp;
   for (std::size_t r = 0; r < pp; ++r) {
-    // A rank with no ops ends at 0 + the gradient sync, as in simulate().
-    timing.makespan_us = std::max(timing.makespan_us, clock[r] + times.gradient_sync);
-    busy_total += busy[r];
+    // A rank with no ops ends at 0 (then its gradient sync), as in simulate().
+    timing.last_op_end_us = std::max(timing.last_op_end_us, clock[r]);
+    timing.busy_total_us += busy[r];
     timing.busiest_rank_us = std::max(timing.busiest_rank_us, busy[r]);
   }
-  const double capacity = static_cast<double>(compiled.pp) * timing.makespan_us;
-  timing.bubble_fraction = capacity > 0 ? 1.0 - busy_total / capacity : 0.0;
-  timing.bubble_ratio = busy_total > 0 ? (capacity - busy_total) / busy_total : 0.0;
   return timing;
+}
+
+CompiledTiming withGradientSync(const CompiledOpTiming &ops, double gradient_sync_us) {
+  CompiledTiming timing;
+  // simulate() takes the largest clock + sync over the ranks; rounding is monotonic, so that is
+  // the largest clock + sync, bitwise.
+  timing.makespan_us = ops.pp > 0 ? ops.last_op_end_us + gradient_sync_us : 0.0;
+  timing.busiest_rank_us = ops.busiest_rank_us;
+  const double capacity = static_cast<double>(ops.pp) * timing.makespan_us;
+  timing.bubble_fraction = capacity > 0 ? 1.0 - ops.busy_total_us / capacity : 0.0;
+  timing.bubble_ratio =
+      ops.busy_total_us > 0 ? (capacity - ops.busy_total_us) / ops.busy_total_us : 0.0;
+  return timing;
+}
+
+CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const StageTimes &times,
+                                    std::vector<double> &scratch) {
+  return withGradientSync(timeCompiledOps(compiled, times, scratch), times.gradient_sync);
 }
 
 void peakActivationBytes(const CompiledSchedule &compiled,

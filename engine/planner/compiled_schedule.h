@@ -52,8 +52,25 @@ struct CompiledTiming {
   double busiest_rank_us = 0; ///< the largest busy time of a rank
 };
 
-/// Times the compiled schedule under `times`. `scratch` is reused between calls (no allocation
-/// once it has grown).
+/// What the ops alone give, before the gradient sync that follows each rank's last op: costs
+/// that differ only in that sync (the ZeRO stage, the rank order's DP link) share one pass.
+struct CompiledOpTiming {
+  int pp = 0;
+  double last_op_end_us = 0; ///< the latest rank's clock after its ops
+  double busy_total_us = 0;  ///< busy time summed over the ranks, in rank order
+  double busiest_rank_us = 0;
+};
+
+/// Times the compiled schedule's ops under `times` (its gradient_sync unused). `scratch` is
+/// reused between calls (no allocation once it has grown).
+CompiledOpTiming timeCompiledOps(const CompiledSchedule &compiled, const StageTimes &times,
+                                 std::vector<double> &scratch);
+
+/// The step's figures once each rank's gradient sync of `gradient_sync_us` follows its ops:
+/// bitwise simulate()'s, since max over ranks of (clock + sync) rounds as (max clock) + sync.
+CompiledTiming withGradientSync(const CompiledOpTiming &ops, double gradient_sync_us);
+
+/// Times the compiled schedule under `times`: timeCompiledOps, then withGradientSync.
 CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const StageTimes &times,
                                     std::vector<double> &scratch);
 

@@ -279,7 +279,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
   std::uint64_t order = structure.first_order;
   std::vector<double> peak_activations;
   StageTimes last_times;
-  CompiledTiming last_timing;
+  CompiledOpTiming last_ops;
   bool have_last = false;
   for (const auto &variant : structure.variants) {
     ModelSetup setup{request.model, request.hardware, {}};
@@ -353,22 +353,23 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
               auto times = resolveStageTimes(costs, placement);
               if (!times) continue;
               // Neighbouring configurations often price every op alike (rank orders that put
-              // the same groups on the same links): the timing is then the same.
-              if (have_last && times->forward == last_times.forward &&
-                  times->full_backward == last_times.full_backward &&
-                  times->weight_grad == last_times.weight_grad &&
-                  times->send_forward == last_times.send_forward &&
-                  times->send_backward == last_times.send_backward &&
-                  times->gradient_sync == last_times.gradient_sync &&
-                  times->overlap_factor == last_times.overlap_factor) {
-                stage_timing = last_timing;
-              } else {
-                stage_timing = timeCompiledSchedule(*compiled, *times, scratch);
+              // the same groups on the same links, ZeRO stages that change only the gradient
+              // sync and the optimizer step after the last op): the ops' pass is then the same,
+              // and only the sync that follows it differs.
+              const double gradient_sync = times->gradient_sync;
+              if (!(have_last && times->forward == last_times.forward &&
+                    times->input_grad == last_times.input_grad &&
+                    times->full_backward == last_times.full_backward &&
+                    times->weight_grad == last_times.weight_grad &&
+                    times->send_forward == last_times.send_forward &&
+                    times->send_backward == last_times.send_backward &&
+                    times->overlap_factor == last_times.overlap_factor)) {
+                last_ops = timeCompiledOps(*compiled, *times, scratch);
                 ++counters.timings;
                 last_times = std::move(*times);
-                last_timing = *stage_timing;
                 have_last = true;
               }
+              stage_timing = withGradientSync(last_ops, gradient_sync);
             }
             const CompiledTiming &timing = *stage_timing;
             plan.step_time_s = timing.makespan_us * 1e-6;
