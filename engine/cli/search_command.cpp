@@ -453,7 +453,7 @@ int runSearchBench(const std::vector<std::string> &args) {
   }
   std::printf("planner: llama3-70b on 1024 x h100-sxm, global batch 1024\n"
               "  space %zu configurations, %zu pruned by memory, %zu simulated (%zu distinct "
-              "timings)\n"
+              "op passes)\n"
               "  %.2f s wall, %.2f s CPU: %.0f configurations simulated per second (%.0f per "
               "CPU second)\n",
               result->space, result->pruned_by_memory, result->evaluated, result->timing_passes,

@@ -460,12 +460,21 @@ Status checkSearchRequest(const SearchRequest &request) {
   std::string sizes;
   for (int b : request.microbatch_sizes)
     sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  const auto listed = [](const char *flag, const std::vector<int> &values) {
+    std::string text;
+    for (int value : values)
+      text += (text.empty() ? "" : ",") + std::to_string(value);
+    return values.empty() ? std::string() : std::string(", ") + flag + " " + text;
+  };
+  const std::string narrowed =
+      listed("--tp", request.tensor_parallel) + listed("--pp", request.pipeline_parallel);
   return makeError(
       std::to_string(request.gpus) + " GPUs admit no mesh for " + request.model.name +
       ": dp × cp × tp × pp must use every GPU with tp ≤ " +
       std::to_string(request.hardware.gpus_per_node) + " dividing the heads, pp ≤ " +
       std::to_string(request.model.layers) + " layers and dp × microbatch size (" + sizes +
       ") dividing the global batch of " + std::to_string(globalBatch(request)) + " sequences" +
+      (narrowed.empty() ? std::string() : " (searched: " + narrowed.substr(2) + ")") +
       (nearest.empty() ? std::string("; change --global-batch")
                        : "; " + nearest + " GPUs would work, or change --global-batch"));
 }

@@ -144,6 +144,8 @@ private slots:
     QTest::newRow("unknown collective algorithm")
         << kSmallSearch + QStringList{"--collective-algorithm", "star"}
         << "--collective-algorithm:";
+    QTest::newRow("no mesh with the listed tp")
+        << kSmallSearch + QStringList{"--tp", "3"} << "(searched: --tp 3)";
     QTest::newRow("layout syntax") << QStringList{"simulate", "--pp", "4"} + kModel +
                                           QStringList{"--layout", "Et*8|t*8|(t*8|t*8L"}
                                    << "--layout: the group opened at column 10 is not closed";
