@@ -305,10 +305,6 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (GemmPrecision precision : {GemmPrecision::Bf16, GemmPrecision::Fp8})
     gemm_precision_->addItem(fromStd(gemmPrecisionName(precision)), static_cast<int>(precision));
   fp8_dispatch_ = new QCheckBox(tr("FP8 dispatch"), model_group_);
-  auto *precision_row = new QHBoxLayout;
-  precision_row->setContentsMargins(0, 0, 0, 0);
-  precision_row->addWidget(gemm_precision_, 1);
-  precision_row->addWidget(fp8_dispatch_);
   collective_algorithm_ = new QComboBox(model_group_);
   for (CollectiveAlgorithm algorithm :
        {CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree})
@@ -333,8 +329,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
                 "logit-sized tensors on the loss rank")});
   sequence_parallel_ = new QCheckBox(tr("sequence parallel"), model_group_);
   sequence_parallel_->setToolTip(
-      tr("Sequence parallelism (plan field \"sequence_parallel\"): norms and dropout split over "
-         "the TP ranks, TP all-reduces become reduce-scatter + all-gather"));
+      tr("Sequence parallelism (plan field \"sequence_parallel\"): norm and dropout "
+         "activations split along the sequence over the TP ranks (Megatron's "
+         "--sequence-parallel)"));
   overlap_gradient_sync_ = new QCheckBox(tr("overlap DP"), model_group_);
   overlap_gradient_sync_->setToolTip(
       tr("Overlap the DP gradient sync (plan field \"overlap_gradient_sync\") with the "
@@ -356,7 +353,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("hardware"), hardware_preset_);
   model_form->addRow(tr("recompute"), recompute_);
   model_form->addRow(tr("ZeRO stage"), zero_stage_);
-  model_form->addRow(tr("GEMMs"), precision_row);
+  model_form->addRow(tr("GEMMs"), gemm_precision_);
+  // Under the precision it refines; beside it the panel would have to widen.
+  model_form->addRow(QString(), fp8_dispatch_);
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
