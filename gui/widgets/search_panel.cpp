@@ -47,7 +47,8 @@ QString meshText(const SearchPlan &plan) {
 QString planDetails(const SearchPlan &plan, int rank) {
   const QString training = QStringLiteral("%1%2%3").arg(
       QString::fromUtf8(recomputeName(plan.training.recompute).data()),
-      plan.training.zero_stage == 1 ? QStringLiteral(", ZeRO-1") : QString(),
+      plan.training.zero_stage > 0 ? QStringLiteral(", ZeRO-%1").arg(plan.training.zero_stage)
+                                   : QString(),
       plan.training.sequence_parallel ? QStringLiteral(", SP") : QString());
   return QCoreApplication::translate(
              "SearchPanel",
