@@ -48,23 +48,6 @@ ops, transfers and (measured) overhead whose durations sum to the step time.
                 critical path as a list of ops and transfers with their times
 )";
 
-std::string fixed(double value, int digits) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
-}
-
-// Times in the unit that suits the step: microseconds, milliseconds or seconds.
-struct Unit {
-  double per_us;
-  const char *name;
-};
-Unit unitFor(double makespan_us) {
-  if (makespan_us >= 1e6) return {1e-6, "s"};
-  if (makespan_us >= 1e3) return {1e-3, "ms"};
-  return {1, "us"};
-}
-
 using Table = std::vector<std::vector<std::string>>; // first row: the headers
 
 void printTable(const Table &table) {
@@ -97,7 +80,7 @@ std::vector<BubbleCause> shownCauses(const BubbleAnalysis &analysis) {
 
 void printReport(const Schedule &schedule, const BubbleAnalysis &analysis, int top) {
   const double makespan = analysis.makespanUs();
-  const Unit unit = unitFor(makespan);
+  const TimeUnit unit = timeUnitFor(makespan);
   const auto time = [&](double us) { return fixed(us * unit.per_us, 3); };
   const auto share = [](double part, double whole) {
     return whole > 0 ? fixed(100 * part / whole, 1) + " %" : std::string("-");

@@ -46,6 +46,18 @@ std::string number(double value) {
   return buffer;
 }
 
+std::string fixed(double value, int digits) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+TimeUnit timeUnitFor(double makespan_us) {
+  if (makespan_us >= 1e6) return {1e-6, "s"};
+  if (makespan_us >= 1e3) return {1e-3, "ms"};
+  return {1, "us"};
+}
+
 std::vector<std::string> splitList(const std::string &text) {
   std::vector<std::string> items;
   std::stringstream stream(text);

@@ -41,6 +41,14 @@ bool wantsHelp(const std::vector<std::string> &args);
 std::string percent(double fraction);
 /// Six significant digits.
 std::string number(double value);
+/// `value` with `digits` decimals ("%.*f").
+std::string fixed(double value, int digits);
+/// The unit that keeps a step's times short: microseconds, milliseconds or seconds.
+struct TimeUnit {
+  double per_us;    ///< multiply microseconds by this
+  const char *name; ///< "us", "ms" or "s"
+};
+TimeUnit timeUnitFor(double makespan_us);
 /// "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> splitList(const std::string &text);
 

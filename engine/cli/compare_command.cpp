@@ -53,12 +53,6 @@ published rate is no check, e.g. on a GPU whose peak is unknown). SET is a shipp
 them with "all") or a "pipescope.validation" file.
 )";
 
-std::string fixed(double value, int digits) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
-}
-
 std::string signedPercent(double fraction) {
   char buffer[48];
   std::snprintf(buffer, sizeof buffer, "%+.1f %%", fraction * 100);

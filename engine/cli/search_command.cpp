@@ -88,12 +88,6 @@ extern "C" void onInterrupt(int /*signal*/) {
   interrupted.store(true);
 }
 
-std::string fixed(double value, int digits) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
-}
-
 constexpr double kGiB = 1073741824.0;
 
 json planJson(const SearchPlan &plan, const SearchPlan *best) {

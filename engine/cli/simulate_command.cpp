@@ -24,17 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-// A unit that keeps the step's numbers short: microseconds, milliseconds or seconds.
-struct TimeUnit {
-  double per_us;
-  const char *name;
-};
-TimeUnit unitFor(double makespan_us) {
-  if (makespan_us >= 1e6) return {1e-6, "s"};
-  if (makespan_us >= 1e3) return {1e-3, "ms"};
-  return {1, "us"};
-}
-
 std::string bytesText(double bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -283,7 +272,7 @@ int runSimulate(const std::vector<std::string> &args) {
                     ? ", priced transfers"
                     : ", free transfers")
             << "\n";
-  const TimeUnit unit = unitFor(sim.makespan_us);
+  const TimeUnit unit = timeUnitFor(sim.makespan_us);
   summary << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
           << "\n";
   summary << "bubble_fraction  " << percent(sim.bubble_fraction) << "   (idle / total time)";

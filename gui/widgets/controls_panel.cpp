@@ -3,6 +3,7 @@
 #include "gui/timeline/palette.h"
 #include "gui/widgets/layer_editor.h"
 #include <QButtonGroup>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -12,6 +13,7 @@
 #include <QRadioButton>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -21,6 +23,11 @@ namespace {
 
 QString fromStd(std::string_view text) {
   return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+}
+
+// Whether the GPU has FP8 tensor cores (the engine refuses FP8 GEMMs without their peak).
+bool hasFp8(const HardwareSpec &hardware) {
+  return hardware.peak_fp8_tflops > 0;
 }
 
 // Whether a family runs DualPipe's overlapped F&B pairs.
@@ -267,8 +274,73 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (Recompute mode :
        {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::SelectiveOp})
     recompute_->addItem(fromStd(recomputeName(mode)), static_cast<int>(mode));
-  recompute_->setToolTip(
-      tr("Recomputation: redo forward work in the backward to hold fewer activations"));
+  recompute_->setToolTip(tr("Recomputation (plan field \"recompute\"): redo forward work in the "
+                            "backward to hold fewer activations"));
+  const auto item_tips = [](QComboBox *box, std::initializer_list<QString> tips) {
+    int index = 0;
+    for (const QString &tip : tips)
+      box->setItemData(index++, tip, Qt::ToolTipRole);
+  };
+  item_tips(recompute_,
+            {tr("Every activation kept for the backward"),
+             tr("Megatron's selective recomputation: the attention core redone, the rest kept"),
+             tr("Each layer keeps only its input and redoes its whole forward in the backward"),
+             tr("torchtitan's per-op selective checkpointing: every second matmul's output "
+                "kept, the rest redone")});
+  zero_stage_ = new QComboBox(model_group_);
+  zero_stage_->addItem(tr("0 none"), 0);
+  zero_stage_->addItem(tr("1 optimizer"), 1);
+  zero_stage_->addItem(tr("2 + gradients"), 2);
+  zero_stage_->addItem(tr("3 FSDP"), 3);
+  zero_stage_->setToolTip(tr("ZeRO stage (plan field \"zero_stage\"): what is sharded over the "
+                             "DP \u00d7 CP ranks"));
+  item_tips(zero_stage_,
+            {tr("Every DP rank holds all parameters, gradients and optimizer state; gradients "
+                "all-reduced"),
+             tr("Optimizer state sharded (Megatron's distributed optimizer)"),
+             tr("Optimizer state and gradients sharded; gradients reduce-scattered"),
+             tr("Parameters sharded too (PyTorch FSDP, DeepSpeed ZeRO-3): each layer gathered "
+                "in the forward and again in the backward")});
+  gemm_precision_ = new QComboBox(model_group_);
+  for (GemmPrecision precision : {GemmPrecision::Bf16, GemmPrecision::Fp8})
+    gemm_precision_->addItem(fromStd(gemmPrecisionName(precision)), static_cast<int>(precision));
+  fp8_dispatch_ = new QCheckBox(tr("FP8 dispatch"), model_group_);
+  collective_algorithm_ = new QComboBox(model_group_);
+  for (CollectiveAlgorithm algorithm :
+       {CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree})
+    collective_algorithm_->addItem(fromStd(collectiveAlgorithmName(algorithm)),
+                                   static_cast<int>(algorithm));
+  collective_algorithm_->setToolTip(
+      tr("All-reduce algorithm (plan field \"collective_algorithm\", NCCL_ALGO): auto takes the "
+         "cheaper of ring and tree per message, as NCCL's tuner does"));
+  item_tips(collective_algorithm_,
+            {tr("The cheaper of ring and tree for each message, as NCCL's tuner picks"),
+             tr("Every all-reduce a ring (NCCL_ALGO=Ring)"),
+             tr("Every all-reduce NCCL's tree: a chain in each node, a binary tree across nodes "
+                "(NCCL_ALGO=Tree); all-gather and reduce-scatter stay rings")});
+  cross_entropy_ = new QComboBox(model_group_);
+  for (const char *loss : {"vocab-parallel", "torch-fp32"})
+    cross_entropy_->addItem(QString::fromLatin1(loss), QString::fromLatin1(loss));
+  cross_entropy_->setToolTip(tr("Loss memory (plan field \"cross_entropy\"): what the "
+                                "cross-entropy's backward holds beyond the fp32 logits"));
+  item_tips(cross_entropy_,
+            {tr("Megatron's fused vocab-parallel cross-entropy: its backward works in place"),
+             tr("F.cross_entropy(logits.float()) as torchtitan runs it: two more fp32 "
+                "logit-sized tensors on the loss rank")});
+  sequence_parallel_ = new QCheckBox(tr("sequence parallel"), model_group_);
+  sequence_parallel_->setToolTip(
+      tr("Sequence parallelism (plan field \"sequence_parallel\"): norm and dropout "
+         "activations split along the sequence over the TP ranks (Megatron's "
+         "--sequence-parallel)"));
+  overlap_gradient_sync_ = new QCheckBox(tr("overlap DP"), model_group_);
+  overlap_gradient_sync_->setToolTip(
+      tr("Overlap the DP gradient sync (plan field \"overlap_gradient_sync\") with the "
+         "backward; under ZeRO-3 also the parameter all-gathers with compute"));
+  auto *training_flags = new QHBoxLayout;
+  training_flags->setContentsMargins(0, 0, 0, 0);
+  training_flags->addWidget(sequence_parallel_);
+  training_flags->addWidget(overlap_gradient_sync_);
+  training_flags->addStretch(1);
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
   device_memory_->setDecimals(1);
@@ -280,6 +352,13 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("model"), model_preset_);
   model_form->addRow(tr("hardware"), hardware_preset_);
   model_form->addRow(tr("recompute"), recompute_);
+  model_form->addRow(tr("ZeRO stage"), zero_stage_);
+  model_form->addRow(tr("GEMMs"), gemm_precision_);
+  // Under the precision it refines; beside it the panel would have to widen.
+  model_form->addRow(QString(), fp8_dispatch_);
+  model_form->addRow(tr("all-reduce"), collective_algorithm_);
+  model_form->addRow(tr("loss"), cross_entropy_);
+  model_form->addRow(training_flags);
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
@@ -312,7 +391,11 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     connect(box, &QDoubleSpinBox::valueChanged, this, edited);
   connect(model_button_, &QRadioButton::toggled, this, edited);
   connect(model_preset_, &QComboBox::currentIndexChanged, this, edited);
-  connect(recompute_, &QComboBox::currentIndexChanged, this, edited);
+  for (QComboBox *box :
+       {recompute_, zero_stage_, gemm_precision_, collective_algorithm_, cross_entropy_})
+    connect(box, &QComboBox::currentIndexChanged, this, edited);
+  for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_})
+    connect(box, &QCheckBox::toggled, this, edited);
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
     // A new GPU brings its memory and node size; the person can still override both.
@@ -324,6 +407,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     }
     readControls();
   });
+  showTraining(TrainingSetup{});
   setPlan(plan_);
 }
 
@@ -427,9 +511,34 @@ void ControlsPanel::selectModelPresets() {
   if (hardware_index < 0 && !remembered_model_->hardware.name.empty())
     hardware_preset_->addItem(QString::fromStdString(remembered_model_->hardware.name));
   hardware_preset_->setCurrentText(QString::fromStdString(remembered_model_->hardware.name));
-  recompute_->setCurrentIndex(
-      recompute_->findData(static_cast<int>(remembered_model_->training.recompute)));
+  showTraining(remembered_model_->training);
   device_memory_->setValue(remembered_model_->hardware.memory_gib);
+}
+
+void ControlsPanel::showTraining(const TrainingSetup &training) {
+  const auto select = [](QComboBox *box, const QVariant &data) {
+    box->setCurrentIndex(std::max(0, box->findData(data)));
+  };
+  select(recompute_, static_cast<int>(training.recompute));
+  select(zero_stage_, training.zero_stage);
+  select(gemm_precision_, static_cast<int>(training.gemm_precision));
+  select(collective_algorithm_, static_cast<int>(training.collective_algorithm));
+  select(cross_entropy_, QString::fromStdString(training.cross_entropy));
+  fp8_dispatch_->setChecked(training.fp8_dispatch);
+  sequence_parallel_->setChecked(training.sequence_parallel);
+  overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
+}
+
+void ControlsPanel::readTraining(TrainingSetup &training) const {
+  training.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
+  training.zero_stage = zero_stage_->currentData().toInt();
+  training.gemm_precision = static_cast<GemmPrecision>(gemm_precision_->currentData().toInt());
+  training.collective_algorithm =
+      static_cast<CollectiveAlgorithm>(collective_algorithm_->currentData().toInt());
+  training.cross_entropy = cross_entropy_->currentData().toString().toStdString();
+  training.fp8_dispatch = fp8_dispatch_->isChecked();
+  training.sequence_parallel = sequence_parallel_->isChecked();
+  training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
 }
 
 void ControlsPanel::readControls() {
@@ -474,7 +583,15 @@ void ControlsPanel::readControls() {
       if (auto model = loadModelSpec(model_name)) setup.model = *model;
     if (fresh || setup.hardware.name != hardware_name)
       if (auto hardware = loadHardwareSpec(hardware_name)) setup.hardware = *hardware;
-    setup.training.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
+    readTraining(setup.training);
+    // FP8 GEMMs need FP8 tensor cores: switching to a GPU without them (A100) falls back to bf16
+    // rather than to the engine's refusal.
+    if (setup.training.gemm_precision == GemmPrecision::Fp8 && !hasFp8(setup.hardware)) {
+      setup.training.gemm_precision = GemmPrecision::Bf16;
+      const QSignalBlocker blocker(gemm_precision_);
+      gemm_precision_->setCurrentIndex(
+          gemm_precision_->findData(static_cast<int>(GemmPrecision::Bf16)));
+    }
     if (fresh) {
       // The first switch to a model takes the hardware's memory and node size.
       updating_ = true;
@@ -585,6 +702,7 @@ void ControlsPanel::updateApplicability() {
   tp_->setReason(QString());
   cp_->setReason(QString());
   const bool experts = model && plan_.model->model.experts > 1;
+  updateTrainingApplicability();
   ep_->setReason(
       experts ? QString()
       : model ? tr("%1 has no experts; expert parallelism applies to mixture-of-experts models "
@@ -592,6 +710,41 @@ void ControlsPanel::updateApplicability() {
                     .arg(QString::fromStdString(plan_.model->model.name))
               : tr("Expert parallelism needs a mixture-of-experts model: choose 'Model + "
                    "hardware' and an MoE preset (e.g. mixtral-8x7b)."));
+}
+
+void ControlsPanel::updateTrainingApplicability() {
+  // Without a model the whole group is disabled; its controls still show the last model's setup.
+  const std::optional<ModelSetup> &setup = plan_.model ? plan_.model : remembered_model_;
+  const QString hardware = setup ? QString::fromStdString(setup->hardware.name) : QString();
+  const bool fp8_hardware = setup && hasFp8(setup->hardware);
+  const QString precision_tip =
+      tr("GEMM precision (plan field \"gemm_precision\"): fp8 runs the linear layers' GEMMs "
+         "at the FP8 peak as Transformer Engine does; attention and the head stay bf16.");
+  const QString no_fp8 =
+      tr("%1 has no FP8 tensor cores (no peak_fp8_tflops); choose an FP8 GPU (h100-sxm, h200, "
+         "h800) for fp8.")
+          .arg(hardware.isEmpty() ? tr("This GPU") : hardware);
+  if (auto *items = qobject_cast<QStandardItemModel *>(gemm_precision_->model())) {
+    QStandardItem *fp8 =
+        items->item(gemm_precision_->findData(static_cast<int>(GemmPrecision::Fp8)));
+    fp8->setEnabled(fp8_hardware);
+    fp8->setToolTip(fp8_hardware ? tr("Linear-layer GEMMs in FP8 at %1 TFLOP/s peak")
+                                       .arg(setup->hardware.peak_fp8_tflops)
+                                 : no_fp8);
+  }
+  gemm_precision_->setToolTip(fp8_hardware ? precision_tip
+                                           : precision_tip + QLatin1Char(' ') + no_fp8);
+
+  const bool moe = setup && setup->model.experts > 1;
+  const bool fp8 = setup && setup->training.gemm_precision == GemmPrecision::Fp8;
+  fp8_dispatch_->setEnabled(moe && fp8);
+  const QString dispatch_tip =
+      tr("MoE dispatch all-to-alls carry FP8 activations, combine stays bf16, as DeepSeek-V3 "
+         "does (plan field \"fp8_dispatch\")");
+  fp8_dispatch_->setToolTip(
+      !moe   ? dispatch_tip + tr("; applies to mixture-of-experts models (e.g. deepseek-v3).")
+      : !fp8 ? dispatch_tip + tr("; applies under fp8 GEMMs.")
+             : dispatch_tip);
 }
 
 } // namespace pipescope::gui

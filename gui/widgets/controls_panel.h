@@ -1,6 +1,8 @@
 #pragma once
 // The controls: schedule, P, M, V, microbatch group, the mesh (DP, CP, TP, EP, GPUs per node,
-// rank order), op times or a model + hardware preset, recomputation and device memory. Edits come
+// rank order), op times or a model + hardware preset with its training options (recomputation,
+// ZeRO stage, GEMM precision, collectives, loss, sequence parallelism, DP overlap) and device
+// memory. Edits come
 // out as a whole Plan; controls that do not apply to the chosen schedule or cost source are
 // disabled with a tooltip that says why.
 #include <QWidget>
@@ -9,6 +11,7 @@
 
 #include "engine/plan_file.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QGroupBox;
@@ -90,6 +93,14 @@ public:
   QComboBox *modelPresetBox() const { return model_preset_; }
   QComboBox *hardwarePresetBox() const { return hardware_preset_; }
   QComboBox *recomputeBox() const { return recompute_; }
+  /// Training options of the model + hardware costs (TrainingSetup), each naming its plan field.
+  QComboBox *zeroStageBox() const { return zero_stage_; }
+  QComboBox *gemmPrecisionBox() const { return gemm_precision_; }
+  QCheckBox *fp8DispatchBox() const { return fp8_dispatch_; }
+  QComboBox *collectiveAlgorithmBox() const { return collective_algorithm_; }
+  QComboBox *crossEntropyBox() const { return cross_entropy_; }
+  QCheckBox *sequenceParallelBox() const { return sequence_parallel_; }
+  QCheckBox *overlapGradientSyncBox() const { return overlap_gradient_sync_; }
   QDoubleSpinBox *deviceMemoryBox() const { return device_memory_; }
   QDoubleSpinBox *forwardBox() const { return forward_; }
   /// Says when per-stage op times (from Calibrate or a plan file) stand in for F, B, W.
@@ -103,7 +114,13 @@ signals:
 private:
   void readControls();
   void updateApplicability();
+  /// FP8 offered where the GPU has FP8 tensor cores; FP8 dispatch for MoE models under FP8.
+  void updateTrainingApplicability();
   void selectModelPresets();
+  /// The training options' controls from `training` (no signals).
+  void showTraining(const TrainingSetup &training);
+  /// `training` with the training options' controls read into it.
+  void readTraining(TrainingSetup &training) const;
   void showStageCosts(const Costs &costs);
   /// Rank orders offered for the plan's cp (three names without CP, four with it), the plan's
   /// selected; EP choices for its model and dp × cp.
@@ -125,6 +142,10 @@ private:
   QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr,
                  *overlapped_ = nullptr, *latency_ = nullptr;
   QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
+  QComboBox *zero_stage_ = nullptr, *gemm_precision_ = nullptr, *collective_algorithm_ = nullptr,
+            *cross_entropy_ = nullptr;
+  QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,
+            *overlap_gradient_sync_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
   QLabel *stage_costs_note_ = nullptr;

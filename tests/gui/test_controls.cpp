@@ -1,7 +1,9 @@
 // The explorer's controls, offscreen: it opens on the example plan; sliders and spin boxes drive
 // the schedule, metrics and timeline; the schedule choice enables what applies and explains what
-// does not; every schedule family is offered and runs; impossible settings are explained; large
-// settings evaluate off the GUI thread.
+// does not; every schedule family is offered and runs; the model's training options reach the
+// plan (FP8 only on GPUs that have it); impossible settings are explained; large settings evaluate
+// off the GUI thread.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -9,6 +11,7 @@
 #include <QSettings>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -215,6 +218,111 @@ private slots:
     window.settle();
     QCOMPARE(window.snapshot()->plan.mesh.ep, 1);
     QVERIFY(!controls->expertParallel()->isEnabled());
+  }
+
+  void trainingOptionsChangeThePlan() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    controls->modelButton()->setChecked(true);
+    controls->modelPresetBox()->setCurrentText(QStringLiteral("mixtral-8x7b"));
+    controls->dataParallel()->spinBox()->setValue(2);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    const auto training = [&]() -> const TrainingSetup & {
+      return window.snapshot()->plan.model->training;
+    };
+    const auto choose = [&](QComboBox *box, const QVariant &data) {
+      const int index = box->findData(data);
+      QVERIFY(index >= 0);
+      box->setCurrentIndex(index);
+      window.settle();
+      QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    };
+    QCOMPARE(training().zero_stage, 0);
+    const double unsharded_optimizer = window.snapshot()->report->memory.front().optimizer;
+
+    choose(controls->zeroStageBox(), 3);
+    QCOMPARE(training().zero_stage, 3);
+    // Stage 3 shards the optimizer state (and parameters) over the two DP ranks: the evaluation
+    // follows the control.
+    QVERIFY(window.snapshot()->report->memory.front().optimizer < 0.6 * unsharded_optimizer);
+    choose(controls->zeroStageBox(), 1);
+    QCOMPARE(training().zero_stage, 1);
+
+    // FP8 dispatch applies to an MoE model under FP8 only.
+    QVERIFY(!controls->fp8DispatchBox()->isEnabled());
+    QVERIFY(controls->fp8DispatchBox()->toolTip().contains(QStringLiteral("fp8")));
+    const double bf16_step = window.snapshot()->report->step_time_s;
+    choose(controls->gemmPrecisionBox(), static_cast<int>(GemmPrecision::Fp8));
+    QCOMPARE(training().gemm_precision, GemmPrecision::Fp8);
+    QVERIFY(window.snapshot()->report->step_time_s < bf16_step);
+    QVERIFY(controls->fp8DispatchBox()->isEnabled());
+    QVERIFY(training().fp8_dispatch);
+    controls->fp8DispatchBox()->setChecked(false);
+    window.settle();
+    QVERIFY(!training().fp8_dispatch);
+
+    choose(controls->collectiveAlgorithmBox(), static_cast<int>(CollectiveAlgorithm::Tree));
+    QCOMPARE(training().collective_algorithm, CollectiveAlgorithm::Tree);
+    choose(controls->crossEntropyBox(), QStringLiteral("torch-fp32"));
+    QCOMPARE(training().cross_entropy, std::string("torch-fp32"));
+    choose(controls->recomputeBox(), static_cast<int>(Recompute::Full));
+    QCOMPARE(training().recompute, Recompute::Full);
+    controls->sequenceParallelBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().sequence_parallel);
+    controls->overlapGradientSyncBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().overlap_gradient_sync);
+    for (QWidget *control : std::initializer_list<QWidget *>{
+             controls->zeroStageBox(), controls->gemmPrecisionBox(),
+             controls->collectiveAlgorithmBox(), controls->crossEntropyBox(),
+             controls->sequenceParallelBox(), controls->overlapGradientSyncBox()})
+      QVERIFY2(control->toolTip().contains(QStringLiteral("plan field")),
+               qPrintable(control->toolTip()));
+
+    // A dense model under FP8: no dispatch to quantize.
+    controls->modelPresetBox()->setCurrentText(QStringLiteral("llama3-8b"));
+    window.settle();
+    QCOMPARE(training().gemm_precision, GemmPrecision::Fp8);
+    QVERIFY(!controls->fp8DispatchBox()->isEnabled());
+    QVERIFY(controls->fp8DispatchBox()->toolTip().contains(QStringLiteral("mixture-of-experts")));
+  }
+
+  void fp8IsRefusedOnGpusWithoutIt() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    controls->modelButton()->setChecked(true);
+    window.settle();
+    auto *items = qobject_cast<QStandardItemModel *>(controls->gemmPrecisionBox()->model());
+    QVERIFY(items);
+    const int fp8_index =
+        controls->gemmPrecisionBox()->findData(static_cast<int>(GemmPrecision::Fp8));
+    QVERIFY(items->item(fp8_index)->isEnabled()); // h100-sxm has FP8 tensor cores
+    controls->gemmPrecisionBox()->setCurrentIndex(fp8_index);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.model->training.gemm_precision, GemmPrecision::Fp8);
+
+    // Switching to the A100 falls back to bf16 (not to the engine's refusal) and says why.
+    controls->hardwarePresetBox()->setCurrentText(QStringLiteral("a100-80gb"));
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    QCOMPARE(window.snapshot()->plan.model->hardware.name, std::string("a100-80gb"));
+    QCOMPARE(window.snapshot()->plan.model->training.gemm_precision, GemmPrecision::Bf16);
+    QCOMPARE(controls->gemmPrecisionBox()->currentData().toInt(),
+             static_cast<int>(GemmPrecision::Bf16));
+    QVERIFY(!items->item(fp8_index)->isEnabled());
+    QVERIFY(items->item(fp8_index)->toolTip().contains(QStringLiteral("a100-80gb")));
+    QVERIFY(controls->gemmPrecisionBox()->toolTip().contains(QStringLiteral("no FP8")));
+
+    controls->hardwarePresetBox()->setCurrentText(QStringLiteral("h200"));
+    window.settle();
+    QVERIFY(items->item(fp8_index)->isEnabled());
+    QVERIFY(!controls->gemmPrecisionBox()->toolTip().contains(QStringLiteral("no FP8")));
   }
 
   void impossibleCombinationsAreExplained() {

@@ -1,9 +1,12 @@
 // The explorer's files, offscreen: a plan saved and opened again is the same plan (and a bad one
-// is refused), the timeline exports as PNG, SVG and a Chrome trace, and the settings remember the
-// plan.
+// is refused), a plan's training options load into the controls and save back unchanged, the
+// timeline exports as PNG, SVG and a Chrome trace, and the settings remember the plan.
+#include <QCheckBox>
+#include <QComboBox>
 #include <QFile>
 #include <QImage>
 #include <QSettings>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -57,6 +60,72 @@ private slots:
     bad.close();
     QVERIFY(!window.openPlan(bad.fileName()));
     QVERIFY(!window.errorMessage().isEmpty());
+  }
+
+  void trainingOptionsLoadIntoTheControls() {
+    QTemporaryDir directory;
+    QVERIFY(directory.isValid());
+    auto model = loadModelSpec("mixtral-8x7b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model.ok() && hardware.ok());
+    Plan plan = examplePlan();
+    plan.mesh.dp = 2;
+    plan.model = ModelSetup{*model, *hardware, TrainingSetup{}};
+    // The training object as a person writes it in a plan file.
+    nlohmann::json json = planToJson(plan);
+    json["training"] = {{"zero_stage", 3},
+                        {"gemm_precision", "fp8"},
+                        {"fp8_dispatch", false},
+                        {"collective_algorithm", "tree"},
+                        {"cross_entropy", "torch-fp32"},
+                        {"recompute", "full"},
+                        {"sequence_parallel", true},
+                        {"overlap_gradient_sync", true}};
+    const QString path = directory.filePath(QStringLiteral("training.json"));
+    {
+      QFile file(path);
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(QByteArray::fromStdString(json.dump(2)));
+    }
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    QVERIFY(window.openPlan(path));
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    auto *controls = window.controls();
+    QCOMPARE(controls->zeroStageBox()->currentData().toInt(), 3);
+    QCOMPARE(controls->gemmPrecisionBox()->currentText(), QStringLiteral("fp8"));
+    QVERIFY(controls->fp8DispatchBox()->isEnabled());
+    QVERIFY(!controls->fp8DispatchBox()->isChecked());
+    QCOMPARE(controls->collectiveAlgorithmBox()->currentText(), QStringLiteral("tree"));
+    QCOMPARE(controls->crossEntropyBox()->currentText(), QStringLiteral("torch-fp32"));
+    QCOMPARE(controls->recomputeBox()->currentText(), QStringLiteral("full"));
+    QVERIFY(controls->sequenceParallelBox()->isChecked());
+    QVERIFY(controls->overlapGradientSyncBox()->isChecked());
+
+    // Controls to plan and back: an edit elsewhere keeps every option, and the saved file
+    // reopens into the same controls.
+    controls->microbatches()->spinBox()->setValue(12);
+    window.settle();
+    const TrainingSetup &edited = window.snapshot()->plan.model->training;
+    QCOMPARE(edited.zero_stage, 3);
+    QCOMPARE(edited.gemm_precision, GemmPrecision::Fp8);
+    QVERIFY(!edited.fp8_dispatch);
+    QCOMPARE(edited.collective_algorithm, CollectiveAlgorithm::Tree);
+    QCOMPARE(edited.cross_entropy, std::string("torch-fp32"));
+    QCOMPARE(edited.recompute, Recompute::Full);
+    QVERIFY(edited.sequence_parallel && edited.overlap_gradient_sync);
+    const Plan saved = controls->plan();
+    const QString saved_path = directory.filePath(QStringLiteral("saved.json"));
+    QVERIFY(window.savePlanTo(saved_path));
+    window.setPlan(examplePlan());
+    window.settle();
+    QVERIFY(window.openPlan(saved_path));
+    window.settle();
+    QCOMPARE(planToJson(window.controls()->plan()), planToJson(saved));
+    QCOMPARE(controls->zeroStageBox()->currentData().toInt(), 3);
+    QCOMPARE(controls->collectiveAlgorithmBox()->currentText(), QStringLiteral("tree"));
   }
 
   void exportsWriteFiles() {
