@@ -66,6 +66,25 @@ std::span<const PlanOption> planOptions() {
   return kOptions;
 }
 
+Status applyPrecisionAndCollectiveOptions(const OptionValues &a, TrainingSetup &training) {
+  if (auto precision = a.text("gemm-precision")) {
+    auto parsed = parseGemmPrecision(*precision);
+    if (!parsed) return makeError("--gemm-precision: " + parsed.error().message);
+    training.gemm_precision = *parsed;
+  }
+  if (a.has("fp8")) {
+    if (a.has("gemm-precision") && training.gemm_precision != GemmPrecision::Fp8)
+      return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
+    training.gemm_precision = GemmPrecision::Fp8;
+  }
+  if (auto algorithm = a.text("collective-algorithm")) {
+    auto parsed = parseCollectiveAlgorithm(*algorithm);
+    if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
+    training.collective_algorithm = *parsed;
+  }
+  return Ok{};
+}
+
 Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
   Plan plan;
   if (base) {
@@ -194,16 +213,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       if (!parsed) return parsed.error();
       setup.training.recompute = *parsed;
     }
-    if (auto precision = a.text("gemm-precision")) {
-      auto parsed = parseGemmPrecision(*precision);
-      if (!parsed) return makeError("--gemm-precision: " + parsed.error().message);
-      setup.training.gemm_precision = *parsed;
-    }
-    if (a.has("fp8")) {
-      if (a.has("gemm-precision") && setup.training.gemm_precision != GemmPrecision::Fp8)
-        return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
-      setup.training.gemm_precision = GemmPrecision::Fp8;
-    }
+    if (auto status = applyPrecisionAndCollectiveOptions(a, setup.training); !status)
+      return status.error();
     auto zero_stage = a.integer("zero-stage", 0, 3);
     if (!zero_stage) return zero_stage.error();
     if (a.has("zero1") && *zero_stage && **zero_stage != 1)
@@ -221,11 +232,6 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
         return makeError("--cross-entropy '" + *loss +
                          "' is not known; use vocab-parallel or torch-fp32");
       setup.training.cross_entropy = *loss;
-    }
-    if (auto algorithm = a.text("collective-algorithm")) {
-      auto parsed = parseCollectiveAlgorithm(*algorithm);
-      if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
-      setup.training.collective_algorithm = *parsed;
     }
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)

@@ -28,4 +28,8 @@ std::span<const PlanOption> planOptions();
 /// be silently ignored refused with what would apply.
 Result<Plan> planFromOptions(const OptionValues &options, const Plan *base = nullptr);
 
+/// --gemm-precision / --fp8 and --collective-algorithm applied to `training`, with
+/// planFromOptions's checks and messages (the planner gives them to every candidate).
+Status applyPrecisionAndCollectiveOptions(const OptionValues &options, TrainingSetup &training);
+
 } // namespace pipescope

@@ -17,6 +17,7 @@
 #include "engine/cli/commands.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
+#include "engine/plan_options.h"
 #include "engine/planner/search.h"
 
 namespace pipescope::cli {
@@ -214,21 +215,10 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
     return makeError("--zero1 is --zero-stage 1; give one of them");
   if (a.has("zero1")) request.zero_stages = {1};
   if (*zero_stages) request.zero_stages = **zero_stages;
-  if (auto precision = a.text("gemm-precision")) {
-    auto parsed = parseGemmPrecision(*precision);
-    if (!parsed) return makeError("--gemm-precision: " + parsed.error().message);
-    request.gemm_precision = *parsed;
-  }
-  if (a.has("fp8")) {
-    if (a.has("gemm-precision") && request.gemm_precision != GemmPrecision::Fp8)
-      return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
-    request.gemm_precision = GemmPrecision::Fp8;
-  }
-  if (auto algorithm = a.text("collective-algorithm")) {
-    auto parsed = parseCollectiveAlgorithm(*algorithm);
-    if (!parsed) return makeError("--collective-algorithm: " + parsed.error().message);
-    request.collective_algorithm = *parsed;
-  }
+  TrainingSetup given;
+  if (auto status = applyPrecisionAndCollectiveOptions(a, given); !status) return status.error();
+  request.gemm_precision = given.gemm_precision;
+  request.collective_algorithm = given.collective_algorithm;
   for (const char *flag : {"csv", "save-plan"})
     if (auto path = a.text(flag); path && isStandardOutput(*path))
       return makeError(std::string("the plans print on standard output; give --") + flag +
