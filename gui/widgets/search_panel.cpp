@@ -208,6 +208,10 @@ SearchPanel::~SearchPanel() {
 
 void SearchPanel::takeSettingsFrom(const Plan &plan) {
   if (running()) return;
+  // The run's numerics follow the controls whenever they change (no input here to keep).
+  gemm_precision_ = plan.model ? plan.model->training.gemm_precision : GemmPrecision::Bf16;
+  collective_algorithm_ =
+      plan.model ? plan.model->training.collective_algorithm : CollectiveAlgorithm::Auto;
   // Only settings the controls changed since last time replace the inputs: edits made here
   // survive a visit to another tab.
   const QString key =
@@ -259,6 +263,10 @@ Result<SearchRequest> SearchPanel::request() const {
       request.schedules.push_back(
           schedules_->item(row)->data(Qt::UserRole).toString().toStdString());
   request.top = top_->value();
+  // FP8 only where this hardware has it (the controls fall back the same way).
+  request.gemm_precision =
+      request.hardware.peak_fp8_tflops > 0 ? gemm_precision_ : GemmPrecision::Bf16;
+  request.collective_algorithm = collective_algorithm_;
   if (auto status = checkSearchRequest(request); !status) return status.error();
   return request;
 }
@@ -394,12 +402,14 @@ void SearchPanel::showResult() {
   const SearchRequest &request = *shown_request_;
   const double limit =
       request.memory_limit_gib > 0 ? request.memory_limit_gib : request.hardware.memory_gib;
-  chart_->setResults(ordered, front, limit,
-                     tr("%1 \u00b7 %2 \u00d7 %3 \u00b7 top %4")
-                         .arg(QString::fromStdString(request.model.name))
-                         .arg(request.gpus)
-                         .arg(QString::fromStdString(request.hardware.name))
-                         .arg(result_->plans.size()));
+  chart_->setResults(
+      ordered, front, limit,
+      tr("%1 \u00b7 %2 \u00d7 %3%4 \u00b7 top %5")
+          .arg(QString::fromStdString(request.model.name))
+          .arg(request.gpus)
+          .arg(QString::fromStdString(request.hardware.name))
+          .arg(request.gemm_precision == GemmPrecision::Fp8 ? tr(" (fp8 GEMMs)") : QString())
+          .arg(result_->plans.size()));
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];

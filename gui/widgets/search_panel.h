@@ -103,6 +103,10 @@ private:
   QSplitter *results_ = nullptr;
   bool sized_ = false;
   QString taken_from_; ///< the controls' settings last taken (takeSettingsFrom)
+  /// The explorer's GEMM precision and all-reduce algorithm, which every candidate runs with (as
+  /// `pipescope search --fp8 --collective-algorithm` pass them through; not searched).
+  GemmPrecision gemm_precision_ = GemmPrecision::Bf16;
+  CollectiveAlgorithm collective_algorithm_ = CollectiveAlgorithm::Auto;
 };
 
 } // namespace pipescope::gui

@@ -48,6 +48,7 @@ private slots:
   void clickingBestLoadsItsPlan();
   void cancelStopsTheSearch();
   void badRequestIsExplained();
+  void numericsFollowTheControls();
   void layerEditorAppliesLayout();
   void invalidLayoutKeepsThePlan();
   void layerEditorNeedsAModel();
@@ -197,6 +198,30 @@ void TestSearch::badRequestIsExplained() {
   QVERIFY(!search->result().has_value());
   QVERIFY2(search->status()->text().contains(QStringLiteral("memory"), Qt::CaseInsensitive),
            qPrintable(search->status()->text()));
+}
+
+// The controls' GEMM precision and all-reduce algorithm reach every candidate (not searched), as
+// `pipescope search --fp8 --collective-algorithm` pass them; FP8 only on hardware that has it.
+void TestSearch::numericsFollowTheControls() {
+  MainWindow window(quietOptions());
+  Plan plan = modelPlan();
+  QVERIFY(plan.model.has_value());
+  plan.model->training.gemm_precision = GemmPrecision::Fp8;
+  plan.model->training.collective_algorithm = CollectiveAlgorithm::Tree;
+  window.setPlan(plan);
+  window.settle();
+  SearchPanel *search = window.search();
+  window.tabs()->setCurrentWidget(search);
+  setUpSmallSearch(search, 16);
+  auto fp8 = search->request();
+  QVERIFY2(fp8.ok(), fp8.ok() ? "" : fp8.error().message.c_str());
+  QVERIFY(fp8->gemm_precision == GemmPrecision::Fp8);
+  QVERIFY(fp8->collective_algorithm == CollectiveAlgorithm::Tree);
+  search->hardwareBox()->setCurrentText(QStringLiteral("a100-80gb")); // no FP8 tensor cores
+  auto a100 = search->request();
+  QVERIFY2(a100.ok(), a100.ok() ? "" : a100.error().message.c_str());
+  QVERIFY(a100->gemm_precision == GemmPrecision::Bf16);
+  QVERIFY(a100->collective_algorithm == CollectiveAlgorithm::Tree);
 }
 
 void TestSearch::layerEditorAppliesLayout() {
