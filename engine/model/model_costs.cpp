@@ -196,8 +196,7 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   if (hw.efficiency > 1)
     return makeError(hardware + "efficiency is a fraction of peak, at most 1, got " +
                      number(hw.efficiency));
-  if (setup.training.gemm_precision == GemmPrecision::Fp8 &&
-      !(std::isfinite(hw.peak_fp8_tflops) && hw.peak_fp8_tflops > 0))
+  if (setup.training.gemm_precision == GemmPrecision::Fp8 && !hasFp8TensorCores(hw))
     return makeError("training: gemm_precision \"fp8\" but " + hardware +
                      "has no FP8 tensor cores (peak_fp8_tflops is 0); use gemm_precision \"bf16\" "
                      "or an FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware's "
@@ -1082,6 +1081,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 }
 
 } // namespace
+
+bool hasFp8TensorCores(const HardwareSpec &hardware) {
+  return std::isfinite(hardware.peak_fp8_tflops) && hardware.peak_fp8_tflops > 0;
+}
 
 int dtypeBytes(std::string_view dtype) {
   if (dtype == "bf16" || dtype == "fp16") return 2;

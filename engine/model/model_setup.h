@@ -257,6 +257,9 @@ struct ModelReport {
 
 /// The model's parameter count (embeddings, transformer layers, final norm, untied head).
 double parameterCount(const ModelSpec &model);
+/// Whether the GPU has FP8 tensor cores: a finite, positive `peak_fp8_tflops` (FP8 GEMMs are
+/// refused without it).
+bool hasFp8TensorCores(const HardwareSpec &hardware);
 /// Bytes of one element of the dtype (2 for bf16/fp16, 4 for fp32), 0 if unknown.
 int dtypeBytes(std::string_view dtype);
 

@@ -434,8 +434,7 @@ Status checkSearchRequest(const SearchRequest &request) {
       return makeError("--zero-stage: stage " + std::to_string(stage) +
                        " is listed twice; give each stage once");
   }
-  if (request.gemm_precision == GemmPrecision::Fp8 &&
-      !(std::isfinite(request.hardware.peak_fp8_tflops) && request.hardware.peak_fp8_tflops > 0))
+  if (request.gemm_precision == GemmPrecision::Fp8 && !hasFp8TensorCores(request.hardware))
     return makeError("--fp8: the " + request.hardware.name +
                      " has no FP8 tensor cores (its peak_fp8_tflops is 0); search in bf16, on an "
                      "FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware file's "

@@ -25,11 +25,6 @@ QString fromStd(std::string_view text) {
   return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
 }
 
-// Whether the GPU has FP8 tensor cores (the engine refuses FP8 GEMMs without their peak).
-bool hasFp8(const HardwareSpec &hardware) {
-  return hardware.peak_fp8_tflops > 0;
-}
-
 // Whether a family runs DualPipe's overlapped F&B pairs.
 bool usesOverlappedPairs(const std::string &name) {
   return name.rfind("dualpipe", 0) == 0;
@@ -586,7 +581,7 @@ void ControlsPanel::readControls() {
     readTraining(setup.training);
     // FP8 GEMMs need FP8 tensor cores: switching to a GPU without them (A100) falls back to bf16
     // rather than to the engine's refusal.
-    if (setup.training.gemm_precision == GemmPrecision::Fp8 && !hasFp8(setup.hardware)) {
+    if (setup.training.gemm_precision == GemmPrecision::Fp8 && !hasFp8TensorCores(setup.hardware)) {
       setup.training.gemm_precision = GemmPrecision::Bf16;
       const QSignalBlocker blocker(gemm_precision_);
       gemm_precision_->setCurrentIndex(
@@ -716,7 +711,7 @@ void ControlsPanel::updateTrainingApplicability() {
   // Without a model the whole group is disabled; its controls still show the last model's setup.
   const std::optional<ModelSetup> &setup = plan_.model ? plan_.model : remembered_model_;
   const QString hardware = setup ? QString::fromStdString(setup->hardware.name) : QString();
-  const bool fp8_hardware = setup && hasFp8(setup->hardware);
+  const bool fp8_hardware = setup && hasFp8TensorCores(setup->hardware);
   const QString precision_tip =
       tr("GEMM precision (plan field \"gemm_precision\"): fp8 runs the linear layers' GEMMs "
          "at the FP8 peak as Transformer Engine does; attention and the head stay bf16.");

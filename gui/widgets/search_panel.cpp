@@ -265,7 +265,7 @@ Result<SearchRequest> SearchPanel::request() const {
   request.top = top_->value();
   // FP8 only where this hardware has it (the controls fall back the same way).
   request.gemm_precision =
-      request.hardware.peak_fp8_tflops > 0 ? gemm_precision_ : GemmPrecision::Bf16;
+      hasFp8TensorCores(request.hardware) ? gemm_precision_ : GemmPrecision::Bf16;
   request.collective_algorithm = collective_algorithm_;
   if (auto status = checkSearchRequest(request); !status) return status.error();
   return request;
