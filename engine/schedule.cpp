@@ -60,6 +60,19 @@ const std::vector<FamilyEntry> &familyEntries() {
         PlacementKind::Loop, true, true, false},
        generators::checkInterleaved,
        generators::interleaved},
+      {{"combined-1f1b", "Combined 1F1B (EP all-to-all overlap)",
+        "Megatron-Core's schedule for MoE with --overlap-moe-expert-parallel-comm: interleaved "
+        "1F1B with one more warm-up forward, then every steady-state forward runs overlapped with "
+        "a backward of another microbatch, so each one's expert-parallel all-to-all hides behind "
+        "the other's compute (DualPipe's F&B overlap inside an interleaved pipeline). At P = 1: "
+        "F0, then (F1, B0), (F2, B1), ... and the last backward.",
+        "P = 1 with V = 1; or as interleaved-1f1b: P >= 2, V >= 2, M >= P, microbatch group G "
+        "with P <= G <= M dividing M",
+        "NVIDIA Megatron-Core, megatron/core/pipeline_parallel/combined_1f1b.py (MCore v0.14, "
+        "\"batch-level overlapping to hide EP-A2A communication\")",
+        PlacementKind::Loop, true, true, false, true},
+       generators::checkCombinedOneFOneB,
+       generators::combinedOneFOneB},
       {{"looped-bfs", "Looped BFS",
         "Each rank holds V model chunks (stage s on rank s mod P) and runs every forward of a "
         "chunk "
@@ -135,7 +148,7 @@ const std::vector<FamilyEntry> &familyEntries() {
         "overlapped with backward of the other. Every rank holds two stages' parameters.",
         "P even >= 2, M even >= 2P; V = 2 (the two directions)",
         "DeepSeek-AI, DeepSeek-V3 Technical Report (2024); deepseek-ai/DualPipe",
-        PlacementKind::Bidirectional, false, false, true},
+        PlacementKind::Bidirectional, false, false, true, true},
        generators::checkDualPipe,
        generators::dualPipe},
       {{"dualpipev", "DualPipeV",
@@ -143,7 +156,7 @@ const std::vector<FamilyEntry> &familyEntries() {
         "F&B pairs in the steady state.",
         "P >= 1, M >= 2P; V = 2 (fixed by the V-shape)",
         "deepseek-ai/DualPipe (DualPipeV, 2025); Sea AI Lab's cut-in-half note",
-        PlacementKind::VShape, false, false, true},
+        PlacementKind::VShape, false, false, true, true},
        generators::checkDualPipeV,
        generators::dualPipeV},
   };

@@ -37,7 +37,8 @@ Times are in microseconds, bandwidth in GB/s, sizes in bytes.
 
 schedule:
   --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2,
-                           interleaved-zb, zb-v, v-half, v-min, dualpipe, dualpipev
+                           interleaved-zb, zb-v, v-half, v-min, dualpipe, dualpipev,
+                           combined-1f1b
                            (default 1f1b); see 'pipescope schedules'
   --pp P                   pipeline ranks (default 4)
   --microbatches M         microbatches per step (default 8)
@@ -150,8 +151,8 @@ int runSimulate(const std::vector<std::string> &args) {
         has_pairs = has_pairs || op.kind == OpKind::OverlappedPair;
     if (!has_pairs)
       return fail("--overlapped does not apply to " + e.schedule.name +
-                  ": it has no overlapped F&B pairs; use it with dualpipe or dualpipev (or a "
-                  "custom schedule with OVERLAP_F_B actions)");
+                  ": it has no overlapped F&B pairs; use it with dualpipe, dualpipev or "
+                  "combined-1f1b (with M > P), or a custom schedule with OVERLAP_F_B actions");
   }
   std::optional<ModelReport> report;
   if (plan->model) {

@@ -25,6 +25,8 @@ RankOps oneFOneB(const ScheduleRequest &request, const Placement &placement);
 
 Status checkInterleaved(const ScheduleRequest &request);
 RankOps interleaved(const ScheduleRequest &request, const Placement &placement);
+Status checkCombinedOneFOneB(const ScheduleRequest &request);
+RankOps combinedOneFOneB(const ScheduleRequest &request, const Placement &placement);
 Status checkInterleavedZeroBubble(const ScheduleRequest &request);
 RankOps interleavedZeroBubble(const ScheduleRequest &request, const Placement &placement);
 Status checkLoopedBfs(const ScheduleRequest &request);

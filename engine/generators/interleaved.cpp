@@ -47,7 +47,12 @@ Status checkInterleaved(const ScheduleRequest &request) {
 //   warm-up:   min(2(P-1-r) + (V-1)G, MV) forwards   (all MV when M == P, as Megatron does)
 //   steady:    MV - warm-up pairs of forward k+warm-up then backward k
 //   cool-down: the remaining backwards
-RankOps interleaved(const ScheduleRequest &request, const Placement &placement) {
+namespace {
+
+// Megatron's interleaved order on every rank; `combined` pairs each steady-state forward with
+// its backward as one overlapped op after one more warm-up forward (combined 1F1B).
+RankOps interleavedOrder(const ScheduleRequest &request, const Placement &placement,
+                         bool combined) {
   const int pp = placement.pp;
   const int chunks = placement.chunks;
   const int microbatches = request.microbatches;
@@ -79,18 +84,71 @@ RankOps interleaved(const ScheduleRequest &request, const Placement &placement) 
       const Slot &slot = table[static_cast<std::size_t>(k)];
       return fullBackwardOp((chunks - 1 - slot.chunk) * pp + r, slot.microbatch);
     };
-    int warmup =
-        microbatches == pp ? total : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
+    // P = 1 (Megatron's no-pipelining path) has no warm-up of its own.
+    int warmup = pp == 1              ? 0
+                 : microbatches == pp ? total
+                                      : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
+    if (combined) warmup = std::min(warmup + 1, total);
     for (int k = 0; k < warmup; ++k)
       ops.push_back(forward_k(k));
     for (int k = 0; k < total - warmup; ++k) {
-      ops.push_back(forward_k(k + warmup));
-      ops.push_back(backward_k(k));
+      const Op forward = forward_k(k + warmup), backward = backward_k(k);
+      if (combined) {
+        ops.push_back(
+            overlappedOp(forward.stage, forward.microbatch, backward.stage, backward.microbatch));
+      } else {
+        ops.push_back(forward);
+        ops.push_back(backward);
+      }
     }
     for (int k = total - warmup; k < total; ++k)
       ops.push_back(backward_k(k));
   }
   return ranks;
+}
+
+} // namespace
+
+RankOps interleaved(const ScheduleRequest &request, const Placement &placement) {
+  return interleavedOrder(request, placement, false);
+}
+
+// Megatron-Core's combined 1F1B (megatron/core/pipeline_parallel/combined_1f1b.py, enabled by
+// --overlap-moe-expert-parallel-comm): the interleaved order with one more warm-up forward
+// ("to ensure the forward and backward computations are independent in all 1f1b steps",
+// get_pp_rank_microbatches in schedules.py), then each steady-state step runs the forward of
+// one microbatch and the backward of another layer by layer on two streams, so one's
+// expert-parallel all-to-all hides behind the other's compute: an overlapped F&B pair, priced
+// as DualPipe's. At P = 1 (combined_1f1b_schedule_for_no_pipelining): F0, (F1, B0), ...,
+// (F(M-1), B(M-2)), B(M-1). Megatron requires virtual stages when P > 1.
+Status checkCombinedOneFOneB(const ScheduleRequest &request) {
+  if (request.pp == 1) {
+    if (request.chunks != 1)
+      return makeError("combined-1f1b at P = 1 runs one chunk (Megatron's no-pipelining path), "
+                       "got V = " +
+                       std::to_string(request.chunks) + "; use V = 1");
+    if (request.microbatch_group > 1)
+      return makeError("combined-1f1b at P = 1 has no microbatch groups; leave G unset");
+    return Ok{};
+  }
+  if (request.chunks < 2)
+    return makeError("combined-1f1b needs V >= 2 chunks per rank when P > 1 (Megatron-Core: "
+                     "\"virtual_pipeline_model_parallel_size must be specified when "
+                     "pipeline_model_parallel_size > 1\"), got V = " +
+                     std::to_string(request.chunks));
+  if (auto status = checkInterleaved(request); !status) {
+    // Same rules as interleaved-1f1b; name this family in the message.
+    const std::string &message = status.error().message;
+    const std::string interleaved_name = "interleaved-1f1b";
+    return makeError(message.rfind(interleaved_name, 0) == 0
+                         ? "combined-1f1b" + message.substr(interleaved_name.size())
+                         : "combined-1f1b: " + message);
+  }
+  return Ok{};
+}
+
+RankOps combinedOneFOneB(const ScheduleRequest &request, const Placement &placement) {
+  return interleavedOrder(request, placement, true);
 }
 
 } // namespace pipescope::generators

@@ -25,11 +25,6 @@ QString fromStd(std::string_view text) {
   return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
 }
 
-// Whether a family runs DualPipe's overlapped F&B pairs.
-bool usesOverlappedPairs(const std::string &name) {
-  return name.rfind("dualpipe", 0) == 0;
-}
-
 /// EP sizes the plan's model and mesh admit: 1, and for a mixture-of-experts model every size
 /// dividing both the experts and dp × cp (expert parallelism folds into those ranks).
 std::vector<int> expertParallelChoices(const Plan &plan) {
@@ -671,11 +666,12 @@ void ControlsPanel::updateApplicability() {
                : tr("%1 runs the full backward B as one op; W matters only for schedules that "
                     "split it (ZB-H1, ZB-H2, ZB-V, DualPipe).")
                      .arg(title));
-    const bool pairs = family && usesOverlappedPairs(family->name);
+    const bool pairs = family && family->overlapped_pairs;
     overlapped_->setEnabled(pairs);
     overlapped_->setToolTip(
         pairs ? tr("Time of one overlapped F&B pair; 0 means F + B")
-              : tr("Only DualPipe and DualPipeV overlap a forward with a backward."));
+              : tr("Only DualPipe, DualPipeV and combined 1F1B overlap a forward with a "
+                   "backward."));
   }
   model_group_->setEnabled(model);
   model_group_->setToolTip(

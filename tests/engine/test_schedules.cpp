@@ -342,6 +342,52 @@ private slots:
         }
   }
 
+  // Megatron-Core's combined 1F1B: Megatron's interleaved warm-up plus one forward, then every
+  // steady-state forward paired with the backward the interleaved order runs after it.
+  void combinedOneFOneBPairsTheSteadyState() {
+    const auto single = evaluateOrFail({"combined-1f1b", 1, 4, 1, 0});
+    const std::vector<Op> expected{forwardOp(0, 0), overlappedOp(0, 1, 0, 0),
+                                   overlappedOp(0, 2, 0, 1), overlappedOp(0, 3, 0, 2),
+                                   fullBackwardOp(0, 3)};
+    QVERIFY(single.schedule.ranks[0] == expected);
+    for (int pp : {2, 4, 8})
+      for (int v : {2, 4})
+        for (int m : {2 * pp, 4 * pp}) {
+          const auto combined = evaluateOrFail({"combined-1f1b", pp, m, v, 0});
+          const auto plain = evaluateOrFail({"interleaved-1f1b", pp, m, v, 0});
+          for (int r = 0; r < pp; ++r) {
+            const auto &ops = combined.schedule.ranks[static_cast<std::size_t>(r)];
+            const int warmup = std::min(2 * (pp - 1 - r) + (v - 1) * pp + 1, m * v);
+            int leading = 0;
+            while (leading < static_cast<int>(ops.size()) &&
+                   ops[static_cast<std::size_t>(leading)].kind == OpKind::Forward)
+              ++leading;
+            QCOMPARE(leading, warmup);
+            int pairs = 0;
+            for (const Op &op : ops)
+              pairs += op.kind == OpKind::OverlappedPair;
+            QCOMPARE(pairs, m * v - warmup);
+            // The same backward order as interleaved-1f1b.
+            std::vector<std::pair<int, int>> combined_backwards, plain_backwards;
+            for (const Op &op : ops)
+              if (op.kind == OpKind::OverlappedPair)
+                combined_backwards.emplace_back(op.backward_stage, op.backward_microbatch);
+              else if (op.kind == OpKind::FullBackward)
+                combined_backwards.emplace_back(op.stage, op.microbatch);
+            for (const Op &op : plain.schedule.ranks[static_cast<std::size_t>(r)])
+              if (op.kind == OpKind::FullBackward)
+                plain_backwards.emplace_back(op.stage, op.microbatch);
+            QVERIFY(combined_backwards == plain_backwards);
+          }
+          // Overlap that saves time shortens the step; none (F&B = F + B) costs the longer
+          // warm-up at most.
+          Costs overlapped;
+          overlapped.overlapped_us = 2.4; // F + B = 3
+          QVERIFY(evaluateOrFail({"combined-1f1b", pp, m, v, 0}, overlapped).simulation.makespan_us <
+                  plain.simulation.makespan_us);
+        }
+  }
+
   void breadthFirstGroupHoldsMoreActivations() {
     const auto depth = evaluateOrFail({"interleaved-1f1b", 4, 16, 2, 4});
     const auto breadth = evaluateOrFail({"interleaved-1f1b", 4, 16, 2, 16});
@@ -454,6 +500,11 @@ private slots:
     QTest::newRow("M=0") << "gpipe" << 4 << 0 << 1 << "M (microbatches) must be between 1";
     QTest::newRow("V=2 on 1f1b") << "1f1b" << 4 << 8 << 2 << "use interleaved-1f1b";
     QTest::newRow("V=1 interleaved") << "interleaved-1f1b" << 4 << 8 << 1 << "needs V >= 2";
+    QTest::newRow("V=1 combined") << "combined-1f1b" << 4 << 8 << 1
+                                  << "virtual_pipeline_model_parallel_size must be specified";
+    QTest::newRow("P=1 V=2 combined") << "combined-1f1b" << 1 << 8 << 2 << "use V = 1";
+    QTest::newRow("M<P combined") << "combined-1f1b" << 4 << 2 << 2
+                                  << "combined-1f1b needs M >= P microbatches";
     QTest::newRow("M<P interleaved")
         << "interleaved-1f1b" << 8 << 4 << 2 << "raise M to at least 8";
     QTest::newRow("absurd P") << "1f1b" << 1000000 << 8 << 1 << "must be between 1 and 16384";
