@@ -53,6 +53,9 @@ std::span<const PlanOption> planOptions() {
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"collective-algorithm", "ALGO",
        "All-reduce algorithm: auto (NCCL's pick per message), ring or tree (with --model)."},
+      {"moe-dispatcher", "D",
+       "MoE token dispatch: alltoall (NCCL, every routed copy; default), deepep or hybridep "
+       "(once per node and GPU) (with --model)."},
       {"cross-entropy", "MODE",
        "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
        "--model)."},
@@ -233,6 +236,12 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
                          "' is not known; use vocab-parallel or torch-fp32");
       setup.training.cross_entropy = *loss;
     }
+    if (auto dispatcher = a.text("moe-dispatcher")) {
+      if (!isMoeDispatcher(*dispatcher))
+        return makeError("--moe-dispatcher '" + *dispatcher +
+                         "' is not known; use alltoall, deepep or hybridep");
+      setup.training.moe_dispatcher = *dispatcher;
+    }
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
@@ -240,7 +249,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
   } else {
     for (const char *name :
          {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
-          "expert-imbalance", "cross-entropy", "collective-algorithm", "gemm-precision", "fp8"})
+          "expert-imbalance", "cross-entropy", "moe-dispatcher", "collective-algorithm",
+          "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

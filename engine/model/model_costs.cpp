@@ -601,9 +601,14 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     // the node on NVLink and to the others on the network at once (moe.h).
     const auto intra = collectiveSpeed(hw, Link::Intra), inter = collectiveSpeed(hw, Link::Inter);
     const int nodes = mesh_links.ep[i] == Link::Intra ? 1 : std::max(2, mesh_links.ep_nodes[i]);
+    const bool hierarchical = training.moe_dispatcher != "alltoall";
     const auto all_to_all = [&](double element_bytes) {
-      return moeAllToAllOverNodesUs(local, shape, ep, nodes, {intra.first, intra.second},
-                                    {inter.first, inter.second}, element_bytes);
+      return hierarchical ? moeHierarchicalAllToAllUs(local, shape, ep, nodes,
+                                                      {intra.first, intra.second},
+                                                      {inter.first, inter.second}, element_bytes)
+                          : moeAllToAllOverNodesUs(local, shape, ep, nodes,
+                                                   {intra.first, intra.second},
+                                                   {inter.first, inter.second}, element_bytes);
     };
     // An FP8 dispatch (1 byte per element) and a 16-bit combine per pass (DeepSeek-V3 §3.3):
     // their mean stands for "one dispatch or combine" wherever two are counted.

@@ -202,6 +202,10 @@ nlohmann::json toJson(const ModelSpec &m) {
                         {"first_dense_layers", m.first_dense_layers},
                         {"capacity_factor", m.capacity_factor}};
   if (m.mtp_layers > 0) out["mtp_layers"] = m.mtp_layers;
+  if (m.router_groups > 0) {
+    out["router_groups"] = m.router_groups;
+    out["router_group_topk"] = m.router_group_topk;
+  }
   if (m.head_dim > 0) out["head_dim"] = m.head_dim;
   if (m.kv_lora_rank > 0) {
     out["q_lora_rank"] = m.q_lora_rank;
@@ -263,6 +267,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
       {"collective_algorithm", collectiveAlgorithmName(training.collective_algorithm)},
       {"gemm_precision", gemmPrecisionName(training.gemm_precision)},
       {"cross_entropy", training.cross_entropy}};
+  if (training.moe_dispatcher != "alltoall") out["moe_dispatcher"] = training.moe_dispatcher;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
@@ -306,7 +311,9 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
                           "shared_experts",
                           "expert_ffn_hidden",
                           "first_dense_layers",
-                          "capacity_factor"});
+                          "capacity_factor",
+                          "router_groups",
+                          "router_group_topk"});
       !s)
     return s.error();
   ModelSpec m;
@@ -342,7 +349,9 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
       .integer("shared_experts", m.shared_experts, 0, 1 << 10)
       .integer("expert_ffn_hidden", m.expert_ffn_hidden, 0, 1 << 22)
       .integer("first_dense_layers", m.first_dense_layers, 0, 100000)
-      .number("capacity_factor", m.capacity_factor, 0, 1e6);
+      .number("capacity_factor", m.capacity_factor, 0, 1e6)
+      .integer("router_groups", m.router_groups, 0, 1 << 16)
+      .integer("router_group_topk", m.router_group_topk, 0, 1 << 16);
   if (!fields.ok()) return fields.error();
   if (m.kv_heads < 0) m.kv_heads = m.heads; // absent: multi-head attention
   const bool latent = m.kv_lora_rank > 0;
@@ -388,6 +397,24 @@ Result<ModelSpec> modelSpecFromJson(const nlohmann::json &json, const std::strin
     if (m.capacity_factor != 0 && m.capacity_factor < 1)
       return makeError(pointer + "/capacity_factor: 0 (dropless) or at least 1, got " +
                        std::to_string(m.capacity_factor));
+    if (m.router_groups > 0) {
+      if (m.experts % m.router_groups != 0)
+        return makeError(pointer + "/router_groups: " + std::to_string(m.router_groups) +
+                         " must divide experts (" + std::to_string(m.experts) + ")");
+      if (m.router_group_topk < 1 || m.router_group_topk > m.router_groups)
+        return makeError(pointer + "/router_group_topk: " + std::to_string(m.router_group_topk) +
+                         " must be between 1 and router_groups (" +
+                         std::to_string(m.router_groups) + ")");
+      const long long reachable =
+          static_cast<long long>(m.router_group_topk) * (m.experts / m.router_groups);
+      if (m.experts_per_token > reachable)
+        return makeError(pointer + "/router_group_topk: " + std::to_string(m.router_group_topk) +
+                         " groups of " + std::to_string(m.experts / m.router_groups) +
+                         " experts hold fewer than experts_per_token (" +
+                         std::to_string(m.experts_per_token) + "); raise it");
+    } else if (m.router_group_topk != 0) {
+      return makeError(pointer + "/router_group_topk: set without router_groups; give both");
+    }
   } else if (m.experts_per_token > 0 || m.shared_experts > 0) {
     return makeError(pointer + "/experts: 0 (dense), but experts_per_token or shared_experts is "
                                "set; give the number of routed experts");
@@ -515,7 +542,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                          {"recompute", "zero1", "zero_stage", "sequence_parallel",
                           "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
                           "layout", "expert_load_imbalance", "collective_algorithm",
-                          "gemm_precision", "fp8_dispatch", "cross_entropy"});
+                          "gemm_precision", "fp8_dispatch", "cross_entropy", "moe_dispatcher"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -535,7 +562,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("balance_layers", training.balance_layers)
       .boolean("overlap_gradient_sync", training.overlap_gradient_sync)
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
-      .text("cross_entropy", training.cross_entropy);
+      .text("cross_entropy", training.cross_entropy)
+      .text("moe_dispatcher", training.moe_dispatcher);
   std::string layout;
   std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
   fields.text("layout", layout).text("collective_algorithm", algorithm);
@@ -553,6 +581,9 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (training.cross_entropy != "vocab-parallel" && training.cross_entropy != "torch-fp32")
     return makeError(pointer + "/cross_entropy: '" + training.cross_entropy +
                      "' is not known; use vocab-parallel or torch-fp32");
+  if (!isMoeDispatcher(training.moe_dispatcher))
+    return makeError(pointer + "/moe_dispatcher: '" + training.moe_dispatcher +
+                     "' is not known; use alltoall, deepep or hybridep");
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;

@@ -76,6 +76,11 @@ struct ModelSpec {
   /// Tokens an expert takes at most, as a multiple of the balanced share (Switch Transformer's
   /// capacity factor); 0 = dropless (no cap).
   double capacity_factor = 0;
+  /// Group-limited (node-limited) routing, Megatron's --moe-router-num-groups and
+  /// --moe-router-group-topk (DeepSeek-V3 §2.1.2: each token's experts lie in at most
+  /// `router_group_topk` of `router_groups` expert groups, DeepSeek-V3 8 and 4). 0: unlimited.
+  int router_groups = 0;
+  int router_group_topk = 0;
   std::string notes; ///< free text shown with the preset
 };
 
@@ -173,7 +178,18 @@ struct TrainingSetup {
   /// log-probabilities, the incoming gradient and the input gradient at once, two more fp32
   /// logit-sized tensors on the loss rank.
   std::string cross_entropy = "vocab-parallel";
+  /// How MoE tokens reach their experts (Megatron's --moe-token-dispatcher-type and
+  /// --moe-flex-dispatcher-backend). "alltoall": NCCL all-to-all of every routed copy (the
+  /// default). "deepep" (DeepEP's normal kernels) and "hybridep" (NVIDIA's HybridEP, DeepEP's
+  /// hybrid-ep branch): one fused kernel that sends a token once to each other node holding one
+  /// of its experts (RDMA) and once to each GPU holding one (NVLink), not once per expert (moe.h).
+  std::string moe_dispatcher = "alltoall";
 };
+
+/// "alltoall", "deepep" or "hybridep" (TrainingSetup::moe_dispatcher).
+inline bool isMoeDispatcher(const std::string &name) {
+  return name == "alltoall" || name == "deepep" || name == "hybridep";
+}
 
 struct ModelSetup {
   ModelSpec model;

@@ -7,6 +7,7 @@
 #include "engine/model/moe.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pipescope {
 
@@ -128,6 +129,51 @@ double allToAllBytes(const ModelSpec &m, const LayerShape &shape, double element
 }
 
 } // namespace
+
+namespace {
+
+/// C(available, k) / C(total, k): the chance that k distinct experts drawn uniformly from `total`
+/// all avoid a set of total − available of them.
+double allMiss(double available, double total, int k) {
+  double ratio = 1;
+  for (int i = 0; i < k; ++i) {
+    if (available - i <= 0) return 0;
+    ratio *= (available - i) / (total - i);
+  }
+  return ratio;
+}
+
+} // namespace
+
+RoutedDestinations expectedDestinations(const ModelSpec &m, int expert_parallel, int nodes) {
+  RoutedDestinations out;
+  if (expert_parallel <= 1) return out;
+  const double experts = m.experts, ep = expert_parallel, n = std::max(1, nodes);
+  const int k = m.experts_per_token;
+  // Node-limited routing applies when its groups are the group's nodes.
+  const double chosen_nodes =
+      m.router_groups > 0 && m.router_groups == nodes ? m.router_group_topk : n;
+  const double candidates = chosen_nodes * experts / n; // experts a token may pick from
+  const double node_picked = chosen_nodes / n;          // a given node among the chosen
+  out.remote_nodes =
+      (n - 1) * node_picked * (1 - allMiss(candidates - experts / n, candidates, k));
+  out.other_gpus = (ep - 1) * node_picked * (1 - allMiss(candidates - experts / ep, candidates, k));
+  return out;
+}
+
+double moeHierarchicalAllToAllUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel,
+                                 int nodes, LinkSpeed intra, LinkSpeed inter,
+                                 double element_bytes) {
+  if (expert_parallel <= 1) return 0;
+  const RoutedDestinations where = expectedDestinations(m, expert_parallel, nodes);
+  // Bytes of one copy of each of the rank's tokens (÷t under SP).
+  const double token_bytes = allToAllBytes(m, shape, element_bytes) / m.experts_per_token;
+  const double nvlink_us =
+      where.other_gpus * token_bytes / (intra.gbps * 1e3) + intra.latency_us;
+  if (nodes <= 1) return nvlink_us;
+  const double rdma_us = where.remote_nodes * token_bytes / (inter.gbps * 1e3) + inter.latency_us;
+  return std::max(nvlink_us, rdma_us);
+}
 
 double moeAllToAllUs(const ModelSpec &m, const LayerShape &shape, int expert_parallel, double gbps,
                      double latency_us, double element_bytes) {

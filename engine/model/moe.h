@@ -38,6 +38,29 @@ double moeAllToAllOverNodesUs(const ModelSpec &model, const LayerShape &shape, i
                               int nodes, LinkSpeed intra, LinkSpeed inter,
                               double element_bytes = 0);
 
+/// Where one token's k routed copies go, in expectation over balanced random routing (each token
+/// picks k distinct experts uniformly among those its group limit allows), on an EP group of `ep`
+/// ranks spread evenly over `nodes` nodes with the experts in contiguous blocks (expert e on EP
+/// rank e·ep/E, as Megatron-Core places them): the other nodes and the other GPUs holding at least
+/// one of them. Node-limited routing (router_groups = the nodes the group spans, as DeepSeek-V3
+/// aligns its 8 groups with 8 nodes) first picks router_group_topk of the nodes.
+struct RoutedDestinations {
+  double remote_nodes = 0; ///< other nodes receiving the token
+  double other_gpus = 0;   ///< other GPUs of the group receiving it (in any node)
+};
+RoutedDestinations expectedDestinations(const ModelSpec &model, int expert_parallel, int nodes);
+
+/// One dispatch (or combine) by DeepEP's normal kernels or HybridEP (Megatron's flex
+/// dispatcher): each token crosses the network once per remote node it needs (RDMA to the GPU of
+/// the same index there, which forwards it on NVLink) and NVLink once per other GPU it needs,
+/// in one kernel, so the slower of the two sets the time. The NVLink count includes the forwarded
+/// copies (an upper bound: a copy for the same-index GPU needs no NVLink hop). DeepEP measured its
+/// normal kernels at 43-58 GB/s per 50 GB/s NIC of RDMA "bottleneck bandwidth" on H800 with this
+/// per-node deduplication (deepseek-ai/DeepEP, docs/legacy.md, EP 16-64), i.e. at the NIC's rate.
+double moeHierarchicalAllToAllUs(const ModelSpec &model, const LayerShape &shape,
+                                 int expert_parallel, int nodes, LinkSpeed intra, LinkSpeed inter,
+                                 double element_bytes = 0);
+
 /// Parameters of one MoE layer's routed experts (whole model, all experts) and of its router
 /// and shared experts (held like the dense MLP).
 double routedExpertParams(const ModelSpec &model);

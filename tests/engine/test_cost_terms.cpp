@@ -407,6 +407,82 @@ private slots:
     QCOMPARE(ep_time(1, "tp-pp-dp"), 0.0);
   }
 
+  // DeepEP / HybridEP send a token once per other node and once per other GPU that holds one of
+  // its experts, not once per expert: the expected counts under balanced random routing by hand
+  // (E = 8 experts, top-2, EP = 4 over 2 nodes: 4 experts a node, 2 a GPU).
+  void hierarchicalDispatchCountsNodesAndGpusByHand() {
+    ModelSpec m;
+    m.experts = 8, m.experts_per_token = 2, m.hidden = 1024, m.sequence_length = 1000;
+    m.microbatch_size = 1, m.dtype = "bf16";
+    // A given other node is missed when both experts come from the 4 elsewhere: C(4,2)/C(8,2).
+    const RoutedDestinations open = expectedDestinations(m, 4, 2);
+    QVERIFY(near(open.remote_nodes, 1 - 6.0 / 28));
+    QVERIFY(near(open.other_gpus, 3 * (1 - 15.0 / 28)));
+    // Node-limited (one of the 2 groups = nodes): half the tokens stay home and hit the other GPU
+    // there with 1 - C(2,2)/C(4,2) = 5/6; the other half reach the other node and 5/3 GPUs in it.
+    m.router_groups = 2, m.router_group_topk = 1;
+    const RoutedDestinations limited = expectedDestinations(m, 4, 2);
+    QVERIFY(near(limited.remote_nodes, 0.5));
+    QVERIFY(near(limited.other_gpus, 0.5 * 5.0 / 6 + 0.5 * 5.0 / 3));
+    // Groups that are not the group's nodes limit nothing here.
+    QVERIFY(near(expectedDestinations(m, 4, 1).other_gpus, 3 * (1 - 15.0 / 28)));
+    QCOMPARE(expectedDestinations(m, 1, 1).other_gpus, 0.0);
+    // Time: the slower of the RDMA copies (one per remote node) and the NVLink copies.
+    const LayerShape shape{1, false, false, 1, false};
+    const double token_bytes = 1000.0 * 1024 * 2;
+    const LinkSpeed nvlink{400, 1}, ib{40, 5};
+    QVERIFY(near(moeHierarchicalAllToAllUs(m, shape, 4, 2, nvlink, ib),
+                 std::max(limited.other_gpus * token_bytes / 400e3 + 1,
+                          limited.remote_nodes * token_bytes / 40e3 + 5)));
+    QVERIFY(near(moeHierarchicalAllToAllUs(m, shape, 4, 1, nvlink, ib),
+                 expectedDestinations(m, 4, 1).other_gpus * token_bytes / 400e3 + 1));
+    // Against NCCL's all-to-all of every copy, deduplication sends less over the network.
+    QVERIFY(moeHierarchicalAllToAllUs(m, shape, 4, 2, nvlink, ib) <
+            moeAllToAllOverNodesUs(m, shape, 4, 2, nvlink, ib));
+  }
+
+  // The plan field picks the dispatcher: DeepSeek-V3 over 64 ranks on 8 nodes, node-limited.
+  void moeDispatcherFieldSelectsThePricing() {
+    auto loaded = presetSetup("deepseek-v3", "h800");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    QCOMPARE(setup.model.router_groups, 8);
+    QCOMPARE(setup.model.router_group_topk, 4);
+    auto schedule = generateSchedule({"1f1b", 16, 32, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 64, mesh.tp = 1, mesh.pp = 16, mesh.gpus_per_node = 8, mesh.ep = 64;
+    mesh.order = *Mesh::parseOrder("tp-cp-dp-pp");
+    const auto ep_us = [&](const char *dispatcher) {
+      setup.training.moe_dispatcher = dispatcher;
+      auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+      return derivation ? derivation->stage_breakdown[1].forward.ep_us : -1.0;
+    };
+    const double nccl = ep_us("alltoall"), deepep = ep_us("deepep");
+    QVERIFY(nccl > 0 && deepep > 0);
+    // 8 copies, 56/64 of them off the node, against about 3.2 nodes a token.
+    QVERIFY2(deepep < 0.5 * nccl, qPrintable(QString("%1 vs %2").arg(deepep).arg(nccl)));
+    QCOMPARE(ep_us("hybridep"), deepep);
+    auto json = toJson(setup.training);
+    json["moe_dispatcher"] = "nvshmem";
+    auto bad = trainingSetupFromJson(json, "/training");
+    QVERIFY(!bad);
+    QVERIFY2(bad.error().message.find("/training/moe_dispatcher") != std::string::npos,
+             bad.error().message.c_str());
+    auto model = toJson(setup.model);
+    model["router_group_topk"] = 9;
+    auto too_many_groups = modelSpecFromJson(model, "/model");
+    QVERIFY(!too_many_groups);
+    QVERIFY2(too_many_groups.error().message.find("/model/router_group_topk") != std::string::npos,
+             too_many_groups.error().message.c_str());
+    model["router_groups"] = 7; // does not divide 256 experts
+    model["router_group_topk"] = 4;
+    auto uneven = modelSpecFromJson(model, "/model");
+    QVERIFY(!uneven);
+    QVERIFY2(uneven.error().message.find("/model/router_groups") != std::string::npos,
+             uneven.error().message.c_str());
+  }
+
   void moeRefusalsNameTheField() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());

@@ -28,26 +28,26 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -15.9 % with FP8 GEMMs and the FP8 dispatch (+22.7 % in bf16 with every routed copy over
-    // InfiniBand); node-limited routing is not modeled, so the row is held out of the goal below
-    // (docs/validation.md).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.17},
+    // -30.6 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // the all-to-all; the figure is a whole-run mean (batch ramp, restarts and checkpoints
+    // inside it). Held out of the goal below (docs/validation.md).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.32},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
     // fit the H100 FP8 curve's one factor.
     {"megatron-bridge-h100/llama3-70b-gbs128", 0.035},
     {"megatron-bridge-h100/llama3-70b-gbs256", 0.06},
     {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.09},
     {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
-    // Held out, MoE. The two PP2 rows come out too fast (-65 %, -39 %): with EP inside a node the
-    // all-to-all is cheap, and host overhead of 128 small experts is not modeled; the
-    // measured 25.11 and 26.02.01 figures of one configuration differ 1.8x (5113 vs 9058
-    // tokens/s/GPU), so software moves them more than any model term. EP 16 across two nodes
-    // (its copies to the node's peers on NVLink, the rest on InfiniBand) is within 2 %; DeepSeek-V3
-    // on H100 is too slow (+39 %): its all-to-all overlap (moe_a2a_overlap) is not modeled.
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.66},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.41},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.03},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.40},
+    // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
+    // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on). All come out too fast: the
+    // MoE layers' compute beyond their GEMMs, attention and memory-bound kernels (host launch
+    // overhead of many small kernels, the dispatcher's host sync) is not modeled. The 25.11 and
+    // 26.02.01 figures of the PP 2 configuration differ 1.8x (5113 vs 9058 tokens/s/GPU), so
+    // software moves them more than any model term.
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.73},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.54},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.45},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.29},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -61,9 +61,9 @@ const std::map<std::string, double> kMemoryErrorBounds = {
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
 /// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
-/// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE all-to-all
-/// overlap and node-limited routing are not modeled (see above), and the H100 FP8 curve was fit
-/// on the dense megatron-bridge-h100 rows (kFitRows).
+/// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE layers' compute
+/// overheads are not modeled (see above), and the H100 FP8 curve was fit on the dense
+/// megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
 /// 8.9 % worst on such a set); today 1.7 % and 5.5 %.
@@ -74,9 +74,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.045, kFitWorstBound = 0.085;
-/// Every row: today 10.3 % mean, 65.2 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 13.6 % mean, 71.7 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.11, kAllWorstBound = 0.66;
+constexpr double kAllMeanBound = 0.14, kAllWorstBound = 0.73;
 
 } // namespace
 
