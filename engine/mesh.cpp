@@ -107,6 +107,43 @@ RankCoords Mesh::unfold(int folded, RankCoords base) const {
   return base;
 }
 
+namespace {
+
+/// tp, cp and dp in the order's precedence, innermost first.
+std::array<MeshDim, 3> nonPipelineDims(const RankOrder &order) {
+  std::array<MeshDim, 3> dims{};
+  std::size_t i = 0;
+  for (MeshDim dim : order)
+    if (dim != MeshDim::PP) dims[i++] = dim;
+  return dims;
+}
+
+} // namespace
+
+int Mesh::expertFoldedIndexOf(const RankCoords &coords) const {
+  if (!expertsFoldTp()) return foldedIndexOf(coords);
+  RankCoords c = coords;
+  int folded = 0, stride = 1;
+  for (MeshDim dim : nonPipelineDims(order)) {
+    folded += coordOf(c, dim) * stride;
+    stride *= sizeOf(dim);
+  }
+  return folded;
+}
+
+RankCoords Mesh::expertUnfold(int folded, RankCoords base) const {
+  if (!expertsFoldTp()) return unfold(folded, base);
+  for (MeshDim dim : nonPipelineDims(order)) {
+    coordOf(base, dim) = folded % sizeOf(dim);
+    folded /= sizeOf(dim);
+  }
+  return base;
+}
+
+int Mesh::expertIndexOf(const RankCoords &coords) const {
+  return expertFoldedIndexOf(coords) / (expertsFoldTp() ? expertTpSize() : 1) % ep;
+}
+
 std::vector<int> Mesh::groupOf(MeshGroup group, int rank) const {
   RankCoords c = coordsOf(rank);
   std::vector<int> members;
@@ -118,7 +155,6 @@ std::vector<int> Mesh::groupOf(MeshGroup group, int rank) const {
       members.push_back(rankOf(c));
     }
   };
-  const int folded = foldedIndexOf(c);
   switch (group) {
   case MeshGroup::TP: along(c.t); break;
   case MeshGroup::CP: along(c.c); break;
@@ -128,14 +164,20 @@ std::vector<int> Mesh::groupOf(MeshGroup group, int rank) const {
     for (int f = 0; f < size; ++f)
       members.push_back(rankOf(unfold(f, c)));
     break;
-  case MeshGroup::EP: // ep consecutive folded indices
-    for (int j = 0; j < size; ++j)
-      members.push_back(rankOf(unfold(folded / ep * ep + j, c)));
+  case MeshGroup::EP:
+  case MeshGroup::ExpertData: {
+    // Expert shards of etp consecutive indices (1 when etp = tp: the t coordinate carries them),
+    // ep of those in an EP group, the groups side by side.
+    const int shard = expertsFoldTp() ? expertTpSize() : 1;
+    const int index = expertFoldedIndexOf(c);
+    const int block = shard * ep;
+    for (int j = 0; j < size; ++j) {
+      const int member = group == MeshGroup::EP ? index / block * block + index % shard + j * shard
+                                                : index % block + j * block;
+      members.push_back(rankOf(expertUnfold(member, c)));
+    }
     break;
-  case MeshGroup::ExpertData: // the same place in every EP group
-    for (int j = 0; j < size; ++j)
-      members.push_back(rankOf(unfold(folded % ep + j * ep, c)));
-    break;
+  }
   }
   return members;
 }
@@ -232,12 +274,25 @@ Status Mesh::check() const {
   for (const auto &s : sizes)
     if (s.value < 1)
       return makeError(std::string(s.name) + " must be at least 1, got " + std::to_string(s.value));
+  if (etp < 0 || (etp > 0 && tp % etp != 0))
+    return makeError("etp = " + std::to_string(etp) + " does not divide tp = " +
+                     std::to_string(tp) +
+                     "; expert tensor parallelism splits each expert over a divisor of tp (1 for "
+                     "whole experts, tp or 0 to split them like the dense layers)");
   const auto world = static_cast<std::int64_t>(dp) * cp * tp * pp;
   if (world > kMaxWorldSize)
     return makeError("the mesh has " + std::to_string(world) +
                      " GPUs (dp × cp × tp × pp); pipescope models at most " +
                      std::to_string(kMaxWorldSize) + "; use fewer GPUs");
-  if ((static_cast<std::int64_t>(dp) * cp) % ep != 0)
+  if (expertsFoldTp() && (static_cast<std::int64_t>(dp) * cp * (tp / expertTpSize())) % ep != 0)
+    return makeError("ep = " + std::to_string(ep) + " does not divide dp × cp × tp / etp = " +
+                     std::to_string(dp) + " × " + std::to_string(cp) + " × " + std::to_string(tp) +
+                     " / " + std::to_string(expertTpSize()) + " = " +
+                     std::to_string(dp * cp * (tp / expertTpSize())) +
+                     "; with expert tensor parallelism below tp, EP folds into the tensor-, data- "
+                     "and context-parallel ranks (Megatron-Core's MoE parallel folding), so use an "
+                     "ep dividing that");
+  if (!expertsFoldTp() && (static_cast<std::int64_t>(dp) * cp) % ep != 0)
     return makeError("ep = " + std::to_string(ep) +
                      " does not divide dp × cp = " + std::to_string(dp) + " × " +
                      std::to_string(cp) + " = " + std::to_string(dp * cp) +

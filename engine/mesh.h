@@ -25,10 +25,12 @@ enum class MeshGroup : std::uint8_t {
   /// dp × cp ranks of fixed p, t: the dense parameters' gradient reduction (Megatron's "dp_cp"
   /// group, which its distributed optimizer also shards over).
   DataCP,
-  /// Expert parallel: ep consecutive ranks of the folded dp·cp space (Mesh::foldedIndexOf).
+  /// Expert parallel: ep consecutive ranks of the folded dp·cp space (Mesh::foldedIndexOf); with
+  /// expert tensor parallelism below tp, ep ranks etp apart in the folded tp·dp·cp space
+  /// (Mesh::expertFoldedIndexOf).
   EP,
-  /// The dp·cp / ep ranks holding the same experts: the expert gradients' reduction (Megatron's
-  /// expert-data-parallel group).
+  /// The ranks holding the same expert shards: the expert gradients' reduction (Megatron's
+  /// expert-data-parallel group), dp·cp·tp / (etp·ep) of them.
   ExpertData,
 };
 
@@ -58,14 +60,23 @@ struct Mesh {
   /// Expert parallelism, folded into the dp × cp ranks as Megatron-Core folds it ("MoE parallel
   /// folding"): ep divides dp × cp; each EP group holds 1/ep of every MoE layer's experts.
   int ep = 1;
+  /// Expert tensor parallelism (Megatron-Core's --expert-tensor-parallel-size): each expert split
+  /// over this many ranks. 0 means tp: experts split like the dense MLP, EP folded into dp × cp.
+  /// A divisor of tp below it folds the experts' etp × ep × edp into the tp × dp × cp ranks of a
+  /// pipeline stage (MoE parallel folding, Liu et al. 2025, arXiv:2504.14960), e.g. etp = 1:
+  /// whole experts, EP drawn across the TP ranks too.
+  int etp = 0;
 
   int worldSize() const { return dp * cp * tp * pp; }
   int nodeCount() const { return (worldSize() + gpus_per_node - 1) / gpus_per_node; }
   int nodeOf(int rank) const { return rank / gpus_per_node; }
   int localRankOf(int rank) const { return rank % gpus_per_node; }
-  /// Sizes of the groups: dp × cp and dp × cp / ep.
+  /// Sizes of the groups: dp × cp and dp × cp × tp / (etp × ep) (dp × cp / ep when etp = tp).
   int dataCpSize() const { return dp * cp; }
-  int expertDataSize() const { return dp * cp / ep; }
+  int expertTpSize() const { return etp > 0 ? etp : tp; }
+  /// Whether EP folds into the TP ranks too (etp below tp).
+  bool expertsFoldTp() const { return expertTpSize() != tp; }
+  int expertDataSize() const { return dp * cp * (tp / expertTpSize()) / ep; }
   int sizeOf(MeshDim dim) const;
   int groupSize(MeshGroup group) const;
 
@@ -78,6 +89,14 @@ struct Mesh {
   int foldedIndexOf(const RankCoords &coords) const;
   /// The (d, c) of a folded index, the inverse of foldedIndexOf (d and c set, p and t kept).
   RankCoords unfold(int folded, RankCoords base) const;
+  /// Where a rank sits in the space its stage's experts are laid out over: foldedIndexOf when
+  /// etp = tp; otherwise the folded t, c, d (in the rank order's precedence; Megatron-Core's
+  /// expert ranks run etp-ep-edp over the same numbering), of which etp consecutive indices
+  /// share an expert's shards, then ep such blocks form an EP group.
+  int expertFoldedIndexOf(const RankCoords &coords) const;
+  RankCoords expertUnfold(int folded, RankCoords base) const;
+  /// The rank's place in its EP group: which 1/ep of the experts it holds.
+  int expertIndexOf(const RankCoords &coords) const;
   /// The ranks of `rank`'s group (see MeshGroup), in order of the varying coordinate (folded
   /// index for DataCP, EP and ExpertData).
   std::vector<int> groupOf(MeshGroup group, int rank) const;
@@ -97,8 +116,8 @@ struct Mesh {
   /// after tp), since where a dimension of size 1 sits does not change the numbering.
   static std::vector<RankOrder> allOrders(int cp);
 
-  /// Positive sizes within limits, ep dividing dp × cp; the error names the field and what
-  /// would work.
+  /// Positive sizes within limits, etp dividing tp, ep dividing dp × cp (× tp / etp); the
+  /// error names the field and what would work.
   Status check() const;
 };
 

@@ -110,6 +110,7 @@ json planToJson(const Plan &plan, const LoweredProgram *program) {
   // cp and ep only when used, so plans without them read as they always did (older releases too).
   if (plan.mesh.cp > 1) out["mesh"]["cp"] = plan.mesh.cp;
   if (plan.mesh.ep > 1) out["mesh"]["ep"] = plan.mesh.ep;
+  if (plan.mesh.expertsFoldTp()) out["mesh"]["etp"] = plan.mesh.etp;
   out["costs"] = costsToJson(plan.costs);
   if (plan.model) {
     out["model"] = toJson(plan.model->model);
@@ -286,6 +287,7 @@ Status readMesh(const json &object, const std::string &pointer, Mesh &mesh, bool
       .integer("gpus_per_node", mesh.gpus_per_node, 1, 1 << 16)
       .integer("cp", mesh.cp, 1, kMaxWorldSize)
       .integer("ep", mesh.ep, 1, kMaxWorldSize)
+      .integer("etp", mesh.etp, 0, kMaxWorldSize)
       .text("rank_order", order);
   if (!mf.ok()) return mf.error();
   if (!order.empty()) {

@@ -36,6 +36,9 @@ std::span<const PlanOption> planOptions() {
       {"ep", "E",
        "Expert parallelism: each MoE layer's experts split over E of the dp x cp GPUs (E divides "
        "dp x cp and the experts)."},
+      {"etp", "T",
+       "Expert tensor parallelism: each expert split over T GPUs, a divisor of tp; below tp, EP "
+       "folds into the tp x dp x cp GPUs (Megatron-Core's --expert-tensor-parallel-size)."},
       {"rank-order", "ORDER",
        "Which dimension varies fastest, e.g. tp-cp-pp-dp (tp-pp-dp without --cp)."},
       {"recompute", "MODE", "None, selective or full (with --model)."},
@@ -113,6 +116,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
               {"tp", &plan.mesh.tp, 1, kMaxWorldSize},
               {"cp", &plan.mesh.cp, 1, kMaxWorldSize},
               {"ep", &plan.mesh.ep, 1, kMaxWorldSize},
+              {"etp", &plan.mesh.etp, 1, kMaxWorldSize},
               {"gpus-per-node", &plan.mesh.gpus_per_node, 1, 1 << 16}};
   for (const auto &o : ints) {
     auto v = a.integer(o.name, o.min, o.max);

@@ -97,6 +97,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
                 {"tp", plan.mesh.tp},
                 {"pp", plan.mesh.pp},
                 {"ep", plan.mesh.ep},
+                {"etp", plan.mesh.expertTpSize()},
                 {"cp", plan.mesh.cp},
                 {"gpus_per_node", plan.mesh.gpus_per_node}}},
               {"rank_order", plan.mesh.orderName()},

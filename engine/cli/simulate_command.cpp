@@ -56,6 +56,7 @@ model (derives every cost from the model, hardware and mesh):
   --rank-order ORDER (tp-pp-dp) --recompute none|selective|full --seq-parallel
   --zero-stage Z (DP sharding: 0 none, 1 optimizer state (= --zero1), 2 + gradients,
   3 + parameters as FSDP) --balance --overlap-dp (also ZeRO-3's gathers) --ep E (expert parallelism, within dp) --expert-imbalance X (>= 1)
+  --etp T (expert tensor parallelism: experts split over T | tp GPUs; below tp EP spans tp too)
   --moe-dispatcher alltoall|deepep|hybridep (NCCL all-to-all of every routed copy, or DeepEP /
   HybridEP sending a token once per node and GPU; schedule combined-1f1b overlaps it)
   --cp C (context parallelism: each sequence split over C of the dp ranks)

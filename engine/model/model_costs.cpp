@@ -231,9 +231,20 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
     return makeError(model + "experts (" + std::to_string(m.experts) +
                      ") are not divisible by the mesh's ep = " + std::to_string(ep) +
                      "; use an ep that divides the expert count");
-  if (isMoe(m) && m.expert_ffn_hidden % mesh.tp != 0)
+  if (isMoe(m) && m.expert_ffn_hidden % mesh.expertTpSize() != 0)
     return makeError(model + "expert_ffn_hidden (" + std::to_string(m.expert_ffn_hidden) +
-                     ") is not divisible by tp = " + std::to_string(mesh.tp));
+                     ") is not divisible by " + (mesh.expertsFoldTp() ? "etp = " : "tp = ") +
+                     std::to_string(mesh.expertTpSize()));
+  if (mesh.expertsFoldTp() && !isMoe(m))
+    return makeError("mesh: etp = " + std::to_string(mesh.etp) + " but model '" + m.name +
+                     "' has no experts; leave etp unset (or equal to tp)");
+  // Below tp, each TP rank dispatches its own slice of the sequence, which it holds only under
+  // sequence parallelism (Megatron-Core requires it for MoE with TP).
+  if (mesh.expertsFoldTp() && !setup.training.sequence_parallel)
+    return makeError("mesh: etp = " + std::to_string(mesh.etp) + " below tp = " +
+                     std::to_string(mesh.tp) +
+                     " needs sequence parallelism (each TP rank dispatches its own s/tp tokens); "
+                     "set training.sequence_parallel (--seq-parallel)");
   const int cp = mesh.cp;
   if (cp > 1 && m.sequence_length % (2 * cp) != 0)
     return makeError(model + "sequence_length (" + std::to_string(m.sequence_length) +
@@ -590,7 +601,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
     moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8});
-    for (auto &op : moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance).ops)
+    for (auto &op :
+         moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance, mesh.expertTpSize()).ops)
       moe_work.add(std::move(op));
   }
   an.rank_all_to_all_us.assign(static_cast<std::size_t>(P), 0.0);
@@ -934,11 +946,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
   // An MoE layer holds no dense MLP; its shared experts and router are sharded like one, its
-  // routed experts over TP and EP.
+  // routed experts over ETP (TP unless the mesh says otherwise) and EP.
   const double dense_mlp_params = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
   const double moe_layer_params_per_rank =
       layer.perTpRank(t) + (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
-  const double routed_params_per_rank = isMoe(m) ? routedExpertParams(m) / (t * ep) : 0.0;
+  const double routed_params_per_rank =
+      isMoe(m) ? routedExpertParams(m) / (mesh.expertTpSize() * static_cast<double>(ep)) : 0.0;
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_first_forward(static_cast<std::size_t>(P), 0.0);
   an.rank_largest_layer_params.assign(static_cast<std::size_t>(P), 0.0);

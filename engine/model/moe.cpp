@@ -39,7 +39,7 @@ double sharedAndRouterParams(const ModelSpec &model) {
 }
 
 PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,
-                    int expert_parallel, double load_imbalance) {
+                    int expert_parallel, double load_imbalance, int expert_tp) {
   const GemmHardware gemm = gemmHardwareOf(hardware);
   // The experts are Transformer Engine (grouped) linear layers: FP8 under FP8; the router stays
   // 16-bit (DeepSeek-V3 §3.3.1 keeps the gating modules in their original precision).
@@ -48,10 +48,12 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
   const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
   const double local_experts = static_cast<double>(m.experts) / expert_parallel;
   // Each of the EP ranks routes its tokens' k copies; the busiest rank computes its balanced
-  // share (tokens·k) times the imbalance, spread over its E/EP experts.
-  const double assignments = tokens * expertLoadFactor(m, load_imbalance);
+  // share (tokens·k) times the imbalance, spread over its E/EP experts. With experts split over
+  // fewer ranks than TP, the share is that of its expert-TP group's tokens.
+  const double et = expert_tp > 0 ? expert_tp : t;
+  const double assignments = tokens * et / t * expertLoadFactor(m, load_imbalance);
   const double per_expert = assignments / local_experts;
-  const double up = (m.gated_mlp ? 2.0 : 1.0) * fe / t;
+  const double up = (m.gated_mlp ? 2.0 : 1.0) * fe / et;
   PartWork work;
   LayerOp router;
   router.name = "router";
@@ -86,11 +88,11 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
   LayerOp activation;
   activation.name = m.gated_mlp ? "experts_swiglu" : "experts_gelu";
   activation.category = OpCategory::MemoryBound;
-  const double elements = assignments * fe / t;
+  const double elements = assignments * fe / et;
   activation.forward_us = memoryBoundUs((m.gated_mlp ? 3 : 2) * dt * elements, hardware);
   activation.input_grad_us = memoryBoundUs((m.gated_mlp ? 5 : 3) * dt * elements, hardware);
   work.add(std::move(activation));
-  grouped("experts_down", fe / t, h);
+  grouped("experts_down", fe / et, h);
   if (m.shared_experts > 0) {
     const double fs = static_cast<double>(m.shared_experts) * fe;
     LayerOp shared_up;
@@ -109,7 +111,7 @@ PartWork moeMlpWork(const ModelSpec &m, const HardwareSpec &hardware, const Laye
     // down GEMMs' inputs in the forward; the output gradients of both in the input-grad pass.
     const double shared_tokens = m.shared_experts > 0 ? tokens : 0.0;
     const double shared_f = m.shared_experts * fe / t;
-    const double forward = assignments * (h + fe / t) + shared_tokens * (h + shared_f);
+    const double forward = assignments * (h + fe / et) + shared_tokens * (h + shared_f);
     const double backward =
         assignments * (up + h) + shared_tokens * ((m.gated_mlp ? 2.0 : 1.0) * shared_f + h);
     work.add(fp8QuantizeOp("experts_fp8_quantize", forward, backward, hardware));

@@ -17,8 +17,12 @@ double expertLoadFactor(const ModelSpec &model, double load_imbalance);
 
 /// The MoE MLP of one layer on one TP rank (replaces the dense MLP's ops): router, routed
 /// experts (E/EP of them on this rank, a grouped GEMM), shared experts, permutations.
+/// `expert_tp`: the ranks each expert is split over (0: shape.tp). Below shape.tp (under
+/// sequence parallelism) a rank computes whole-r experts for the tokens of its expert-TP group,
+/// expert_tp/tp of the sequence, instead of a 1/tp slice for every token: the same FLOPs in
+/// fewer, larger GEMMs. Shared experts stay split over TP like the dense MLP (Megatron-Core).
 PartWork moeMlpWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape,
-                    int expert_parallel, double load_imbalance);
+                    int expert_parallel, double load_imbalance, int expert_tp = 0);
 
 /// One all-to-all (dispatch or combine) of a layer: each rank sends the (EP-1)/EP of its tokens'
 /// k copies (b·s·k·h elements, ÷t under SP) that go to other ranks at `gbps`, with EP-1 latency

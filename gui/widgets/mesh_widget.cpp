@@ -101,7 +101,7 @@ QString MeshWidget::describeGpu(int rank) const {
                 .arg(2 * mesh_.cp);
   if (mesh_.ep > 1)
     text +=
-        tr(", expert shard e=%1 of %2").arg(mesh_.foldedIndexOf(coords) % mesh_.ep).arg(mesh_.ep);
+        tr(", expert shard e=%1 of %2").arg(mesh_.expertIndexOf(coords)).arg(mesh_.ep);
   text += QStringLiteral("<br>") + group_text(MeshGroup::TP, tr("TP"));
   if (mesh_.cp > 1) text += QStringLiteral("<br>") + group_text(MeshGroup::CP, tr("CP (K/V ring)"));
   text += QStringLiteral("<br>") + group_text(MeshGroup::PP, tr("PP"));
@@ -198,7 +198,7 @@ void MeshWidget::paintEvent(QPaintEvent *) {
       QStringList lines{QStringLiteral("p%1").arg(coords.p)};
       if (mesh_.cp > 1 && l.cell >= 30) lines << QStringLiteral("c%1").arg(coords.c);
       if (mesh_.ep > 1 && l.cell >= 30)
-        lines << QStringLiteral("e%1").arg(mesh_.foldedIndexOf(coords) % mesh_.ep);
+        lines << QStringLiteral("e%1").arg(mesh_.expertIndexOf(coords));
       painter.setPen(palette::gpuText());
       painter.drawText(cell, Qt::AlignCenter, lines.join(QLatin1Char('\n')));
     }

@@ -483,6 +483,46 @@ private slots:
              uneven.error().message.c_str());
   }
 
+  // Expert tensor parallelism below tp: a rank computes whole experts for its expert-TP
+  // group's share of the tokens instead of a 1/tp slice of every expert for all of them. With
+  // a flat GEMM efficiency and no memory roofline the FLOPs, and so the times, are the same;
+  // the rank holds tp/etp times the expert parameters (E/ep whole experts).
+  void expertTensorParallelKeepsFlopsAndMovesParameters() {
+    auto loaded = presetSetup("qwen3-30b-a3b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.hardware.gemm_efficiency.clear();
+    setup.hardware.hbm_gbps = 0;
+    const LayerShape shape{2, true, false, 1, false};
+    const PartWork split = moeMlpWork(setup.model, setup.hardware, shape, 4, 1, 2);
+    const PartWork whole = moeMlpWork(setup.model, setup.hardware, shape, 4, 1, 1);
+    for (const char *name : {"experts_up", "experts_down"}) {
+      QVERIFY(findOp(split, name) && findOp(whole, name));
+      QVERIFY(near(findOp(split, name)->forward_us, findOp(whole, name)->forward_us));
+      QVERIFY(near(findOp(split, name)->weight_grad_us, findOp(whole, name)->weight_grad_us));
+    }
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 4, mesh.tp = 2, mesh.pp = 2, mesh.ep = 4, mesh.gpus_per_node = 8;
+    setup.training.sequence_parallel = true;
+    auto by_tp = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(by_tp, by_tp ? "" : by_tp.error().message.c_str());
+    mesh.etp = 1;
+    auto by_one = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(by_one, by_one ? "" : by_one.error().message.c_str());
+    QVERIFY(near(by_one->rank_expert_parameters[0], 2 * by_tp->rank_expert_parameters[0]));
+    // EP 8 now fits (tp × dp = 8 ranks to fold into), EP 4 = dp × cp no longer needs to.
+    mesh.ep = 8;
+    QVERIFY(deriveModelCosts(setup, mesh, schedule->placement));
+    // Without sequence parallelism a TP rank has no slice of its own to dispatch.
+    setup.training.sequence_parallel = false;
+    auto no_sp = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!no_sp);
+    QVERIFY2(no_sp.error().message.find("needs sequence parallelism") != std::string::npos,
+             no_sp.error().message.c_str());
+  }
+
   void moeRefusalsNameTheField() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());

@@ -156,6 +156,63 @@ private slots:
     }
   }
 
+  // Expert tensor parallelism below tp (MoE parallel folding): under every order, EP and
+  // expert-data groups partition the ranks, an EP group meets its expert-data group in one rank,
+  // both keep the pipeline rank, and together they span the stage's tp × dp × cp ranks over etp.
+  void expertFoldingOverTpPartitionsTheStage() {
+    for (int etp : {1, 2})
+      for (const RankOrder &order : Mesh::allOrders(2)) {
+        Mesh mesh;
+        mesh.dp = 3, mesh.cp = 2, mesh.tp = 4, mesh.pp = 2, mesh.ep = 6, mesh.etp = etp;
+        mesh.order = order;
+        QVERIFY2(mesh.check(), mesh.check() ? "" : mesh.check().error().message.c_str());
+        QCOMPARE(mesh.expertDataSize(), 3 * 2 * 4 / (etp * 6));
+        const int world = mesh.worldSize();
+        for (MeshGroup kind : {MeshGroup::EP, MeshGroup::ExpertData}) {
+          std::vector<int> seen(static_cast<std::size_t>(world), 0);
+          for (int rank = 0; rank < world; ++rank) {
+            const auto group = mesh.groupOf(kind, rank);
+            QCOMPARE(static_cast<int>(group.size()), mesh.groupSize(kind));
+            if (*std::min_element(group.begin(), group.end()) == rank)
+              for (int member : group) {
+                ++seen[static_cast<std::size_t>(member)];
+                QCOMPARE(mesh.groupOf(kind, member), group);
+                QCOMPARE(mesh.coordsOf(member).p, mesh.coordsOf(rank).p);
+              }
+          }
+          for (int count : seen)
+            QCOMPARE(count, 1);
+        }
+        for (int rank = 0; rank < world; ++rank) {
+          const auto ep = mesh.groupOf(MeshGroup::EP, rank);
+          const auto edp = mesh.groupOf(MeshGroup::ExpertData, rank);
+          int shared = 0;
+          std::set<int> experts;
+          for (int member : ep) {
+            shared += std::count(edp.begin(), edp.end(), member) > 0 ? 1 : 0;
+            experts.insert(mesh.expertIndexOf(mesh.coordsOf(member)));
+          }
+          QCOMPARE(shared, 1);
+          QCOMPARE(static_cast<int>(experts.size()), mesh.ep); // each 1/ep of the experts once
+        }
+      }
+    // Megatron's order with pp outermost and etp = 1: EP groups are ep consecutive ranks, so
+    // EP 8 of a tp 2 × dp 4 stage is one node.
+    Mesh megatron;
+    megatron.dp = 4, megatron.tp = 2, megatron.pp = 2, megatron.ep = 8, megatron.etp = 1;
+    megatron.order = *Mesh::parseOrder("tp-cp-dp-pp", 1);
+    QCOMPARE(megatron.groupOf(MeshGroup::EP, 9), (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+    QVERIFY(megatron.groupInsideNode(MeshGroup::EP, 0));
+    // etp must divide tp; below tp, ep must divide tp × dp × cp / etp.
+    megatron.etp = 3;
+    QVERIFY(!megatron.check());
+    QVERIFY(megatron.check().error().message.find("etp = 3 does not divide tp = 2") !=
+            std::string::npos);
+    megatron.etp = 1, megatron.ep = 16;
+    QVERIFY(!megatron.check());
+    QVERIFY(megatron.check().error().message.find("dp × cp × tp / etp") != std::string::npos);
+  }
+
   // The hand rule of smallMesh, under each of the 24 orders: the CP pair is inside a node when
   // cp is among the first two names; EP = 2 pairs up the folded dp·cp neighbours, which vary
   // whichever of cp and dp the order names first; the expert-data pair varies the other one;
