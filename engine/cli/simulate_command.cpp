@@ -200,7 +200,8 @@ int runSimulate(const std::vector<std::string> &args) {
       out["communication"] = {{"tp", communicationJson(report->tp)},
                               {"pp", communicationJson(report->pp)},
                               {"dp", communicationJson(report->dp)}};
-      out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops);
+      out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
+                                                derivation.moe_layer_ops);
     }
     std::string text = out.dump(2);
     if (!a.has("ops")) {

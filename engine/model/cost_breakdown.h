@@ -72,8 +72,10 @@ std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &sta
 
 nlohmann::json toJson(const PassBreakdown &pass);
 /// {"stages": [{"stage", "layers", "forward", "input_grad", "weight_grad"}...],
-///  "layer_ops": [{"name", "category", "forward", "input_grad", "weight_grad"}...]} in µs.
+///  "layer_ops": [{"name", "category", "forward", "input_grad", "weight_grad"}...] of a dense
+///  layer, and for an MoE model "moe_layer_ops" likewise of an MoE layer} in µs.
 nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
-                                 const std::vector<LayerOp> &layer_ops);
+                                 const std::vector<LayerOp> &layer_ops,
+                                 const std::vector<LayerOp> &moe_layer_ops = {});
 
 } // namespace pipescope

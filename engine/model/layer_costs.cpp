@@ -185,7 +185,8 @@ nlohmann::json toJson(const PassBreakdown &pass) {
 }
 
 nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
-                                 const std::vector<LayerOp> &layer_ops) {
+                                 const std::vector<LayerOp> &layer_ops,
+                                 const std::vector<LayerOp> &moe_layer_ops) {
   nlohmann::json out = {{"unit", "us per microbatch on one TP rank"}};
   nlohmann::json stage_list = nlohmann::json::array();
   for (std::size_t v = 0; v < stages.size(); ++v)
@@ -195,14 +196,20 @@ nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
                           {"input_grad", toJson(stages[v].input_grad)},
                           {"weight_grad", toJson(stages[v].weight_grad)}});
   out["stages"] = std::move(stage_list);
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto &op : layer_ops)
-    ops.push_back({{"name", op.name},
-                   {"category", opCategoryName(op.category)},
-                   {"forward", op.forward_us},
-                   {"input_grad", op.input_grad_us},
-                   {"weight_grad", op.weight_grad_us}});
-  out["layer_ops"] = std::move(ops);
+  const auto opsJson = [](const std::vector<LayerOp> &list) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto &op : list)
+      ops.push_back({{"name", op.name},
+                     {"category", opCategoryName(op.category)},
+                     {"forward", op.forward_us},
+                     {"input_grad", op.input_grad_us},
+                     {"weight_grad", op.weight_grad_us}});
+    return ops;
+  };
+  out["layer_ops"] = opsJson(layer_ops);
+  // An MoE layer's ops (its attention, then router, experts, permutations; the all-to-alls are
+  // the stages' "ep" part).
+  if (!moe_layer_ops.empty()) out["moe_layer_ops"] = opsJson(moe_layer_ops);
   return out;
 }
 

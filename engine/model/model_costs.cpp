@@ -297,7 +297,8 @@ struct Analysis {
   std::vector<double> rank_largest_layer_params, rank_outside_layer_params;
   /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
   double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
-  std::vector<LayerOp> layer_ops;           ///< one layer's ops on one TP rank
+  std::vector<LayerOp> layer_ops;           ///< one dense layer's ops on one TP rank
+  std::vector<LayerOp> moe_layer_ops;       ///< one MoE layer's (all-to-alls apart)
   std::vector<double> stage_activation;     ///< bytes per microbatch
   std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
   std::vector<int> stage_microbatches;      ///< microbatches passing the stage per step
@@ -769,6 +770,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.stage_costs.resize(Sn);
   an.stage_breakdown.assign(Sn, StageBreakdown{});
   an.layer_ops = layer_work.ops;
+  an.moe_layer_ops = moe_work.ops;
   an.stage_activation.resize(Sn);
   an.stage_tp_collectives.resize(Sn);
   // Microbatches through each stage per step: all of them, or for bidirectional placements the
@@ -1201,6 +1203,7 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   derivation.stage_activation_bytes = an.stage_activation;
   derivation.stage_breakdown = an.stage_breakdown;
   derivation.layer_ops = an.layer_ops;
+  derivation.moe_layer_ops = an.moe_layer_ops;
   derivation.model_layout = an.model_layout;
   derivation.rank_parameters = an.rank_params;
   derivation.rank_expert_parameters = an.rank_expert_params;

@@ -203,7 +203,8 @@ struct ModelDerivation {
   std::vector<int> stage_layers;               ///< transformer layers per virtual stage
   std::vector<double> stage_activation_bytes;  ///< per microbatch held on each virtual stage
   std::vector<StageBreakdown> stage_breakdown; ///< what each stage's F, I and W are made of
-  std::vector<LayerOp> layer_ops;              ///< one transformer layer's ops on one TP rank
+  std::vector<LayerOp> layer_ops;              ///< one dense transformer layer's ops on one TP rank
+  std::vector<LayerOp> moe_layer_ops;          ///< one MoE layer's (empty for a dense model)
   LayerLayout model_layout;                    ///< what each model stage holds, as split
   /// Per pipeline rank: parameters held by one of its TP ranks, and its transformer layers.
   std::vector<double> rank_parameters;

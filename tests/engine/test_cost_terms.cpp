@@ -512,6 +512,15 @@ private slots:
     auto by_one = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY2(by_one, by_one ? "" : by_one.error().message.c_str());
     QVERIFY(near(by_one->rank_expert_parameters[0], 2 * by_tp->rank_expert_parameters[0]));
+    // simulate --json breaks an MoE layer down beside the dense one (this model has none dense
+    // but the dense layer's ops are still listed for reference).
+    const auto json = costBreakdownJson(by_one->stage_breakdown, by_one->layer_ops,
+                                        by_one->moe_layer_ops);
+    QVERIFY(json.contains("moe_layer_ops"));
+    bool experts = false;
+    for (const auto &op : json["moe_layer_ops"])
+      experts = experts || op["name"] == "experts_up";
+    QVERIFY(experts);
     // EP 8 now fits (tp × dp = 8 ranks to fold into), EP 4 = dp × cp no longer needs to.
     mesh.ep = 8;
     QVERIFY(deriveModelCosts(setup, mesh, schedule->placement));
