@@ -26,13 +26,25 @@ QString fromStd(std::string_view text) {
 }
 
 /// EP sizes the plan's model and mesh admit: 1, and for a mixture-of-experts model every size
-/// dividing both the experts and dp × cp (expert parallelism folds into those ranks).
+/// dividing both the experts and the ranks expert parallelism folds into (dp × cp, times tp/etp
+/// when the experts are split over fewer ranks than TP).
 std::vector<int> expertParallelChoices(const Plan &plan) {
   std::vector<int> choices{1};
   if (!plan.model || plan.model->model.experts <= 1) return choices;
-  const long long dp_cp = static_cast<long long>(plan.mesh.dp) * plan.mesh.cp;
+  const long long folded = static_cast<long long>(plan.mesh.dp) * plan.mesh.cp *
+                           (plan.mesh.tp / plan.mesh.expertTpSize());
   for (int ep = 2; ep <= plan.model->model.experts; ++ep)
-    if (plan.model->model.experts % ep == 0 && dp_cp % ep == 0) choices.push_back(ep);
+    if (plan.model->model.experts % ep == 0 && folded % ep == 0) choices.push_back(ep);
+  return choices;
+}
+
+/// ETP sizes: the divisors of tp that divide each expert's FFN (tp itself always offered).
+std::vector<int> expertTensorParallelChoices(const Plan &plan) {
+  std::vector<int> choices;
+  for (int etp = 1; etp <= plan.mesh.tp; ++etp)
+    if (plan.mesh.tp % etp == 0 &&
+        (etp == plan.mesh.tp || !plan.model || plan.model->model.expert_ffn_hidden % etp == 0))
+      choices.push_back(etp);
   return choices;
 }
 
@@ -114,7 +126,8 @@ ChoiceSlider::ChoiceSlider(QWidget *parent)
   layout->addWidget(slider_, 1);
   layout->addWidget(label_);
   label_->setMinimumWidth(64);
-  label_->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  // Left-aligned beside the slider: the dock's scroll bar may cover its right edge.
+  label_->setAlignment(Qt::AlignLeft | Qt::AlignVCenter);
   slider_->setPageStep(1);
   setChoices(choices_, 1);
   connect(slider_, &QSlider::valueChanged, this, [this](int) {
@@ -192,6 +205,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   cp_->setToolTip(tr("CP: context-parallel GPUs per sequence"));
   ep_ = new ChoiceSlider(mesh_group);
   ep_->setToolTip(tr("EP: expert-parallel GPUs per MoE layer, folded into DP \u00d7 CP"));
+  etp_ = new ChoiceSlider(mesh_group);
+  etp_->setToolTip(tr("ETP: GPUs each expert is split over"));
   gpus_per_node_ = new SliderSpin(16, 1024, mesh_group);
   gpus_per_node_->setToolTip(tr("GPUs per node: which groups share the intra-node link"));
   rank_order_ = new QComboBox(mesh_group);
@@ -204,6 +219,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   mesh_form->addRow(tr("CP"), cp_);
   mesh_form->addRow(tr("TP"), tp_);
   mesh_form->addRow(tr("EP"), ep_);
+  mesh_form->addRow(tr("ETP"), etp_);
   mesh_form->addRow(tr("GPUs/node"), gpus_per_node_);
   mesh_form->addRow(tr("rank order"), rank_order_);
   layout->addWidget(mesh_group);
@@ -294,7 +310,15 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   gemm_precision_ = new QComboBox(model_group_);
   for (GemmPrecision precision : {GemmPrecision::Bf16, GemmPrecision::Fp8})
     gemm_precision_->addItem(fromStd(gemmPrecisionName(precision)), static_cast<int>(precision));
-  fp8_dispatch_ = new QCheckBox(tr("FP8 dispatch"), model_group_);
+  fp8_dispatch_ = new QCheckBox(tr("FP8"), model_group_);
+  moe_dispatcher_ = new QComboBox(model_group_);
+  for (const char *dispatcher : {"alltoall", "deepep", "hybridep"})
+    moe_dispatcher_->addItem(QString::fromLatin1(dispatcher), QString::fromLatin1(dispatcher));
+  item_tips(moe_dispatcher_,
+            {tr("NCCL all-to-all of every routed copy (Megatron's alltoall dispatcher)"),
+             tr("DeepEP's normal kernels: a token once per other node (RDMA) and once per GPU "
+                "holding its experts (NVLink), in one kernel"),
+             tr("NVIDIA's HybridEP (Megatron's flex dispatcher), priced as DeepEP")});
   collective_algorithm_ = new QComboBox(model_group_);
   for (CollectiveAlgorithm algorithm :
        {CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree})
@@ -344,8 +368,12 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("recompute"), recompute_);
   model_form->addRow(tr("ZeRO stage"), zero_stage_);
   model_form->addRow(tr("GEMMs"), gemm_precision_);
-  // Under the precision it refines; beside it the panel would have to widen.
-  model_form->addRow(QString(), fp8_dispatch_);
+  // The MoE dispatcher with the FP8-dispatch flag beside it: one row for the all-to-all.
+  auto *dispatch_row = new QHBoxLayout;
+  dispatch_row->setContentsMargins(0, 0, 0, 0);
+  dispatch_row->addWidget(moe_dispatcher_, 1);
+  dispatch_row->addWidget(fp8_dispatch_);
+  model_form->addRow(tr("MoE dispatch"), dispatch_row);
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
@@ -375,6 +403,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (SliderSpin *control : {pp_, microbatches_, chunks_, dp_, tp_, cp_, gpus_per_node_})
     connect(control, &SliderSpin::valueChanged, this, edited);
   connect(ep_, &ChoiceSlider::valueChanged, this, edited);
+  connect(etp_, &ChoiceSlider::valueChanged, this, edited);
   connect(microbatch_group_, &QSpinBox::valueChanged, this, edited);
   connect(rank_order_, &QComboBox::currentIndexChanged, this, edited);
   for (QDoubleSpinBox *box : {forward_, backward_, weight_, overlapped_, latency_, device_memory_})
@@ -382,7 +411,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   connect(model_button_, &QRadioButton::toggled, this, edited);
   connect(model_preset_, &QComboBox::currentIndexChanged, this, edited);
   for (QComboBox *box :
-       {recompute_, zero_stage_, gemm_precision_, collective_algorithm_, cross_entropy_})
+       {recompute_, zero_stage_, gemm_precision_, collective_algorithm_, cross_entropy_,
+        moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
   for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_})
     connect(box, &QCheckBox::toggled, this, edited);
@@ -457,6 +487,7 @@ void ControlsPanel::offerMeshChoices() {
     const QSignalBlocker blocker(rank_order_);
     rank_order_->setCurrentText(QString::fromStdString(plan_.mesh.orderName()));
   }
+  etp_->setChoices(expertTensorParallelChoices(plan_), plan_.mesh.expertTpSize());
   ep_->setChoices(expertParallelChoices(plan_), plan_.mesh.ep);
 }
 
@@ -514,6 +545,7 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   select(gemm_precision_, static_cast<int>(training.gemm_precision));
   select(collective_algorithm_, static_cast<int>(training.collective_algorithm));
   select(cross_entropy_, QString::fromStdString(training.cross_entropy));
+  select(moe_dispatcher_, QString::fromStdString(training.moe_dispatcher));
   fp8_dispatch_->setChecked(training.fp8_dispatch);
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
@@ -526,6 +558,7 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   training.collective_algorithm =
       static_cast<CollectiveAlgorithm>(collective_algorithm_->currentData().toInt());
   training.cross_entropy = cross_entropy_->currentData().toString().toStdString();
+  training.moe_dispatcher = moe_dispatcher_->currentData().toString().toStdString();
   training.fp8_dispatch = fp8_dispatch_->isChecked();
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
@@ -554,6 +587,13 @@ void ControlsPanel::readControls() {
   plan.mesh.tp = tp_->value();
   plan.mesh.cp = cp_->value();
   plan.mesh.ep = ep_->value();
+  // ETP equal to TP is the default split (0), which follows TP as it changes; a TP that a
+  // chosen ETP no longer divides resets it to the default.
+  const int etp = etp_->value();
+  if (etp == plan_.mesh.expertTpSize() && !plan_.mesh.expertsFoldTp())
+    plan.mesh.etp = 0;
+  else
+    plan.mesh.etp = plan.mesh.tp % etp == 0 && etp != plan.mesh.tp ? etp : 0;
   plan.mesh.gpus_per_node = gpus_per_node_->value();
   // The box may still list three-name orders as CP turns on: those put cp right after tp.
   if (auto order = Mesh::parseOrder(rank_order_->currentText().toStdString()))
@@ -603,7 +643,9 @@ void ControlsPanel::readControls() {
   } else {
     plan.model.reset();
   }
-  // EP stays one the model and dp × cp admit (a dense model, or a smaller dp, takes it down).
+  // EP stays one the model and dp × cp admit (a dense model, or a smaller dp, takes it down);
+  // a dense model has no experts to split, so ETP goes back to the default.
+  if (!plan.model || plan.model->model.experts <= 1) plan.mesh.etp = 0;
   plan.mesh.ep = nearestChoice(expertParallelChoices(plan), plan.mesh.ep);
   plan_ = plan;
   updating_ = true;
@@ -686,14 +728,22 @@ void ControlsPanel::updateApplicability() {
                      "--context-parallel-size): each holds two of 2\u00b7CP chunks and K/V go "
                      "around the CP ring; the world is DP \u00d7 CP \u00d7 TP \u00d7 PP.") +
                   mesh_hint);
-  ep_->setToolTip(tr("EP: each MoE layer's experts split over EP GPUs drawn from DP \u00d7 CP "
-                     "(Megatron-Core's MoE parallel folding); offered: the sizes dividing both "
-                     "the experts and DP \u00d7 CP."));
+  ep_->setToolTip(tr("EP: each MoE layer's experts split over EP GPUs drawn from DP \u00d7 CP, "
+                     "and from TP too when ETP is below TP (Megatron-Core's MoE parallel "
+                     "folding); offered: the sizes dividing both the experts and those GPUs."));
+  etp_->setToolTip(tr("ETP: each expert split over ETP GPUs (Megatron-Core's "
+                      "--expert-tensor-parallel-size). ETP = TP splits experts like the dense "
+                      "MLP; below TP (e.g. 1, whole experts) EP also spans the TP ranks, which "
+                      "needs sequence parallelism."));
   dp_->setReason(QString());
   tp_->setReason(QString());
   cp_->setReason(QString());
   const bool experts = model && plan_.model->model.experts > 1;
   updateTrainingApplicability();
+  etp_->setReason(experts && plan_.mesh.tp > 1 ? QString()
+                  : experts ? tr("With TP = 1 each expert sits on one GPU already.")
+                            : tr("Expert tensor parallelism applies to mixture-of-experts "
+                                 "models."));
   ep_->setReason(
       experts ? QString()
       : model ? tr("%1 has no experts; expert parallelism applies to mixture-of-experts models "
@@ -729,6 +779,11 @@ void ControlsPanel::updateTrainingApplicability() {
   const bool moe = setup && setup->model.experts > 1;
   const bool fp8 = setup && setup->training.gemm_precision == GemmPrecision::Fp8;
   fp8_dispatch_->setEnabled(moe && fp8);
+  moe_dispatcher_->setEnabled(moe);
+  moe_dispatcher_->setToolTip(
+      tr("How MoE tokens reach their experts (plan field \"moe_dispatcher\", Megatron's "
+         "--moe-token-dispatcher-type / --moe-flex-dispatcher-backend)") +
+      (moe ? QString() : tr("; applies to mixture-of-experts models (e.g. deepseek-v3).")));
   const QString dispatch_tip =
       tr("MoE dispatch all-to-alls carry FP8 activations, combine stays bf16, as DeepSeek-V3 "
          "does (plan field \"fp8_dispatch\")");

@@ -84,6 +84,8 @@ public:
   SliderSpin *tensorParallel() const { return tp_; }
   SliderSpin *contextParallel() const { return cp_; }
   ChoiceSlider *expertParallel() const { return ep_; }
+  ChoiceSlider *expertTensorParallel() const { return etp_; }
+  QComboBox *moeDispatcherBox() const { return moe_dispatcher_; }
   SliderSpin *gpusPerNode() const { return gpus_per_node_; }
   QSpinBox *microbatchGroup() const { return microbatch_group_; }
   QComboBox *scheduleBox() const { return schedule_; }
@@ -136,14 +138,14 @@ private:
   SliderSpin *pp_ = nullptr, *microbatches_ = nullptr, *chunks_ = nullptr;
   QSpinBox *microbatch_group_ = nullptr;
   SliderSpin *dp_ = nullptr, *tp_ = nullptr, *cp_ = nullptr, *gpus_per_node_ = nullptr;
-  ChoiceSlider *ep_ = nullptr;
+  ChoiceSlider *ep_ = nullptr, *etp_ = nullptr;
   QComboBox *rank_order_ = nullptr;
   QRadioButton *op_times_button_ = nullptr, *model_button_ = nullptr;
   QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr,
                  *overlapped_ = nullptr, *latency_ = nullptr;
   QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
   QComboBox *zero_stage_ = nullptr, *gemm_precision_ = nullptr, *collective_algorithm_ = nullptr,
-            *cross_entropy_ = nullptr;
+            *cross_entropy_ = nullptr, *moe_dispatcher_ = nullptr;
   QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,
             *overlap_gradient_sync_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;

@@ -150,7 +150,10 @@ void MeshWidget::paintEvent(QPaintEvent *) {
   QString dims = tr("DP %1").arg(mesh_.dp);
   if (mesh_.cp > 1) dims += tr(" \u00d7 CP %1").arg(mesh_.cp);
   dims += tr(" \u00d7 TP %1 \u00d7 PP %2").arg(mesh_.tp).arg(mesh_.pp);
-  if (mesh_.ep > 1) dims += tr(" (EP %1 in DP\u00d7CP)").arg(mesh_.ep);
+  if (mesh_.ep > 1)
+    dims += mesh_.expertsFoldTp()
+                ? tr(" (EP %1 \u00d7 ETP %2 in TP\u00d7DP\u00d7CP)").arg(mesh_.ep).arg(mesh_.etp)
+                : tr(" (EP %1 in DP\u00d7CP)").arg(mesh_.ep);
   const QString summary =
       tr("%1 GPUs = %2, %3 per node, rank order %4 \u2014 color = pipeline rank; hover a GPU "
          "for its groups")

@@ -214,10 +214,32 @@ private slots:
     window.settle();
     QVERIFY(window.snapshot()->derivation->rank_expert_parameters.front() > 3 * sharded);
     controls->expertParallel()->slider()->setValue(1);
+
+    // ETP below TP folds EP into the TP ranks too: with TP 2 and ETP 1, EP may reach dp × tp.
+    controls->tensorParallel()->spinBox()->setValue(2);
+    controls->sequenceParallelBox()->setChecked(true);
+    window.settle();
+    QVERIFY(controls->expertTensorParallel()->isEnabled());
+    QCOMPARE(controls->expertTensorParallel()->choices(), (std::vector<int>{1, 2}));
+    QCOMPARE(controls->expertTensorParallel()->value(), 2); // the default: as TP
+    QCOMPARE(window.snapshot()->plan.mesh.etp, 0);
+    QCOMPARE(controls->expertParallel()->choices(), (std::vector<int>{1, 2}));
+    controls->expertTensorParallel()->slider()->setValue(0); // ETP 1
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    QCOMPARE(window.snapshot()->plan.mesh.etp, 1);
+    QCOMPARE(controls->expertParallel()->choices(), (std::vector<int>{1, 2, 4}));
+    controls->expertParallel()->slider()->setValue(2); // EP 4 = dp 2 × tp 2
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    QCOMPARE(window.snapshot()->plan.mesh.ep, 4);
+    QCOMPARE(window.mesh()->mesh().groupOf(MeshGroup::EP, 0).size(), std::size_t{4});
+
     controls->modelPresetBox()->setCurrentText(QStringLiteral("llama3-8b"));
     window.settle();
     QCOMPARE(window.snapshot()->plan.mesh.ep, 1);
     QVERIFY(!controls->expertParallel()->isEnabled());
+    QVERIFY(!controls->expertTensorParallel()->isEnabled());
   }
 
   void trainingOptionsChangeThePlan() {
@@ -264,6 +286,13 @@ private slots:
     window.settle();
     QVERIFY(!training().fp8_dispatch);
 
+    // The MoE dispatcher: DeepEP sends a token once per node and GPU, not once per expert.
+    QVERIFY(controls->moeDispatcherBox()->isEnabled());
+    QVERIFY(controls->moeDispatcherBox()->toolTip().contains(QStringLiteral("plan field")));
+    choose(controls->moeDispatcherBox(), QStringLiteral("deepep"));
+    QCOMPARE(training().moe_dispatcher, std::string("deepep"));
+    choose(controls->moeDispatcherBox(), QStringLiteral("alltoall"));
+
     choose(controls->collectiveAlgorithmBox(), static_cast<int>(CollectiveAlgorithm::Tree));
     QCOMPARE(training().collective_algorithm, CollectiveAlgorithm::Tree);
     choose(controls->crossEntropyBox(), QStringLiteral("torch-fp32"));
@@ -289,6 +318,7 @@ private slots:
     QCOMPARE(training().gemm_precision, GemmPrecision::Fp8);
     QVERIFY(!controls->fp8DispatchBox()->isEnabled());
     QVERIFY(controls->fp8DispatchBox()->toolTip().contains(QStringLiteral("mixture-of-experts")));
+    QVERIFY(!controls->moeDispatcherBox()->isEnabled());
   }
 
   void fp8IsRefusedOnGpusWithoutIt() {
