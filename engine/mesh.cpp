@@ -275,8 +275,8 @@ Status Mesh::check() const {
     if (s.value < 1)
       return makeError(std::string(s.name) + " must be at least 1, got " + std::to_string(s.value));
   if (etp < 0 || (etp > 0 && tp % etp != 0))
-    return makeError("etp = " + std::to_string(etp) + " does not divide tp = " +
-                     std::to_string(tp) +
+    return makeError("etp = " + std::to_string(etp) +
+                     " does not divide tp = " + std::to_string(tp) +
                      "; expert tensor parallelism splits each expert over a divisor of tp (1 for "
                      "whole experts, tp or 0 to split them like the dense layers)");
   const auto world = static_cast<std::int64_t>(dp) * cp * tp * pp;

@@ -251,10 +251,9 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name :
-         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
-          "expert-imbalance", "cross-entropy", "moe-dispatcher", "collective-algorithm",
-          "gemm-precision", "fp8"})
+    for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
+                             "overlap-dp", "expert-imbalance", "cross-entropy", "moe-dispatcher",
+                             "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -44,7 +44,8 @@ struct ScheduleFamily {
   bool uses_chunks = false; ///< V is a free parameter
   bool uses_microbatch_group = false;
   bool splits_backward = false; ///< emits I and W instead of B
-  bool overlapped_pairs = false; ///< emits overlapped F&B pairs (their time is Costs::overlapped_us)
+  bool overlapped_pairs =
+      false; ///< emits overlapped F&B pairs (their time is Costs::overlapped_us)
 };
 
 /// The built-in families in display order (custom schedules are loaded, not generated).

@@ -54,6 +54,10 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
                            --tp 1 --pp 1 for FSDP alone
   --ep LIST                expert-parallel sizes, MoE models only (default every size dividing
                            dp × cp and the experts)
+  --etp LIST               expert tensor-parallel sizes below tp to try beside tp itself, MoE
+                           models on tp > 1 with sequence parallelism (default 1: whole experts,
+                           EP over tp × dp × cp)
+  --moe-dispatcher D       alltoall (default), deepep or hybridep for every candidate
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
@@ -75,7 +79,7 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --csv FILE               the ranked plans as CSV
   --save-plan FILE         the best plan as a plan file (pipescope simulate --plan FILE)
 
-Searched: DP, CP, TP, PP, EP (inside DP × CP), rank order, schedule, V, microbatch size and M,
+Searched: DP, CP, TP, PP, EP (inside DP × CP, or TP × DP × CP with ETP below TP), ETP, rank order, schedule, V, microbatch size and M,
 recomputation (none/selective/full), ZeRO stage 0-3 (FSDP at 3, kept gathered across microbatches
 under PP as torchtitan does) and sequence parallelism. The DP gradient sync is overlapped with
 the backward. Not searched: GEMM precision and collective algorithm (given for every candidate),
@@ -110,6 +114,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"gemm_precision", gemmPrecisionName(plan.training.gemm_precision)},
               {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
               {"sequence_parallel", plan.training.sequence_parallel},
+              {"moe_dispatcher", plan.training.moe_dispatcher},
               {"step_time_s", plan.step_time_s},
               {"tokens_per_s", plan.tokens_per_s},
               {"mfu", plan.mfu},
@@ -141,6 +146,7 @@ std::string planLine(const SearchPlan &plan) {
       zeroText(plan.training.zero_stage).c_str(), plan.training.sequence_parallel ? "sp" : "-");
   std::string text = line;
   if (plan.mesh.ep > 1) text += " ep" + std::to_string(plan.mesh.ep);
+  if (plan.mesh.expertsFoldTp()) text += " etp" + std::to_string(plan.mesh.etp);
   if (plan.mesh.cp > 1) text += " cp" + std::to_string(plan.mesh.cp);
   return text;
 }
@@ -193,6 +199,15 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   auto expert_sizes = a.integerList("ep", 1, kMaxWorldSize);
   if (!expert_sizes) return expert_sizes.error();
   if (*expert_sizes) request.expert_parallel = **expert_sizes;
+  auto expert_tensor_sizes = a.integerList("etp", 1, kMaxWorldSize);
+  if (!expert_tensor_sizes) return expert_tensor_sizes.error();
+  if (*expert_tensor_sizes) request.expert_tensor_parallel = **expert_tensor_sizes;
+  if (auto dispatcher = a.text("moe-dispatcher")) {
+    if (!isMoeDispatcher(*dispatcher))
+      return makeError("--moe-dispatcher '" + *dispatcher +
+                       "' is not known; use alltoall, deepep or hybridep");
+    request.moe_dispatcher = *dispatcher;
+  }
   auto context_sizes = a.integerList("cp", 1, kMaxWorldSize);
   if (!context_sizes) return context_sizes.error();
   if (*context_sizes) request.context_parallel = **context_sizes;
@@ -264,6 +279,8 @@ int runSearch(const std::vector<std::string> &args) {
                                   "tp",
                                   "pp",
                                   "ep",
+                                  "etp",
+                                  "moe-dispatcher",
                                   "cp",
                                   "recompute",
                                   "rank-orders",

@@ -241,8 +241,8 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
   // Below tp, each TP rank dispatches its own slice of the sequence, which it holds only under
   // sequence parallelism (Megatron-Core requires it for MoE with TP).
   if (mesh.expertsFoldTp() && !setup.training.sequence_parallel)
-    return makeError("mesh: etp = " + std::to_string(mesh.etp) + " below tp = " +
-                     std::to_string(mesh.tp) +
+    return makeError("mesh: etp = " + std::to_string(mesh.etp) +
+                     " below tp = " + std::to_string(mesh.tp) +
                      " needs sequence parallelism (each TP rank dispatches its own s/tp tokens); "
                      "set training.sequence_parallel (--seq-parallel)");
   const int cp = mesh.cp;
@@ -616,12 +616,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const int nodes = mesh_links.ep[i] == Link::Intra ? 1 : std::max(2, mesh_links.ep_nodes[i]);
     const bool hierarchical = training.moe_dispatcher != "alltoall";
     const auto all_to_all = [&](double element_bytes) {
-      return hierarchical ? moeHierarchicalAllToAllUs(local, shape, ep, nodes,
-                                                      {intra.first, intra.second},
-                                                      {inter.first, inter.second}, element_bytes)
-                          : moeAllToAllOverNodesUs(local, shape, ep, nodes,
-                                                   {intra.first, intra.second},
-                                                   {inter.first, inter.second}, element_bytes);
+      return hierarchical
+                 ? moeHierarchicalAllToAllUs(local, shape, ep, nodes, {intra.first, intra.second},
+                                             {inter.first, inter.second}, element_bytes)
+                 : moeAllToAllOverNodesUs(local, shape, ep, nodes, {intra.first, intra.second},
+                                          {inter.first, inter.second}, element_bytes);
     };
     // An FP8 dispatch (1 byte per element) and a 16-bit combine per pass (DeepSeek-V3 §3.3):
     // their mean stands for "one dispatch or combine" wherever two are counted.

@@ -157,8 +157,7 @@ RoutedDestinations expectedDestinations(const ModelSpec &m, int expert_parallel,
       m.router_groups > 0 && m.router_groups == nodes ? m.router_group_topk : n;
   const double candidates = chosen_nodes * experts / n; // experts a token may pick from
   const double node_picked = chosen_nodes / n;          // a given node among the chosen
-  out.remote_nodes =
-      (n - 1) * node_picked * (1 - allMiss(candidates - experts / n, candidates, k));
+  out.remote_nodes = (n - 1) * node_picked * (1 - allMiss(candidates - experts / n, candidates, k));
   out.other_gpus = (ep - 1) * node_picked * (1 - allMiss(candidates - experts / ep, candidates, k));
   return out;
 }
@@ -170,8 +169,7 @@ double moeHierarchicalAllToAllUs(const ModelSpec &m, const LayerShape &shape, in
   const RoutedDestinations where = expectedDestinations(m, expert_parallel, nodes);
   // Bytes of one copy of each of the rank's tokens (÷t under SP).
   const double token_bytes = allToAllBytes(m, shape, element_bytes) / m.experts_per_token;
-  const double nvlink_us =
-      where.other_gpus * token_bytes / (intra.gbps * 1e3) + intra.latency_us;
+  const double nvlink_us = where.other_gpus * token_bytes / (intra.gbps * 1e3) + intra.latency_us;
   if (nodes <= 1) return nvlink_us;
   const double rdma_us = where.remote_nodes * token_bytes / (inter.gbps * 1e3) + inter.latency_us;
   return std::max(nvlink_us, rdma_us);

@@ -82,8 +82,28 @@ std::vector<int> contextParallelSizes(const SearchRequest &request, int gpus) {
   return sizes;
 }
 
-/// Expert-parallel sizes folded into the dp × cp ranks (Megatron-Core's MoE parallel folding):
-/// divisors of dp × cp that divide the expert count; only an MoE model has experts.
+/// Expert tensor-parallel sizes for a mesh: 0 (= tp) always; below tp those requested (1 by
+/// default) that divide tp and the experts' FFN, for an MoE model on tp > 1 when sequence
+/// parallelism is among the options (etp below tp needs it).
+std::vector<int> expertTensorParallelSizes(const SearchRequest &request, const Mesh &mesh) {
+  std::vector<int> sizes{0};
+  const bool sequence_parallel =
+      std::find(request.sequence_parallel.begin(), request.sequence_parallel.end(), true) !=
+      request.sequence_parallel.end();
+  if (request.model.experts <= 1 || mesh.tp <= 1 || !sequence_parallel) return sizes;
+  const std::vector<int> wanted =
+      request.expert_tensor_parallel.empty() ? std::vector<int>{1} : request.expert_tensor_parallel;
+  for (int etp : wanted)
+    if (etp >= 1 && etp < mesh.tp && mesh.tp % etp == 0 &&
+        request.model.expert_ffn_hidden % etp == 0 &&
+        std::find(sizes.begin(), sizes.end(), etp) == sizes.end())
+      sizes.push_back(etp);
+  return sizes;
+}
+
+/// Expert-parallel sizes folded into the dp × cp ranks (Megatron-Core's MoE parallel folding;
+/// × tp / etp of them with expert tensor parallelism below tp): divisors of those that divide
+/// the expert count; only an MoE model has experts.
 std::vector<int> expertParallelSizes(const SearchRequest &request, int dp_cp) {
   if (request.model.experts <= 1) return {1};
   std::vector<int> sizes;
@@ -95,6 +115,21 @@ std::vector<int> expertParallelSizes(const SearchRequest &request, int dp_cp) {
       if (ep >= 1 && dp_cp % ep == 0 && request.model.experts % ep == 0) sizes.push_back(ep);
   }
   return sizes;
+}
+
+/// `base` with each expert layout tried: every ETP, and under it every EP its folded ranks admit.
+std::vector<Mesh> expertLayoutsOf(const SearchRequest &request, const Mesh &base) {
+  std::vector<Mesh> meshes;
+  for (int etp : expertTensorParallelSizes(request, base)) {
+    const int folded = base.dataCpSize() * (etp > 0 ? base.tp / etp : 1);
+    for (int ep : expertParallelSizes(request, folded)) {
+      Mesh mesh = base;
+      mesh.etp = etp;
+      mesh.ep = ep;
+      meshes.push_back(mesh);
+    }
+  }
+  return meshes;
 }
 
 /// The meshes (dp, cp, tp, pp; ep left at 1) of `gpus` GPUs.
@@ -212,11 +247,15 @@ std::vector<int> zeroStagesFor(const SearchRequest &request, const Mesh &mesh) {
 
 std::size_t configurationsOf(const SearchRequest &request, const Structure::Variant &variant) {
   const std::size_t orders = rankOrdersFor(request, variant.mesh).size();
+  // With tp = 1 only "without SP"; with experts folded over TP only "with SP".
   const std::size_t sp =
-      variant.mesh.tp > 1
-          ? request.sequence_parallel.size()
-          : static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
-                                                request.sequence_parallel.end(), false));
+      variant.mesh.tp == 1
+          ? static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
+                                                request.sequence_parallel.end(), false))
+      : variant.mesh.expertsFoldTp()
+          ? static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
+                                                request.sequence_parallel.end(), true))
+          : request.sequence_parallel.size();
   return orders * request.recompute.size() * sp * zeroStagesFor(request, variant.mesh).size();
 }
 
@@ -224,9 +263,7 @@ std::vector<Structure> enumerateStructures(const SearchRequest &request) {
   std::map<std::tuple<std::string, int, int, int>, Structure> structures;
   const int batch = globalBatch(request);
   for (const Mesh &base : meshesFor(request, request.gpus))
-    for (int ep : expertParallelSizes(request, base.dataCpSize())) {
-      Mesh mesh = base;
-      mesh.ep = ep;
+    for (const Mesh &mesh : expertLayoutsOf(request, base)) {
       for (int b : request.microbatch_sizes) {
         // dp replicas see distinct sequences (cp splits each; EP ranks are dp × cp ranks).
         const long long per_replica = static_cast<long long>(mesh.dp) * b;
@@ -290,6 +327,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
     setup.training.gemm_precision = request.gemm_precision;
     setup.training.collective_algorithm = request.collective_algorithm;
+    setup.training.moe_dispatcher = request.moe_dispatcher;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
     for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {
@@ -300,6 +338,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
       for (Recompute recompute : request.recompute)
         for (bool sequence_parallel : request.sequence_parallel) {
           if (sequence_parallel && mesh.tp == 1) continue;
+          if (!sequence_parallel && mesh.expertsFoldTp()) continue; // needs SP (configurationsOf)
           if (callbacks.cancelled && callbacks.cancelled()) return;
           setup.training.recompute = recompute;
           setup.training.sequence_parallel = sequence_parallel;

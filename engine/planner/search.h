@@ -38,6 +38,11 @@ struct SearchRequest {
   /// Expert-parallel sizes for a mixture-of-experts model (folded into dp × cp, as Megatron-Core
   /// does); empty = every size dividing dp × cp and the expert count. Dense models use 1 only.
   std::vector<int> expert_parallel;
+  /// Expert tensor-parallel sizes (Mesh::etp) for an MoE model on meshes with tp > 1: 0 = tp
+  /// (experts split like the dense MLP, EP inside dp × cp) and divisors of tp below it (EP then
+  /// over tp × dp × cp / etp, only with sequence parallelism); empty = tp and 1, Megatron-Core's
+  /// two common choices.
+  std::vector<int> expert_tensor_parallel;
   /// Tensor- and pipeline-parallel sizes to try; empty = every size the model and node admit
   /// (e.g. {1} and {1} for FSDP alone, as torchtitan's 1-D runs).
   std::vector<int> tensor_parallel;
@@ -50,6 +55,7 @@ struct SearchRequest {
   /// hardware's peak_fp8_tflops) and the all-reduce algorithm.
   GemmPrecision gemm_precision = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
+  std::string moe_dispatcher = "alltoall"; ///< TrainingSetup::moe_dispatcher for every candidate
   int top = 10;
   int threads = 0; ///< 0 = every core
 };

@@ -410,9 +410,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     connect(box, &QDoubleSpinBox::valueChanged, this, edited);
   connect(model_button_, &QRadioButton::toggled, this, edited);
   connect(model_preset_, &QComboBox::currentIndexChanged, this, edited);
-  for (QComboBox *box :
-       {recompute_, zero_stage_, gemm_precision_, collective_algorithm_, cross_entropy_,
-        moe_dispatcher_})
+  for (QComboBox *box : {recompute_, zero_stage_, gemm_precision_, collective_algorithm_,
+                         cross_entropy_, moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
   for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_})
     connect(box, &QCheckBox::toggled, this, edited);

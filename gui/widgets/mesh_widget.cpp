@@ -100,8 +100,7 @@ QString MeshWidget::describeGpu(int rank) const {
                 .arg(2 * mesh_.cp - 1 - coords.c)
                 .arg(2 * mesh_.cp);
   if (mesh_.ep > 1)
-    text +=
-        tr(", expert shard e=%1 of %2").arg(mesh_.expertIndexOf(coords)).arg(mesh_.ep);
+    text += tr(", expert shard e=%1 of %2").arg(mesh_.expertIndexOf(coords)).arg(mesh_.ep);
   text += QStringLiteral("<br>") + group_text(MeshGroup::TP, tr("TP"));
   if (mesh_.cp > 1) text += QStringLiteral("<br>") + group_text(MeshGroup::CP, tr("CP (K/V ring)"));
   text += QStringLiteral("<br>") + group_text(MeshGroup::PP, tr("PP"));

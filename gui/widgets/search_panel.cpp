@@ -212,6 +212,7 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
   gemm_precision_ = plan.model ? plan.model->training.gemm_precision : GemmPrecision::Bf16;
   collective_algorithm_ =
       plan.model ? plan.model->training.collective_algorithm : CollectiveAlgorithm::Auto;
+  moe_dispatcher_ = plan.model ? plan.model->training.moe_dispatcher : std::string("alltoall");
   // Only settings the controls changed since last time replace the inputs: edits made here
   // survive a visit to another tab.
   const QString key =
@@ -267,6 +268,7 @@ Result<SearchRequest> SearchPanel::request() const {
   request.gemm_precision =
       hasFp8TensorCores(request.hardware) ? gemm_precision_ : GemmPrecision::Bf16;
   request.collective_algorithm = collective_algorithm_;
+  request.moe_dispatcher = moe_dispatcher_;
   if (auto status = checkSearchRequest(request); !status) return status.error();
   return request;
 }

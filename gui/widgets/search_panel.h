@@ -107,6 +107,7 @@ private:
   /// `pipescope search --fp8 --collective-algorithm` pass them through; not searched).
   GemmPrecision gemm_precision_ = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm_ = CollectiveAlgorithm::Auto;
+  std::string moe_dispatcher_ = "alltoall";
 };
 
 } // namespace pipescope::gui

@@ -514,8 +514,8 @@ private slots:
     QVERIFY(near(by_one->rank_expert_parameters[0], 2 * by_tp->rank_expert_parameters[0]));
     // simulate --json breaks an MoE layer down beside the dense one (this model has none dense
     // but the dense layer's ops are still listed for reference).
-    const auto json = costBreakdownJson(by_one->stage_breakdown, by_one->layer_ops,
-                                        by_one->moe_layer_ops);
+    const auto json =
+        costBreakdownJson(by_one->stage_breakdown, by_one->layer_ops, by_one->moe_layer_ops);
     QVERIFY(json.contains("moe_layer_ops"));
     bool experts = false;
     for (const auto &op : json["moe_layer_ops"])

@@ -312,12 +312,18 @@ private slots:
     auto result = runSearch(request);
     QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
     QVERIFY(!result->plans.empty());
-    int with_ep = 0, with_cp = 0;
+    int with_ep = 0, with_cp = 0, with_etp = 0;
     for (const auto &found : result->plans) {
       const int ep = found.mesh.ep, cp = found.mesh.cp;
-      // CP is a mesh dimension: dp × cp × tp × pp uses every GPU; EP folds into dp × cp.
+      // CP is a mesh dimension: dp × cp × tp × pp uses every GPU; EP folds into dp × cp, and
+      // into the TP ranks too when the experts are whole (etp 1, tried only with SP).
       QCOMPARE(found.mesh.worldSize(), request.gpus);
-      QVERIFY(found.mesh.dataCpSize() % ep == 0);
+      QVERIFY(found.mesh.dataCpSize() * (found.mesh.tp / found.mesh.expertTpSize()) % ep == 0);
+      if (found.mesh.expertsFoldTp()) {
+        QCOMPARE(found.mesh.etp, 1);
+        QVERIFY(found.training.sequence_parallel);
+        ++with_etp;
+      }
       QVERIFY(request.model.experts % ep == 0);
       QVERIFY(request.model.sequence_length % (2 * cp) == 0);
       // dp replicas see distinct sequences (cp splits each): M · b · dp is the global batch.
@@ -329,6 +335,7 @@ private slots:
       auto plan = planFromJson(planToJson(searchPlanToPlan(request, found)));
       QVERIFY(plan.ok());
       QCOMPARE(plan->mesh.ep, ep);
+      QCOMPARE(plan->mesh.expertTpSize(), found.mesh.expertTpSize());
       QCOMPARE(plan->mesh.cp, cp);
       QCOMPARE(plan->mesh.order, found.mesh.order);
       ModelDerivation derivation;
@@ -338,11 +345,38 @@ private slots:
     }
     QVERIFY(with_ep > 0);
     QVERIFY(with_cp > 0);
+    QVERIFY(with_etp > 0);
     // A dense model is never given an EP.
     auto dense = runSearch(smallRequest());
     QVERIFY(dense.ok());
     for (const auto &found : dense->plans)
       QCOMPARE(found.mesh.ep, 1);
+  }
+
+  // Megatron's combined 1F1B needs expert parallelism: the planner offers it only with EP > 1,
+  // and the dispatcher given applies to every candidate.
+  void combinedOneFOneBOnlyWithExpertParallelism() {
+    SearchRequest request;
+    const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
+    request.model = setup.model;
+    request.hardware = setup.hardware;
+    request.gpus = 16;
+    request.global_batch = 64;
+    request.schedules = {"combined-1f1b"};
+    request.microbatch_sizes = {1};
+    request.recompute = {Recompute::Full};
+    request.zero_stages = {1};
+    request.moe_dispatcher = "deepep";
+    request.top = 200;
+    request.threads = 2;
+    auto result = runSearch(request);
+    QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
+    QVERIFY(!result->plans.empty());
+    for (const auto &found : result->plans) {
+      QCOMPARE(found.schedule.name, std::string("combined-1f1b"));
+      QVERIFY(found.mesh.ep > 1);
+      QCOMPARE(found.training.moe_dispatcher, std::string("deepep"));
+    }
   }
 
   // The planner derives stage 2's costs as stage 1's (zeroStageTimedAs): the derivation gives

@@ -383,8 +383,9 @@ private slots:
           // warm-up at most.
           Costs overlapped;
           overlapped.overlapped_us = 2.4; // F + B = 3
-          QVERIFY(evaluateOrFail({"combined-1f1b", pp, m, v, 0}, overlapped).simulation.makespan_us <
-                  plain.simulation.makespan_us);
+          QVERIFY(
+              evaluateOrFail({"combined-1f1b", pp, m, v, 0}, overlapped).simulation.makespan_us <
+              plain.simulation.makespan_us);
         }
   }
 
