@@ -91,10 +91,19 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
         narayanan2021IterationFlops(batch, m.sequence_length, m.layers, m.hidden, m.vocab);
     c.measured_step_s = flops / (tflops_per_gpu * 1e12 * c.mesh.worldSize());
     c.measured_how = "published teraFLOP/s per GPU through Narayanan et al. 2021, eq. 3";
+  } else if (tflops_per_gpu > 0 && formula == "megatron-core-2024") {
+    const ModelSpec &m = c.setup.model;
+    const double batch =
+        static_cast<double>(c.mesh.dp) * c.request.microbatches * m.microbatch_size;
+    c.measured_step_s =
+        megatronCoreIterationFlops(m, batch) / (tflops_per_gpu * 1e12 * c.mesh.worldSize());
+    c.measured_how = "published teraFLOP/s per GPU through Megatron-Core's "
+                     "num_floating_point_operations";
   } else if (memory_gib <= 0) {
     return makeError(pointer + "/measured: give step_time_s, tokens_per_s_per_gpu, "
                                "gpu_hours_per_trillion_tokens, tflops_per_gpu with flops_formula "
-                               "\"narayanan-2021\", or memory_gib (a row that checks memory only)");
+                               "\"narayanan-2021\" or \"megatron-core-2024\", or memory_gib (a "
+                               "row that checks memory only)");
   }
   return c;
 }
@@ -105,6 +114,19 @@ double narayanan2021IterationFlops(double batch, double sequence, double layers,
                                    double vocab) {
   return 96 * batch * sequence * layers * hidden * hidden *
          (1 + sequence / (6 * hidden) + vocab / (16 * layers * hidden));
+}
+
+double megatronCoreIterationFlops(const ModelSpec &m, double batch) {
+  const double h = m.hidden, s = m.sequence_length, heads = m.heads;
+  const double kv_channels = m.head_dim > 0 ? m.head_dim : h / heads;
+  const double query_ratio = kv_channels * heads / h;
+  const double groups = m.kv_heads > 0 ? m.kv_heads : heads;
+  const double routed = m.experts > 0 ? m.experts_per_token : 1;
+  const double gated = m.gated_mlp ? 1.5 : 1.0;
+  const double ffn = m.experts > 0 ? m.expert_ffn_hidden : m.ffn_hidden;
+  return 12 * batch * s * m.layers * h * h *
+         ((1 + groups / heads + s / h) * query_ratio + ffn / h * routed * gated +
+          m.vocab / (2.0 * m.layers * h));
 }
 
 std::vector<std::string> validationSetNames() {

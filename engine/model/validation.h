@@ -44,6 +44,11 @@ struct ValidationResult {
   std::optional<double> memory_error;
 };
 
+/// Megatron-Core's count of one iteration's model FLOPs, as its throughput log divides by
+/// (megatron/training/training.py, num_floating_point_operations, at f2e5db402c, July 2024):
+/// 12·B·s·l·h²·((1 + g/a + s/h)·(a·d/h) + (f/h)·k·(3/2 if gated) + V/(2·l·h)), counting every
+/// attention score (no causal halving) and no recomputation.
+double megatronCoreIterationFlops(const ModelSpec &model, double batch);
 /// The Megatron-LM iteration FLOPs of Narayanan et al. 2021, eq. 3 (recomputed forward counted):
 /// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) for a global batch of B sequences.
 double narayanan2021IterationFlops(double batch, double sequence, double layers, double hidden,

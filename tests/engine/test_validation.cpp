@@ -32,6 +32,17 @@ const std::map<std::string, double> kStepErrorBounds = {
     // the all-to-all; the figure is a whole-run mean (batch ramp, restarts and checkpoints
     // inside it). Held out of the goal below (docs/validation.md).
     {"deepseek-v3-h800/deepseek-v3-pretrain", 0.32},
+    // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
+    // the launch settings the table leaves out are assumed, see the set's notes).
+    {"megatron-core-h100/gpt-1.7b", 0.12},
+    {"megatron-core-h100/gpt-7.1b", 0.05},
+    {"megatron-core-h100/gpt-16b", 0.17},
+    {"megatron-core-h100/gpt-32b", 0.23},
+    {"megatron-core-h100/gpt-70b", 0.12},
+    {"megatron-core-h100/gpt-119b", 0.08},
+    {"megatron-core-h100/gpt-177b", 0.075},
+    {"megatron-core-h100/gpt-314b", 0.11},
+    {"megatron-core-h100/gpt-462b", 0.075},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
     // fit the H100 FP8 curve's one factor.
     {"megatron-bridge-h100/llama3-70b-gbs128", 0.035},
@@ -76,7 +87,7 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.045, kFitWorstBound = 0.085;
-/// Every row: today 14.9 % mean, 71.7 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 13.6 % mean, 71.7 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
 constexpr double kAllMeanBound = 0.155, kAllWorstBound = 0.73;
 
