@@ -52,6 +52,9 @@ std::span<const PlanOption> planOptions() {
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
+      {"tp-comm-overlap", nullptr,
+       "Overlap the TP all-gathers and reduce-scatters with their GEMMs (Megatron's "
+       "--tp-comm-overlap; needs --seq-parallel) (with --model)."},
       {"expert-imbalance", "X",
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"collective-algorithm", "ALGO",
@@ -231,6 +234,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("seq-parallel")) setup.training.sequence_parallel = true;
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
+    if (a.has("tp-comm-overlap")) setup.training.tp_comm_overlap = true;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
@@ -252,8 +256,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     plan.model = std::move(setup);
   } else {
     for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
-                             "overlap-dp", "expert-imbalance", "cross-entropy", "moe-dispatcher",
-                             "collective-algorithm", "gemm-precision", "fp8"})
+                             "overlap-dp", "tp-comm-overlap", "expert-imbalance", "cross-entropy",
+                             "moe-dispatcher", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

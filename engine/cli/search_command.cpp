@@ -58,6 +58,8 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
                            models on tp > 1 with sequence parallelism (default 1: whole experts,
                            EP over tp × dp × cp)
   --moe-dispatcher D       alltoall (default), deepep or hybridep for every candidate
+  --tp-comm-overlap        TP collectives overlapped with their GEMMs on every candidate with
+                           sequence parallelism (Megatron's --tp-comm-overlap)
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
@@ -115,6 +117,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
               {"sequence_parallel", plan.training.sequence_parallel},
               {"moe_dispatcher", plan.training.moe_dispatcher},
+              {"tp_comm_overlap", plan.training.tp_comm_overlap},
               {"step_time_s", plan.step_time_s},
               {"tokens_per_s", plan.tokens_per_s},
               {"mfu", plan.mfu},
@@ -199,6 +202,7 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   auto expert_sizes = a.integerList("ep", 1, kMaxWorldSize);
   if (!expert_sizes) return expert_sizes.error();
   if (*expert_sizes) request.expert_parallel = **expert_sizes;
+  request.tp_comm_overlap = a.has("tp-comm-overlap");
   auto expert_tensor_sizes = a.integerList("etp", 1, kMaxWorldSize);
   if (!expert_tensor_sizes) return expert_tensor_sizes.error();
   if (*expert_tensor_sizes) request.expert_tensor_parallel = **expert_tensor_sizes;
@@ -292,7 +296,7 @@ int runSearch(const std::vector<std::string> &args) {
                                   "threads",
                                   "csv",
                                   "save-plan"},
-                                 {"json", "zero1", "fp8"}, "search");
+                                 {"json", "zero1", "fp8", "tp-comm-overlap"}, "search");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <string_view>
 
 namespace pipescope {
 
@@ -236,14 +238,17 @@ double optimizerStepUs(double parameters, double optimizer_bytes_per_param, doub
 
 namespace {
 
-/// A linear layer's three GEMMs: forward X[T×k]·W[k×n], input grad dY·Wᵀ, weight grad Xᵀ·dY.
+/// A linear layer's three GEMMs: forward X[T×k]·W[k×n], input grad dY·Wᵀ, weight grad Xᵀ·dY;
+/// the forward and input grad each as `chunks` GEMMs of T/chunks rows when overlapped with a
+/// TP ring exchange (LayerShape::tp_overlap_chunks).
 LayerOp linearOp(std::string name, double tokens, double k, double n, const GemmHardware &gemm,
-                 double dt) {
+                 double dt, double forward_chunks = 1, double input_grad_chunks = 1) {
   LayerOp op;
   op.name = std::move(name);
   op.category = OpCategory::Gemm;
-  op.forward_us = gemmTimeUs(gemm, {tokens, n, k, 1}, dt);
-  op.input_grad_us = gemmTimeUs(gemm, {tokens, k, n, 1}, dt);
+  op.forward_us = forward_chunks * gemmTimeUs(gemm, {tokens / forward_chunks, n, k, 1}, dt);
+  op.input_grad_us =
+      input_grad_chunks * gemmTimeUs(gemm, {tokens / input_grad_chunks, k, n, 1}, dt);
   op.weight_grad_us = gemmTimeUs(gemm, {k, n, tokens, 1}, dt);
   return op;
 }
@@ -289,8 +294,21 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   // Elements of the linear layers' inputs (forward) and output gradients (input-grad) that FP8
   // quantizes, summed into one op at the end of the layer.
   double quantized_forward = 0, quantized_backward = 0;
+  // Under TP overlap, which GEMMs run in ring-exchange chunks (Megatron-Bridge's H100
+  // userbuffers configs, src/megatron/bridge/training/comm_overlap.py: RingExchangeOverlapCfg for
+  // qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad, and in FP8 for proj_fprop and fc2_fprop).
+  const double chunks = std::max(1, shape.tp_overlap_chunks);
+  const auto chunked = [&](std::string_view name, bool input_grad) {
+    static constexpr std::string_view kForward[] = {
+        "qkv", "q_proj", "q_down", "kv_down", "attention_out", "mlp_gate_up", "mlp_up", "mlp_down"};
+    static constexpr std::string_view kInputGrad[] = {"attention_out", "mlp_down"};
+    if (input_grad)
+      return std::find(std::begin(kInputGrad), std::end(kInputGrad), name) != std::end(kInputGrad);
+    return std::find(std::begin(kForward), std::end(kForward), name) != std::end(kForward);
+  };
   const auto linear = [&](const char *name, double rows, double k, double n) {
-    work.add(linearOp(name, rows, k, n, linear_gemm, dt));
+    work.add(linearOp(name, rows, k, n, linear_gemm, dt, chunked(name, false) ? chunks : 1,
+                      chunked(name, true) ? chunks : 1));
     quantized_forward += rows * k;
     quantized_backward += rows * n;
   };

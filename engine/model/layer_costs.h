@@ -61,6 +61,12 @@ struct LayerShape {
   int context_parallel = 1;
   /// The linear layers' GEMMs in FP8 (TrainingSetup::gemm_precision), with their quantization.
   bool fp8_gemms = false;
+  /// Under TP communication overlap (TrainingSetup::tp_comm_overlap), the GEMMs next to a TP
+  /// all-gather or reduce-scatter run as this many row chunks, one per ring-exchange step
+  /// (Transformer Engine's userbuffers): the forward of QKV (MLA: the projections of the
+  /// hidden state), attention output, MLP up and down, and the input-grad of attention output
+  /// and MLP down. 1: whole GEMMs.
+  int tp_overlap_chunks = 1;
 };
 
 /// Bytes Transformer Engine's FP8 current scaling moves to quantize one linear layer's GEMM

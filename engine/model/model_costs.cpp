@@ -240,6 +240,10 @@ Status checkSetup(const ModelSetup &setup, const Mesh &mesh, const Placement &pl
                      "' has no experts; leave etp unset (or equal to tp)");
   // Below tp, each TP rank dispatches its own slice of the sequence, which it holds only under
   // sequence parallelism (Megatron-Core requires it for MoE with TP).
+  if (setup.training.tp_comm_overlap && mesh.tp > 1 && !setup.training.sequence_parallel)
+    return makeError("training: tp_comm_overlap needs sequence parallelism (Transformer Engine "
+                     "overlaps the all-gathers and reduce-scatters SP makes of the TP "
+                     "all-reduces); set training.sequence_parallel (--seq-parallel)");
   if (mesh.expertsFoldTp() && !setup.training.sequence_parallel)
     return makeError("mesh: etp = " + std::to_string(mesh.etp) +
                      " below tp = " + std::to_string(mesh.tp) +
@@ -594,14 +598,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Work per layer, embedding and head on one TP rank (layer_costs.h: GEMMs from their shapes
   // through the hardware's curve, memory-bound kernels at HBM bandwidth, attention).
   const bool fp8 = training.gemm_precision == GemmPrecision::Fp8;
-  const LayerShape shape{t, sp, true, cp, fp8};
+  // TP overlap (tp_comm_overlap below) splits the GEMMs beside TP collectives into t chunks.
+  const int overlap_chunks = training.tp_comm_overlap && t > 1 ? t : 1;
+  const LayerShape shape{t, sp, true, cp, fp8, overlap_chunks};
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
   const int ep = mesh.ep;
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
-    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8});
+    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8, overlap_chunks});
     for (auto &op :
          moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance, mesh.expertTpSize()).ops)
       moe_work.add(std::move(op));
@@ -669,6 +675,35 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                                        ? selectiveOpRecomputeUs(layer_work, attention, m.gated_mlp)
                                        : 0.0;
   const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
+  // One transformer layer's TP collectives in a pass, given the rank's all-reduce time `ar`:
+  // 2 all-reduces (under SP an all-gather and a reduce-scatter, half an all-reduce each, around
+  // attention and around the MLP). With Megatron's --tp-comm-overlap (Transformer Engine's
+  // userbuffers, sequence parallel only) each all-gather runs chunk by chunk under the
+  // column-parallel GEMM it feeds (QKV or the MLA projections, MLP up) and each reduce-scatter
+  // under the row-parallel GEMM it follows (attention output, MLP down), in the forward and on
+  // the same GEMMs' input-grad pass: only what the GEMM cannot hide is exposed (TE's
+  // comm-GEMM overlap; Wang et al., "Overlap Communication with Dependent Computation via
+  // Decomposition", ASPLOS 2023). An MoE layer's MLP collectives are its dispatcher's, not
+  // overlapped.
+  const bool tp_overlap = training.tp_comm_overlap && t > 1;
+  const auto gemmUs = [](const PartWork &work, std::initializer_list<const char *> names,
+                         bool backward) {
+    double us = 0;
+    for (const auto &op : work.ops)
+      for (const char *name : names)
+        if (op.name == name) us += backward ? op.input_grad_us : op.forward_us;
+    return us;
+  };
+  const auto layerTpUs = [&](double ar, bool moe, bool backward) {
+    if (!tp_overlap) return 2 * ar;
+    const PartWork &work = moe ? moe_work : layer_work;
+    const auto exposed = [&](std::initializer_list<const char *> names) {
+      return std::max(0.0, ar / 2 - gemmUs(work, names, backward));
+    };
+    const double attention = exposed({"qkv", "q_proj", "q_down", "q_up", "kv_down", "kv_up"}) +
+                             exposed({"attention_out"});
+    return attention + (moe ? ar : exposed({"mlp_gate_up", "mlp_up"}) + exposed({"mlp_down"}));
+  };
   // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
   // an all-reduce in F (with SP a reduce-scatter in F and an all-gather in I). Output head:
   // its input gradient is all-reduced in I (with SP an all-gather in F and a reduce-scatter in I).
@@ -752,7 +787,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const auto i = static_cast<std::size_t>(k);
       const double ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(model_rank[i])];
       per_layer[i] = layer_f_compute + layer_i_compute + layer_w + recompute_compute +
-                     (4 + recompute_collectives) * ar;
+                     layerTpUs(ar, false, false) + layerTpUs(ar, false, true) +
+                     recompute_collectives * ar;
       if (k == 0)
         extra[i] +=
             embedding_work.forward_us + embedding_work.weight_grad_us + (embed_f + embed_i) * ar;
@@ -809,18 +845,23 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         2 * (n + n_moe) + (first ? embed_f : 0) + (last ? head_f : 0) + mtp * head_f;
     const double i_collectives = (2 + recompute_collectives) * (n + n_moe) + (first ? embed_i : 0) +
                                  (last ? head_i : 0) + mtp * head_i;
+    // TP time: the layers' (overlapped with their GEMMs under tp_comm_overlap) and the rest.
+    const double f_tp_us = (f_collectives - 2 * (n + n_moe)) * ar +
+                           n * layerTpUs(ar, false, false) + n_moe * layerTpUs(ar, true, false);
+    const double i_tp_us = (i_collectives - 2 * (n + n_moe)) * ar + n * layerTpUs(ar, false, true) +
+                           n_moe * layerTpUs(ar, true, true);
     const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;
     cost.forward_us = n * layer_f_compute + n_moe * (moe_work.forward_us + 2 * a2a) +
                       (first ? embedding_work.forward_us : 0) + (last ? head_work.forward_us : 0) +
-                      mtp * mtp_work.forward_us + f_collectives * ar + (n + n_moe) * cp_f;
+                      mtp * mtp_work.forward_us + f_tp_us + (n + n_moe) * cp_f;
     cost.weight_us = n * layer_w + n_moe * moe_work.weight_grad_us +
                      (first ? embedding_work.weight_grad_us : 0) +
                      (last ? head_work.weight_grad_us : 0) + mtp * mtp_work.weight_grad_us;
     const double input_grad =
         n * (layer_i_compute + recompute_compute) +
         n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a) +
-        (last ? head_work.input_grad_us : 0) + mtp * mtp_work.input_grad_us + i_collectives * ar +
+        (last ? head_work.input_grad_us : 0) + mtp * mtp_work.input_grad_us + i_tp_us +
         (n + n_moe) * (cp_b + cp_recompute);
     cost.backward_us = input_grad + cost.weight_us;
     an.stage_costs[i] = cost;
@@ -846,8 +887,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     mtp_work.addTo(parts.forward, Pass::Forward, mtp);
     mtp_work.addTo(parts.input_grad, Pass::InputGrad, mtp);
     mtp_work.addTo(parts.weight_grad, Pass::WeightGrad, mtp);
-    parts.forward.tp_us = f_collectives * ar;
-    parts.input_grad.tp_us = (i_collectives - recompute_collectives * (n + n_moe)) * ar;
+    parts.forward.tp_us = f_tp_us;
+    parts.input_grad.tp_us = i_tp_us - recompute_collectives * (n + n_moe) * ar;
     parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +
                                     recompute_collectives * (n + n_moe) * ar +
                                     n_moe * recompute_all_to_all * a2a + (n + n_moe) * cp_recompute;
@@ -872,12 +913,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const auto mix = [&](double dense, double moe) {
     return (1 - moe_share) * dense + moe_share * moe;
   };
-  an.layer_forward_us = mix(layer_f_compute, moe_work.forward_us + 2 * middle_a2a) + 2 * middle_ar;
+  an.layer_forward_us =
+      mix(layer_f_compute + layerTpUs(middle_ar, false, false),
+          moe_work.forward_us + 2 * middle_a2a + layerTpUs(middle_ar, true, false));
   an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us);
   an.layer_backward_us = mix(layer_i_compute + recompute_compute,
                              moe_work.input_grad_us + moe_recompute +
                                  (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a) +
-                         (2 + recompute_collectives) * middle_ar + an.layer_weight_us;
+                         mix(layerTpUs(middle_ar, false, true), layerTpUs(middle_ar, true, true)) +
+                         recompute_collectives * middle_ar + an.layer_weight_us;
   {
     const auto middle = static_cast<std::size_t>(P / 2);
     an.layer_forward_us += an.rank_cp_forward_us[middle];

@@ -160,6 +160,10 @@ struct TrainingSetup {
   /// DP gradient sync overlapped with the backward tail (stage 3: also the parameter all-gathers
   /// with the forward and backward compute, one layer ahead).
   bool overlap_gradient_sync = false;
+  /// TP all-gathers and reduce-scatters overlapped with the GEMMs they feed or follow
+  /// (Megatron's --tp-comm-overlap, Transformer Engine's userbuffers); needs sequence
+  /// parallelism. false: every TP collective exposed.
+  bool tp_comm_overlap = false;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;

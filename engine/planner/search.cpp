@@ -342,6 +342,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
           if (callbacks.cancelled && callbacks.cancelled()) return;
           setup.training.recompute = recompute;
           setup.training.sequence_parallel = sequence_parallel;
+          setup.training.tp_comm_overlap = request.tp_comm_overlap && sequence_parallel;
           // Parameters, layers and activations do not depend on the ZeRO stage: one derivation
           // (at the first stage tried) gives every stage's memory.
           setup.training.zero_stage = zero_stages.front();

@@ -56,6 +56,8 @@ struct SearchRequest {
   GemmPrecision gemm_precision = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
   std::string moe_dispatcher = "alltoall"; ///< TrainingSetup::moe_dispatcher for every candidate
+  /// TrainingSetup::tp_comm_overlap for every candidate with sequence parallelism.
+  bool tp_comm_overlap = false;
   int top = 10;
   int threads = 0; ///< 0 = every core
 };

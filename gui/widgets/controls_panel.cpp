@@ -350,10 +350,16 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   overlap_gradient_sync_->setToolTip(
       tr("Overlap the DP gradient sync (plan field \"overlap_gradient_sync\") with the "
          "backward; under ZeRO-3 also the parameter all-gathers with compute"));
+  tp_comm_overlap_ = new QCheckBox(tr("overlap TP"), model_group_);
+  tp_comm_overlap_->setToolTip(
+      tr("Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed or follow "
+         "(plan field \"tp_comm_overlap\", Megatron's --tp-comm-overlap); needs sequence "
+         "parallelism"));
   auto *training_flags = new QHBoxLayout;
   training_flags->setContentsMargins(0, 0, 0, 0);
   training_flags->addWidget(sequence_parallel_);
   training_flags->addWidget(overlap_gradient_sync_);
+  training_flags->addWidget(tp_comm_overlap_);
   training_flags->addStretch(1);
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
@@ -413,7 +419,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (QComboBox *box : {recompute_, zero_stage_, gemm_precision_, collective_algorithm_,
                          cross_entropy_, moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
-  for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_})
+  for (QCheckBox *box :
+       {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_, tp_comm_overlap_})
     connect(box, &QCheckBox::toggled, this, edited);
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
@@ -548,6 +555,7 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   fp8_dispatch_->setChecked(training.fp8_dispatch);
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
+  tp_comm_overlap_->setChecked(training.tp_comm_overlap);
 }
 
 void ControlsPanel::readTraining(TrainingSetup &training) const {
@@ -561,6 +569,8 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   training.fp8_dispatch = fp8_dispatch_->isChecked();
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
+  // TP overlap rides on sequence parallelism's all-gathers and reduce-scatters.
+  training.tp_comm_overlap = tp_comm_overlap_->isChecked() && training.sequence_parallel;
 }
 
 void ControlsPanel::readControls() {
@@ -778,6 +788,8 @@ void ControlsPanel::updateTrainingApplicability() {
   const bool moe = setup && setup->model.experts > 1;
   const bool fp8 = setup && setup->training.gemm_precision == GemmPrecision::Fp8;
   fp8_dispatch_->setEnabled(moe && fp8);
+  const bool sequence_parallel = setup && setup->training.sequence_parallel;
+  tp_comm_overlap_->setEnabled(sequence_parallel);
   moe_dispatcher_->setEnabled(moe);
   moe_dispatcher_->setToolTip(
       tr("How MoE tokens reach their experts (plan field \"moe_dispatcher\", Megatron's "

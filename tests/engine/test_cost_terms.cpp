@@ -532,6 +532,62 @@ private slots:
              no_sp.error().message.c_str());
   }
 
+  // Megatron's --tp-comm-overlap: each of a layer's four TP all-gathers / reduce-scatters (half
+  // an all-reduce each under SP) hides behind the GEMM it feeds or follows, which runs in tp
+  // ring-exchange chunks; only what the GEMM cannot hide is exposed. By hand against the
+  // derivation's own per-op GEMM times and all-reduce time.
+  void tpCommOverlapHidesCollectivesBehindTheirGemms() {
+    auto loaded = presetSetup("llama3-70b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.sequence_parallel = true;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 8, mesh.pp = 2, mesh.gpus_per_node = 8;
+    auto exposed = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(exposed, exposed ? "" : exposed.error().message.c_str());
+    setup.training.tp_comm_overlap = true;
+    auto overlapped = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(overlapped, overlapped ? "" : overlapped.error().message.c_str());
+    // The exposed model: 2 all-reduce equivalents per layer in F, so ar = tp_us / (2 · layers)
+    // on stage 1 (no embedding; the head's collectives are on the last stage: use stage 0).
+    const auto &plain = exposed->stage_breakdown[0];
+    const double layers = plain.layers;
+    const double head_and_embedding_f = 0.5; // the embedding's reduce-scatter (SP) in F
+    const double ar = plain.forward.tp_us / (2 * layers + head_and_embedding_f);
+    const auto gemm = [&](const char *name, bool backward) {
+      for (const auto &op : overlapped->layer_ops)
+        if (op.name == name) return backward ? op.input_grad_us : op.forward_us;
+      return -1.0;
+    };
+    double per_layer_f = 0, per_layer_i = 0;
+    for (const char *name : {"qkv", "attention_out", "mlp_gate_up", "mlp_down"}) {
+      QVERIFY(gemm(name, false) > 0);
+      per_layer_f += std::max(0.0, ar / 2 - gemm(name, false));
+      per_layer_i += std::max(0.0, ar / 2 - gemm(name, true));
+    }
+    const auto &over = overlapped->stage_breakdown[0];
+    QVERIFY(near(over.forward.tp_us, layers * per_layer_f + head_and_embedding_f * ar));
+    QVERIFY(over.forward.tp_us < 0.5 * plain.forward.tp_us);
+    // The GEMMs beside the collectives run as 8 chunks of s/8 rows: slower than whole.
+    const auto whole = [&](const char *name) {
+      for (const auto &op : exposed->layer_ops)
+        if (op.name == name) return op.forward_us;
+      return -1.0;
+    };
+    QVERIFY(gemm("qkv", false) >= whole("qkv"));
+    for (const auto &op : exposed->layer_ops)
+      if (op.name == "mlp_down") QVERIFY(gemm("mlp_down", true) >= op.input_grad_us);
+    // Without sequence parallelism there is no all-gather / reduce-scatter to overlap.
+    setup.training.sequence_parallel = false;
+    auto refused = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().message.find("tp_comm_overlap needs sequence parallelism") !=
+                 std::string::npos,
+             refused.error().message.c_str());
+  }
+
   void moeRefusalsNameTheField() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());

@@ -28,25 +28,25 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -30.6 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // -22.8 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all; the figure is a whole-run mean (batch ramp, restarts and checkpoints
     // inside it). Held out of the goal below (docs/validation.md).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.32},
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.24},
     // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
     // the launch settings the table leaves out are assumed, see the set's notes).
     {"megatron-core-h100/gpt-1.7b", 0.12},
-    {"megatron-core-h100/gpt-7.1b", 0.05},
-    {"megatron-core-h100/gpt-16b", 0.17},
-    {"megatron-core-h100/gpt-32b", 0.23},
-    {"megatron-core-h100/gpt-70b", 0.12},
-    {"megatron-core-h100/gpt-119b", 0.08},
-    {"megatron-core-h100/gpt-177b", 0.075},
-    {"megatron-core-h100/gpt-314b", 0.11},
-    {"megatron-core-h100/gpt-462b", 0.075},
+    {"megatron-core-h100/gpt-7.1b", 0.015},
+    {"megatron-core-h100/gpt-16b", 0.085},
+    {"megatron-core-h100/gpt-32b", 0.08},
+    {"megatron-core-h100/gpt-70b", 0.05},
+    {"megatron-core-h100/gpt-119b", 0.07},
+    {"megatron-core-h100/gpt-177b", 0.065},
+    {"megatron-core-h100/gpt-314b", 0.015},
+    {"megatron-core-h100/gpt-462b", 0.03},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
-    // fit the H100 FP8 curve's one factor.
-    {"megatron-bridge-h100/llama3-70b-gbs128", 0.035},
-    {"megatron-bridge-h100/llama3-70b-gbs256", 0.06},
+    // fit the H100 FP8 curve's one factor (0.80 of the bf16 curve, with TP overlap as run).
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.055},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.08},
     {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.09},
     {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
@@ -55,12 +55,12 @@ const std::map<std::string, double> kStepErrorBounds = {
     // overhead of many small kernels, the dispatcher's host sync) is not modeled. The 25.11 and
     // 26.02.01 figures of the PP 2 configuration differ 1.8x (5113 vs 9058 tokens/s/GPU), so
     // software moves them more than any model term.
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.73},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.54},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.45},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.71},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.5},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.41},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.27},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.43},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.36},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -82,14 +82,15 @@ const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// 8.9 % worst on such a set); today 1.7 % and 5.5 %.
 constexpr double kMeanStepErrorBound = 0.025;
 constexpr double kWorstStepErrorBound = 0.065;
-/// The rows the H100 FP8 curve's factor was fit on: today 4.0 % mean, 8.1 % worst.
+/// The rows the H100 FP8 curve's factor was fit on (with TP overlap as their recipes run it):
+/// today 5.1 % mean, 8.2 % worst.
 const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
-constexpr double kFitMeanBound = 0.045, kFitWorstBound = 0.085;
-/// Every row: today 13.6 % mean, 71.7 % worst (the 3.5 % / 8 % goal is not met over
+constexpr double kFitMeanBound = 0.055, kFitWorstBound = 0.085;
+/// Every row: today 11.2 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.155, kAllWorstBound = 0.73;
+constexpr double kAllMeanBound = 0.12, kAllWorstBound = 0.71;
 
 } // namespace
 

@@ -299,9 +299,14 @@ private slots:
     QCOMPARE(training().cross_entropy, std::string("torch-fp32"));
     choose(controls->recomputeBox(), static_cast<int>(Recompute::Full));
     QCOMPARE(training().recompute, Recompute::Full);
+    QVERIFY(!controls->tpCommOverlapBox()->isEnabled()); // no SP, nothing to overlap
     controls->sequenceParallelBox()->setChecked(true);
     window.settle();
     QVERIFY(training().sequence_parallel);
+    QVERIFY(controls->tpCommOverlapBox()->isEnabled());
+    controls->tpCommOverlapBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().tp_comm_overlap);
     controls->overlapGradientSyncBox()->setChecked(true);
     window.settle();
     QVERIFY(training().overlap_gradient_sync);
