@@ -52,6 +52,21 @@ SearchRequest smallRequest() {
   return request;
 }
 
+/// Mixtral on `gpus` H100s with one schedule, microbatch size 1, full recomputation and ZeRO-1.
+SearchRequest mixtralRequest(int gpus, const std::string &schedule) {
+  SearchRequest request;
+  const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
+  request.model = setup.model;
+  request.hardware = setup.hardware;
+  request.gpus = gpus;
+  request.global_batch = 64;
+  request.schedules = {schedule};
+  request.microbatch_sizes = {1};
+  request.recompute = {Recompute::Full};
+  request.zero_stages = {1};
+  return request;
+}
+
 struct BruteForceBest {
   double tokens_per_s = 0;
   double peak_memory = 0;
@@ -295,16 +310,7 @@ private slots:
   // (splitting the sequence into 2·cp chunks); every plan found re-times and reloads as
   // `simulate` gives it, with its EP and CP in the plan file.
   void searchesExpertAndContextParallelism() {
-    SearchRequest request;
-    const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
-    request.model = setup.model;
-    request.hardware = setup.hardware;
-    request.gpus = 32;
-    request.global_batch = 64;
-    request.schedules = {"1f1b"};
-    request.microbatch_sizes = {1};
-    request.recompute = {Recompute::Full};
-    request.zero_stages = {1};
+    SearchRequest request = mixtralRequest(32, "1f1b");
     request.sequence_parallel = {true};
     request.rank_orders = {*Mesh::parseOrder("tp-pp-dp")}; // cp right after tp where cp > 1
     request.top = 400;
@@ -356,16 +362,7 @@ private slots:
   // Megatron's combined 1F1B needs expert parallelism: the planner offers it only with EP > 1,
   // and the dispatcher given applies to every candidate.
   void combinedOneFOneBOnlyWithExpertParallelism() {
-    SearchRequest request;
-    const ModelSetup setup = presetSetup("mixtral-8x7b", "h100-sxm");
-    request.model = setup.model;
-    request.hardware = setup.hardware;
-    request.gpus = 16;
-    request.global_batch = 64;
-    request.schedules = {"combined-1f1b"};
-    request.microbatch_sizes = {1};
-    request.recompute = {Recompute::Full};
-    request.zero_stages = {1};
+    SearchRequest request = mixtralRequest(16, "combined-1f1b");
     request.moe_dispatcher = "deepep";
     request.top = 200;
     request.threads = 2;
