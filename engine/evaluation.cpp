@@ -68,7 +68,7 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
     m.peak_inflight.resize(static_cast<std::size_t>(P));
     for (int r = 0; r < P; ++r) {
       // Warm-up forwards plus the first steady forward (Megatron-LM's warm-up count).
-      const int warmup = M == P ? M * V : std::min(2 * (P - 1 - r) + (V - 1) * G, M * V);
+      const int warmup = std::min(2 * (P - 1 - r) + (V - 1) * G, M * V);
       m.peak_inflight[static_cast<std::size_t>(r)] = std::min(warmup + 1, M * V);
     }
     m.memory_formula = "min(2(P-1-r) + (V-1)·G + 1, V·M) chunks on rank r (each 1/V of a "

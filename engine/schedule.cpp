@@ -50,9 +50,8 @@ const std::vector<FamilyEntry> &familyEntries() {
         "G microbatches. The bubble shrinks by V at the cost of V times the P2P traffic. G = P is "
         "Megatron's depth-first order, G = M Megatron's breadth-first interleaving (still 1F1B "
         "in its steady state; PyTorch's ScheduleLoopedBFS is looped-bfs). Orders equal PyTorch's "
-        "ScheduleInterleaved1F1B except at M = P, where pipescope follows Megatron-LM's rule "
-        "(every rank runs all its V*M forwards first) and PyTorch warms up "
-        "min((V-1)P + 2(P-1-r), VM) forwards on rank r as at other M.",
+        "ScheduleInterleaved1F1B at every M, as Megatron-LM's have since November 2024 (before, "
+        "Megatron ran all V*M forwards first at M = P).",
         "P >= 2, V >= 2, M >= P; microbatch group G with P <= G <= M dividing M (default P, so M a "
         "multiple of P)",
         "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using "

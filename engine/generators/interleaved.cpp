@@ -44,7 +44,11 @@ Status checkInterleaved(const ScheduleRequest &request) {
 // table walks groups of G microbatches, all chunks of a group before the next group (the last
 // group takes the remainder). The k-th backward runs table[k] with the chunk mirrored
 // (V-1-chunk). Phases per rank r:
-//   warm-up:   min(2(P-1-r) + (V-1)G, MV) forwards   (all MV when M == P, as Megatron does)
+//   warm-up:   min(2(P-1-r) + (V-1)G, MV) forwards
+// Megatron-LM before November 2024 ran all MV forwards first when M == P; its
+// get_pp_rank_microbatches (megatron/core/pipeline_parallel/schedules.py, since commit 4295be1a6c,
+// "tunable schedule with overlapping") applies the formula at every M, as PyTorch's
+// ScheduleInterleaved1F1B does, and so does pipescope.
 //   steady:    MV - warm-up pairs of forward k+warm-up then backward k
 //   cool-down: the remaining backwards
 namespace {
@@ -85,9 +89,7 @@ RankOps interleavedOrder(const ScheduleRequest &request, const Placement &placem
       return fullBackwardOp((chunks - 1 - slot.chunk) * pp + r, slot.microbatch);
     };
     // P = 1 (Megatron's no-pipelining path) has no warm-up of its own.
-    int warmup = pp == 1              ? 0
-                 : microbatches == pp ? total
-                                      : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
+    int warmup = pp == 1 ? 0 : std::min(2 * (pp - 1 - r) + (chunks - 1) * group, total);
     if (combined) warmup = std::min(warmup + 1, total);
     for (int k = 0; k < warmup; ++k)
       ops.push_back(forward_k(k));

@@ -65,7 +65,8 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
       .number("tokens_per_s_per_gpu", tokens_per_s_per_gpu, 0, 1e12)
       .text("flops_formula", formula)
       .number("memory_gib", memory_gib, 0, 1e6)
-      .text("memory_how", c.memory_how);
+      .text("memory_how", c.memory_how)
+      .integer("memory_pipeline_rank", c.memory_pipeline_rank, 0, c.mesh.pp - 1);
   if (!measured_fields.ok()) return measured_fields.error();
   if (memory_gib > 0) c.measured_memory_gib = memory_gib;
   // Tokens of one step of the row's global batch: dp / cp replicas consume data.
@@ -206,6 +207,10 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
     result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
   for (const auto &memory : report.memory)
     result.predicted_memory_gib = std::max(result.predicted_memory_gib, memory.total / kGiB);
+  if (c.memory_pipeline_rank >= 0 &&
+      static_cast<std::size_t>(c.memory_pipeline_rank) < report.memory.size())
+    result.predicted_memory_gib =
+        report.memory[static_cast<std::size_t>(c.memory_pipeline_rank)].total / kGiB;
   if (c.measured_memory_gib)
     result.memory_error =
         (result.predicted_memory_gib - *c.measured_memory_gib) / *c.measured_memory_gib;

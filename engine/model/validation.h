@@ -26,6 +26,9 @@ struct ValidationCase {
   std::string measured_how; ///< how measured_step_s follows from the published figure
   std::optional<double> measured_memory_gib; ///< peak memory per GPU (GiB) where published
   std::string memory_how; ///< what the published memory figure is (e.g. peak reserved)
+  /// The pipeline rank whose GPU the published memory is from (-1: the busiest rank). Megatron
+  /// logs memory to TensorBoard on its last rank, world − 1, on the last pipeline stage.
+  int memory_pipeline_rank = -1;
 };
 
 /// A file of published runs ("pipescope.validation"): a title, the source every row cites.

@@ -166,13 +166,11 @@ private slots:
     QCOMPARE(s.timing, std::string("cpu"));
     QCOMPARE(s.hosts, 1);
     QCOMPARE(s.clock_error_us, 0.0);
-    // The family when pipescope generates PyTorch's per-rank order for it; PyTorch's interleaved
-    // 1F1B at M = P is not Megatron's, which pipescope follows (DESIGN.md §4), so that one is
-    // custom, as is any family this engine does not generate.
+    // The family when pipescope generates PyTorch's per-rank order for it (interleaved 1F1B at
+    // M = P included: Megatron-LM's order there is PyTorch's since November 2024); custom for any
+    // family this engine does not generate.
     const std::string family = info["schedule"];
-    const bool megatron_differs = family == "interleaved-1f1b" && s.microbatches == s.pp;
-    const std::string expected =
-        findScheduleFamily(family) && !megatron_differs ? family : std::string("custom");
+    const std::string expected = findScheduleFamily(family) ? family : std::string("custom");
     QCOMPARE(s.schedule["name"].get<std::string>(), expected);
     if (expected != "custom") {
       QCOMPARE(s.schedule["pp"].get<int>(), s.pp);
