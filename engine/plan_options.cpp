@@ -52,6 +52,9 @@ std::span<const PlanOption> planOptions() {
       {"seq-parallel", nullptr, "Sequence parallelism (with --model)."},
       {"balance", nullptr, "Balance layers over stages by cost (with --model)."},
       {"overlap-dp", nullptr, "Overlap the DP gradient sync (with --model)."},
+      {"fp32-gradients", nullptr,
+       "Gradients accumulated and reduced in fp32 (Megatron-LM's default under bf16) (with "
+       "--model)."},
       {"tp-comm-overlap", nullptr,
        "Overlap the TP all-gathers and reduce-scatters with their GEMMs (Megatron's "
        "--tp-comm-overlap; needs --seq-parallel) (with --model)."},
@@ -235,6 +238,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
     if (a.has("tp-comm-overlap")) setup.training.tp_comm_overlap = true;
+    if (a.has("fp32-gradients")) setup.training.fp32_gradients = true;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
@@ -255,9 +259,10 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
-                             "overlap-dp", "tp-comm-overlap", "expert-imbalance", "cross-entropy",
-                             "moe-dispatcher", "collective-algorithm", "gemm-precision", "fp8"})
+    for (const char *name :
+         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
+          "tp-comm-overlap", "fp32-gradients", "expert-imbalance", "cross-entropy",
+          "moe-dispatcher", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

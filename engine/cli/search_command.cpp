@@ -60,6 +60,7 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --moe-dispatcher D       alltoall (default), deepep or hybridep for every candidate
   --tp-comm-overlap        TP collectives overlapped with their GEMMs on every candidate with
                            sequence parallelism (Megatron's --tp-comm-overlap)
+  --fp32-gradients         gradients accumulated and reduced in fp32 on every candidate
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
@@ -203,6 +204,7 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   if (!expert_sizes) return expert_sizes.error();
   if (*expert_sizes) request.expert_parallel = **expert_sizes;
   request.tp_comm_overlap = a.has("tp-comm-overlap");
+  request.fp32_gradients = a.has("fp32-gradients");
   auto expert_tensor_sizes = a.integerList("etp", 1, kMaxWorldSize);
   if (!expert_tensor_sizes) return expert_tensor_sizes.error();
   if (*expert_tensor_sizes) request.expert_tensor_parallel = **expert_tensor_sizes;
@@ -270,33 +272,34 @@ int runSearch(const std::vector<std::string> &args) {
     std::cout << kSearchHelp;
     return 0;
   }
-  auto parsed = Arguments::parse(args,
-                                 {"model",
-                                  "hardware",
-                                  "gpus",
-                                  "global-batch",
-                                  "sequence",
-                                  "memory-limit",
-                                  "schedules",
-                                  "microbatch-sizes",
-                                  "virtual-stages",
-                                  "tp",
-                                  "pp",
-                                  "ep",
-                                  "etp",
-                                  "moe-dispatcher",
-                                  "cp",
-                                  "recompute",
-                                  "rank-orders",
-                                  "zero-stage",
-                                  "gemm-precision",
-                                  "collective-algorithm",
-                                  "gpus-per-node",
-                                  "top",
-                                  "threads",
-                                  "csv",
-                                  "save-plan"},
-                                 {"json", "zero1", "fp8", "tp-comm-overlap"}, "search");
+  auto parsed =
+      Arguments::parse(args,
+                       {"model",
+                        "hardware",
+                        "gpus",
+                        "global-batch",
+                        "sequence",
+                        "memory-limit",
+                        "schedules",
+                        "microbatch-sizes",
+                        "virtual-stages",
+                        "tp",
+                        "pp",
+                        "ep",
+                        "etp",
+                        "moe-dispatcher",
+                        "cp",
+                        "recompute",
+                        "rank-orders",
+                        "zero-stage",
+                        "gemm-precision",
+                        "collective-algorithm",
+                        "gpus-per-node",
+                        "top",
+                        "threads",
+                        "csv",
+                        "save-plan"},
+                       {"json", "zero1", "fp8", "tp-comm-overlap", "fp32-gradients"}, "search");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())

@@ -537,6 +537,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const int P = placement.pp;
   const bool sp = training.sequence_parallel && t > 1;
   const double dt = dtypeBytes(m.dtype);
+  const double gradient_bytes = gradientBytes(setup);
   const double h = m.hidden, s = m.sequence_length, b = m.microbatch_size, V = m.vocab;
   const double a = m.heads;
   // Context parallelism: each rank holds s/cp of every sequence (Megatron's CP, two balanced
@@ -1057,12 +1058,20 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
           training.zero_stage >= 1 ? CollectiveAlgorithm::Ring : training.collective_algorithm;
       const double expert = an.rank_expert_params[i];
       // (A rank without routed experts runs no expert collective, so pays no latency for one.)
+      // All-reduce time of the rank's parameters at `bytes` each.
+      const auto syncAt = [&](double bytes) {
+        return allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * bytes, mesh.dataCpSize(),
+                           mesh_links.dp_cp_nodes[i], an.rank_dp_link[i]) +
+               (expert > 0 ? allReduceUs(hw, algorithm, expert * bytes, mesh.expertDataSize(),
+                                         mesh_links.expert_dp_nodes[i], an.rank_expert_dp_link[i])
+                           : 0.0);
+      };
+      // Gradients are reduced at their own width (fp32 with fp32_gradients), updated parameters
+      // gathered at the model's: ZeRO-1/2's reduce-scatter + all-gather is half an all-reduce of
+      // each; without ZeRO one all-reduce of the gradients.
+      const double gradient_sync = syncAt(gradient_bytes), parameter_sync = syncAt(dt);
       const double sync =
-          allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * dt, mesh.dataCpSize(),
-                      mesh_links.dp_cp_nodes[i], an.rank_dp_link[i]) +
-          (expert > 0 ? allReduceUs(hw, algorithm, expert * dt, mesh.expertDataSize(),
-                                    mesh_links.expert_dp_nodes[i], an.rank_expert_dp_link[i])
-                      : 0.0);
+          training.zero_stage == 0 ? gradient_sync : (gradient_sync + parameter_sync) / 2;
       // The collectives of one layer-sized unit: the sync's share, so the last one's cannot hide.
       const int units = std::max(1, an.rank_layers[i]);
       // Overlapped: `comm_us` of collectives issued unit by unit as `compute_us` of compute runs
@@ -1081,7 +1090,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         // by the first microbatch's forward; one reduce-scatter in the last backward. The
         // gather is paid at the start of the step: it joins the step's one tail, a per-step
         // constant either way.
-        const double gather = sync / 2, reduce_scatter = sync / 2;
+        const double gather = parameter_sync / 2, reduce_scatter = gradient_sync / 2;
         an.rank_sync_us[i] = gather + reduce_scatter;
         an.rank_sync_exposed_us[i] =
             exposed(gather, rank_first_forward[i]) + exposed(reduce_scatter, rank_last_backward[i]);
@@ -1089,7 +1098,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         // FSDP's default (reshard_after_forward): every microbatch gathers each unit in its
         // forward and again in its backward, and reduce-scatters its gradients (fully_shard
         // syncs every backward). Those a stage's compute does not hide lengthen its F and I ops.
-        const double gather = sync / 2, reduce_scatter = sync / 2;
+        const double gather = parameter_sync / 2, reduce_scatter = gradient_sync / 2;
         double per_step = 0;
         for (int v = 0; v < S; ++v) {
           if (placement.rankOf(v) != p) continue;
@@ -1365,15 +1374,19 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   // routed experts' over dp·cp / ep), or under ZeRO-3 two all-gathers and a reduce-scatter per
   // microbatch, each (n-1)/n of the parameters (one of each per step when the gathered
   // parameters are kept across microbatches).
-  const double dp_volume = training.zero_stage < 3 || zero3HoldsGathered(training, P)
-                               ? 2.0
-                               : 3.0 * placement.microbatches;
+  // Bytes per parameter moved per step, in all-reduce units: gradients at their width, gathered
+  // parameters at the model's (2·dt when both are 16-bit, as before fp32_gradients).
+  const double gb = gradientBytes(setup);
+  const double dp_bytes_per_param = training.zero_stage == 0 ? 2 * gb
+                                    : training.zero_stage < 3 || zero3HoldsGathered(training, P)
+                                        ? dt + gb
+                                        : (2 * dt + gb) * placement.microbatches;
   Link dp_link = Link::None;
   const auto ringShare = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const double expert = an.rank_expert_params[i];
-    report.dp.bytes += t * dt * dp_volume / 2 *
+    report.dp.bytes += t * dp_bytes_per_param / 2 *
                        (ringShare(mesh.dataCpSize()) * (an.rank_params[i] - expert) +
                         ringShare(mesh.expertDataSize()) * expert);
     dp_link = merge(dp_link, an.rank_dp_link[i]);
@@ -1386,6 +1399,10 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
   report.dp.exposed_time_s = dp_exposed_us * 1e-6;
   report.dp.link = linkName(dp_link);
   return report;
+}
+
+double gradientBytes(const ModelSetup &setup) {
+  return setup.training.fp32_gradients ? 4.0 : dtypeBytes(setup.model.dtype);
 }
 
 int zeroStageTimedAs(int zero_stage) {
@@ -1401,6 +1418,7 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   if (i >= derivation.rank_parameters.size()) return mem;
   const double params = derivation.rank_parameters[i];
   const double dt = dtypeBytes(setup.model.dtype);
+  const double gb = gradientBytes(setup);
   const TrainingSetup &training = setup.training;
   const auto at = [i](const std::vector<double> &per_rank) {
     return i < per_rank.size() ? per_rank[i] : 0.0;
@@ -1411,7 +1429,7 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   // from its stage on.
   const double shard = dataParallelShare(params, expert_params, mesh);
   mem.params = (training.zero_stage >= 3 ? shard : params) * dt;
-  mem.grads = (training.zero_stage >= 2 ? shard : params) * dt;
+  mem.grads = (training.zero_stage >= 2 ? shard : params) * gb;
   mem.optimizer =
       optimizerShare(params, expert_params, training, mesh) * training.optimizer_bytes_per_param;
   // What is in flight besides the shards; one data-parallel rank has nothing to gather or
@@ -1423,7 +1441,7 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
     // Kept gathered across microbatches (torchtitan with PP): the whole unsharded copy of the
     // parameters and of the gradients, beside the shards.
     mem.params += params * dt;
-    mem.grads += params * dt;
+    mem.grads += params * gb;
   } else if (sharded_group && training.zero_stage >= 3) {
     // FSDP2 gathers one layer at a time with the next one's gather already issued: in the
     // backward it always prefetches (BACKWARD_PRE), and in the forward the CPU issues the next
@@ -1435,11 +1453,11 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
     // gathered for the whole forward and the whole backward; its gradients (the head's first)
     // wait for the root's reduce-scatter at the end of the backward.
     mem.params += (2 * layer + outside) * dt;
-    mem.grads += (layer + outside) * dt;
+    mem.grads += (layer + outside) * gb;
   } else if (sharded_group && training.zero_stage == 2) {
     // ZeRO-2 reduce-scatters gradients bucket by bucket as the backward produces them; one
     // layer's unsharded gradients are in flight (§5.2).
-    mem.grads += layer * dt;
+    mem.grads += layer * gb;
   }
   mem.activations_peak = peak_activation_bytes;
   // Recomputation rebuilds one layer's activations during its backward, a transient on top of

@@ -164,6 +164,11 @@ struct TrainingSetup {
   /// (Megatron's --tp-comm-overlap, Transformer Engine's userbuffers); needs sequence
   /// parallelism. false: every TP collective exposed.
   bool tp_comm_overlap = false;
+  /// Gradients accumulated and reduced in fp32 (4 bytes) instead of the model's dtype: Megatron-LM
+  /// under bf16 (its --accumulate-allreduce-grads-in-fp32, which validate_args turns on for
+  /// bf16), Megatron-Bridge's grad_reduce_in_fp32. Widens the gradient buffers and the gradient
+  /// reduction; the gathered parameters stay in the dtype.
+  bool fp32_gradients = false;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;
@@ -200,6 +205,9 @@ struct ModelSetup {
   HardwareSpec hardware;
   TrainingSetup training;
 };
+
+/// Bytes per gradient element: 4 with fp32_gradients, else the model's dtype.
+double gradientBytes(const ModelSetup &setup);
 
 /// What the model, hardware and mesh imply for one schedule's placement.
 struct ModelDerivation {

@@ -328,6 +328,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.gemm_precision = request.gemm_precision;
     setup.training.collective_algorithm = request.collective_algorithm;
     setup.training.moe_dispatcher = request.moe_dispatcher;
+    setup.training.fp32_gradients = request.fp32_gradients;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
     for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {

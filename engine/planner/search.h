@@ -58,6 +58,7 @@ struct SearchRequest {
   std::string moe_dispatcher = "alltoall"; ///< TrainingSetup::moe_dispatcher for every candidate
   /// TrainingSetup::tp_comm_overlap for every candidate with sequence parallelism.
   bool tp_comm_overlap = false;
+  bool fp32_gradients = false; ///< TrainingSetup::fp32_gradients for every candidate
   int top = 10;
   int threads = 0; ///< 0 = every core
 };

@@ -355,6 +355,11 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
       tr("Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed or follow "
          "(plan field \"tp_comm_overlap\", Megatron's --tp-comm-overlap); needs sequence "
          "parallelism"));
+  fp32_gradients_ = new QCheckBox(tr("fp32 gradients"), model_group_);
+  fp32_gradients_->setToolTip(
+      tr("Gradients accumulated and reduced in fp32 (plan field \"fp32_gradients\"; "
+         "Megatron-LM's default under bf16, Megatron-Bridge's grad_reduce_in_fp32): twice the "
+         "gradient memory and a wider gradient reduction"));
   auto *training_flags = new QHBoxLayout;
   training_flags->setContentsMargins(0, 0, 0, 0);
   training_flags->addWidget(sequence_parallel_);
@@ -383,6 +388,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
+  model_form->addRow(QString(), fp32_gradients_);
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
@@ -419,8 +425,8 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (QComboBox *box : {recompute_, zero_stage_, gemm_precision_, collective_algorithm_,
                          cross_entropy_, moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
-  for (QCheckBox *box :
-       {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_, tp_comm_overlap_})
+  for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_,
+                         tp_comm_overlap_, fp32_gradients_})
     connect(box, &QCheckBox::toggled, this, edited);
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
@@ -556,6 +562,7 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
   tp_comm_overlap_->setChecked(training.tp_comm_overlap);
+  fp32_gradients_->setChecked(training.fp32_gradients);
 }
 
 void ControlsPanel::readTraining(TrainingSetup &training) const {
@@ -571,6 +578,7 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
   // TP overlap rides on sequence parallelism's all-gathers and reduce-scatters.
   training.tp_comm_overlap = tp_comm_overlap_->isChecked() && training.sequence_parallel;
+  training.fp32_gradients = fp32_gradients_->isChecked();
 }
 
 void ControlsPanel::readControls() {

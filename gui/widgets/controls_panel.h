@@ -103,6 +103,7 @@ public:
   QComboBox *crossEntropyBox() const { return cross_entropy_; }
   QCheckBox *sequenceParallelBox() const { return sequence_parallel_; }
   QCheckBox *tpCommOverlapBox() const { return tp_comm_overlap_; }
+  QCheckBox *fp32GradientsBox() const { return fp32_gradients_; }
   QCheckBox *overlapGradientSyncBox() const { return overlap_gradient_sync_; }
   QDoubleSpinBox *deviceMemoryBox() const { return device_memory_; }
   QDoubleSpinBox *forwardBox() const { return forward_; }
@@ -148,7 +149,8 @@ private:
   QComboBox *zero_stage_ = nullptr, *gemm_precision_ = nullptr, *collective_algorithm_ = nullptr,
             *cross_entropy_ = nullptr, *moe_dispatcher_ = nullptr;
   QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,
-            *overlap_gradient_sync_ = nullptr, *tp_comm_overlap_ = nullptr;
+            *overlap_gradient_sync_ = nullptr, *tp_comm_overlap_ = nullptr,
+            *fp32_gradients_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
   QLabel *stage_costs_note_ = nullptr;

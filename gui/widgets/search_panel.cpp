@@ -214,6 +214,7 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
       plan.model ? plan.model->training.collective_algorithm : CollectiveAlgorithm::Auto;
   moe_dispatcher_ = plan.model ? plan.model->training.moe_dispatcher : std::string("alltoall");
   tp_comm_overlap_ = plan.model && plan.model->training.tp_comm_overlap;
+  fp32_gradients_ = plan.model && plan.model->training.fp32_gradients;
   // Only settings the controls changed since last time replace the inputs: edits made here
   // survive a visit to another tab.
   const QString key =
@@ -271,6 +272,7 @@ Result<SearchRequest> SearchPanel::request() const {
   request.collective_algorithm = collective_algorithm_;
   request.moe_dispatcher = moe_dispatcher_;
   request.tp_comm_overlap = tp_comm_overlap_;
+  request.fp32_gradients = fp32_gradients_;
   if (auto status = checkSearchRequest(request); !status) return status.error();
   return request;
 }

@@ -108,7 +108,7 @@ private:
   GemmPrecision gemm_precision_ = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm_ = CollectiveAlgorithm::Auto;
   std::string moe_dispatcher_ = "alltoall";
-  bool tp_comm_overlap_ = false;
+  bool tp_comm_overlap_ = false, fp32_gradients_ = false;
 };
 
 } // namespace pipescope::gui

@@ -588,6 +588,33 @@ private slots:
              refused.error().message.c_str());
   }
 
+  // fp32 gradients (Megatron-LM's default under bf16): the gradient buffer is 4 bytes a
+  // parameter instead of 2, and the DP sync moves the gradients at 4 bytes (ZeRO-1's
+  // reduce-scatter) while the updated parameters come back at 2 (its all-gather).
+  void fp32GradientsWidenTheBufferAndTheReduction() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    setup.training.zero_stage = 1;
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 8, mesh.tp = 1, mesh.pp = 2, mesh.gpus_per_node = 8;
+    auto narrow = deriveModelCosts(setup, mesh, schedule->placement);
+    setup.training.fp32_gradients = true;
+    auto wide = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(narrow && wide);
+    const RankMemory a = rankMemory(setup, mesh, *narrow, 0, 0);
+    setup.training.fp32_gradients = false;
+    const RankMemory b = rankMemory(setup, mesh, *narrow, 0, 0);
+    QVERIFY(near(a.grads, 2 * b.grads));
+    QCOMPARE(a.params, b.params);
+    QCOMPARE(a.optimizer, b.optimizer);
+    // The sync: (4 + 2) / (2 + 2) of the 16-bit one, latency apart.
+    QVERIFY(wide->costs.gradient_sync_us > 1.4 * narrow->costs.gradient_sync_us);
+    QVERIFY(wide->costs.gradient_sync_us < 1.5 * narrow->costs.gradient_sync_us + 1);
+  }
+
   void moeRefusalsNameTheField() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());

@@ -307,6 +307,11 @@ private slots:
     controls->tpCommOverlapBox()->setChecked(true);
     window.settle();
     QVERIFY(training().tp_comm_overlap);
+    const double bf16_grads = window.snapshot()->report->memory.front().grads;
+    controls->fp32GradientsBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().fp32_gradients);
+    QVERIFY(window.snapshot()->report->memory.front().grads > 1.9 * bf16_grads);
     controls->overlapGradientSyncBox()->setChecked(true);
     window.settle();
     QVERIFY(training().overlap_gradient_sync);
