@@ -1084,7 +1084,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       };
       if (training.zero_stage < 3 || mesh.dataCpSize() <= 1) {
         an.rank_sync_us[i] = sync;
-        an.rank_sync_exposed_us[i] = exposed(sync, rank_last_backward[i]);
+        // ZeRO-1/2 overlapped (Megatron's --overlap-grad-reduce with --overlap-param-gather):
+        // the gradients' reduce-scatter hides behind the last backward, the updated
+        // parameters' all-gather behind the next step's first forward, bucket by bucket
+        // (megatron/core/distributed/param_and_grad_buffer.py: the gather of a bucket is
+        // waited on in the forward pre-hook of its first use).
+        an.rank_sync_exposed_us[i] =
+            training.zero_stage >= 1 && mesh.dataCpSize() > 1 && training.overlap_gradient_sync
+                ? exposed(gradient_sync / 2, rank_last_backward[i]) +
+                      exposed(parameter_sync / 2, rank_first_forward[i])
+                : exposed(sync, rank_last_backward[i]);
       } else if (zero3HoldsGathered(training, P)) {
         // One all-gather of every unit before its first forward (each half an all-reduce), hidden
         // by the first microbatch's forward; one reduce-scatter in the last backward. The
