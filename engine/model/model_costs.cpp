@@ -466,8 +466,17 @@ namespace {
 /// The ring's and the tree's time for one all-reduce on a group (allReduceUs's arguments).
 std::pair<double, double> ringAndTreeUs(const HardwareSpec &hw, double bytes, int ranks, int nodes,
                                         Link link) {
-  const auto [gbps, latency] = collectiveSpeed(hw, link);
+  auto [gbps, latency] = collectiveSpeed(hw, link);
   const bool one_node = link == Link::None || link == Link::Intra;
+  // A group with k ranks in each node runs k rings (NCCL channels) side by side, each entering
+  // and leaving the node through its own rank's NIC: the node boundary carries k NICs' worth, up
+  // to what the ranks' NVLink ring can feed (nccl issue #812: 192 GB/s all-reduce busbw over a
+  // DGX-A100's eight 200 Gb/s NICs; nccl issue #569: the same ring all-reduce across nodes gets
+  // faster with more GPUs, hence NICs, per node).
+  if (!one_node && nodes > 0) {
+    const int per_node = std::max(1, (ranks + nodes - 1) / nodes);
+    gbps = std::min(per_node * gbps, collectiveSpeed(hw, Link::Intra).first);
+  }
   return {ringAllReduceUs(bytes, ranks, gbps, latency),
           treeAllReduceUs(bytes, ranks, one_node ? 1 : std::max(nodes, 2), gbps,
                           hw.intra_node_latency_us, one_node ? hw.intra_node_latency_us : latency)};

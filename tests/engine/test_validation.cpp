@@ -33,12 +33,13 @@ const std::map<std::string, double> kStepErrorBounds = {
     // inside it). Held out of the goal below (docs/validation.md).
     {"deepseek-v3-h800/deepseek-v3-pretrain", 0.24},
     // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
-    // the launch settings the table leaves out are assumed, see the set's notes). The PP 1 rows
-    // (7.1B-32B, DP 48 over 12-48 nodes) come out 11-19 % slow: their fp32 gradient
-    // reduce-scatter, priced at one NIC per GPU, is not hidden by the last backward.
-    {"megatron-core-h100/gpt-1.7b", 0.05},
-    {"megatron-core-h100/gpt-7.1b", 0.12},
-    {"megatron-core-h100/gpt-16b", 0.205},
+    // the launch settings the table leaves out are assumed, see the set's notes). The small
+    // models on few TP ranks come out fast (1.7B on TP 1: -27 %, 7.1B on TP 2: -21 %), the 32B
+    // on TP 8 slow (+17 %: its fp32 gradient reduce-scatter on one NIC per GPU is not hidden by
+    // the last of its 4 microbatches' backward).
+    {"megatron-core-h100/gpt-1.7b", 0.275},
+    {"megatron-core-h100/gpt-7.1b", 0.22},
+    {"megatron-core-h100/gpt-16b", 0.1},
     {"megatron-core-h100/gpt-32b", 0.185},
     {"megatron-core-h100/gpt-70b", 0.025},
     {"megatron-core-h100/gpt-119b", 0.045},
@@ -90,9 +91,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.055, kFitWorstBound = 0.09;
-/// Every row: today 11.8 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 12.6 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.125, kAllWorstBound = 0.71;
+constexpr double kAllMeanBound = 0.13, kAllWorstBound = 0.71;
 
 } // namespace
 
