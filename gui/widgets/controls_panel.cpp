@@ -360,12 +360,17 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
       tr("Gradients accumulated and reduced in fp32 (plan field \"fp32_gradients\"; "
          "Megatron-LM's default under bf16, Megatron-Bridge's grad_reduce_in_fp32): twice the "
          "gradient memory and a wider gradient reduction"));
+  // Two flags a row: a third would widen the panel past the dock at 1280 px.
   auto *training_flags = new QHBoxLayout;
   training_flags->setContentsMargins(0, 0, 0, 0);
   training_flags->addWidget(sequence_parallel_);
   training_flags->addWidget(overlap_gradient_sync_);
-  training_flags->addWidget(tp_comm_overlap_);
   training_flags->addStretch(1);
+  auto *more_training_flags = new QHBoxLayout;
+  more_training_flags->setContentsMargins(0, 0, 0, 0);
+  more_training_flags->addWidget(tp_comm_overlap_);
+  more_training_flags->addWidget(fp32_gradients_);
+  more_training_flags->addStretch(1);
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
   device_memory_->setDecimals(1);
@@ -388,7 +393,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
-  model_form->addRow(QString(), fp32_gradients_);
+  model_form->addRow(more_training_flags);
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
