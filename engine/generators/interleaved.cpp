@@ -11,33 +11,42 @@ namespace pipescope::generators {
 // group (M mod G != 0) the warm-up count, sized for full groups, leaves ranks waiting on each
 // other (the simulator finds the cycle, e.g. P=4, V=3, M=5); older Megatron-LM likewise required M
 // to be a multiple of P. All are refused rather than silently changed.
-Status checkInterleaved(const ScheduleRequest &request) {
+namespace {
+
+// The interleaved rules, naming `family` (interleaved-1f1b or combined-1f1b) in the messages.
+Status checkInterleavedRules(const ScheduleRequest &request, const std::string &family) {
   if (request.chunks < 2)
-    return makeError("interleaved-1f1b needs V >= 2 chunks per rank, got V = " +
+    return makeError(family + " needs V >= 2 chunks per rank, got V = " +
                      std::to_string(request.chunks) + "; for V = 1 use 1f1b");
   if (request.pp < 2)
-    return makeError("interleaved-1f1b needs P >= 2 pipeline ranks, got P = " +
-                     std::to_string(request.pp));
+    return makeError(family +
+                     " needs P >= 2 pipeline ranks, got P = " + std::to_string(request.pp));
   if (request.microbatches < request.pp)
-    return makeError("interleaved-1f1b needs M >= P microbatches (Megatron-LM), got M = " +
+    return makeError(family + " needs M >= P microbatches (Megatron-LM), got M = " +
                      std::to_string(request.microbatches) +
                      " with P = " + std::to_string(request.pp) + "; raise M to at least " +
                      std::to_string(request.pp));
   const int group = request.microbatch_group > 0 ? request.microbatch_group : request.pp;
   if (group < request.pp || group > request.microbatches)
     return makeError(
-        "interleaved-1f1b needs a microbatch group G with P <= G <= M (" +
-        std::to_string(request.pp) + " <= G <= " + std::to_string(request.microbatches) +
-        "), got G = " + std::to_string(group) + "; G = P is depth-first, G = M breadth-first");
+        family + " needs a microbatch group G with P <= G <= M (" + std::to_string(request.pp) +
+        " <= G <= " + std::to_string(request.microbatches) + "), got G = " + std::to_string(group) +
+        "; G = P is depth-first, G = M breadth-first");
   if (request.microbatches % group != 0) {
     const int lower = request.microbatches / group * group;
     return makeError(
-        "interleaved-1f1b needs M to be a multiple of the microbatch group G = " +
-        std::to_string(group) + " (Megatron-LM), got M = " + std::to_string(request.microbatches) +
+        family + " needs M to be a multiple of the microbatch group G = " + std::to_string(group) +
+        " (Megatron-LM), got M = " + std::to_string(request.microbatches) +
         "; use M = " + (lower >= request.pp ? std::to_string(lower) + " or " : std::string()) +
         std::to_string(lower + group) + ", or G = M (breadth-first)");
   }
   return Ok{};
+}
+
+} // namespace
+
+Status checkInterleaved(const ScheduleRequest &request) {
+  return checkInterleavedRules(request, "interleaved-1f1b");
 }
 
 // Megatron's order: the k-th forward on a rank runs table[k] = (microbatch, chunk), where the
@@ -138,15 +147,7 @@ Status checkCombinedOneFOneB(const ScheduleRequest &request) {
                      "\"virtual_pipeline_model_parallel_size must be specified when "
                      "pipeline_model_parallel_size > 1\"), got V = " +
                      std::to_string(request.chunks));
-  if (auto status = checkInterleaved(request); !status) {
-    // Same rules as interleaved-1f1b; name this family in the message.
-    const std::string &message = status.error().message;
-    const std::string interleaved_name = "interleaved-1f1b";
-    return makeError(message.rfind(interleaved_name, 0) == 0
-                         ? "combined-1f1b" + message.substr(interleaved_name.size())
-                         : "combined-1f1b: " + message);
-  }
-  return Ok{};
+  return checkInterleavedRules(request, "combined-1f1b");
 }
 
 RankOps combinedOneFOneB(const ScheduleRequest &request, const Placement &placement) {
