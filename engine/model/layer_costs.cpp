@@ -299,12 +299,10 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   // qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad, and in FP8 for proj_fprop and fc2_fprop).
   const double chunks = std::max(1, shape.tp_overlap_chunks);
   const auto chunked = [&](std::string_view name, bool input_grad) {
-    static constexpr std::string_view kForward[] = {
-        "qkv", "q_proj", "q_down", "kv_down", "attention_out", "mlp_gate_up", "mlp_up", "mlp_down"};
-    static constexpr std::string_view kInputGrad[] = {"attention_out", "mlp_down"};
-    if (input_grad)
-      return std::find(std::begin(kInputGrad), std::end(kInputGrad), name) != std::end(kInputGrad);
-    return std::find(std::begin(kForward), std::end(kForward), name) != std::end(kForward);
+    const bool scatter = namedIn(kAttentionScatterGemms, name) || namedIn(kMlpScatterGemms, name);
+    return input_grad
+               ? scatter
+               : scatter || namedIn(kAttentionGatherGemms, name) || namedIn(kMlpGatherGemms, name);
   };
   const auto linear = [&](const char *name, double rows, double k, double n) {
     work.add(linearOp(name, rows, k, n, linear_gemm, dt, chunked(name, false) ? chunks : 1,

@@ -4,7 +4,10 @@
 // efficiency curve (gemm_efficiency.h), the memory-bound kernels at the achieved HBM bandwidth,
 // attention as materialized scores or FlashAttention. The model derivation adds the TP
 // collectives and recomputation and sums these into each stage's F, I (input-grad) and W.
+#include <algorithm>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/model/cost_breakdown.h"
@@ -68,6 +71,19 @@ struct LayerShape {
   /// and MLP down. 1: whole GEMMs.
   int tp_overlap_chunks = 1;
 };
+
+/// The GEMMs beside a layer's four SP collectives, which TP overlap hides the collectives
+/// behind (TrainingSetup::tp_comm_overlap): the all-gathers feed the attention's projections of
+/// the hidden state (QKV; MLA's q and kv down-projections, or q_proj) and the MLP's first GEMM,
+/// the reduce-scatters follow the attention output and the MLP's last GEMM. Names of LayerOps.
+inline constexpr std::string_view kAttentionGatherGemms[] = {"qkv", "q_proj", "q_down", "kv_down"};
+inline constexpr std::string_view kAttentionScatterGemms[] = {"attention_out"};
+inline constexpr std::string_view kMlpGatherGemms[] = {"mlp_gate_up", "mlp_up"};
+inline constexpr std::string_view kMlpScatterGemms[] = {"mlp_down"};
+/// Whether `name` is one of `names`.
+inline bool namedIn(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 /// Bytes Transformer Engine's FP8 current scaling moves to quantize one linear layer's GEMM
 /// operands, per element of the 16-bit tensor: an amax pass (read 2 bytes), then a cast that reads

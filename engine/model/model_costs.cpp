@@ -696,23 +696,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Decomposition", ASPLOS 2023). An MoE layer's MLP collectives are its dispatcher's, not
   // overlapped.
   const bool tp_overlap = training.tp_comm_overlap && t > 1;
-  const auto gemmUs = [](const PartWork &work, std::initializer_list<const char *> names,
-                         bool backward) {
-    double us = 0;
-    for (const auto &op : work.ops)
-      for (const char *name : names)
-        if (op.name == name) us += backward ? op.input_grad_us : op.forward_us;
-    return us;
-  };
   const auto layerTpUs = [&](double ar, bool moe, bool backward) {
     if (!tp_overlap) return 2 * ar;
     const PartWork &work = moe ? moe_work : layer_work;
-    const auto exposed = [&](std::initializer_list<const char *> names) {
-      return std::max(0.0, ar / 2 - gemmUs(work, names, backward));
+    // Half an all-reduce less the pass's time of the GEMMs beside it (layer_costs.h).
+    const auto exposed = [&](std::span<const std::string_view> names) {
+      double gemm_us = 0;
+      for (const auto &op : work.ops)
+        if (namedIn(names, op.name)) gemm_us += backward ? op.input_grad_us : op.forward_us;
+      return std::max(0.0, ar / 2 - gemm_us);
     };
-    const double attention = exposed({"qkv", "q_proj", "q_down", "q_up", "kv_down", "kv_up"}) +
-                             exposed({"attention_out"});
-    return attention + (moe ? ar : exposed({"mlp_gate_up", "mlp_up"}) + exposed({"mlp_down"}));
+    const double attention = exposed(kAttentionGatherGemms) + exposed(kAttentionScatterGemms);
+    return attention + (moe ? ar : exposed(kMlpGatherGemms) + exposed(kMlpScatterGemms));
   };
   // TP collectives (all-reduce equivalents). Layer: 2 in F, 2 in I. Vocab-parallel embedding:
   // an all-reduce in F (with SP a reduce-scatter in F and an all-gather in I). Output head:
