@@ -69,7 +69,7 @@ const std::vector<FamilyEntry> &familyEntries() {
         "with P <= G <= M dividing M",
         "NVIDIA Megatron-Core, megatron/core/pipeline_parallel/combined_1f1b.py (MCore v0.14, "
         "\"batch-level overlapping to hide EP-A2A communication\")",
-        PlacementKind::Loop, true, true, false, true},
+        PlacementKind::Loop, true, true, false, true, true},
        generators::checkCombinedOneFOneB,
        generators::combinedOneFOneB},
       {{"looped-bfs", "Looped BFS",

@@ -44,8 +44,11 @@ struct ScheduleFamily {
   bool uses_chunks = false; ///< V is a free parameter
   bool uses_microbatch_group = false;
   bool splits_backward = false; ///< emits I and W instead of B
-  bool overlapped_pairs =
-      false; ///< emits overlapped F&B pairs (their time is Costs::overlapped_us)
+  /// Emits overlapped F&B pairs (their time is Costs::overlapped_us).
+  bool overlapped_pairs = false;
+  /// Runs only with expert parallelism (Megatron-Core's combined 1F1B: "only supported with
+  /// expert model parallelism"); the planner offers it where EP > 1.
+  bool needs_expert_parallel = false;
 };
 
 /// The built-in families in display order (custom schedules are loaded, not generated).

@@ -270,9 +270,7 @@ std::vector<Structure> enumerateStructures(const SearchRequest &request) {
         if (b < 1 || per_replica > batch || batch % per_replica != 0) continue;
         const int microbatches = static_cast<int>(batch / per_replica);
         for (const ScheduleFamily *family : searchFamilies(request)) {
-          // Megatron-Core runs its combined 1F1B only with expert parallelism (its config check:
-          // "overlap_moe_expert_parallel_comm is only supported with expert model parallelism").
-          if (family->name == "combined-1f1b" && mesh.ep <= 1) continue;
+          if (family->needs_expert_parallel && mesh.ep <= 1) continue;
           std::vector<int> chunk_options{family->placement == PlacementKind::Loop ? 1 : 2};
           if (family->uses_chunks) chunk_options = request.virtual_stages;
           for (int v : chunk_options) {
