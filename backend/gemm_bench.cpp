@@ -122,19 +122,30 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) {
   std::vector<nlohmann::json> events;
   const double best = benchmark.best_tflops();
-  for (const auto &rate : benchmark.rates)
-    events.push_back({{"event", "gemm"},
-                      {"m", rate.size},
-                      {"n", rate.size},
-                      {"k", rate.size},
-                      {"dtype", rate.dtype},
-                      {"us", rate.us},
-                      {"repetitions", rate.repetitions},
-                      {"tflops", rate.tflops},
-                      {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}});
+  for (const auto &rate : benchmark.rates) {
+    nlohmann::json event = {{"event", "gemm"},
+                            {"m", rate.size},
+                            {"n", rate.size},
+                            {"k", rate.size},
+                            {"dtype", rate.dtype},
+                            {"us", rate.us},
+                            {"repetitions", rate.repetitions},
+                            {"tflops", rate.tflops},
+                            {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}};
+    if (rate.best_algorithm_us > 0) {
+      // The backend's call (cublasGemmEx, default algorithm) against cuBLAS's best algorithm.
+      event["best_algorithm_us"] = rate.best_algorithm_us;
+      event["best_algorithm_tflops"] =
+          gemmRate(rate.size, rate.dtype, rate.best_algorithm_us, 1).tflops;
+      event["fraction_of_best_algorithm"] = rate.best_algorithm_us / rate.us;
+      event["algorithms_tried"] = rate.algorithms_tried;
+    }
+    events.push_back(std::move(event));
+  }
   nlohmann::json summary = {{"event", "gemm_summary"},     {"device", benchmark.device},
                             {"best_tflops", best},         {"datasheet_preset", nullptr},
                             {"datasheet_tflops", nullptr}, {"fraction_of_datasheet", nullptr}};
+  if (!benchmark.software.empty()) summary["software"] = benchmark.software;
   if (benchmark.datasheet_tflops > 0) {
     summary["datasheet_preset"] = *benchmark.datasheet_preset;
     summary["datasheet_tflops"] = benchmark.datasheet_tflops;

@@ -22,15 +22,20 @@ struct GemmRate {
   double us = 0;       ///< one GEMM, the best of the timed batches
   double tflops = 0;   ///< 2·size³ / us
   int repetitions = 0; ///< GEMMs per timed batch
+  /// GPU rungs: cuBLAS's own best for the same GEMM, the fastest of the algorithms cuBLASLt's
+  /// heuristic proposes (each timed as above); 0 where not searched (cpu).
+  double best_algorithm_us = 0;
+  int algorithms_tried = 0;
 };
 
 /// A rung from its measured time: tflops = 2·size³ / us.
 GemmRate gemmRate(int size, std::string dtype, double us, int repetitions);
 
 struct GemmBenchmark {
-  std::string device;                          ///< the device's description
-  std::string gpu_name;                        ///< empty on the cpu
-  std::vector<GemmRate> rates;                 ///< ascending size
+  std::string device;          ///< the device's description
+  std::string gpu_name;        ///< empty on the cpu
+  std::string software;        ///< GPU: driver, CUDA runtime, cuBLAS and NCCL versions
+  std::vector<GemmRate> rates; ///< ascending size
   std::optional<std::string> datasheet_preset; ///< the hardware preset the GPU matched
   double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)
   double best_tflops() const;
