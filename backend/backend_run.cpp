@@ -1,10 +1,14 @@
 #include "backend/backend_run.h"
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "backend/clock.h"
@@ -122,7 +126,7 @@ private:
     DeviceSpeed speed;
     Status measured = Ok{};
     if (rank() == 0) {
-      auto result = measureDeviceSpeed(options_.device, launch_.local_rank);
+      auto result = measureDeviceSpeed(options_.device, launch_.local_rank, plan_.mesh.pp);
       if (result) reference_gemm_tflops_ = result->flops_per_us * 1e-6;
       if (result && options_.size_scale <= 0)
         result = refineSpeedForModel(options_.device, plan_, evaluation_, derivation_, *result);
@@ -141,13 +145,21 @@ private:
         planWorkload(plan_, evaluation_, derivation_, options_.device, options_.size_scale, speed);
     if (!workload) return everyRank(workload.error().message);
     workload_ = std::move(*workload);
+    // The stages compute attention as two batched GEMMs through an s×s score tensor (no fused
+    // kernel), which the cost model prices only for "materialized" attention.
+    if (rank() == 0 && plan_.model && plan_.model->model.attention == "flash")
+      emitWarning(0, "the plan's model has flash attention, but the backend's stages write and "
+                     "read the s x s attention scores (two batched GEMMs, no fused kernel), so "
+                     "ops run slower than this plan predicts; for a like-for-like comparison give "
+                     "the model \"attention\": \"materialized\"");
 
     makeSetups();
     auto devices = createDevices(options_.device, setups_, channel_, mpi_);
     if (auto failure = agree(devices ? Status(Ok{}) : Status(devices.error()))) return failure;
     devices_ = std::move(*devices);
     for (const auto &setup : setups_)
-      faults_.push_back(FaultInjection::fromEnvironment(setup.world_rank));
+      faults_.push_back(FaultInjection::fromEnvironment(
+          setup.world_rank, options_.device == DeviceKind::SharedGpu && setups_.size() > 1));
 
     auto check = checkDeviceKernels(options_.device, launch_.local_rank);
     if (auto failure = agree(check ? Status(Ok{}) : Status(check.error()))) return failure;
@@ -273,32 +285,112 @@ private:
     emitEvent(start);
   }
 
-  // Runs one step of every local rank (one thread each when there are several).
+  // Runs one step of every local rank (one thread each when there are several). With threads
+  // (gpu-shared), a stage that fails, dies or hangs must not leave the others waiting for it:
+  // the first failure makes every device abandon its step, and a thread still running a grace
+  // period after --timeout is left behind (the process exits on the error) instead of joined.
   Result<std::vector<RankStepRecord>> runLocalStep() {
-    std::vector<RankStepRecord> records(setups_.size());
-    std::vector<std::optional<Error>> errors(setups_.size());
-    const auto one = [&](std::size_t i) {
-      auto timings = runProgramStep(*devices_[i], setups_[i], faults_[i]);
-      if (!timings) {
-        errors[i] = timings.error();
-        return;
-      }
-      records[i].pipeline_rank = setups_[i].pipelineRank();
-      records[i].coords = setups_[i].coords;
-      records[i].timings = std::move(*timings);
-    };
-    if (setups_.size() == 1) {
-      one(0);
-    } else {
-      std::vector<std::thread> threads;
-      for (std::size_t i = 0; i < setups_.size(); ++i)
-        threads.emplace_back(one, i);
-      for (auto &thread : threads)
-        thread.join();
+    const std::size_t count = setups_.size();
+    if (count == 1) {
+      auto timings = runProgramStep(*devices_[0], setups_[0], faults_[0]);
+      if (!timings) return timings.error();
+      std::vector<RankStepRecord> records(1);
+      records[0].pipeline_rank = setups_[0].pipelineRank();
+      records[0].coords = setups_[0].coords;
+      records[0].timings = std::move(*timings);
+      return records;
     }
-    for (auto &error : errors)
-      if (error) return *error;
-    return records;
+    // Shared with the threads by pointer, so that a thread left behind never outlives it.
+    struct StepState {
+      std::mutex mutex;
+      std::condition_variable changed;
+      std::vector<RankStepRecord> records;
+      std::vector<std::optional<Error>> errors;
+      std::vector<char> finished, died;
+      std::size_t done = 0;
+      int first_failure = -1; ///< the stage whose error or death came first: the cause
+      bool abandoned = false;
+    };
+    auto state = std::make_shared<StepState>();
+    state->records.resize(count);
+    state->errors.resize(count);
+    state->finished.assign(count, 0);
+    state->died.assign(count, 0);
+    const auto abandonAll = [this, state] {
+      // Called with state->mutex held; devices only set a flag and wake their waiters.
+      if (state->abandoned) return;
+      state->abandoned = true;
+      for (auto &device : devices_)
+        device->abandonStep();
+    };
+    const auto one = [this, state, abandonAll](std::size_t i) {
+      RankStepRecord record;
+      std::optional<Error> error;
+      bool died = false;
+      try {
+        auto timings = runProgramStep(*devices_[i], setups_[i], faults_[i]);
+        if (timings) {
+          record.pipeline_rank = setups_[i].pipelineRank();
+          record.coords = setups_[i].coords;
+          record.timings = std::move(*timings);
+        } else {
+          error = timings.error();
+        }
+      } catch (const StageThreadKilled &) {
+        died = true; // no result and no error: the runner must see it by itself
+      }
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->records[i] = std::move(record);
+      state->errors[i] = std::move(error);
+      state->died[i] = died;
+      state->finished[i] = 1;
+      ++state->done;
+      if (died || state->errors[i]) {
+        if (state->first_failure < 0) state->first_failure = static_cast<int>(i);
+        abandonAll();
+      }
+      state->changed.notify_all();
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < count; ++i)
+      threads.emplace_back(one, i);
+    // Each stage fails by itself past --timeout without progress; a thread that has not returned
+    // a grace period later is stuck where no deadline reaches (a hang outside the device calls).
+    const auto grace = std::chrono::duration<double>(options_.timeout_s + 2.0);
+    const auto limit = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(grace);
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->changed.wait_until(lock, limit, [&] { return state->done == count; });
+    std::vector<std::size_t> stuck;
+    for (std::size_t i = 0; i < count; ++i)
+      if (!state->finished[i]) stuck.push_back(i);
+    if (!stuck.empty()) abandonAll();
+    lock.unlock();
+    for (std::size_t i = 0; i < count; ++i)
+      if (state->finished[i])
+        threads[i].join();
+      else
+        threads[i].detach(); // exits with the process, which ends on this error
+    const auto rankName = [&](std::size_t i) {
+      return "pipeline rank " + std::to_string(setups_[i].pipelineRank());
+    };
+    // The cause first: a stage that hung or died, then the first stage's own error; the others'
+    // "stopped waiting" errors follow from it.
+    std::lock_guard<std::mutex> relock(state->mutex);
+    if (!stuck.empty())
+      return makeError(rankName(stuck.front()) + "'s stage thread made no progress for " +
+                       std::to_string(static_cast<int>(options_.timeout_s)) +
+                       " s and never finished its step (hung); the other stages stopped waiting "
+                       "for it. Raise --timeout if its ops really take that long");
+    if (state->first_failure >= 0) {
+      const auto i = static_cast<std::size_t>(state->first_failure);
+      if (state->died[i])
+        return makeError(rankName(i) +
+                         "'s stage thread ended in the middle of a step without finishing its "
+                         "program or reporting an error; the other stages stopped waiting for it");
+      return *state->errors[i];
+    }
+    return std::move(state->records);
   }
 
   std::optional<Failure> warmUp() {

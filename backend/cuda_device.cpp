@@ -34,6 +34,20 @@ std::string hostName() {
   return name;
 }
 
+// NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), which is what starting more
+// ranks on a node than it has GPUs (or binding several tasks to one GPU) leads to: say the fix.
+std::string explainSharedGpu(const std::string &nccl_message) {
+  if (nccl_message.find("Duplicate GPU") == std::string::npos) return nccl_message;
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  return "two ranks use the same GPU, which --device cuda cannot run (one rank per GPU; this rank "
+         "sees " +
+         std::to_string(gpus) + " GPU" + (gpus == 1 ? "" : "s") +
+         "): start at most as many ranks per node as it has GPUs, or run every pipeline stage on "
+         "one GPU with --device gpu-shared (one process, no mpirun). NCCL said: " +
+         nccl_message;
+}
+
 void briefPause() {
   const timespec pause{0, 20000};
   nanosleep(&pause, nullptr);
@@ -120,7 +134,9 @@ public:
     config.blocking = 0; // so a hung peer can be timed out and aborted
     PIPESCOPE_NCCL_CHECK(
         ncclCommInitRankConfig(&world_, setup_.world_size, id, setup_.world_rank, &config));
-    PIPESCOPE_TRY(waitForComm(world_, deadline, "creating the NCCL world communicator"));
+    if (auto created = waitForComm(world_, deadline, "creating the NCCL world communicator");
+        !created)
+      return makeError(explainSharedGpu(created.error().message));
 
     // Mesh groups (DESIGN.md §2): TP = fixed (d, p), DP = fixed (p, t).
     const RankCoords c = setup_.coords;
@@ -448,16 +464,19 @@ Status checkCudaAvailable(int local_rank) {
 Result<DeviceSpeed> measureCudaSpeed(int local_rank) {
   auto device = selectGpu(local_rank);
   if (!device) return device.error();
+  cudaStream_t stream = nullptr;
+  PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto speed = measureCudaSpeedOn(stream);
+  cudaStreamDestroy(stream);
+  return speed;
+}
+
+Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream) {
   kernels::StageWork work;
   work.unit = 2048; // 17 GFLOP: tens of microseconds on a current GPU, well above event jitter
   work.unit_forward = 8;
-  cudaStream_t stream = nullptr;
-  PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto stage = CudaStage::create(work, 1, stream);
-  if (!stage) {
-    cudaStreamDestroy(stream);
-    return stage.error();
-  }
+  if (!stage) return stage.error();
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
   PIPESCOPE_TRY((*stage)->forward(nullptr, nullptr, {})); // warm-up: cuBLAS heuristics, clocks
@@ -468,7 +487,6 @@ Result<DeviceSpeed> measureCudaSpeed(int local_rank) {
   float ms = 0;
   PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
   stage->reset();
-  cudaStreamDestroy(stream);
   DeviceSpeed speed;
   speed.unit = work.unit;
   speed.unit_gemm_us = std::max(1e-3, 1000.0 * ms / work.unit_forward);

@@ -11,6 +11,8 @@
 //   stream in a green context holding its share of the SMs where the driver has them (the trace's
 //   device line says which), transfers as device-to-device copies.
 #include <memory>
+
+#include <cuda_runtime_api.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,11 @@ namespace pipescope::backend {
 
 Status checkCudaAvailable(int local_rank);
 Result<DeviceSpeed> measureCudaSpeed(int local_rank);
+/// The unit-GEMM rate on `stream` (a stage's stream: its green context decides the SMs).
+Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream);
+/// gpu-shared: the rate of one stage's partition (1/stages of the SMs, in a green context, the
+/// others idle), which is what each stage computes on; the whole GPU without green contexts.
+Result<DeviceSpeed> measureSharedGpuStageSpeed(int local_rank, int stages);
 Result<double> checkCudaDeviceKernels(int local_rank);
 Result<std::unique_ptr<Device>> createCudaDevice(const RankSetup &setup, ControlChannel &channel);
 Result<std::vector<std::unique_ptr<Device>>>

@@ -66,6 +66,10 @@ public:
   virtual Status recv(std::int32_t message_id) = 0;
   /// Completes the step (outstanding sends, the DP gradient all-reduce) and reports its timings.
   virtual Result<StepTimings> endStep() = 0;
+  /// Another stage of this process failed, died or hung in the middle of the step: stop waiting
+  /// for it now rather than at --timeout. Only devices that run a stage per thread (gpu-shared)
+  /// wait on one another inside a process; the others have nothing to do.
+  virtual void abandonStep() {}
 };
 
 /// Everything a device needs to know about its rank.

@@ -65,12 +65,15 @@ Status checkDeviceAvailable(DeviceKind kind, int local_rank) {
 #endif
 }
 
-Result<DeviceSpeed> measureDeviceSpeed(DeviceKind kind, int local_rank) {
+Result<DeviceSpeed> measureDeviceSpeed(DeviceKind kind, int local_rank, int stages) {
   if (kind == DeviceKind::Cpu) return measureCpuSpeed();
 #ifdef PIPESCOPE_HAVE_CUDA
+  if (kind == DeviceKind::SharedGpu && stages > 1)
+    return measureSharedGpuStageSpeed(local_rank, stages);
   return measureCudaSpeed(local_rank);
 #else
   (void)local_rank;
+  (void)stages;
   return builtWithoutCuda(kind);
 #endif
 }

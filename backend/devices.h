@@ -26,8 +26,9 @@ inline constexpr const char *kBuiltWithoutMpi =
 /// the one clear message a person sees ("no CUDA GPU is visible ...").
 Status checkDeviceAvailable(DeviceKind kind, int local_rank);
 
-/// Times the device's GEMMs (rank 0 calls it; the result is shared).
-Result<DeviceSpeed> measureDeviceSpeed(DeviceKind kind, int local_rank);
+/// Times the device's GEMMs (rank 0 calls it; the result is shared). gpu-shared times them in one
+/// stage's share of the SMs (`stages` partitions), where each stage's ops run.
+Result<DeviceSpeed> measureDeviceSpeed(DeviceKind kind, int local_rank, int stages = 1);
 
 /// Refines rank 0's measured rate for a model plan with an automatic size: the GEMMs of small
 /// layers run slower than the large GEMM the rate came from, so a stage of the chosen size is

@@ -20,8 +20,9 @@ long long integerVariable(const char *name, long long fallback) {
 
 } // namespace
 
-FaultInjection FaultInjection::fromEnvironment(int world_rank) {
+FaultInjection FaultInjection::fromEnvironment(int world_rank, bool stage_threads) {
   FaultInjection faults;
+  faults.stage_threads_ = stage_threads;
   faults.kill_ = integerVariable("PIPESCOPE_BACKEND_TEST_KILL_RANK", -1) == world_rank;
   faults.hang_ = integerVariable("PIPESCOPE_BACKEND_TEST_HANG_RANK", -1) == world_rank;
   faults.after_ops_ = integerVariable("PIPESCOPE_BACKEND_TEST_AFTER_OPS", 1);
@@ -31,6 +32,7 @@ FaultInjection FaultInjection::fromEnvironment(int world_rank) {
 void FaultInjection::beforeCompute() {
   if (!kill_ && !hang_) return;
   if (++ops_started_ < after_ops_) return;
+  if (kill_ && stage_threads_) throw StageThreadKilled{};
   if (kill_) std::raise(SIGKILL);
   for (;;) // a hung rank: alive, silent, never progressing
     ::pause();

@@ -58,6 +58,7 @@ struct SharedGpu {
   std::unique_ptr<std::atomic<int>[]> posted_step; ///< per message: step whose copy is enqueued
   std::mutex mutex;
   std::condition_variable posted;
+  bool abandoned = false; ///< a stage failed, died or hung: the others stop waiting (under mutex)
 
   ~SharedGpu() {
     for (auto *list : {&streams, &side_streams, &copy_streams})
@@ -233,11 +234,15 @@ public:
       std::unique_lock<std::mutex> lock(gpu_->mutex);
       const auto remaining = std::chrono::microseconds(
           static_cast<long long>(std::max(0.0, deadline_us_ - nowMicroseconds())));
-      if (!gpu_->posted.wait_for(lock, remaining, [&] {
-            return gpu_->posted_step[static_cast<std::size_t>(id)].load() == step_;
-          }))
+      const bool arrived = gpu_->posted.wait_for(lock, remaining, [&] {
+        return gpu_->posted_step[static_cast<std::size_t>(id)].load() == step_ || gpu_->abandoned;
+      });
+      if (!arrived)
         return makeError("no progress for " + std::to_string(static_cast<int>(setup_.timeout_s)) +
                          " s while waiting for " + setup_.messageName(id));
+      if (gpu_->posted_step[static_cast<std::size_t>(id)].load() != step_)
+        return makeError("stopped waiting for " + setup_.messageName(id) +
+                         ": another stage failed");
     }
     PIPESCOPE_CUDA_CHECK(
         cudaStreamWaitEvent(stream_, gpu_->copied[static_cast<std::size_t>(id)], 0));
@@ -251,6 +256,7 @@ public:
     cudaStream_t copy = gpu_->copy_streams[static_cast<std::size_t>(setup_.pipelineRank())];
     for (;;) {
       if (cudaEventQuery(done) == cudaSuccess && cudaStreamQuery(copy) == cudaSuccess) break;
+      if (abandoned()) return makeError("stopped at the end of the step: another stage failed");
       if (nowMicroseconds() > deadline_us_)
         return makeError("no progress for " + std::to_string(static_cast<int>(setup_.timeout_s)) +
                          " s in pipeline rank " + std::to_string(setup_.pipelineRank()) +
@@ -277,7 +283,20 @@ public:
     return std::move(timings_);
   }
 
+  void abandonStep() override {
+    {
+      std::lock_guard<std::mutex> lock(gpu_->mutex);
+      gpu_->abandoned = true;
+    }
+    gpu_->posted.notify_all();
+  }
+
 private:
+  bool abandoned() {
+    std::lock_guard<std::mutex> lock(gpu_->mutex);
+    return gpu_->abandoned;
+  }
+
   Result<const bf16 *> inputOf(int producer, int microbatch, bool gradient) {
     if (producer < 0) return static_cast<const bf16 *>(nullptr);
     const bool local = setup_.schedule->placement.rankOf(producer) == setup_.pipelineRank();
@@ -327,6 +346,17 @@ private:
 };
 
 } // namespace
+
+Result<DeviceSpeed> measureSharedGpuStageSpeed(int local_rank, int stages) {
+  // The same partition the run gives stage 0, made for the measurement and released after it.
+  SharedGpu gpu;
+  gpu.device = local_rank;
+  gpu.stages = std::max(1, stages);
+  PIPESCOPE_CUDA_CHECK(cudaSetDevice(gpu.device));
+  PIPESCOPE_CUDA_CHECK(cudaFree(nullptr)); // the primary context, before green contexts
+  PIPESCOPE_TRY(gpu.makeStreams());
+  return measureCudaSpeedOn(gpu.streams.front());
+}
 
 Result<std::vector<std::unique_ptr<Device>>>
 createSharedGpuDevices(const std::vector<RankSetup> &setups) {
