@@ -2,16 +2,22 @@
 # Measures this machine against the engine's predictions and writes a Markdown report:
 #   1. the device's GEMM ladder (pipescope-backend --gemm-bench), against the datasheet peak
 #      where the GPU matches a hardware preset;
-#   2. for 1F1B, interleaved 1F1B and ZB-H1, a plan run on the device (pipescope-backend), then
+#   2. for 1F1B, interleaved 1F1B, ZB-H1, ZB-V and DualPipeV, a plan run on the device, then
 #      `pipescope compare --calibrate`: measured against predicted step time, bubble_fraction,
-#      bubble_ratio and per-op-kind errors, before and after calibrating the cost model.
+#      bubble_ratio and per-op-kind errors, before and after calibrating the cost model, and a
+#      summary of all five against the goals (within 10 % before calibration; within 3 % and
+#      1 bubble point after);
+#   3. on a GPU, the driver, CUDA, cuBLAS and NCCL versions and whether green contexts split the
+#      SMs between the stages (gpu-shared).
 # It builds what it needs (Release, no GUI) unless PIPESCOPE_BUILD_DIR already holds the two
 # executables. Nothing here needs more than bash, CMake and the backend's own dependencies.
 #
 # usage: ./measure.sh [--device cpu|gpu-shared|cuda] [--pp P] [--microbatches M] [--steps N]
-#                     [--warmup N] [--size-scale X] [--out FILE] [-- simulate options...]
+#                     [--warmup N] [--size-scale X] [--out FILE] [--traces DIR]
+#                     [-- simulate options...]
 # Options after "--" go to `pipescope simulate` for every plan (e.g. -- --model llama3-8b
-# --hardware h100-sxm). The report goes to docs/measurements/<device>.md unless --out says.
+# --hardware h100-sxm). The report goes to docs/measurements/<device>.md unless --out says;
+# --traces DIR keeps each schedule's plan and measured trace there (for pipescope bubbles, the GUI).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,6 +28,7 @@ steps=10
 warmup=2
 size_scale=""
 out=""
+traces=""
 simulate_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,8 +39,9 @@ while [ $# -gt 0 ]; do
     --warmup) warmup="$2"; shift 2 ;;
     --size-scale) size_scale="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --traces) traces="$2"; shift 2 ;;
     --) shift; simulate_extra=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "measure.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -99,9 +107,14 @@ mkdir -p "$(dirname "$out")"
   echo
   echo "Written by \`./measure.sh --device $device\` on $(date -u +%Y-%m-%d) from commit" \
     "$commit on $(uname -n)" \
-    "($(nproc) cores). Plans: P=$pp, M=$microbatches${simulate_extra[*]:+, simulate options: ${simulate_extra[*]}};" \
+    "($(nproc) cores). Plans: P=$pp, M=$microbatches${simulate_extra[*]:+, simulate options: ${simulate_extra[*]}}${size_scale:+, --size-scale $size_scale};" \
     "$warmup warm-up and $steps measured steps each."
   echo
+  if [ "$device" != cpu ] && command -v nvidia-smi >/dev/null; then
+    echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit \
+      --format=csv,noheader 2>/dev/null | head -n 1) (name, driver, memory, max SM clock, power limit)."
+    echo
+  fi
   echo "## GEMM throughput"
   echo
 } >"$out"
@@ -117,12 +130,33 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
 {
   echo "$(echo "$summary" | text device)"
   echo
-  echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best |"
-  echo "| --: | :-- | --: | --: | --: |"
+  software=$(echo "$summary" | text software)
+  [ -n "$software" ] && { echo; echo "Software: $software."; }
+  echo
+  # GPU rungs also time every algorithm cuBLASLt proposes: the backend's call (cublasGemmEx with
+  # the default algorithm, as the stages make it) against cuBLAS's own best for the same GEMM.
+  if grep -q '"best_algorithm_us"' "$work/gemm.jsonl"; then
+    echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best rung | of the datasheet | cuBLASLt best algorithm | backend / cuBLAS best |"
+    echo "| --: | :-- | --: | --: | --: | --: | --: | --: |"
+  else
+    echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best |"
+    echo "| --: | :-- | --: | --: | --: |"
+  fi
   grep '"event":"gemm"' "$work/gemm.jsonl" | while read -r line; do
-    echo "| $(echo "$line" | field m) | $(echo "$line" | text dtype) |" \
-      "$(fmt "$(echo "$line" | field us)" 1) us | $(fmt "$(echo "$line" | field tflops)" 3) |" \
-      "$(fmt "$(awk -v f="$(echo "$line" | field fraction_of_best)" 'BEGIN { print f * 100 }')" 1) % |"
+    row="| $(echo "$line" | field m) | $(echo "$line" | text dtype) |"
+    row="$row $(fmt "$(echo "$line" | field us)" 1) us | $(fmt "$(echo "$line" | field tflops)" 3) |"
+    row="$row $(fmt "$(awk -v f="$(echo "$line" | field fraction_of_best)" 'BEGIN { print f * 100 }')" 1) % |"
+    best_us=$(echo "$line" | field best_algorithm_us)
+    if [ -n "$best_us" ]; then
+      if [ "$datasheet" != "null" ] && [ -n "$datasheet" ]; then
+        row="$row $(fmt "$(awk -v t="$(echo "$line" | field tflops)" -v d="$datasheet" 'BEGIN { print 100 * t / d }')" 1) % |"
+      else
+        row="$row - |"
+      fi
+      row="$row $(fmt "$(echo "$line" | field best_algorithm_tflops)" 1) TFLOP/s ($(echo "$line" | field algorithms_tried) tried) |"
+      row="$row $(fmt "$(awk -v f="$(echo "$line" | field fraction_of_best_algorithm)" 'BEGIN { print f * 100 }')" 1) % |"
+    fi
+    echo "$row"
   done
   echo
   if [ "$datasheet" != "null" ] && [ -n "$datasheet" ]; then
@@ -142,10 +176,13 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
   echo "per-stage op times and transfer times cannot explain: contention, jitter, stalls."
 } >>"$out"
 
-for schedule in 1f1b interleaved-1f1b zb-h1; do
+summary_rows=()
+green=""
+for schedule in 1f1b interleaved-1f1b zb-h1 zb-v dualpipev; do
   plan="$work/$schedule.plan.json"
   trace="$work/$schedule.trace.json"
   chunks=()
+  # Two chunks per rank: interleaved's loop placement; ZB-V and DualPipeV place theirs in a V.
   [ "$schedule" = interleaved-1f1b ] && chunks=(--virtual-stages 2)
   "$cli" simulate --schedule "$schedule" --pp "$pp" --microbatches "$microbatches" \
     "${chunks[@]}" "${simulate_extra[@]}" --save-plan "$plan" >/dev/null
@@ -161,7 +198,12 @@ for schedule in 1f1b interleaved-1f1b zb-h1; do
       grep '"error"' "$work/$schedule.jsonl" | head -n 3 || tail -n 5 "$work/$schedule.err"
       echo '```'
     } >>"$out"
+    summary_rows+=("| $schedule | the run failed | | | | |")
     continue
+  fi
+  if [ -n "$traces" ]; then
+    mkdir -p "$traces"
+    cp "$plan" "$trace" "$traces/"
   fi
   done_line=$(grep '"event":"done"' "$work/$schedule.jsonl")
   throughput=$(echo "$done_line" | sed -n 's/.*"throughput":{\([^}]*}[^}]*\)}.*/\1/p')
@@ -177,5 +219,30 @@ for schedule in 1f1b interleaved-1f1b zb-h1; do
       "timing overhead $(fmt "$(awk -v f="$(echo "$done_line" | field timing_overhead_fraction)" 'BEGIN { print 100 * f }')" 4) % of a mean op;" \
       "clock error bound $(fmt "$(echo "$done_line" | field clock_error_us)" 1) us."
   } >>"$out"
+  # The goals' numbers: step time error, bubble_fraction and bubble_ratio differences. The JSON's
+  # keys are sorted: "calibrated" (after) comes before "comparison" (before).
+  "$cli" compare --measured "$trace" --calibrate --json >"$work/$schedule.compare.json"
+  values() { grep -o "\"$1\": [^,]*" "$work/$schedule.compare.json" | sed 's/.*: //' | sed -n "$2p"; }
+  pct() { fmt "$(awk -v f="$1" 'BEGIN { print 100 * f }')" "${2:-1}"; }
+  overhead=$(echo "$done_line" | field timing_overhead_fraction)
+  summary_rows+=("| $schedule | $(pct "$(values makespan_relative_error 2)") % | $(pct "$(values bubble_fraction_difference 2)") / $(pct "$(values bubble_ratio_difference 2)") | $(pct "$(values makespan_relative_error 1)") % | $(pct "$(values bubble_fraction_difference 1)") / $(pct "$(values bubble_ratio_difference 1)") | $(pct "$overhead" 3) % |")
+  if [ -z "$green" ]; then
+    green=$( (grep -o '"gpu-shared: [^"]*"' "$trace" || true) | head -n 1 | tr -d '"')
+  fi
 done
+{
+  echo
+  echo "## Summary against the goals"
+  echo
+  echo "Goals: step time within 10 % before calibration; within 3 % and 1 bubble point after."
+  echo "Bubble columns: measured minus predicted, in points, bubble_fraction / bubble_ratio."
+  echo
+  echo "| schedule | step error before | bubble pts before | step error after | bubble pts after | timing overhead (of a mean op) |"
+  echo "| :-- | --: | --: | --: | --: | --: |"
+  for row in "${summary_rows[@]}"; do echo "$row"; done
+  if [ -n "$green" ]; then
+    echo
+    echo "SM partitions: ${green#gpu-shared: }"
+  fi
+} >>"$out"
 echo "measure.sh: wrote $out" >&2
