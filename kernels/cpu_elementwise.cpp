@@ -1,6 +1,8 @@
 #include "kernels/cpu_elementwise.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pipescope::kernels {
 
@@ -73,6 +75,32 @@ void columnSums(const float *matrix, int rows, int columns, float *sums) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < columns; ++c)
       sums[c] += matrix[at(r, c, columns)];
+}
+
+void softmaxRows(float *matrix, int rows, int columns) {
+  for (int r = 0; r < rows; ++r) {
+    float *row = matrix + at(r, 0, columns);
+    float largest = -std::numeric_limits<float>::infinity();
+    for (int c = 0; c < columns; ++c)
+      largest = std::max(largest, row[c]);
+    double sum = 0;
+    for (int c = 0; c < columns; ++c)
+      sum += std::exp(static_cast<double>(row[c] - largest));
+    for (int c = 0; c < columns; ++c)
+      row[c] = static_cast<float>(std::exp(static_cast<double>(row[c] - largest)) / sum);
+  }
+}
+
+void softmaxRowsBackward(const float *probs, float *grad, int rows, int columns) {
+  for (int r = 0; r < rows; ++r) {
+    const float *p = probs + at(r, 0, columns);
+    float *g = grad + at(r, 0, columns);
+    double dot = 0;
+    for (int c = 0; c < columns; ++c)
+      dot += static_cast<double>(g[c]) * p[c];
+    for (int c = 0; c < columns; ++c)
+      g[c] = static_cast<float>(p[c] * (g[c] - dot));
+  }
 }
 
 void normalizeRows(float *matrix, int rows, int columns) {

@@ -26,6 +26,13 @@ void biasSwigluBackward(const float *dout, const float *pre, const float *bias, 
 /// sums[c] = Σ_r matrix[r][c]: the bias gradient.
 void columnSums(const float *matrix, int rows, int columns, float *sums);
 
+/// Softmax of each row in place (the attention probabilities of Megatron-LM's unfused attention,
+/// which scales, masks and normalizes the stored s×s scores): exp(x - max) / Σ exp(x - max).
+void softmaxRows(float *matrix, int rows, int columns);
+/// Its backward in place: grad = probs · (grad - Σ_c grad·probs) per row, from the stored
+/// probabilities (the softmax output the forward kept).
+void softmaxRowsBackward(const float *probs, float *grad, int rows, int columns);
+
 /// Scales each row to unit root-mean-square (RMSNorm without a weight, Zhang & Sennrich 2019), so
 /// values stay in range through many synthetic layers.
 void normalizeRows(float *matrix, int rows, int columns);

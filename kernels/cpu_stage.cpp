@@ -178,9 +178,9 @@ bool CpuStage::layerForward(const float *x, float *y, const AllReduceSum &reduce
   const int group = std::max(1, l.heads / std::max(1, l.kv_heads));
   const std::ptrdiff_t dd = d; // head offsets into the rows, in the pointer's width
   multiply(N, N, t, qkv, h, 1.0f, x, h, wqkv_, qkv, 0.0f, qkv_.data(), qkv);
-  // Scores scaled by 1/(sqrt(d)·s): the 1/sqrt(d) of scaled dot-product attention (Vaswani et al.
-  // 2017), and 1/s in place of the softmax's normalization, which keeps the values in range.
-  const float alpha = 1.0f / (std::sqrt(static_cast<float>(d)) * static_cast<float>(s));
+  // Scaled dot-product attention (Vaswani et al. 2017) as Megatron-LM's unfused attention runs it:
+  // the s×s scores scaled by 1/sqrt(d), a softmax over each row, then the context.
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   for (int b = 0; b < l.batch; ++b) {
     const float *rows = qkv_.data() + static_cast<std::size_t>(b) * s * qkv;
     float *context = context_.data() + static_cast<std::size_t>(b) * s * attn;
@@ -190,6 +190,7 @@ bool CpuStage::layerForward(const float *x, float *y, const AllReduceSum &reduce
       const float *k = rows + (l.heads + kv) * dd;
       const float *v = rows + (l.heads + l.kv_heads + kv) * dd;
       multiply(N, T, s, s, d, alpha, q, qkv, k, qkv, 0.0f, scores_.data(), s);
+      softmaxRows(scores_.data(), s, s);
       multiply(N, N, s, d, s, 1.0f, scores_.data(), s, v, qkv, 0.0f, context + head * dd, attn);
     }
   }
@@ -222,7 +223,7 @@ bool CpuStage::layerInputGrad(const float *dy, float *dx, const AllReduceSum &re
            dprojected_.data(), h);
   if (!reduceIfAny(reduce, dprojected_)) return false;
   multiply(N, T, t, attn, h, 1.0f, dprojected_.data(), h, wo_, h, 0.0f, dcontext_.data(), attn);
-  const float alpha = 1.0f / (std::sqrt(static_cast<float>(d)) * static_cast<float>(s));
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   for (int b = 0; b < l.batch; ++b) {
     const float *rows = qkv_.data() + static_cast<std::size_t>(b) * s * qkv;
     float *drows = dqkv_.data() + static_cast<std::size_t>(b) * s * qkv;
@@ -238,8 +239,10 @@ bool CpuStage::layerInputGrad(const float *dy, float *dx, const AllReduceSum &re
       float *dk = drows + (l.heads + kv) * dd;
       float *dv = drows + (l.heads + l.kv_heads + kv) * dd;
       const float *dc = dcontext + head * dd;
-      multiply(N, T, s, s, d, 1.0f, dc, attn, v, qkv, 0.0f, dscores_.data(), s);    // dS = dC·Vᵀ
-      multiply(T, N, s, d, s, 1.0f, scores_.data(), s, dc, attn, beta_kv, dv, qkv); // dV = Sᵀ·dC
+      multiply(N, T, s, s, d, 1.0f, dc, attn, v, qkv, 0.0f, dscores_.data(), s);    // dP = dC·Vᵀ
+      multiply(T, N, s, d, s, 1.0f, scores_.data(), s, dc, attn, beta_kv, dv, qkv); // dV = Pᵀ·dC
+      // dS = P·(dP − Σ dP·P) per row, from the stored probabilities; then dQ and dK from dS.
+      softmaxRowsBackward(scores_.data(), dscores_.data(), s, s);
       multiply(N, N, s, d, s, alpha, dscores_.data(), s, k, qkv, 0.0f, dq, qkv);    // dQ = dS·K
       multiply(T, N, s, d, s, alpha, dscores_.data(), s, q, qkv, beta_kv, dk, qkv); // dK = dSᵀ·Q
     }

@@ -109,6 +109,54 @@ __global__ void normalizeRows(bf16 *matrix, int columns) {
     row[c] = usable ? __float2bfloat16(__bfloat162float(row[c]) / rms) : __float2bfloat16(1.0f);
 }
 
+// A block-wide sum or maximum over kThreads values; every thread gets the result.
+__device__ float blockReduce(float value, float *partial, bool maximum) {
+  __syncthreads(); // the previous use of `partial` is over
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) {
+      const float other = partial[threadIdx.x + stride];
+      partial[threadIdx.x] =
+          maximum ? fmaxf(partial[threadIdx.x], other) : partial[threadIdx.x] + other;
+    }
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+// One block per row of scores: the maximum, the sum of exponentials, then the probabilities
+// (bf16 storage, fp32 math), as Megatron-LM's scaled softmax kernels keep a row in one block.
+__global__ void softmaxRows(bf16 *matrix, int columns) {
+  __shared__ float partial[kThreads];
+  bf16 *row = matrix + static_cast<std::size_t>(blockIdx.x) * columns;
+  float largest = -INFINITY;
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    largest = fmaxf(largest, __bfloat162float(row[c]));
+  largest = blockReduce(largest, partial, true);
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    sum += __expf(__bfloat162float(row[c]) - largest);
+  sum = blockReduce(sum, partial, false);
+  const float inverse = 1.0f / sum;
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    row[c] = __float2bfloat16(__expf(__bfloat162float(row[c]) - largest) * inverse);
+}
+
+// grad = probs · (grad − Σ grad·probs) per row.
+__global__ void softmaxRowsBackward(const bf16 *probs, bf16 *grad, int columns) {
+  __shared__ float partial[kThreads];
+  const std::size_t offset = static_cast<std::size_t>(blockIdx.x) * columns;
+  const bf16 *p = probs + offset;
+  bf16 *g = grad + offset;
+  float dot = 0.0f;
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    dot += __bfloat162float(g[c]) * __bfloat162float(p[c]);
+  dot = blockReduce(dot, partial, false);
+  for (int c = threadIdx.x; c < columns; c += blockDim.x)
+    g[c] = __float2bfloat16(__bfloat162float(p[c]) * (__bfloat162float(g[c]) - dot));
+}
+
 __global__ void fillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed) {
   GRID_STRIDE(i, count) {
     // A 32-bit integer hash (Wang hash variant) of the index mixed with the seed.
@@ -179,6 +227,19 @@ cudaError_t launchAddColumnSums(const bf16 *matrix, int rows, int columns, bf16 
 cudaError_t launchNormalizeRows(bf16 *matrix, int rows, int columns, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   normalizeRows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(matrix, columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSoftmaxRows(bf16 *matrix, int rows, int columns, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  softmaxRows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(matrix, columns);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSoftmaxRowsBackward(const bf16 *probs, bf16 *grad, int rows, int columns,
+                                      cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  softmaxRowsBackward<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(probs, grad, columns);
   return cudaGetLastError();
 }
 

@@ -27,6 +27,11 @@ cudaError_t launchBiasSwigluBackward(const bf16 *dout, const bf16 *pre, const bf
 /// bias_grad[c] += Σ_r matrix[r][c].
 cudaError_t launchAddColumnSums(const bf16 *matrix, int rows, int columns, bf16 *bias_grad,
                                 cudaStream_t stream);
+/// Softmax of each row in place; its backward in place from the stored probabilities
+/// (cpu_elementwise.h softmaxRows / softmaxRowsBackward).
+cudaError_t launchSoftmaxRows(bf16 *matrix, int rows, int columns, cudaStream_t stream);
+cudaError_t launchSoftmaxRowsBackward(const bf16 *probs, bf16 *grad, int rows, int columns,
+                                      cudaStream_t stream);
 /// Each row scaled to unit root-mean-square (RMSNorm without a weight).
 cudaError_t launchNormalizeRows(bf16 *matrix, int rows, int columns, cudaStream_t stream);
 /// Uniform values in [-scale, scale] from a counter-based hash of (seed, index).

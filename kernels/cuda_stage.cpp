@@ -265,8 +265,8 @@ Status CudaStage::layerForward(const bf16 *x, bf16 *y, const CudaAllReduceSum &r
   const int group = std::max(1, l.heads / std::max(1, l.kv_heads));
   const std::ptrdiff_t dd = d; // head offsets into the rows, in the pointer's width
   PIPESCOPE_TRY(gemm(false, false, t, qkv, h, 1.0f, x, h, wqkv_, qkv, 0.0f, qkv_, qkv));
-  // As on the CPU: 1/sqrt(d) of scaled dot-product attention and 1/s in place of the softmax.
-  const float alpha = 1.0f / (std::sqrt(static_cast<float>(d)) * static_cast<float>(s));
+  // As on the CPU: scores scaled by 1/sqrt(d), a softmax over each row, then the context.
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   const long long square = static_cast<long long>(s) * s;
   for (int b = 0; b < l.batch; ++b) {
     const bf16 *rows = qkv_ + static_cast<std::size_t>(b) * s * qkv;
@@ -278,6 +278,7 @@ Status CudaStage::layerForward(const bf16 *x, bf16 *y, const CudaAllReduceSum &r
       const bf16 *v = rows + (l.heads + l.kv_heads + kv) * dd;
       PIPESCOPE_TRY(batchedGemm(false, true, s, s, d, alpha, q, qkv, d, k, qkv, 0, 0.0f, scores_, s,
                                 square, group));
+      PIPESCOPE_CUDA_CHECK(launchSoftmaxRows(scores_, group * s, s, stream_));
       PIPESCOPE_TRY(batchedGemm(false, false, s, d, s, 1.0f, scores_, s, square, v, qkv, 0, 0.0f,
                                 context + static_cast<std::ptrdiff_t>(kv) * group * dd, attn, d,
                                 group));
@@ -309,7 +310,7 @@ Status CudaStage::layerInputGrad(const bf16 *dy, bf16 *dx, const CudaAllReduceSu
       gemm(false, true, t, h, ffn_in, 1.0f, dffn_pre_, ffn_in, w1_, ffn_in, 0.0f, dprojected_, h));
   if (reduce) PIPESCOPE_TRY(reduce(dprojected_, static_cast<std::size_t>(t) * h, stream_));
   PIPESCOPE_TRY(gemm(false, true, t, attn, h, 1.0f, dprojected_, h, wo_, h, 0.0f, dcontext_, attn));
-  const float alpha = 1.0f / (std::sqrt(static_cast<float>(d)) * static_cast<float>(s));
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   const long long square = static_cast<long long>(s) * s;
   for (int b = 0; b < l.batch; ++b) {
     const bf16 *rows = qkv_ + static_cast<std::size_t>(b) * s * qkv;
@@ -323,12 +324,14 @@ Status CudaStage::layerInputGrad(const bf16 *dy, bf16 *dx, const CudaAllReduceSu
       bf16 *dq = drows + static_cast<std::ptrdiff_t>(kv) * group * dd;
       bf16 *dk = drows + (l.heads + kv) * dd;
       bf16 *dv = drows + (l.heads + l.kv_heads + kv) * dd;
-      // dS = dC·Vᵀ and dQ = dS·K batch over the group's heads.
+      // dP = dC·Vᵀ, then dS = P·(dP − Σ dP·P) per row from the stored probabilities, and
+      // dQ = dS·K, batched over the group's heads.
       PIPESCOPE_TRY(batchedGemm(false, true, s, s, d, 1.0f, dc, attn, d, v, qkv, 0, 0.0f, dscores_,
                                 s, square, group));
+      PIPESCOPE_CUDA_CHECK(launchSoftmaxRowsBackward(scores_, dscores_, group * s, s, stream_));
       PIPESCOPE_TRY(batchedGemm(false, false, s, d, s, alpha, dscores_, s, square, k, qkv, 0, 0.0f,
                                 dq, qkv, d, group));
-      // dV = Σ Sᵀ·dC and dK = Σ dSᵀ·Q accumulate over the heads of the group: one GEMM each.
+      // dV = Σ Pᵀ·dC and dK = Σ dSᵀ·Q accumulate over the heads of the group: one GEMM each.
       for (int i = 0; i < group; ++i) {
         const float beta = i == 0 ? 0.0f : 1.0f;
         PIPESCOPE_TRY(gemm(true, false, s, d, s, 1.0f, scores_ + i * square, s, dc + i * dd, attn,
@@ -485,6 +488,30 @@ Status checkCudaKernels(double *worst) {
                                         "bias+SwiGLU forward", "bias+SwiGLU backward"};
     PIPESCOPE_TRY(expectClose(names[kernel], *got, want, worst));
   }
+  // The attention softmax, forward and backward (rows of scores scaled up so that they differ).
+  auto scores = roundedValues(pre.size(), 13);
+  for (auto &v : scores)
+    v *= 4.0f;
+  DeviceBuffer dscores, dgrad;
+  PIPESCOPE_TRY(upload(scores, dscores));
+  PIPESCOPE_CUDA_CHECK(launchSoftmaxRows(dscores.as<bf16>(), rows, 2 * columns, nullptr));
+  PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+  auto probs = download(dscores, scores.size());
+  if (!probs) return probs.error();
+  std::vector<float> want = scores;
+  softmaxRows(want.data(), rows, 2 * columns);
+  PIPESCOPE_TRY(expectClose("softmax forward", *probs, want, worst));
+  // The backward from the GPU's own probabilities, so both sides start from the same numbers.
+  const auto grad = roundedValues(pre.size(), 17);
+  PIPESCOPE_TRY(upload(grad, dgrad));
+  PIPESCOPE_CUDA_CHECK(
+      launchSoftmaxRowsBackward(dscores.as<bf16>(), dgrad.as<bf16>(), rows, 2 * columns, nullptr));
+  PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+  auto got = download(dgrad, grad.size());
+  if (!got) return got.error();
+  want = grad;
+  softmaxRowsBackward(probs->data(), want.data(), rows, 2 * columns);
+  PIPESCOPE_TRY(expectClose("softmax backward", *got, want, worst));
   return Ok{};
 }
 

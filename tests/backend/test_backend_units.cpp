@@ -17,6 +17,7 @@
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
 #include "backend/workload.h"
+#include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
 #include "engine/plan_file.h"
 #include "kernels/cpu_elementwise.h"
@@ -129,6 +130,42 @@ private slots:
     }
   }
 
+  // The attention softmax: rows of probabilities, and a backward that matches finite differences
+  // of L = Σ g·softmax(x) (the upstream gradient g held fixed).
+  void softmaxAndItsBackwardMatchFiniteDifferences() {
+    const float scores[] = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, 3.0f, -2.0f, 1.0f};
+    const float upstream[] = {0.3f, -0.7f, 1.1f, 0.2f, -0.4f, 0.9f, 0.0f, 0.5f};
+    float probs[8];
+    std::copy(scores, scores + 8, probs);
+    kernels::softmaxRows(probs, 2, 4);
+    for (int r = 0; r < 2; ++r) {
+      const float sum = probs[4 * r] + probs[4 * r + 1] + probs[4 * r + 2] + probs[4 * r + 3];
+      QVERIFY(std::abs(sum - 1.0f) < 1e-6f);
+    }
+    QVERIFY(probs[2] > probs[0] && probs[0] > probs[3] && probs[3] > probs[1]);
+    float grad[8];
+    std::copy(upstream, upstream + 8, grad);
+    kernels::softmaxRowsBackward(probs, grad, 2, 4);
+    const auto loss = [&](const float *x) {
+      float p[8];
+      std::copy(x, x + 8, p);
+      kernels::softmaxRows(p, 2, 4);
+      double l = 0;
+      for (int i = 0; i < 8; ++i)
+        l += static_cast<double>(upstream[i]) * p[i];
+      return l;
+    };
+    for (int i = 0; i < 8; ++i) {
+      float plus[8], minus[8];
+      std::copy(scores, scores + 8, plus);
+      std::copy(scores, scores + 8, minus);
+      plus[i] += 1e-3f;
+      minus[i] -= 1e-3f;
+      const double numeric = (loss(plus) - loss(minus)) / 2e-3;
+      QVERIFY2(std::abs(numeric - grad[i]) < 1e-3, qPrintable(QString::number(i)));
+    }
+  }
+
   void layerFlopsFollowNarayanan() {
     // A GPT layer (MHA, GELU, f = 4h): forward = 24·b·s·h² + 4·b·s²·h (Narayanan et al. 2021).
     kernels::LayerShape l;
@@ -195,6 +232,56 @@ private slots:
     QCOMPARE(automatic->size_scale, automaticTargetMicroseconds(DeviceKind::Cpu) / 300.0);
     auto too_big = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 1e6, speed);
     QVERIFY(!too_big);
+  }
+
+  // On GPUs the time factor of a model plan comes from the cost model at the shapes the stages
+  // run: 1 when they run the plan's own shapes on a device that times the startup GEMM as the
+  // plan's hardware prices it; above 1 on gpu-shared, whose stages share the memory bandwidth;
+  // and at half size above the FLOP ratio, since memory-bound work shrinks slower than FLOPs.
+  void gpuTimeFactorComesFromTheCostModel() {
+    Plan plan;
+    plan.request.name = "1f1b";
+    plan.request.pp = 4;
+    plan.request.microbatches = 8;
+    plan.mesh.pp = 4;
+    ModelSetup setup;
+    auto model = loadModelSpec("llama3-8b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model && hardware);
+    setup.model = *model;
+    setup.model.attention = "materialized";
+    setup.hardware = *hardware;
+    plan.model = setup;
+    ModelDerivation derivation;
+    auto evaluation = evaluateRequest(plan, &derivation);
+    QVERIFY2(evaluation, evaluation ? "" : evaluation.error().message.c_str());
+    DeviceSpeed speed;
+    speed.unit = 2048;
+    speed.unit_gemm_us = gemmTimeUs(gemmHardwareOf(*hardware), {2048, 2048, 2048, 1}, 2.0);
+    speed.flops_per_us = 2.0 * 2048 * 2048 * 2048 / speed.unit_gemm_us;
+    auto whole = planWorkload(plan, *evaluation, derivation, DeviceKind::Cuda, 1.0, speed);
+    QVERIFY(whole);
+    QVERIFY2(std::abs(whole->expected_time_factor - 1.0) < 1e-9,
+             qPrintable(QString::number(whole->expected_time_factor, 'g', 12)));
+    QVERIFY(whole->time_factor_source.find("cost model") != std::string::npos);
+    auto shared = planWorkload(plan, *evaluation, derivation, DeviceKind::SharedGpu, 1.0, speed);
+    QVERIFY(shared && shared->expected_time_factor > 1.05);
+    auto half = planWorkload(plan, *evaluation, derivation, DeviceKind::Cuda, 0.5, speed);
+    QVERIFY(half);
+    double full_flops = 0, half_flops = 0;
+    for (std::size_t v = 0; v < whole->stages.size(); ++v) {
+      full_flops += whole->stages[v].forwardFlops() + whole->stages[v].inputGradFlops() +
+                    whole->stages[v].weightGradFlops();
+      half_flops += half->stages[v].forwardFlops() + half->stages[v].inputGradFlops() +
+                    half->stages[v].weightGradFlops();
+    }
+    QVERIFY2(half->expected_time_factor > half_flops / full_flops &&
+                 half->expected_time_factor < 1.0,
+             qPrintable(QString::number(half->expected_time_factor) + " vs FLOPs " +
+                        QString::number(half_flops / full_flops)));
+    // The cpu device keeps the FLOP-based factor (its speed is a timed forward).
+    auto cpu = planWorkload(plan, *evaluation, derivation, DeviceKind::Cpu, 0.05, speed);
+    QVERIFY(cpu && cpu->time_factor_source.find("FLOPs") != std::string::npos);
   }
 
   void modelScaleAimsAtTheTarget() {
