@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+
+#include "engine/model/layer_costs.h"
 
 namespace pipescope::backend {
 
@@ -50,6 +53,51 @@ std::vector<kernels::StageWork> modelStages(const Plan &plan, const Evaluation &
   return stages;
 }
 
+// Device time per planned time from the cost model, for model plans on GPUs: the stages' F + B
+// priced at the shapes the stages run (the scaled model) on the device, over the plan's own F + B.
+// The device is the plan's hardware with its peak scaled so that the startup GEMM (unit³, timed
+// where a stage runs: in one stage's partition on gpu-shared) takes what it measured; on
+// gpu-shared the P stages also share the GPU's memory bandwidth, as they do in the steady state
+// (docs/measurements/gpu-shared-h100.md). Nothing when the model cannot price the scaled shapes.
+std::optional<double> modeledTimeFactor(const Plan &plan, const Evaluation &evaluation,
+                                        const std::vector<kernels::StageWork> &stages,
+                                        DeviceKind device, const DeviceSpeed &speed) {
+  if (stages.empty() || speed.unit_gemm_us <= 0) return std::nullopt;
+  const kernels::LayerShape &shape = stages.front().layer;
+  const int tp = plan.mesh.tp;
+  Plan scaled = plan;
+  ModelSpec &m = scaled.model->model;
+  m.hidden = shape.hidden;
+  m.heads = shape.heads * tp;
+  m.kv_heads = shape.kv_heads * tp;
+  m.head_dim = shape.head_dim;
+  m.ffn_hidden = shape.ffn * tp;
+  m.sequence_length = shape.sequence;
+  for (const auto &work : stages)
+    if (work.head_vocab > 0) m.vocab = work.head_vocab * tp;
+  HardwareSpec &hardware = scaled.model->hardware;
+  const double modeled_us =
+      gemmTimeUs(gemmHardwareOf(plan.model->hardware),
+                 {static_cast<double>(speed.unit), static_cast<double>(speed.unit),
+                  static_cast<double>(speed.unit), 1},
+                 2.0);
+  if (!(modeled_us > 0)) return std::nullopt;
+  hardware.peak_tflops *= modeled_us / speed.unit_gemm_us;
+  if (device == DeviceKind::SharedGpu) hardware.hbm_gbps /= std::max(1, plan.mesh.pp);
+  const Placement &placement = evaluation.schedule.placement;
+  auto costs = planCosts(scaled, placement);
+  if (!costs) return std::nullopt;
+  auto times = resolveStageTimes(*costs, placement);
+  if (!times) return std::nullopt;
+  double device_us = 0, planned_us = 0;
+  for (std::size_t v = 0; v < times->forward.size() && v < evaluation.times.forward.size(); ++v) {
+    device_us += times->forward[v] + times->full_backward[v];
+    planned_us += evaluation.times.forward[v] + evaluation.times.full_backward[v];
+  }
+  if (!(device_us > 0) || !(planned_us > 0)) return std::nullopt;
+  return device_us / planned_us;
+}
+
 double largestForwardFlops(const std::vector<kernels::StageWork> &stages) {
   double largest = 0;
   for (const auto &work : stages)
@@ -92,6 +140,7 @@ nlohmann::json Workload::toJson() const {
   return {{"from_model", from_model},
           {"size_scale", size_scale},
           {"expected_time_factor", expected_time_factor},
+          {"time_factor_source", time_factor_source},
           {"stages", std::move(stage_list)}};
 }
 
@@ -131,6 +180,14 @@ Result<Workload> planWorkload(const Plan &plan, const Evaluation &evaluation,
       largest_forward = std::max(largest_forward, w.forwardFlops());
     workload.expected_time_factor =
         planned > 0 ? largest_forward / speed.flops_per_us / planned : 1;
+    workload.time_factor_source = "the largest forward's FLOPs at the startup GEMM rate";
+    // GPUs: the cost model at the stages' shapes, which prices their memory-bound work too (the
+    // FLOPs at the startup GEMM's rate miss it: ops ran 1.8x longer on an H100).
+    if (device != DeviceKind::Cpu)
+      if (auto modeled = modeledTimeFactor(plan, evaluation, workload.stages, device, speed)) {
+        workload.expected_time_factor = *modeled;
+        workload.time_factor_source = "cost model at the stages' shapes on the measured device";
+      }
     return workload;
   }
 

@@ -30,6 +30,7 @@ struct Workload {
   bool from_model = false;
   /// Planned op time × this = expected device time (plans without a model: the size scale).
   double expected_time_factor = 1;
+  std::string time_factor_source = "the size scale"; ///< how the factor was found
   nlohmann::json toJson() const;
 };
 
