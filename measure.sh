@@ -171,9 +171,12 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
   echo "Each run's ops are timed on the device; \`pipescope compare\` brings them to planned time"
   echo "by the run's time factor and compares the median measured step with the prediction, then"
   echo "refits F, B, W per stage and the transfer times (calibration) and predicts again."
-  echo "Before calibration the error also holds how well the startup GEMM timing foresaw the"
-  echo "device's speed during the run (the time factor sizes every op from it); after, only what"
-  echo "per-stage op times and transfer times cannot explain: contention, jitter, stalls."
+  echo "The time factor (device time per planned time) comes, for model plans on GPUs, from the"
+  echo "cost model at the shapes the stages run, on the device as its startup GEMM timed it (on"
+  echo "gpu-shared in one stage's share of the SMs, with the memory bandwidth shared by the stages);"
+  echo "elsewhere from the FLOPs at the startup GEMM's rate. Before calibration the error holds how"
+  echo "well that foresaw the run; after, only what per-stage op times and transfer times cannot"
+  echo "explain: contention, jitter, stalls."
 } >>"$out"
 
 summary_rows=()
