@@ -76,16 +76,18 @@ Result<GemmRate> timeRung(int n) {
   };
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
-  const auto timeBatch = [&](int repetitions) -> Result<double> {
+  // Microseconds per call of `call` over a batch of `repetitions`, between two device events.
+  const auto timeCalls = [&](const auto &call, int repetitions) -> Result<double> {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
     for (int i = 0; i < repetitions; ++i)
-      PIPESCOPE_TRY(gemm());
+      PIPESCOPE_TRY(call());
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
     PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
     float ms = 0;
     PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
     return 1000.0 * static_cast<double>(ms) / repetitions;
   };
+  const auto timeBatch = [&](int repetitions) { return timeCalls(gemm, repetitions); };
   // Warm-up: cuBLAS picks its kernel, the clocks rise.
   auto estimate = timeBatch(3);
   if (!estimate) return estimate.error();
@@ -129,16 +131,7 @@ Result<GemmRate> timeRung(int n) {
                                             proposed[a].workspaceSize, r.stream));
       return Ok{};
     };
-    const auto timeAlgorithm = [&](int count) -> Result<double> {
-      PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
-      for (int i = 0; i < count; ++i)
-        PIPESCOPE_TRY(algorithm());
-      PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
-      PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
-      float ms = 0;
-      PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
-      return 1000.0 * static_cast<double>(ms) / count;
-    };
+    const auto timeAlgorithm = [&](int count) { return timeCalls(algorithm, count); };
     // An algorithm the heuristic proposes may still refuse this problem at launch: skip it.
     if (auto warm = timeAlgorithm(2); !warm) continue;
     ++tried;
