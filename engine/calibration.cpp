@@ -31,7 +31,138 @@ bool countsAsBusy(const TraceOp &op) {
   return !(op.overlapped && op.kind == OpKind::FullBackward);
 }
 
+// For each op (by rank, then position), how many other ranks compute at its midpoint, from each
+// rank's intervals in time order (one step's ops, or one simulation).
+std::vector<std::vector<int>>
+othersComputing(const std::vector<std::vector<std::pair<double, double>>> &intervals) {
+  std::vector<std::vector<int>> counts(intervals.size());
+  for (std::size_t r = 0; r < intervals.size(); ++r) {
+    counts[r].resize(intervals[r].size(), 0);
+    for (std::size_t i = 0; i < intervals[r].size(); ++i) {
+      const double middle = 0.5 * (intervals[r][i].first + intervals[r][i].second);
+      for (std::size_t other = 0; other < intervals.size(); ++other) {
+        if (other == r) continue;
+        const auto &list = intervals[other];
+        // The last interval starting at or before the midpoint.
+        auto it = std::upper_bound(
+            list.begin(), list.end(), middle,
+            [](double t, const std::pair<double, double> &interval) { return t < interval.first; });
+        if (it != list.begin() && std::prev(it)->second > middle) ++counts[r][i];
+      }
+    }
+  }
+  return counts;
+}
+
 } // namespace
+
+bool ConcurrencySlowdown::matters() const {
+  return std::any_of(factor.begin(), factor.end(),
+                     [](double f) { return std::abs(f - 1.0) > 0.02; });
+}
+
+ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks) {
+  ConcurrencySlowdown fit;
+  if (ranks < 2) return fit;
+  // One step at a time: ops of different steps never overlap.
+  std::map<int, std::vector<const TraceOp *>> by_step;
+  for (const auto &op : measured.ops)
+    if (countsAsBusy(op) && op.rank >= 0 && op.rank < ranks) by_step[op.step].push_back(&op);
+  // group (stage, kind, overlapped) -> others computing -> durations
+  std::map<std::tuple<int, int, bool>, std::map<int, std::vector<double>>> groups;
+  for (auto &[step, ops] : by_step) {
+    std::vector<std::vector<const TraceOp *>> by_rank(static_cast<std::size_t>(ranks));
+    for (const auto *op : ops)
+      by_rank[static_cast<std::size_t>(op->rank)].push_back(op);
+    std::vector<std::vector<std::pair<double, double>>> intervals(by_rank.size());
+    for (std::size_t r = 0; r < by_rank.size(); ++r) {
+      std::sort(by_rank[r].begin(), by_rank[r].end(),
+                [](const TraceOp *a, const TraceOp *b) { return a->start_us < b->start_us; });
+      for (const auto *op : by_rank[r])
+        intervals[r].push_back({op->start_us, op->end_us});
+    }
+    const auto counts = othersComputing(intervals);
+    for (std::size_t r = 0; r < by_rank.size(); ++r)
+      for (std::size_t i = 0; i < by_rank[r].size(); ++i) {
+        const TraceOp &op = *by_rank[r][i];
+        groups[{op.stage, static_cast<int>(op.kind), op.overlapped}][counts[r][i]].push_back(
+            op.end_us - op.start_us);
+        ++fit.ops;
+      }
+  }
+  constexpr std::size_t kMinimumOps = 3;
+  const int all = ranks - 1;
+  std::vector<std::vector<double>> ratios(static_cast<std::size_t>(ranks));
+  for (const auto &[group, by_count] : groups) {
+    auto steady = by_count.find(all);
+    if (steady == by_count.end() || steady->second.size() < kMinimumOps) continue;
+    const double reference = median(steady->second);
+    if (!(reference > 0)) continue;
+    for (const auto &[count, durations] : by_count)
+      if (count != all && durations.size() >= kMinimumOps)
+        ratios[static_cast<std::size_t>(count)].push_back(median(durations) / reference);
+  }
+  fit.factor.assign(static_cast<std::size_t>(ranks), 1.0);
+  std::vector<bool> estimated(ratios.size(), false);
+  estimated[static_cast<std::size_t>(all)] = true; // the reference: 1 by definition
+  for (std::size_t n = 0; n < ratios.size(); ++n)
+    if (!ratios[n].empty()) {
+      fit.factor[n] = median(ratios[n]);
+      estimated[n] = true;
+    }
+  // A count too rare to fit (the one op of a step that runs alone) takes the nearest fitted
+  // count's factor, the busier one on a tie; all of them at P - 1 (1) when none was fitted.
+  const std::vector<double> fitted = fit.factor;
+  for (std::size_t n = 0; n < fitted.size(); ++n) {
+    if (estimated[n]) continue;
+    for (std::size_t distance = 1; distance < fitted.size(); ++distance) {
+      if (n + distance < fitted.size() && estimated[n + distance]) {
+        fit.factor[n] = fitted[n + distance];
+        break;
+      }
+      if (n >= distance && estimated[n - distance]) {
+        fit.factor[n] = fitted[n - distance];
+        break;
+      }
+    }
+  }
+  return fit;
+}
+
+Result<SimulationResult> simulateWithSlowdown(const Schedule &schedule,
+                                              const LoweredProgram &program,
+                                              const StageTimes &times,
+                                              const ConcurrencySlowdown &slowdown) {
+  SimulationOptions options;
+  auto result = simulate(schedule, program, times, options);
+  if (!result || slowdown.factor.empty()) return result;
+  constexpr int kRounds = 12, kUndampedRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::vector<std::pair<double, double>>> intervals(result->op_times.size());
+    for (std::size_t r = 0; r < intervals.size(); ++r)
+      for (const auto &t : result->op_times[r])
+        intervals[r].push_back({t.start_us, t.end_us});
+    const auto counts = othersComputing(intervals);
+    std::vector<std::vector<double>> scale(counts.size());
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      scale[r].resize(counts[r].size());
+      for (std::size_t i = 0; i < counts[r].size(); ++i) {
+        const auto n = std::min(static_cast<std::size_t>(counts[r][i]), slowdown.factor.size() - 1);
+        scale[r][i] = slowdown.factor[n];
+        if (round >= kUndampedRounds && !options.op_duration_scale.empty())
+          scale[r][i] = 0.5 * (scale[r][i] + options.op_duration_scale[r][i]);
+      }
+    }
+    options.op_duration_scale = std::move(scale);
+    auto next = simulate(schedule, program, times, options);
+    if (!next) return next;
+    const bool settled =
+        std::abs(next->makespan_us - result->makespan_us) <= 1e-6 * result->makespan_us;
+    result = std::move(next);
+    if (settled) break;
+  }
+  return result;
+}
 
 std::vector<StepMetrics> traceStepMetrics(const Trace &trace) {
   std::map<int, std::vector<const TraceOp *>> by_step;

@@ -6,6 +6,7 @@
 
 #include "engine/costs.h"
 #include "engine/schedule.h"
+#include "engine/simulator.h"
 #include "engine/trace_file.h"
 
 namespace pipescope {
@@ -50,5 +51,32 @@ TraceComparison compareTraces(const Trace &predicted, const Trace &measured);
 /// transfer time of each stage boundary from the gaps where a consumer waited for its input.
 /// What the measurement does not show is kept from `current`.
 Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current);
+
+/// Contention between ranks that share a device (gpu-shared runs every stage in a partition of one
+/// GPU, whose memory bandwidth, cache and power the partitions share): an op's duration when n
+/// other ranks compute at its midpoint, over its duration when all of them do, the steady state
+/// that the calibrated (median) op times describe (docs/measurements/gpu-shared-h100.md).
+struct ConcurrencySlowdown {
+  std::vector<double> factor; ///< index n: other ranks computing; factor[P-1] = 1; empty: none
+  int ops = 0;                ///< measured ops the fit read
+  /// Whether some factor is more than 2 % from 1 (ranks on separate GPUs: none is).
+  bool matters() const;
+};
+
+/// Fits the slowdown to a measured trace of `ranks` ranks: for each group of ops (stage, kind,
+/// overlapped pair or not), the median duration at each count of other ranks computing over the
+/// group's median with all of them computing; a count's factor is the median of those ratios over
+/// the groups that have both (with at least 3 ops at the count); a count no group has enough ops
+/// at takes the nearest fitted count's factor.
+ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks);
+
+/// Simulates the program with each op's duration scaled by the slowdown at the count of other
+/// ranks computing at its midpoint in the simulated timeline, found by iteration from the steady
+/// state (every op at its costs' time) until the makespan settles: at most 12 rounds, the later
+/// ones damped (half the old scale, half the new) so that the counts cannot flip back and forth.
+Result<SimulationResult> simulateWithSlowdown(const Schedule &schedule,
+                                              const LoweredProgram &program,
+                                              const StageTimes &times,
+                                              const ConcurrencySlowdown &slowdown);
 
 } // namespace pipescope

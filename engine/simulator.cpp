@@ -107,6 +107,15 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   std::vector<RankState> state(static_cast<std::size_t>(pp));
   const bool track_bytes =
       options.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
+  const bool scale_durations = !options.op_duration_scale.empty();
+  if (scale_durations) {
+    bool fits = options.op_duration_scale.size() == static_cast<std::size_t>(pp);
+    for (std::size_t r = 0; fits && r < options.op_duration_scale.size(); ++r)
+      fits = options.op_duration_scale[r].size() == schedule.ranks[r].size();
+    if (!fits)
+      return makeError("op_duration_scale: needs one factor per op of every rank (" +
+                       std::to_string(pp) + " ranks)");
+  }
   std::vector<int> runnable;
   runnable.reserve(static_cast<std::size_t>(pp));
   for (int r = pp - 1; r >= 0; --r)
@@ -171,7 +180,11 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
         st.blocked_on_self = true;
         break;
       }
-      const double duration = opDuration(op, times);
+      const double duration =
+          opDuration(op, times) *
+          (scale_durations ? options.op_duration_scale[static_cast<std::size_t>(rank)]
+                                                      [static_cast<std::size_t>(instruction.index)]
+                           : 1.0);
       const double start = std::max(st.clock, st.inputs_ready);
       const double end = start + duration;
       op_times[static_cast<std::size_t>(instruction.index)] = {start, end};

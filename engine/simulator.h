@@ -42,6 +42,9 @@ struct SimulationOptions {
   /// Bytes of activations one microbatch leaves on each virtual stage between its forward and
   /// the backward that frees them (empty: bytes are not tracked).
   std::vector<double> stage_activation_bytes;
+  /// Per rank, per op of schedule.ranks: a factor on the op's duration (empty: 1 for every op).
+  /// Calibration uses it for ops that run longer while other ranks compute on a shared device.
+  std::vector<std::vector<double>> op_duration_scale;
 };
 
 struct SimulationResult {

@@ -344,6 +344,7 @@ int runCompare(const std::vector<std::string> &args) {
 
   std::optional<TraceComparison> after;
   std::optional<Costs> calibrated;
+  ConcurrencySlowdown slowdown;
   Plan calibrated_plan = plan;
   if (a.has("calibrate")) {
     auto current = planCosts(plan, evaluation->schedule.placement);
@@ -355,6 +356,17 @@ int runCompare(const std::vector<std::string> &args) {
     calibrated_plan.costs = *refit;
     auto again = evaluatePlan(calibrated_plan);
     if (!again) return fail("cannot predict with the calibrated costs: " + again.error().message);
+    // Ranks that share a device run their ops slower while the others compute: where the
+    // measurement shows it, the calibrated prediction simulates it too.
+    slowdown = fitConcurrencySlowdown(measured, again->schedule.pp());
+    if (slowdown.matters()) {
+      auto contended =
+          simulateWithSlowdown(again->schedule, again->program, again->times, slowdown);
+      if (!contended)
+        return fail("cannot simulate the calibrated plan with contention: " +
+                    contended.error().message);
+      again->simulation = std::move(*contended);
+    }
     after = compareTraces(traceFromEvaluation(calibrated_plan, *again), measured);
     calibrated = *refit;
     if (auto path = a.text("save-plan")) {
@@ -374,6 +386,7 @@ int runCompare(const std::vector<std::string> &args) {
              {"clock_error_us", file->trace.clock_error_us},
              {"comparison", comparisonJson(before)}};
     if (after) out["calibrated"] = comparisonJson(*after);
+    if (after && slowdown.matters()) out["concurrency_slowdown"] = slowdown.factor;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -399,6 +412,17 @@ int runCompare(const std::vector<std::string> &args) {
               << " refit to the measurement";
     if (auto path = a.text("save-plan")) std::cout << "; written to " << *path;
     std::cout << ".\n";
+    if (slowdown.matters()) {
+      // The factors, from none of the other ranks computing to all of them.
+      std::string factors;
+      for (std::size_t n = 0; n < slowdown.factor.size(); ++n)
+        factors += (n ? ", " : "") + fixed(slowdown.factor[n], 2);
+      std::cout << "Contention: with 0 to " << slowdown.factor.size() - 1
+                << " other ranks computing, ops took " << factors
+                << " of their time with all of them (" << slowdown.ops
+                << " measured ops); the prediction after calibration simulates it (the ranks "
+                   "share a device).\n";
+    }
   }
   return 0;
 }

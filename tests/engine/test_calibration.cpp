@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include "engine/calibration.h"
+#include "engine/trace_matching.h"
 
 using namespace pipescope;
 
@@ -108,6 +109,109 @@ private slots:
              qPrintable(QString("after calibration: %1").arg(error_after.makespan_relative_error)));
     for (const auto &kind : error_after.kinds)
       QVERIFY(kind.worst_relative_error < 1e-9);
+  }
+
+  // Ranks that share a device: a "measurement" simulated with known slowdown factors (ops run
+  // faster while fewer other ranks compute) is fitted back, and simulating the fitted slowdown
+  // reproduces its step time; separate devices (no slowdown) fit none.
+  void contentionBetweenRanksIsFittedAndSimulated() {
+    Plan plan;
+    plan.request = {"1f1b", 4, 16, 1, 0};
+    plan.mesh.pp = 4;
+    plan.costs = trueCosts();
+    auto evaluation = evaluatePlan(plan);
+    QVERIFY(evaluation);
+    ConcurrencySlowdown truth;
+    truth.factor = {0.7, 0.8, 0.9, 1.0};
+    auto contended =
+        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, truth);
+    QVERIFY(contended);
+    QVERIFY(contended->makespan_us < evaluation->simulation.makespan_us); // ramps run faster
+    Evaluation measured_run = *evaluation;
+    measured_run.simulation = *contended;
+    // Five measured steps, as a run records them (the fit needs 3 ops at a count).
+    const Trace one_step = traceFromEvaluation(plan, measured_run);
+    Trace measured = one_step;
+    measured.ops.clear();
+    for (int step = 0; step < 5; ++step)
+      for (TraceOp op : one_step.ops) {
+        op.step = step;
+        measured.ops.push_back(op);
+      }
+
+    const ConcurrencySlowdown fit = fitConcurrencySlowdown(measured, 4);
+    QVERIFY(fit.matters());
+    QCOMPARE(int(fit.factor.size()), 4);
+    QCOMPARE(fit.factor[3], 1.0);
+    QVERIFY2(fit.factor[1] < fit.factor[2] && fit.factor[2] < 1.0,
+             qPrintable(QString("%1 %2").arg(fit.factor[1]).arg(fit.factor[2])));
+    for (std::size_t n = 0; n < 3; ++n)
+      QVERIFY2(std::abs(fit.factor[n] - truth.factor[n]) < 0.05,
+               qPrintable(QString("factor %1: %2").arg(n).arg(fit.factor[n])));
+    auto again =
+        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, fit);
+    QVERIFY(again);
+    QVERIFY2(std::abs(again->makespan_us / contended->makespan_us - 1) < 0.01,
+             qPrintable(QString::number(again->makespan_us / contended->makespan_us)));
+
+    // Without contention: factors of 1, nothing that matters, the plain simulation.
+    const Trace separate = traceFromEvaluation(plan, *evaluation);
+    const ConcurrencySlowdown none = fitConcurrencySlowdown(separate, 4);
+    QVERIFY(!none.matters());
+    auto plain =
+        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, none);
+    QVERIFY(plain);
+    QCOMPARE(plain->makespan_us, evaluation->simulation.makespan_us);
+    // A scale that does not cover every op is refused, not read past its end.
+    SimulationOptions options;
+    options.op_duration_scale = {{1.0}};
+    QVERIFY(!simulate(evaluation->schedule, evaluation->program, evaluation->times, options));
+  }
+
+  // Real runs on one H100 (gpu-shared, four green-context partitions, tests/data/measured): the
+  // partitions slow each other down, the fit sees it, and the calibrated prediction that
+  // simulates it comes within 1 % and 1 bubble point of the measured step, which the one without
+  // it does not.
+  void contentionOnARealSharedGpu_data() {
+    QTest::addColumn<QString>("file");
+    QTest::newRow("1f1b") << "gpu-shared-h100-1f1b-p4-m16.json.gz";
+    QTest::newRow("zb-v") << "gpu-shared-h100-zb-v-p4-m16.json.gz";
+  }
+  void contentionOnARealSharedGpu() {
+    QFETCH(QString, file);
+    auto loaded =
+        loadMeasuredTrace(std::string(PIPESCOPE_TEST_DATA) + "/measured/" + file.toStdString());
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    const Plan &plan = loaded->trace.plan;
+    auto evaluation = evaluatePlan(plan);
+    QVERIFY(evaluation);
+    const Trace measured = inPlannedTime(loaded->trace, loaded->time_factor);
+    auto current = planCosts(plan, evaluation->schedule.placement);
+    QVERIFY(current);
+    auto refit = calibrateCosts(evaluation->schedule, measured, *current);
+    QVERIFY(refit);
+    Plan calibrated = plan;
+    calibrated.model.reset();
+    calibrated.costs = *refit;
+    auto again = evaluatePlan(calibrated);
+    QVERIFY(again);
+    const auto plain = compareTraces(traceFromEvaluation(calibrated, *again), measured);
+
+    const ConcurrencySlowdown fit = fitConcurrencySlowdown(measured, 4);
+    QVERIFY(fit.matters());
+    QVERIFY2(fit.factor[0] > 0.6 && fit.factor[0] < 0.9 && fit.factor[0] <= fit.factor[2],
+             qPrintable(QString::number(fit.factor[0])));
+    auto contended = simulateWithSlowdown(again->schedule, again->program, again->times, fit);
+    QVERIFY(contended);
+    Evaluation with_contention = *again;
+    with_contention.simulation = *contended;
+    const auto after = compareTraces(traceFromEvaluation(calibrated, with_contention), measured);
+    QVERIFY2(std::abs(after.makespan_relative_error) < 0.01,
+             qPrintable(QString::number(after.makespan_relative_error)));
+    QVERIFY(std::abs(after.bubble_fraction_difference) < 0.01);
+    QVERIFY(std::abs(after.bubble_ratio_difference) < 0.01);
+    QVERIFY2(std::abs(plain.makespan_relative_error) > 0.015,
+             qPrintable(QString::number(plain.makespan_relative_error)));
   }
 
   void foreignTracesAreRefused() {
