@@ -52,8 +52,9 @@ public:
   StepEvent stepEvent(const MeasuredStep &metrics) const;
   nlohmann::json stepMetricsJson(const MeasuredStep &metrics) const;
   /// The plan's program simulated with its costs refit to this measurement (engine
-  /// calibration: per-stage F, B, W, the F&B overlap, transfer times): when it matches the
-  /// measurement, the run followed the program without stalls of its own.
+  /// calibration: per-stage F, B, W, the F&B overlap, transfer times, and where the ranks share
+  /// a device the slowdown while others compute): when it matches the measurement, the run
+  /// followed the program without stalls of its own.
   std::optional<Evaluation> calibrated(const Costs &planned) const;
 
 private:
