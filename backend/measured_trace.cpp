@@ -199,12 +199,6 @@ std::optional<Evaluation> MeasuredTraceBuilder::calibrated(const Costs &planned)
   if (!costs) return std::nullopt;
   auto evaluation = evaluateSchedule(schedule_, *costs);
   if (!evaluation) return std::nullopt;
-  // Ranks that share a device slow each other down: simulated as `pipescope compare` does.
-  const ConcurrencySlowdown slowdown = fitConcurrencySlowdown(trace_, schedule_.pp());
-  if (slowdown.matters())
-    if (auto contended = simulateWithSlowdown(evaluation->schedule, evaluation->program,
-                                              evaluation->times, slowdown))
-      evaluation->simulation = std::move(*contended);
   return std::move(*evaluation);
 }
 

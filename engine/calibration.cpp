@@ -31,29 +31,6 @@ bool countsAsBusy(const TraceOp &op) {
   return !(op.overlapped && op.kind == OpKind::FullBackward);
 }
 
-// For each op (by rank, then position), how many other ranks compute at its midpoint, from each
-// rank's intervals in time order (one step's ops, or one simulation).
-std::vector<std::vector<int>>
-othersComputing(const std::vector<std::vector<std::pair<double, double>>> &intervals) {
-  std::vector<std::vector<int>> counts(intervals.size());
-  for (std::size_t r = 0; r < intervals.size(); ++r) {
-    counts[r].resize(intervals[r].size(), 0);
-    for (std::size_t i = 0; i < intervals[r].size(); ++i) {
-      const double middle = 0.5 * (intervals[r][i].first + intervals[r][i].second);
-      for (std::size_t other = 0; other < intervals.size(); ++other) {
-        if (other == r) continue;
-        const auto &list = intervals[other];
-        // The last interval starting at or before the midpoint.
-        auto it = std::upper_bound(
-            list.begin(), list.end(), middle,
-            [](double t, const std::pair<double, double> &interval) { return t < interval.first; });
-        if (it != list.begin() && std::prev(it)->second > middle) ++counts[r][i];
-      }
-    }
-  }
-  return counts;
-}
-
 } // namespace
 
 bool ConcurrencySlowdown::matters() const {
@@ -61,34 +38,61 @@ bool ConcurrencySlowdown::matters() const {
                      [](double f) { return std::abs(f - 1.0) > 0.02; });
 }
 
-ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks) {
-  ConcurrencySlowdown fit;
-  if (ranks < 2) return fit;
+namespace {
+
+// Other ranks computing at each measured op's midpoint, one entry per op of the trace (an
+// overlapped pair's backward part takes its forward part's count); -1 where the op's rank is
+// outside [0, ranks).
+std::vector<int> othersComputingPerOp(const Trace &measured, int ranks) {
+  std::vector<int> counts(measured.ops.size(), -1);
   // One step at a time: ops of different steps never overlap.
-  std::map<int, std::vector<const TraceOp *>> by_step;
-  for (const auto &op : measured.ops)
-    if (countsAsBusy(op) && op.rank >= 0 && op.rank < ranks) by_step[op.step].push_back(&op);
-  // group (stage, kind, overlapped) -> others computing -> durations
-  std::map<std::tuple<int, int, bool>, std::map<int, std::vector<double>>> groups;
-  for (auto &[step, ops] : by_step) {
-    std::vector<std::vector<const TraceOp *>> by_rank(static_cast<std::size_t>(ranks));
-    for (const auto *op : ops)
-      by_rank[static_cast<std::size_t>(op->rank)].push_back(op);
+  std::map<int, std::vector<std::size_t>> by_step;
+  for (std::size_t i = 0; i < measured.ops.size(); ++i) {
+    const TraceOp &op = measured.ops[i];
+    if (countsAsBusy(op) && op.rank >= 0 && op.rank < ranks) by_step[op.step].push_back(i);
+  }
+  std::map<std::tuple<int, int, double>, int> pair_counts; // (rank, step, start) of a pair
+  for (auto &[step, indices] : by_step) {
+    std::vector<std::vector<std::size_t>> by_rank(static_cast<std::size_t>(ranks));
+    for (std::size_t i : indices)
+      by_rank[static_cast<std::size_t>(measured.ops[i].rank)].push_back(i);
     std::vector<std::vector<std::pair<double, double>>> intervals(by_rank.size());
     for (std::size_t r = 0; r < by_rank.size(); ++r) {
-      std::sort(by_rank[r].begin(), by_rank[r].end(),
-                [](const TraceOp *a, const TraceOp *b) { return a->start_us < b->start_us; });
-      for (const auto *op : by_rank[r])
-        intervals[r].push_back({op->start_us, op->end_us});
+      std::sort(by_rank[r].begin(), by_rank[r].end(), [&](std::size_t a, std::size_t b) {
+        return measured.ops[a].start_us < measured.ops[b].start_us;
+      });
+      for (std::size_t i : by_rank[r])
+        intervals[r].push_back({measured.ops[i].start_us, measured.ops[i].end_us});
     }
-    const auto counts = othersComputing(intervals);
+    const auto others = othersComputingAtMidpoints(intervals);
     for (std::size_t r = 0; r < by_rank.size(); ++r)
-      for (std::size_t i = 0; i < by_rank[r].size(); ++i) {
-        const TraceOp &op = *by_rank[r][i];
-        groups[{op.stage, static_cast<int>(op.kind), op.overlapped}][counts[r][i]].push_back(
-            op.end_us - op.start_us);
-        ++fit.ops;
+      for (std::size_t k = 0; k < by_rank[r].size(); ++k) {
+        const TraceOp &op = measured.ops[by_rank[r][k]];
+        counts[by_rank[r][k]] = others[r][k];
+        if (op.overlapped) pair_counts[{op.rank, op.step, op.start_us}] = others[r][k];
       }
+  }
+  for (std::size_t i = 0; i < measured.ops.size(); ++i) {
+    const TraceOp &op = measured.ops[i];
+    if (!countsAsBusy(op))
+      if (auto it = pair_counts.find({op.rank, op.step, op.start_us}); it != pair_counts.end())
+        counts[i] = it->second;
+  }
+  return counts;
+}
+
+ConcurrencySlowdown fitFromCounts(const Trace &measured, const std::vector<int> &counts,
+                                  int ranks) {
+  ConcurrencySlowdown fit;
+  if (ranks < 2) return fit;
+  // group (stage, kind, overlapped) -> others computing -> durations
+  std::map<std::tuple<int, int, bool>, std::map<int, std::vector<double>>> groups;
+  for (std::size_t i = 0; i < measured.ops.size(); ++i) {
+    const TraceOp &op = measured.ops[i];
+    if (!countsAsBusy(op) || counts[i] < 0) continue;
+    groups[{op.stage, static_cast<int>(op.kind), op.overlapped}][counts[i]].push_back(op.end_us -
+                                                                                      op.start_us);
+    ++fit.ops;
   }
   constexpr std::size_t kMinimumOps = 3;
   const int all = ranks - 1;
@@ -126,42 +130,18 @@ ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks) {
       }
     }
   }
+  // Sharing can only slow an op down: fewer others computing never makes it slower. Ratios that
+  // say otherwise (ops of noisy durations, a count seen in few ops) are held to that, so a run
+  // without contention fits none: each factor at most 1 and at most the next count's.
+  for (std::size_t n = fit.factor.size(); n-- > 0;)
+    fit.factor[n] = std::min(fit.factor[n], n + 1 < fit.factor.size() ? fit.factor[n + 1] : 1.0);
   return fit;
 }
 
-Result<SimulationResult> simulateWithSlowdown(const Schedule &schedule,
-                                              const LoweredProgram &program,
-                                              const StageTimes &times,
-                                              const ConcurrencySlowdown &slowdown) {
-  SimulationOptions options;
-  auto result = simulate(schedule, program, times, options);
-  if (!result || slowdown.factor.empty()) return result;
-  constexpr int kRounds = 12, kUndampedRounds = 3;
-  for (int round = 0; round < kRounds; ++round) {
-    std::vector<std::vector<std::pair<double, double>>> intervals(result->op_times.size());
-    for (std::size_t r = 0; r < intervals.size(); ++r)
-      for (const auto &t : result->op_times[r])
-        intervals[r].push_back({t.start_us, t.end_us});
-    const auto counts = othersComputing(intervals);
-    std::vector<std::vector<double>> scale(counts.size());
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      scale[r].resize(counts[r].size());
-      for (std::size_t i = 0; i < counts[r].size(); ++i) {
-        const auto n = std::min(static_cast<std::size_t>(counts[r][i]), slowdown.factor.size() - 1);
-        scale[r][i] = slowdown.factor[n];
-        if (round >= kUndampedRounds && !options.op_duration_scale.empty())
-          scale[r][i] = 0.5 * (scale[r][i] + options.op_duration_scale[r][i]);
-      }
-    }
-    options.op_duration_scale = std::move(scale);
-    auto next = simulate(schedule, program, times, options);
-    if (!next) return next;
-    const bool settled =
-        std::abs(next->makespan_us - result->makespan_us) <= 1e-6 * result->makespan_us;
-    result = std::move(next);
-    if (settled) break;
-  }
-  return result;
+} // namespace
+
+ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks) {
+  return fitFromCounts(measured, othersComputingPerOp(measured, ranks), ranks);
 }
 
 std::vector<StepMetrics> traceStepMetrics(const Trace &trace) {
@@ -239,8 +219,8 @@ TraceComparison compareTraces(const Trace &predicted, const Trace &measured) {
   return comparison;
 }
 
-Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
-                             const Costs &current) {
+Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current,
+                             bool fit_concurrency) {
   const Placement &placement = schedule.placement;
   const auto stages = static_cast<std::size_t>(placement.stageCount());
   if (measured.ops.empty()) return makeError("the measured trace has no ops to calibrate from");
@@ -250,12 +230,27 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
       return makeError("the measured trace does not belong to this schedule: stage " +
                        std::to_string(op.stage) + " on rank " + std::to_string(op.rank));
 
+  // Ranks that share a device run their ops faster while fewer others compute. Fitted first, so
+  // that each stage's times are those of the steady state (all other ranks computing): an op's
+  // measured time over its count's factor.
+  const std::vector<int> counts = othersComputingPerOp(measured, placement.pp);
+  const ConcurrencySlowdown slowdown =
+      fit_concurrency ? fitFromCounts(measured, counts, placement.pp) : ConcurrencySlowdown{};
+  const auto steadyDuration = [&](const TraceOp &op) {
+    const auto i = static_cast<std::size_t>(&op - measured.ops.data());
+    const double duration = op.end_us - op.start_us;
+    if (!slowdown.matters() || counts[i] < 0) return duration;
+    return duration /
+           slowdown
+               .factor[std::min(static_cast<std::size_t>(counts[i]), slowdown.factor.size() - 1)];
+  };
+
   // Durations per stage and kind; overlapped pairs separately, as ratios to F + B.
   std::vector<std::vector<double>> forward(stages), input_grad(stages), weight(stages),
       full(stages);
   std::vector<const TraceOp *> pair_forwards;
   for (const auto &op : measured.ops) {
-    const double duration = op.end_us - op.start_us;
+    const double duration = steadyDuration(op);
     const auto s = static_cast<std::size_t>(op.stage);
     if (op.overlapped) {
       if (op.kind == OpKind::Forward) pair_forwards.push_back(&op);
@@ -314,7 +309,7 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
             const auto &fs = calibrated.stage_overrides[static_cast<std::size_t>(f->stage)];
             const auto &bs = calibrated.stage_overrides[static_cast<std::size_t>(op.stage)];
             if (fs.forward_us + bs.backward_us > 0)
-              ratios.push_back((op.end_us - op.start_us) / (fs.forward_us + bs.backward_us));
+              ratios.push_back(steadyDuration(op) / (fs.forward_us + bs.backward_us));
             break;
           }
       }
@@ -378,6 +373,10 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured,
                            : *std::min_element(waits[s].begin(), waits[s].end());
     }
   }
+  // Where the measurement shows the slowdown, the calibrated costs carry it, and every
+  // simulation of them (compare, the backend's done line, the explorer) replays it.
+  calibrated.concurrency_slowdown.clear();
+  if (slowdown.matters()) calibrated.concurrency_slowdown = slowdown.factor;
   if (auto status = calibrated.check(placement.stageCount()); !status) return status.error();
   return calibrated;
 }

@@ -47,10 +47,14 @@ std::vector<StepMetrics> traceStepMetrics(const Trace &trace);
 TraceComparison compareTraces(const Trace &predicted, const Trace &measured);
 
 /// Refits the costs to a measurement of `schedule`: per-stage F, B = I + W and W from the
-/// median durations of each stage's ops; the F&B overlap factor from overlapped pairs; and the
-/// transfer time of each stage boundary from the gaps where a consumer waited for its input.
-/// What the measurement does not show is kept from `current`.
-Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current);
+/// median durations of each stage's ops; the F&B overlap factor from overlapped pairs; the
+/// transfer time of each stage boundary from the gaps where a consumer waited for its input; and
+/// the concurrency slowdown where it matters (fitConcurrencySlowdown; cleared where it does not),
+/// the per-stage times then being the steady state's. `fit_concurrency` false keeps the plain
+/// medians and no slowdown (an imported run's plan states the run's own median op times). What
+/// the measurement does not show is kept from `current`.
+Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, const Costs &current,
+                             bool fit_concurrency = true);
 
 /// Contention between ranks that share a device (gpu-shared runs every stage in a partition of one
 /// GPU, whose memory bandwidth, cache and power the partitions share): an op's duration when n
@@ -67,16 +71,8 @@ struct ConcurrencySlowdown {
 /// overlapped pair or not), the median duration at each count of other ranks computing over the
 /// group's median with all of them computing; a count's factor is the median of those ratios over
 /// the groups that have both (with at least 3 ops at the count); a count no group has enough ops
-/// at takes the nearest fitted count's factor.
+/// at takes the nearest fitted count's factor. Factors are then held to at most 1 and to not
+/// more than the next count's: sharing can slow an op down, not speed it up.
 ConcurrencySlowdown fitConcurrencySlowdown(const Trace &measured, int ranks);
-
-/// Simulates the program with each op's duration scaled by the slowdown at the count of other
-/// ranks computing at its midpoint in the simulated timeline, found by iteration from the steady
-/// state (every op at its costs' time) until the makespan settles: at most 12 rounds, the later
-/// ones damped (half the old scale, half the new) so that the counts cannot flip back and forth.
-Result<SimulationResult> simulateWithSlowdown(const Schedule &schedule,
-                                              const LoweredProgram &program,
-                                              const StageTimes &times,
-                                              const ConcurrencySlowdown &slowdown);
 
 } // namespace pipescope

@@ -20,7 +20,7 @@ std::string numberText(double value) {
 // entry of a per-stage list, `sub` its field.
 std::string fieldName(CostNaming naming, const std::string &key, int index = -1,
                       const std::string &sub = "") {
-  const bool has_option = index < 0 && key != "gradient_sync";
+  const bool has_option = index < 0 && key != "gradient_sync" && key != "concurrency_slowdown";
   if (naming == CostNaming::CommandLine && has_option) {
     std::string option = "--" + key;
     std::replace(option.begin(), option.end(), '_', '-');
@@ -111,6 +111,18 @@ Status Costs::check(int stage_count, CostNaming naming) const {
             checkTime(boundary_transfer_us[s], name("boundary_transfer", static_cast<int>(s)));
         !st)
       return st;
+  if (concurrency_slowdown.size() > kMaxConcurrencySlowdownEntries)
+    return makeError(name("concurrency_slowdown") + ": has " +
+                     std::to_string(concurrency_slowdown.size()) +
+                     " entries; give one per count of other ranks (at most " +
+                     std::to_string(kMaxConcurrencySlowdownEntries) + ")");
+  for (std::size_t n = 0; n < concurrency_slowdown.size(); ++n) {
+    const double f = concurrency_slowdown[n];
+    if (!std::isfinite(f) || f < kMinConcurrencySlowdown || f > kMaxConcurrencySlowdown)
+      return makeError(name("concurrency_slowdown", static_cast<int>(n)) +
+                       ": expected a factor from " + numberText(kMinConcurrencySlowdown) + " to " +
+                       numberText(kMaxConcurrencySlowdown) + ", got " + numberText(f));
+  }
   return Ok{};
 }
 
@@ -157,6 +169,7 @@ Result<StageTimes> resolveStageTimes(const Costs &costs, const Placement &placem
   const double pair = costs.forward_us + costs.backward_us;
   times.overlap_factor = (costs.overlapped_us > 0 && pair > 0) ? costs.overlapped_us / pair : 1.0;
   times.gradient_sync = costs.gradient_sync_us;
+  times.concurrency_slowdown = costs.concurrency_slowdown;
   return times;
 }
 

@@ -14,6 +14,10 @@ inline constexpr double kMaxActivationBytes = 1e15;  ///< a petabyte per stage b
 /// Slowest link pipescope prices (1 MB/s); 0 means transfers take only the latency.
 inline constexpr double kMinLinkBandwidthGbps = 1e-3;
 inline constexpr double kMaxLinkBandwidthGbps = 1e9;
+/// Bounds of a concurrency slowdown factor (Costs::concurrency_slowdown) and of its length.
+inline constexpr double kMinConcurrencySlowdown = 0.01;
+inline constexpr double kMaxConcurrencySlowdown = 100;
+inline constexpr std::size_t kMaxConcurrencySlowdownEntries = 16384; ///< kMaxPipelineRanks
 
 /// How Costs::check names a field in its message: as the engine's field ("forward"), as the plan
 /// file's JSON pointer ("/costs/forward") or as the command line's option ("--forward").
@@ -51,6 +55,11 @@ struct Costs {
   /// DP gradient all-reduce added after each rank's last op (0 = not modeled).
   double gradient_sync_us = 0;
 
+  /// Ranks that share one device (gpu-shared: the stages in partitions of one GPU): entry n is
+  /// the factor on an op's time while n other ranks compute, 1 at all P - 1 of them (the op
+  /// times above). Calibration fits it where a measurement shows it; empty: separate devices.
+  std::vector<double> concurrency_slowdown;
+
   /// Whether every number is finite and within its bounds (times and bytes non-negative and at
   /// most kMaxCost*, a bandwidth 0 or at least kMinLinkBandwidthGbps), W <= B, an overlapped
   /// F&B time 0 or between max(F, B) and F + B, and the per-stage lists have one entry per
@@ -72,6 +81,7 @@ struct StageTimes {
   std::vector<double> send_backward; ///< stage s -> previous stage, 0 on the same rank
   double overlap_factor = 1;         ///< overlapped pair time = factor * (F + B)
   double gradient_sync = 0;
+  std::vector<double> concurrency_slowdown; ///< Costs::concurrency_slowdown (empty: none)
 };
 
 /// Scales the rank-share costs to each stage of the placement and prices every boundary.

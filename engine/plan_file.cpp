@@ -59,6 +59,7 @@ json costsToJson(const Costs &costs) {
     out["stage_overrides"] = std::move(stages);
   }
   if (!costs.boundary_transfer_us.empty()) out["boundary_transfer"] = costs.boundary_transfer_us;
+  if (!costs.concurrency_slowdown.empty()) out["concurrency_slowdown"] = costs.concurrency_slowdown;
   return out;
 }
 
@@ -186,6 +187,17 @@ Result<Costs> costsFromJson(const json &object) {
         return makeError("/costs/boundary_transfer/" + std::to_string(i) +
                          ": expected a number of microseconds, got " + jsonTypeName(value));
       costs.boundary_transfer_us.push_back(value.get<double>());
+    }
+  }
+  if (const auto *factors = fields.array("concurrency_slowdown")) {
+    if (factors->size() > kMaxConcurrencySlowdownEntries)
+      fields.fail("concurrency_slowdown", "too many entries");
+    for (std::size_t i = 0; fields.ok() && i < factors->size(); ++i) {
+      const auto &value = (*factors)[i];
+      if (!value.is_number())
+        return makeError("/costs/concurrency_slowdown/" + std::to_string(i) +
+                         ": expected a factor on op times, got " + jsonTypeName(value));
+      costs.concurrency_slowdown.push_back(value.get<double>());
     }
   }
   if (!fields.ok()) return fields.error();

@@ -759,10 +759,10 @@ Result<ImportedRun> importRecordings(std::vector<RankRecording> recordings,
   if (auto status = checkTraceMatchesSchedule(trace, *schedule); !status)
     return makeError("the steps differ: " + status.error().message);
   // The plan's costs are the run's own median op times, so `compare` shows how far the run is
-  // from its ideal schedule with those op times.
+  // from its ideal schedule with those op times (no slowdown between ranks fitted into them).
   auto current = planCosts(plan, schedule->placement);
   if (!current) return current.error();
-  auto costs = calibrateCosts(*schedule, trace, *current);
+  auto costs = calibrateCosts(*schedule, trace, *current, false);
   if (!costs) return makeError("cannot derive op times from the run: " + costs.error().message);
   plan.costs = *costs;
 

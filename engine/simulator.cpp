@@ -1,8 +1,11 @@
 #include "engine/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <utility>
 
 #include "engine/dependencies.h"
 
@@ -84,8 +87,11 @@ std::string formatScheduleGrid(const Schedule &schedule, const std::vector<int> 
   return text;
 }
 
-Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
-                                  const StageTimes &times, const SimulationOptions &options) {
+namespace {
+
+// One pass of the event simulation with fixed op times (and options.op_duration_scale).
+Result<SimulationResult> simulateOnce(const Schedule &schedule, const LoweredProgram &program,
+                                      const StageTimes &times, const SimulationOptions &options) {
   const Placement &placement = schedule.placement;
   const int pp = placement.pp;
   const auto microbatches = static_cast<std::size_t>(placement.microbatches);
@@ -297,6 +303,67 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
   const double capacity = static_cast<double>(pp) * makespan;
   result.bubble_fraction = capacity > 0 ? 1.0 - busy_total / capacity : 0.0;
   result.bubble_ratio = busy_total > 0 ? (capacity - busy_total) / busy_total : 0.0;
+  return result;
+}
+
+} // namespace
+
+std::vector<std::vector<int>>
+othersComputingAtMidpoints(const std::vector<std::vector<std::pair<double, double>>> &intervals) {
+  std::vector<std::vector<int>> counts(intervals.size());
+  for (std::size_t r = 0; r < intervals.size(); ++r) {
+    counts[r].resize(intervals[r].size(), 0);
+    for (std::size_t i = 0; i < intervals[r].size(); ++i) {
+      const double middle = 0.5 * (intervals[r][i].first + intervals[r][i].second);
+      for (std::size_t other = 0; other < intervals.size(); ++other) {
+        if (other == r) continue;
+        const auto &list = intervals[other];
+        // The last interval starting at or before the midpoint.
+        auto it = std::upper_bound(
+            list.begin(), list.end(), middle,
+            [](double t, const std::pair<double, double> &interval) { return t < interval.first; });
+        if (it != list.begin() && std::prev(it)->second > middle) ++counts[r][i];
+      }
+    }
+  }
+  return counts;
+}
+
+Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
+                                  const StageTimes &times, const SimulationOptions &options) {
+  auto result = simulateOnce(schedule, program, times, options);
+  if (!result || times.concurrency_slowdown.empty() || !options.op_duration_scale.empty())
+    return result;
+  // Ranks that share a device: each op's time scaled by the factor for the number of other
+  // ranks computing at its midpoint, which depends on the timeline it shapes. Iterate from the
+  // steady state (every op at its costs' time) until the makespan settles; after a few rounds
+  // damp (half the old scale, half the new) so that the counts cannot flip back and forth.
+  const auto &factor = times.concurrency_slowdown;
+  constexpr int kRounds = 12, kUndampedRounds = 3;
+  SimulationOptions scaled = options;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::vector<std::pair<double, double>>> intervals(result->op_times.size());
+    for (std::size_t r = 0; r < intervals.size(); ++r)
+      for (const auto &t : result->op_times[r])
+        intervals[r].push_back({t.start_us, t.end_us});
+    const auto counts = othersComputingAtMidpoints(intervals);
+    std::vector<std::vector<double>> scale(counts.size());
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      scale[r].resize(counts[r].size());
+      for (std::size_t i = 0; i < counts[r].size(); ++i) {
+        scale[r][i] = factor[std::min(static_cast<std::size_t>(counts[r][i]), factor.size() - 1)];
+        if (round >= kUndampedRounds && !scaled.op_duration_scale.empty())
+          scale[r][i] = 0.5 * (scale[r][i] + scaled.op_duration_scale[r][i]);
+      }
+    }
+    scaled.op_duration_scale = std::move(scale);
+    auto next = simulateOnce(schedule, program, times, scaled);
+    if (!next) return next;
+    const bool settled =
+        std::abs(next->makespan_us - result->makespan_us) <= 1e-6 * result->makespan_us;
+    result = std::move(next);
+    if (settled) break;
+  }
   return result;
 }
 

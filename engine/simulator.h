@@ -1,5 +1,6 @@
 #pragma once
 // Event-driven simulation of a lowered program (DESIGN.md §2–3): exact for the given op times.
+#include <utility>
 #include <vector>
 
 #include "engine/costs.h"
@@ -75,9 +76,16 @@ inline double opDuration(const Op &op, const StageTimes &times) {
 }
 
 /// Runs the program. A program that cannot complete is refused with the blocked ranks, the op
-/// each waits at and what it waits for, and the rank × step grid with those steps marked.
+/// each waits at and what it waits for, and the rank × step grid with those steps marked. With a
+/// concurrency slowdown in `times` (ranks sharing a device) and no op_duration_scale of the
+/// caller's, each op's time is scaled by the factor for the number of other ranks computing at
+/// its midpoint, found by iterating the simulation to a fixed point (at most 12 passes).
 Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
                                   const StageTimes &times, const SimulationOptions &options = {});
+
+/// For each interval (per rank, in time order), how many other ranks' intervals hold its midpoint.
+std::vector<std::vector<int>>
+othersComputingAtMidpoints(const std::vector<std::vector<std::pair<double, double>>> &intervals);
 
 /// The rank × step grid of a schedule (PyTorch's _format_pipeline_order), with the given step of
 /// each rank marked by brackets (-1: none). Long rows are cut to a window around the marks.

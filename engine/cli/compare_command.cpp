@@ -344,7 +344,6 @@ int runCompare(const std::vector<std::string> &args) {
 
   std::optional<TraceComparison> after;
   std::optional<Costs> calibrated;
-  ConcurrencySlowdown slowdown;
   Plan calibrated_plan = plan;
   if (a.has("calibrate")) {
     auto current = planCosts(plan, evaluation->schedule.placement);
@@ -356,17 +355,6 @@ int runCompare(const std::vector<std::string> &args) {
     calibrated_plan.costs = *refit;
     auto again = evaluatePlan(calibrated_plan);
     if (!again) return fail("cannot predict with the calibrated costs: " + again.error().message);
-    // Ranks that share a device run their ops slower while the others compute: where the
-    // measurement shows it, the calibrated prediction simulates it too.
-    slowdown = fitConcurrencySlowdown(measured, again->schedule.pp());
-    if (slowdown.matters()) {
-      auto contended =
-          simulateWithSlowdown(again->schedule, again->program, again->times, slowdown);
-      if (!contended)
-        return fail("cannot simulate the calibrated plan with contention: " +
-                    contended.error().message);
-      again->simulation = std::move(*contended);
-    }
     after = compareTraces(traceFromEvaluation(calibrated_plan, *again), measured);
     calibrated = *refit;
     if (auto path = a.text("save-plan")) {
@@ -386,7 +374,8 @@ int runCompare(const std::vector<std::string> &args) {
              {"clock_error_us", file->trace.clock_error_us},
              {"comparison", comparisonJson(before)}};
     if (after) out["calibrated"] = comparisonJson(*after);
-    if (after && slowdown.matters()) out["concurrency_slowdown"] = slowdown.factor;
+    if (calibrated && !calibrated->concurrency_slowdown.empty())
+      out["concurrency_slowdown"] = calibrated->concurrency_slowdown;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -412,16 +401,15 @@ int runCompare(const std::vector<std::string> &args) {
               << " refit to the measurement";
     if (auto path = a.text("save-plan")) std::cout << "; written to " << *path;
     std::cout << ".\n";
-    if (slowdown.matters()) {
+    if (const auto &factor = calibrated->concurrency_slowdown; !factor.empty()) {
       // The factors, from none of the other ranks computing to all of them.
       std::string factors;
-      for (std::size_t n = 0; n < slowdown.factor.size(); ++n)
-        factors += (n ? ", " : "") + fixed(slowdown.factor[n], 2);
-      std::cout << "Contention: with 0 to " << slowdown.factor.size() - 1
+      for (std::size_t n = 0; n < factor.size(); ++n)
+        factors += (n ? ", " : "") + fixed(factor[n], 2);
+      std::cout << "Contention: with 0 to " << factor.size() - 1
                 << " other ranks computing, ops took " << factors
-                << " of their time with all of them (" << slowdown.ops
-                << " measured ops); the prediction after calibration simulates it (the ranks "
-                   "share a device).\n";
+                << " of their time with all of them; the calibrated costs carry it and the "
+                   "prediction after calibration simulates it (the ranks share a device).\n";
     }
   }
   return 0;

@@ -148,6 +148,8 @@ private slots:
     QTest::newRow("stage W above B") << 1 << "/costs/stage_overrides/1/weight";
     QTest::newRow("transfer huge") << 2 << "/costs/boundary_transfer/2";
     QTest::newRow("wrong count") << 3 << "/costs/boundary_transfer: has 2 entries";
+    QTest::newRow("slowdown negative") << 4 << "/costs/concurrency_slowdown/1";
+    QTest::newRow("slowdown not finite") << 5 << "/costs/concurrency_slowdown/0";
   }
   void perStageListsAreChecked() {
     QFETCH(int, which);
@@ -160,6 +162,8 @@ private slots:
     if (which == 1) costs.stage_overrides[1].weight_us = 5;
     if (which == 2) costs.boundary_transfer_us[2] = 1.7e308;
     if (which == 3) costs.boundary_transfer_us.resize(2);
+    if (which == 4) costs.concurrency_slowdown = {0.8, -0.5, 1.0};
+    if (which == 5) costs.concurrency_slowdown = {std::numeric_limits<double>::infinity()};
     const auto status = costs.check(4, CostNaming::PlanFile);
     QVERIFY(!status);
     QVERIFY2(status.error().message.starts_with(pointer.toStdString()),
@@ -174,6 +178,14 @@ private slots:
     auto plan = planFromJson(planJson(costs));
     QVERIFY(!plan);
     QVERIFY2(plan.error().message.find("/costs/boundary_transfer/0") != std::string::npos,
+             plan.error().message.c_str());
+  }
+
+  // A plan file's slowdown must be numbers; a string is refused at its index.
+  void slowdownOfTheWrongTypeIsRefused() {
+    auto plan = planFromJson(planJson({{"concurrency_slowdown", json::array({0.8, "fast"})}}));
+    QVERIFY(!plan);
+    QVERIFY2(plan.error().message.find("/costs/concurrency_slowdown/1") != std::string::npos,
              plan.error().message.c_str());
   }
 

@@ -112,8 +112,8 @@ private slots:
   }
 
   // Ranks that share a device: a "measurement" simulated with known slowdown factors (ops run
-  // faster while fewer other ranks compute) is fitted back, and simulating the fitted slowdown
-  // reproduces its step time; separate devices (no slowdown) fit none.
+  // faster while fewer other ranks compute) is fitted back, the calibrated costs carry it, and
+  // simulating them reproduces the measured step; separate devices (no slowdown) fit none.
   void contentionBetweenRanksIsFittedAndSimulated() {
     Plan plan;
     plan.request = {"1f1b", 4, 16, 1, 0};
@@ -121,16 +121,14 @@ private slots:
     plan.costs = trueCosts();
     auto evaluation = evaluatePlan(plan);
     QVERIFY(evaluation);
-    ConcurrencySlowdown truth;
-    truth.factor = {0.7, 0.8, 0.9, 1.0};
-    auto contended =
-        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, truth);
+    Plan contended_plan = plan;
+    contended_plan.costs.concurrency_slowdown = {0.7, 0.8, 0.9, 1.0};
+    auto contended = evaluatePlan(contended_plan);
     QVERIFY(contended);
-    QVERIFY(contended->makespan_us < evaluation->simulation.makespan_us); // ramps run faster
-    Evaluation measured_run = *evaluation;
-    measured_run.simulation = *contended;
+    // Ramps run faster; the steady state keeps the costs' times.
+    QVERIFY(contended->simulation.makespan_us < evaluation->simulation.makespan_us);
     // Five measured steps, as a run records them (the fit needs 3 ops at a count).
-    const Trace one_step = traceFromEvaluation(plan, measured_run);
+    const Trace one_step = traceFromEvaluation(contended_plan, *contended);
     Trace measured = one_step;
     measured.ops.clear();
     for (int step = 0; step < 5; ++step)
@@ -143,35 +141,57 @@ private slots:
     QVERIFY(fit.matters());
     QCOMPARE(int(fit.factor.size()), 4);
     QCOMPARE(fit.factor[3], 1.0);
-    QVERIFY2(fit.factor[1] < fit.factor[2] && fit.factor[2] < 1.0,
-             qPrintable(QString("%1 %2").arg(fit.factor[1]).arg(fit.factor[2])));
     for (std::size_t n = 0; n < 3; ++n)
-      QVERIFY2(std::abs(fit.factor[n] - truth.factor[n]) < 0.05,
+      QVERIFY2(std::abs(fit.factor[n] - contended_plan.costs.concurrency_slowdown[n]) < 0.05,
                qPrintable(QString("factor %1: %2").arg(n).arg(fit.factor[n])));
-    auto again =
-        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, fit);
+    auto refit = calibrateCosts(evaluation->schedule, measured, plan.costs);
+    QVERIFY(refit);
+    QCOMPARE(refit->concurrency_slowdown, fit.factor);
+    Plan calibrated = plan;
+    calibrated.costs = *refit;
+    auto again = evaluatePlan(calibrated);
     QVERIFY(again);
-    QVERIFY2(std::abs(again->makespan_us / contended->makespan_us - 1) < 0.01,
-             qPrintable(QString::number(again->makespan_us / contended->makespan_us)));
+    QVERIFY2(std::abs(again->simulation.makespan_us / contended->simulation.makespan_us - 1) < 0.01,
+             qPrintable(QString::number(again->simulation.makespan_us /
+                                        contended->simulation.makespan_us)));
+    // The plan file keeps it.
+    auto json = planToJson(calibrated);
+    auto read = planFromJson(json);
+    QVERIFY(read);
+    QCOMPARE(read->costs.concurrency_slowdown, refit->concurrency_slowdown);
 
-    // Without contention: factors of 1, nothing that matters, the plain simulation.
+    // Ops slower while fewer others compute is no contention (noise, not sharing): none fitted.
+    Plan inverted = plan;
+    inverted.costs.concurrency_slowdown = {1.5, 1.3, 1.1, 1.0};
+    auto inverted_run = evaluatePlan(inverted);
+    QVERIFY(inverted_run);
+    Trace inverted_trace = traceFromEvaluation(inverted, *inverted_run);
+    for (const auto &op : traceFromEvaluation(inverted, *inverted_run).ops)
+      for (int step = 1; step < 5; ++step) {
+        TraceOp copy = op;
+        copy.step = step;
+        inverted_trace.ops.push_back(copy);
+      }
+    QVERIFY(!fitConcurrencySlowdown(inverted_trace, 4).matters());
+
+    // Without contention: nothing that matters, no slowdown in the calibrated costs.
     const Trace separate = traceFromEvaluation(plan, *evaluation);
-    const ConcurrencySlowdown none = fitConcurrencySlowdown(separate, 4);
-    QVERIFY(!none.matters());
-    auto plain =
-        simulateWithSlowdown(evaluation->schedule, evaluation->program, evaluation->times, none);
-    QVERIFY(plain);
-    QCOMPARE(plain->makespan_us, evaluation->simulation.makespan_us);
-    // A scale that does not cover every op is refused, not read past its end.
+    QVERIFY(!fitConcurrencySlowdown(separate, 4).matters());
+    auto plain = calibrateCosts(evaluation->schedule, separate, plan.costs);
+    QVERIFY(plain && plain->concurrency_slowdown.empty());
+    // A scale that does not cover every op is refused, not read past its end; a factor out of
+    // range is refused by the costs' check.
     SimulationOptions options;
     options.op_duration_scale = {{1.0}};
     QVERIFY(!simulate(evaluation->schedule, evaluation->program, evaluation->times, options));
+    Costs bad = plan.costs;
+    bad.concurrency_slowdown = {0.5, -1.0};
+    QVERIFY(!bad.check(4));
   }
 
   // Real runs on one H100 (gpu-shared, four green-context partitions, tests/data/measured): the
-  // partitions slow each other down, the fit sees it, and the calibrated prediction that
-  // simulates it comes within 1 % and 1 bubble point of the measured step, which the one without
-  // it does not.
+  // partitions slow each other down, calibration sees it, and its prediction comes within 1 % and
+  // 1 bubble point of the measured step, which the same costs without the slowdown do not.
   void contentionOnARealSharedGpu_data() {
     QTest::addColumn<QString>("file");
     QTest::newRow("1f1b") << "gpu-shared-h100-1f1b-p4-m16.json.gz";
@@ -190,26 +210,24 @@ private slots:
     QVERIFY(current);
     auto refit = calibrateCosts(evaluation->schedule, measured, *current);
     QVERIFY(refit);
+    const auto &factor = refit->concurrency_slowdown;
+    QCOMPARE(int(factor.size()), 4);
+    QVERIFY2(factor[0] > 0.6 && factor[0] < 0.9 && factor[0] <= factor[2] && factor[3] == 1.0,
+             qPrintable(QString::number(factor[0])));
     Plan calibrated = plan;
     calibrated.model.reset();
     calibrated.costs = *refit;
     auto again = evaluatePlan(calibrated);
     QVERIFY(again);
-    const auto plain = compareTraces(traceFromEvaluation(calibrated, *again), measured);
-
-    const ConcurrencySlowdown fit = fitConcurrencySlowdown(measured, 4);
-    QVERIFY(fit.matters());
-    QVERIFY2(fit.factor[0] > 0.6 && fit.factor[0] < 0.9 && fit.factor[0] <= fit.factor[2],
-             qPrintable(QString::number(fit.factor[0])));
-    auto contended = simulateWithSlowdown(again->schedule, again->program, again->times, fit);
-    QVERIFY(contended);
-    Evaluation with_contention = *again;
-    with_contention.simulation = *contended;
-    const auto after = compareTraces(traceFromEvaluation(calibrated, with_contention), measured);
+    const auto after = compareTraces(traceFromEvaluation(calibrated, *again), measured);
     QVERIFY2(std::abs(after.makespan_relative_error) < 0.01,
              qPrintable(QString::number(after.makespan_relative_error)));
     QVERIFY(std::abs(after.bubble_fraction_difference) < 0.01);
     QVERIFY(std::abs(after.bubble_ratio_difference) < 0.01);
+    calibrated.costs.concurrency_slowdown.clear();
+    auto without = evaluatePlan(calibrated);
+    QVERIFY(without);
+    const auto plain = compareTraces(traceFromEvaluation(calibrated, *without), measured);
     QVERIFY2(std::abs(plain.makespan_relative_error) > 0.015,
              qPrintable(QString::number(plain.makespan_relative_error)));
   }
