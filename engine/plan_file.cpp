@@ -178,28 +178,30 @@ Result<Costs> costsFromJson(const json &object) {
       costs.stage_overrides.push_back(stage);
     }
   }
-  if (const auto *transfers = fields.array("boundary_transfer")) {
-    if (transfers->size() > static_cast<std::size_t>(kMaxPipelineRanks) * kMaxChunks)
-      fields.fail("boundary_transfer", "too many entries");
-    for (std::size_t i = 0; fields.ok() && i < transfers->size(); ++i) {
-      const auto &value = (*transfers)[i];
+  // A list of numbers under /costs (the bounds are Costs::check's): at most `limit` of them.
+  const auto numbers = [&fields](const char *key, std::size_t limit, const char *what,
+                                 std::vector<double> &out) -> Status {
+    const auto *list = fields.array(key);
+    if (!list) return Ok{};
+    if (list->size() > limit) fields.fail(key, "too many entries");
+    for (std::size_t i = 0; fields.ok() && i < list->size(); ++i) {
+      const auto &value = (*list)[i];
       if (!value.is_number())
-        return makeError("/costs/boundary_transfer/" + std::to_string(i) +
-                         ": expected a number of microseconds, got " + jsonTypeName(value));
-      costs.boundary_transfer_us.push_back(value.get<double>());
+        return makeError("/costs/" + std::string(key) + "/" + std::to_string(i) + ": expected " +
+                         what + ", got " + jsonTypeName(value));
+      out.push_back(value.get<double>());
     }
-  }
-  if (const auto *factors = fields.array("concurrency_slowdown")) {
-    if (factors->size() > kMaxConcurrencySlowdownEntries)
-      fields.fail("concurrency_slowdown", "too many entries");
-    for (std::size_t i = 0; fields.ok() && i < factors->size(); ++i) {
-      const auto &value = (*factors)[i];
-      if (!value.is_number())
-        return makeError("/costs/concurrency_slowdown/" + std::to_string(i) +
-                         ": expected a factor on op times, got " + jsonTypeName(value));
-      costs.concurrency_slowdown.push_back(value.get<double>());
-    }
-  }
+    return Ok{};
+  };
+  if (auto status =
+          numbers("boundary_transfer", static_cast<std::size_t>(kMaxPipelineRanks) * kMaxChunks,
+                  "a number of microseconds", costs.boundary_transfer_us);
+      !status)
+    return status.error();
+  if (auto status = numbers("concurrency_slowdown", kMaxConcurrencySlowdownEntries,
+                            "a factor on op times", costs.concurrency_slowdown);
+      !status)
+    return status.error();
   if (!fields.ok()) return fields.error();
   // The per-stage list lengths are checked against the schedule once it is known.
   if (auto status = costs.check(-1, CostNaming::PlanFile); !status) return status.error();
