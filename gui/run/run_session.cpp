@@ -370,9 +370,12 @@ bool RunSession::calibrate() {
                                      : *comparison_;
   calibration_ = Calibration{uncalibrated, next.costs};
   before_calibration_ = before;
-  log(tr("calibrated: per-stage F, B, W%1 refitted to %n measured step(s)", nullptr,
+  log(tr("calibrated: per-stage F, B, W%1%2 refitted to %n measured step(s)", nullptr,
          static_cast<int>(measurement_->steps().size()))
-          .arg(calibrated->boundary_transfer_us.empty() ? QString() : tr(", transfers")));
+          .arg(calibrated->boundary_transfer_us.empty() ? QString() : tr(", transfers"))
+          .arg(calibrated->concurrency_slowdown.empty()
+                   ? QString()
+                   : tr(", the slowdown while other ranks compute (they share a device)")));
   setStatus(tr("<b>Calibrated.</b> The prediction now uses the measured per-stage op times%1 (they "
                "stand in for F, B, W in "
                "the settings until you edit those or Revert); the tables show the errors before "

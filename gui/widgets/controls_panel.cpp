@@ -528,12 +528,24 @@ void ControlsPanel::showStageCosts(const Costs &costs) {
                      .arg(QString::number(low[i], 'g', 4), QString::number(high[i], 'g', 4));
   };
   const int stages = static_cast<int>(costs.stage_overrides.size());
+  // A calibration on ranks that share a device also fitted how much faster ops run while fewer
+  // others compute; the timeline replays it, so say so.
+  QString slowdown;
+  if (!costs.concurrency_slowdown.empty()) {
+    QStringList factors;
+    for (const double f : costs.concurrency_slowdown)
+      factors << QString::number(f, 'f', 2);
+    slowdown = tr(" The ranks share a device: with 0 to %1 other ranks computing, ops take %2 of "
+                  "these times.")
+                   .arg(costs.concurrency_slowdown.size() - 1)
+                   .arg(factors.join(QStringLiteral(", ")));
+  }
   stage_costs_note_->setText(
-      tr("<i>Per-stage times in use for %1%2: F %3, B %4, W %5 \u00b5s. Editing F, B or W, the "
+      tr("<i>Per-stage times in use for %1%2: F %3, B %4, W %5 \u00b5s.%6 Editing F, B or W, the "
          "latency or the stages (P, V, schedule) replaces them.</i>")
           .arg(stages == 1 ? tr("1 stage") : tr("%1 stages").arg(stages),
                costs.boundary_transfer_us.empty() ? QString() : tr(" and their transfer times"),
-               range(0), range(1), range(2)));
+               range(0), range(1), range(2), slowdown));
   stage_costs_note_->setVisible(true);
 }
 
