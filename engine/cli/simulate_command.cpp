@@ -276,6 +276,9 @@ int runSimulate(const std::vector<std::string> &args) {
             << (plan->costs.p2p_latency_us > 0 || plan->costs.p2p_bandwidth_gbps > 0
                     ? ", priced transfers"
                     : ", free transfers")
+            << (plan->costs.concurrency_slowdown.empty()
+                    ? ""
+                    : ", ranks sharing a device (ops faster while fewer others compute)")
             << "\n";
   const TimeUnit unit = timeUnitFor(sim.makespan_us);
   summary << "makespan         " << number(sim.makespan_us * unit.per_us) << " " << unit.name
