@@ -291,14 +291,17 @@ private:
   // period after --timeout is left behind (the process exits on the error) instead of joined.
   Result<std::vector<RankStepRecord>> runLocalStep() {
     const std::size_t count = setups_.size();
+    const auto recordOf = [this](std::size_t i, StepTimings timings) {
+      RankStepRecord record;
+      record.pipeline_rank = setups_[i].pipelineRank();
+      record.coords = setups_[i].coords;
+      record.timings = std::move(timings);
+      return record;
+    };
     if (count == 1) {
       auto timings = runProgramStep(*devices_[0], setups_[0], faults_[0]);
       if (!timings) return timings.error();
-      std::vector<RankStepRecord> records(1);
-      records[0].pipeline_rank = setups_[0].pipelineRank();
-      records[0].coords = setups_[0].coords;
-      records[0].timings = std::move(*timings);
-      return records;
+      return std::vector<RankStepRecord>{recordOf(0, std::move(*timings))};
     }
     // Shared with the threads by pointer, so that a thread left behind never outlives it.
     struct StepState {
@@ -323,19 +326,16 @@ private:
       for (auto &device : devices_)
         device->abandonStep();
     };
-    const auto one = [this, state, abandonAll](std::size_t i) {
+    const auto one = [this, state, abandonAll, recordOf](std::size_t i) {
       RankStepRecord record;
       std::optional<Error> error;
       bool died = false;
       try {
         auto timings = runProgramStep(*devices_[i], setups_[i], faults_[i]);
-        if (timings) {
-          record.pipeline_rank = setups_[i].pipelineRank();
-          record.coords = setups_[i].coords;
-          record.timings = std::move(*timings);
-        } else {
+        if (timings)
+          record = recordOf(i, std::move(*timings));
+        else
           error = timings.error();
-        }
       } catch (const StageThreadKilled &) {
         died = true; // no result and no error: the runner must see it by itself
       }

@@ -92,7 +92,6 @@ ConcurrencySlowdown fitFromCounts(const Trace &measured, const std::vector<int> 
     if (!countsAsBusy(op) || counts[i] < 0) continue;
     groups[{op.stage, static_cast<int>(op.kind), op.overlapped}][counts[i]].push_back(op.end_us -
                                                                                       op.start_us);
-    ++fit.ops;
   }
   constexpr std::size_t kMinimumOps = 3;
   const int all = ranks - 1;
@@ -240,9 +239,7 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
     const auto i = static_cast<std::size_t>(&op - measured.ops.data());
     const double duration = op.end_us - op.start_us;
     if (!slowdown.matters() || counts[i] < 0) return duration;
-    return duration /
-           slowdown
-               .factor[std::min(static_cast<std::size_t>(counts[i]), slowdown.factor.size() - 1)];
+    return duration / concurrencyFactor(slowdown.factor, counts[i]);
   };
 
   // Durations per stage and kind; overlapped pairs separately, as ratios to F + B.

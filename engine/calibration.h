@@ -62,7 +62,6 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
 /// that the calibrated (median) op times describe (docs/measurements/gpu-shared-h100.md).
 struct ConcurrencySlowdown {
   std::vector<double> factor; ///< index n: other ranks computing; factor[P-1] = 1; empty: none
-  int ops = 0;                ///< measured ops the fit read
   /// Whether some factor is more than 2 % from 1 (ranks on separate GPUs: none is).
   bool matters() const;
 };

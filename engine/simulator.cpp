@@ -351,7 +351,7 @@ Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram
     for (std::size_t r = 0; r < counts.size(); ++r) {
       scale[r].resize(counts[r].size());
       for (std::size_t i = 0; i < counts[r].size(); ++i) {
-        scale[r][i] = factor[std::min(static_cast<std::size_t>(counts[r][i]), factor.size() - 1)];
+        scale[r][i] = concurrencyFactor(factor, counts[r][i]);
         if (round >= kUndampedRounds && !scaled.op_duration_scale.empty())
           scale[r][i] = 0.5 * (scale[r][i] + scaled.op_duration_scale[r][i]);
       }

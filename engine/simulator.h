@@ -83,6 +83,13 @@ inline double opDuration(const Op &op, const StageTimes &times) {
 Result<SimulationResult> simulate(const Schedule &schedule, const LoweredProgram &program,
                                   const StageTimes &times, const SimulationOptions &options = {});
 
+/// The factor on an op's time with `others` other ranks computing (Costs::concurrency_slowdown,
+/// not empty); counts past its end take its last entry.
+inline double concurrencyFactor(const std::vector<double> &factors, int others) {
+  const auto n = static_cast<std::size_t>(others < 0 ? 0 : others);
+  return factors[n < factors.size() ? n : factors.size() - 1];
+}
+
 /// For each interval (per rank, in time order), how many other ranks' intervals hold its midpoint.
 std::vector<std::vector<int>>
 othersComputingAtMidpoints(const std::vector<std::vector<std::pair<double, double>>> &intervals);

@@ -166,7 +166,8 @@ private slots:
     auto inverted_run = evaluatePlan(inverted);
     QVERIFY(inverted_run);
     Trace inverted_trace = traceFromEvaluation(inverted, *inverted_run);
-    for (const auto &op : traceFromEvaluation(inverted, *inverted_run).ops)
+    const std::vector<TraceOp> first_step = inverted_trace.ops;
+    for (const auto &op : first_step)
       for (int step = 1; step < 5; ++step) {
         TraceOp copy = op;
         copy.step = step;
