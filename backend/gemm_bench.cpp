@@ -115,6 +115,8 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
     hw.efficiency = hw.gemm_efficiency.back().efficiency;
   } else {
     hw.name = hw.name + "-measured";
+    // The SMs a MoE dispatcher's kernels take are priced as a share of this GPU's own.
+    if (benchmark.sm_count > 0) hw.sm_count = benchmark.sm_count;
   }
   return hw;
 }
@@ -146,6 +148,7 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
                             {"best_tflops", best},         {"datasheet_preset", nullptr},
                             {"datasheet_tflops", nullptr}, {"fraction_of_datasheet", nullptr}};
   if (!benchmark.software.empty()) summary["software"] = benchmark.software;
+  if (benchmark.sm_count > 0) summary["sm_count"] = benchmark.sm_count;
   if (benchmark.datasheet_tflops > 0) {
     summary["datasheet_preset"] = *benchmark.datasheet_preset;
     summary["datasheet_tflops"] = benchmark.datasheet_tflops;

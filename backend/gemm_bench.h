@@ -35,6 +35,7 @@ struct GemmBenchmark {
   std::string device;          ///< the device's description
   std::string gpu_name;        ///< empty on the cpu
   std::string software;        ///< GPU: driver, CUDA runtime, cuBLAS and NCCL versions
+  int sm_count = 0;            ///< the GPU's streaming multiprocessors (0 on the cpu)
   std::vector<GemmRate> rates; ///< ascending size
   std::optional<std::string> datasheet_preset; ///< the hardware preset the GPU matched
   double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)

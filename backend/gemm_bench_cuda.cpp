@@ -179,6 +179,7 @@ Result<GemmBenchmark> benchmarkCudaGemms(int local_rank) {
   PIPESCOPE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
   GemmBenchmark benchmark;
   benchmark.gpu_name = properties.name;
+  benchmark.sm_count = properties.multiProcessorCount;
   benchmark.device = "cuda: " + gpuDescription(device) + ", cuBLAS bf16 GEMM, fp32 accumulation";
   benchmark.software = softwareVersions();
   std::size_t free_bytes = 0, total_bytes = 0;

@@ -65,6 +65,9 @@ std::span<const PlanOption> planOptions() {
       {"moe-dispatcher", "D",
        "MoE token dispatch: alltoall (NCCL, every routed copy; default), deepep or hybridep "
        "(once per node and GPU) (with --model)."},
+      {"moe-dispatcher-sms", "N",
+       "SMs the deepep or hybridep kernels hold beside an overlapped F&B pair's compute "
+       "(Megatron's --moe-flex-dispatcher-num-sms; default 20) (with --model)."},
       {"cross-entropy", "MODE",
        "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
        "--model)."},
@@ -254,6 +257,9 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
                          "' is not known; use alltoall, deepep or hybridep");
       setup.training.moe_dispatcher = *dispatcher;
     }
+    auto dispatcher_sms = a.integer("moe-dispatcher-sms", 1, 1 << 16);
+    if (!dispatcher_sms) return dispatcher_sms.error();
+    if (*dispatcher_sms) setup.training.moe_dispatcher_sms = **dispatcher_sms;
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
@@ -262,7 +268,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     for (const char *name :
          {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
           "tp-comm-overlap", "fp32-gradients", "expert-imbalance", "cross-entropy",
-          "moe-dispatcher", "collective-algorithm", "gemm-precision", "fp8"})
+          "moe-dispatcher", "moe-dispatcher-sms", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -236,6 +236,7 @@ nlohmann::json toJson(const HardwareSpec &hw) {
                         {"memory_efficiency", hw.memory_efficiency},
                         {"attention_efficiency", hw.attention_efficiency},
                         {"gpus_per_node", hw.gpus_per_node}};
+  if (hw.sm_count > 0) out["sm_count"] = hw.sm_count;
   if (!hw.bus_efficiency_source.empty()) out["bus_efficiency_source"] = hw.bus_efficiency_source;
   const auto curveJson = [](const std::vector<GemmEfficiencyPoint> &points) {
     nlohmann::json curve = nlohmann::json::array();
@@ -268,6 +269,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
       {"gemm_precision", gemmPrecisionName(training.gemm_precision)},
       {"cross_entropy", training.cross_entropy}};
   if (training.moe_dispatcher != "alltoall") out["moe_dispatcher"] = training.moe_dispatcher;
+  if (training.moe_dispatcher_sms > 0) out["moe_dispatcher_sms"] = training.moe_dispatcher_sms;
   if (training.tp_comm_overlap) out["tp_comm_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
@@ -487,7 +489,8 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "bus_efficiency_source",
                           "peak_fp8_tflops",
                           "gemm_efficiency_fp8",
-                          "gemm_efficiency_fp8_source"});
+                          "gemm_efficiency_fp8_source",
+                          "sm_count"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -508,6 +511,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
               true)
       .number("inter_node_latency_us", hw.inter_node_latency_us, 0, kMaxCostMicroseconds)
       .integer("gpus_per_node", hw.gpus_per_node, 1, 1 << 16, true)
+      .integer("sm_count", hw.sm_count, 0, 1 << 16)
       .text("gemm_efficiency_source", hw.gemm_efficiency_source)
       .text("bus_efficiency_source", hw.bus_efficiency_source)
       .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
@@ -545,7 +549,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                           "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
                           "layout", "expert_load_imbalance", "collective_algorithm",
                           "gemm_precision", "fp8_dispatch", "cross_entropy", "moe_dispatcher",
-                          "tp_comm_overlap", "fp32_gradients"});
+                          "tp_comm_overlap", "fp32_gradients", "moe_dispatcher_sms"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -568,7 +572,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("fp32_gradients", training.fp32_gradients)
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
       .text("cross_entropy", training.cross_entropy)
-      .text("moe_dispatcher", training.moe_dispatcher);
+      .text("moe_dispatcher", training.moe_dispatcher)
+      .integer("moe_dispatcher_sms", training.moe_dispatcher_sms, 0, 1 << 16);
   std::string layout;
   std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
   fields.text("layout", layout).text("collective_algorithm", algorithm);

@@ -118,6 +118,9 @@ struct HardwareSpec {
   /// Where the bus efficiencies (and link figures) come from: the measurement each is read off.
   std::string bus_efficiency_source;
   int gpus_per_node = 8; ///< the default for the mesh; the mesh's own value lays out ranks
+  /// Streaming multiprocessors per GPU; 0 = unknown, so the SMs a MoE dispatcher's kernels hold
+  /// beside an overlapped F&B pair's compute (dispatcherSmShare) are not priced.
+  int sm_count = 0;
   std::string notes;
 };
 
@@ -193,12 +196,29 @@ struct TrainingSetup {
   /// hybrid-ep branch): one fused kernel that sends a token once to each other node holding one
   /// of its experts (RDMA) and once to each GPU holding one (NVLink), not once per expert (moe.h).
   std::string moe_dispatcher = "alltoall";
+  /// SMs the deepep or hybridep dispatch and combine kernels run on (Megatron-Core's
+  /// --moe-flex-dispatcher-num-sms, formerly --moe-deepep-num-sms); 0 = the default,
+  /// kDefaultDispatcherSms. Ignored for alltoall.
+  int moe_dispatcher_sms = 0;
 };
 
 /// "alltoall", "deepep" or "hybridep" (TrainingSetup::moe_dispatcher).
 inline bool isMoeDispatcher(const std::string &name) {
   return name == "alltoall" || name == "deepep" || name == "hybridep";
 }
+
+/// SMs DeepEP's normal dispatch and combine kernels take: DeepSeek-V3 report (arXiv:2412.19437)
+/// §3.2.2, "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink"; the
+/// grid of every dpsk::ep::internode kernel in DeepSeek's published training profile
+/// (deepseek-ai/profile-data train.json) is 20 of the H800's 132 SMs; Megatron-Core's
+/// moe_deepep_num_sms defaulted to 20, and HybridEP takes DeepEP's default
+/// (megatron/core/transformer/transformer_config.py at d98e8a64dd, moe_hybridep_num_sms).
+inline constexpr int kDefaultDispatcherSms = 20;
+
+/// The factor on an overlapped F&B pair's compute while a deepep or hybridep dispatcher's kernels
+/// hold their SMs beside it: sm_count / (sm_count - dispatcher SMs). 1 for alltoall (NCCL's
+/// kernels are not priced), an unknown SM count, or no overlapped all-to-all.
+double dispatcherSmShare(const HardwareSpec &hardware, const TrainingSetup &training);
 
 struct ModelSetup {
   ModelSpec model;

@@ -414,6 +414,7 @@ private slots:
     GemmBenchmark gpu;
     gpu.device = "cuda: NVIDIA H100 80GB HBM3";
     gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu.sm_count = 114; // the GPU's own count wins over the base preset's 132
     gpu.rates = {gemmRate(1024, "bf16", 2 * 1024.0 * 1024 * 1024 / 300e6, 10),
                  gemmRate(2048, "bf16", 2 * 2048.0 * 2048 * 2048 / 600e6, 10),
                  gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 550e6, 10)}; // a dip
@@ -428,10 +429,12 @@ private slots:
     QVERIFY(std::abs(saved->gemm_efficiency[2].efficiency - 600.0 / 989) < 1e-9); // carried
     QCOMPARE(saved->gemm_efficiency[2].flops, 2 * 4096.0 * 4096 * 4096);
     QCOMPARE(saved->intra_node_gbps, base->intra_node_gbps); // links from the base
+    QCOMPARE(saved->sm_count, 114);
     // The file it writes reads back as the same curve.
     auto reread = hardwareSpecFromJson(toJson(*saved), "");
     QVERIFY2(reread, reread ? "" : reread.error().message.c_str());
     QCOMPARE(reread->gemm_efficiency.size(), saved->gemm_efficiency.size());
+    QCOMPARE(reread->sm_count, 114);
     // On the cpu device (fp32) the peak becomes the best measured rate.
     GemmBenchmark cpu;
     cpu.device = "cpu";

@@ -695,6 +695,77 @@ private slots:
     QCOMPARE(dense_like->costs.overlapped_us, 0.0);
   }
 
+  // DeepEP's kernels hold 20 of the H100's 132 SMs through an overlapped pair (DeepSeek-V3
+  // §3.2.1-3.2.2: the SMs are split between communication and computation, 20 for the former;
+  // the grid of its kernels in DeepSeek's published profile), so the pair's compute runs on 112:
+  // F - A and B - A stretched by 132/112, then the same hiding as above, never more than F + B
+  // (the overlap gains nothing then). NCCL's alltoall is not priced so, nor is a hardware file
+  // without an SM count; a dispatcher given every SM is refused.
+  void deepepKernelsTakeTheirSmsFromAnOverlappedPairByHand() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    QCOMPARE(setup.hardware.sm_count, 132);
+    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4, mesh.gpus_per_node = 8, mesh.ep = 8;
+    mesh.order = *Mesh::parseOrder("tp-pp-dp");                       // the EP group across 4 nodes
+    QCOMPARE(dispatcherSmShare(setup.hardware, setup.training), 1.0); // alltoall
+    setup.training.moe_dispatcher = "deepep";
+    QVERIFY(near(dispatcherSmShare(setup.hardware, setup.training), 132.0 / 112));
+    const auto pairByHand = [](const Costs &c, double a, double share) {
+      const double fc = share * (c.forward_us - a), bc = share * (c.backward_us - a);
+      const double hidden = std::min(a, bc) + std::min(a, fc);
+      return std::clamp(fc + bc + 2 * a - hidden, std::max(c.forward_us, c.backward_us),
+                        c.forward_us + c.backward_us);
+    };
+    double stretched_at = 0; // a network where the stretch shows and the cap does not bind
+    for (double gbps : {50.0, 3.0}) {
+      setup.hardware.inter_node_gbps = gbps;
+      auto derived = deriveModelCosts(setup, mesh, schedule->placement);
+      QVERIFY2(derived, derived ? "" : derived.error().message.c_str());
+      const auto &c = derived->costs;
+      // The rank's share of all-to-all time each way: the middle stage's (F and B alike).
+      const double a = derived->stage_breakdown[1].forward.ep_us;
+      QVERIFY(near(c.overlapped_us, pairByHand(c, a, 132.0 / 112)));
+      QVERIFY(c.overlapped_us >= pairByHand(c, a, 1.0));
+      if (c.overlapped_us < c.forward_us + c.backward_us && c.overlapped_us > pairByHand(c, a, 1.0))
+        stretched_at = gbps;
+    }
+    QVERIFY(stretched_at > 0);
+    setup.hardware.inter_node_gbps = stretched_at;
+    auto base = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(base);
+    const auto &c = base->costs;
+    setup.training.moe_dispatcher_sms = 32; // Megatron's --moe-flex-dispatcher-num-sms
+    QVERIFY(near(dispatcherSmShare(setup.hardware, setup.training), 132.0 / 100));
+    auto more = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(more);
+    QVERIFY(more->costs.overlapped_us > c.overlapped_us);
+    setup.hardware.sm_count = 0; // unknown: not priced
+    QCOMPARE(dispatcherSmShare(setup.hardware, setup.training), 1.0);
+    setup.hardware.sm_count = 132;
+    setup.training.moe_dispatcher_sms = 132;
+    auto none_left = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(!none_left);
+    QVERIFY2(none_left.error().message.find("moe_dispatcher_sms (132)") != std::string::npos,
+             none_left.error().message.c_str());
+    // The fields round-trip through the files.
+    auto hardware = hardwareSpecFromJson(toJson(setup.hardware), "/hardware");
+    QVERIFY(hardware);
+    QCOMPARE(hardware->sm_count, 132);
+    auto training = trainingSetupFromJson(toJson(setup.training), "/training");
+    QVERIFY(training);
+    QCOMPARE(training->moe_dispatcher_sms, 132);
+    auto json = toJson(setup.hardware);
+    json["sm_count"] = -1;
+    auto negative = hardwareSpecFromJson(json, "/hardware");
+    QVERIFY(!negative);
+    QVERIFY2(negative.error().message.find("/hardware/sm_count") != std::string::npos,
+             negative.error().message.c_str());
+  }
+
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
   // only a per-row term); tokens per step stay dp × M × b × s (CP adds GPUs, not replicas), and
   // the refusal names the field.

@@ -28,10 +28,11 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -22.8 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
-    // the all-to-all; the figure is a whole-run mean (batch ramp, restarts and checkpoints
-    // inside it). Held out of the goal below (docs/validation.md).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.24},
+    // -14.5 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute; the figure
+    // is a whole-run mean (batch ramp, restarts and checkpoints inside it). Held out of the goal
+    // below (docs/validation.md, which also sets a MoE layer against DeepSeek's kernel profile).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.15},
     // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
     // the launch settings the table leaves out are assumed, see the set's notes). The small
     // models on few TP ranks come out fast (1.7B on TP 1: -27 %, 7.1B on TP 2: -21 %), the 32B
@@ -55,15 +56,16 @@ const std::map<std::string, double> kStepErrorBounds = {
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
     // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on). All come out too fast: the
     // MoE layers' compute beyond their GEMMs, attention and memory-bound kernels (host launch
-    // overhead of many small kernels, the dispatcher's host sync) is not modeled. The 25.11 and
+    // overhead of many small kernels, the dispatcher's host sync) is not modeled; the SMs DeepEP
+    // takes beside an overlapped pair are (the gbs1024-pp2 and DeepSeek-V3 rows). The 25.11 and
     // 26.02.01 figures of the PP 2 configuration differ 1.8x (5113 vs 9058 tokens/s/GPU), so
     // software moves them more than any model term.
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.71},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.5},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.41},
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.41},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.27},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.36},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.26},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -91,9 +93,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.055, kFitWorstBound = 0.09;
-/// Every row: today 12.6 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 11.6 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.13, kAllWorstBound = 0.71;
+constexpr double kAllMeanBound = 0.12, kAllWorstBound = 0.71;
 
 } // namespace
 
