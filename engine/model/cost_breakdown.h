@@ -65,10 +65,13 @@ std::optional<PassBreakdown> opBreakdown(const std::vector<StageBreakdown> &stag
 /// An op's time as its parts, for the explorer's hover: "F 1.92 ms = GEMM 1.41 + memory-bound
 /// 0.22 + attention 0.18 + TP comm 0.11" (µs below a millisecond). `op_us` is the op's simulated
 /// time; an overlapped pair shorter than its parts ends with "− overlap X", what one chunk's
-/// compute hides of the other's all-to-all. Nothing when the parts do not add up to the op's time
-/// (costs typed in or calibrated instead of derived), so the hover never shows a wrong sum.
+/// compute hides of the other's all-to-all. `pair_compute_stretch` (dispatcherSmShare, > 1 when
+/// DeepEP's or HybridEP's kernels hold SMs beside the pair) adds "+ dispatcher SMs X" to a pair:
+/// its parts other than the all-to-all, stretched. Nothing when the parts do not add up to the
+/// op's time (costs typed in or calibrated instead of derived), so the hover never shows a wrong
+/// sum.
 std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &stages, const Op &op,
-                                          double op_us);
+                                          double op_us, double pair_compute_stretch = 1);
 
 nlohmann::json toJson(const PassBreakdown &pass);
 /// {"stages": [{"stage", "layers", "forward", "input_grad", "weight_grad"}...],

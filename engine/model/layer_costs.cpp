@@ -149,12 +149,17 @@ std::optional<PassBreakdown> opBreakdown(const std::vector<StageBreakdown> &stag
 }
 
 std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &stages, const Op &op,
-                                          double op_us) {
+                                          double op_us, double pair_compute_stretch) {
   const auto parts = opBreakdown(stages, op);
   if (!parts || !std::isfinite(op_us) || op_us <= 0) return std::nullopt;
   // Rounding of the derivation's sums stays far below a millionth of the op.
   const double tolerance = 1e-6 * op_us;
-  const double overlap = parts->total() - op_us;
+  // An overlapped pair's compute (all but its all-to-all) runs on the SMs a dispatcher leaves.
+  const double stretch =
+      op.kind == OpKind::OverlappedPair && pair_compute_stretch > 1 && parts->ep_us > 0
+          ? (pair_compute_stretch - 1) * (parts->total() - parts->ep_us)
+          : 0.0;
+  const double overlap = parts->total() + stretch - op_us;
   if (overlap < -tolerance || (op.kind != OpKind::OverlappedPair && overlap > tolerance))
     return std::nullopt;
   const bool ms = op_us >= 1000;
@@ -170,6 +175,7 @@ std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &sta
   for (std::size_t i = 0; i < parts_list.size(); ++i)
     text += std::string(i == 0 ? " " : " + ") + std::string(parts_list[i].name) + " " +
             number(parts_list[i].us);
+  if (stretch > tolerance) text += " + dispatcher SMs " + number(stretch);
   if (overlap > tolerance) text += " \u2212 overlap " + number(overlap);
   return text;
 }

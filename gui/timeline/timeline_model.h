@@ -29,6 +29,9 @@ struct TimelineSection {
   /// What each stage's F, I and W are made of when the plan has a model (the derivation's
   /// stage_breakdown): the hover shows an op's parts. Null: a plan with typed-in costs.
   std::shared_ptr<const std::vector<StageBreakdown>> cost_breakdown = nullptr;
+  /// The factor on an overlapped pair's compute (dispatcherSmShare of the plan's model), for the
+  /// hover's "+ dispatcher SMs" part; 1 when no dispatcher holds SMs.
+  double pair_compute_stretch = 1;
 
   int rankCount() const {
     return evaluation ? static_cast<int>(evaluation->schedule.ranks.size()) : 0;

@@ -11,6 +11,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QRadioButton>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QStandardItemModel>
@@ -319,6 +320,10 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
              tr("DeepEP's normal kernels: a token once per other node (RDMA) and once per GPU "
                 "holding its experts (NVLink), in one kernel"),
              tr("NVIDIA's HybridEP (Megatron's flex dispatcher), priced as DeepEP")});
+  dispatcher_sms_ = new QSpinBox(model_group_);
+  dispatcher_sms_->setRange(1, 1024);
+  dispatcher_sms_->setValue(kDefaultDispatcherSms);
+  dispatcher_sms_->setSuffix(tr(" SMs"));
   collective_algorithm_ = new QComboBox(model_group_);
   for (CollectiveAlgorithm algorithm :
        {CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree})
@@ -390,6 +395,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   dispatch_row->addWidget(moe_dispatcher_, 1);
   dispatch_row->addWidget(fp8_dispatch_);
   model_form->addRow(tr("MoE dispatch"), dispatch_row);
+  model_form->addRow(tr("dispatch SMs"), dispatcher_sms_);
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
@@ -422,6 +428,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   connect(ep_, &ChoiceSlider::valueChanged, this, edited);
   connect(etp_, &ChoiceSlider::valueChanged, this, edited);
   connect(microbatch_group_, &QSpinBox::valueChanged, this, edited);
+  connect(dispatcher_sms_, &QSpinBox::valueChanged, this, edited);
   connect(rank_order_, &QComboBox::currentIndexChanged, this, edited);
   for (QDoubleSpinBox *box : {forward_, backward_, weight_, overlapped_, latency_, device_memory_})
     connect(box, &QDoubleSpinBox::valueChanged, this, edited);
@@ -575,6 +582,12 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   select(collective_algorithm_, static_cast<int>(training.collective_algorithm));
   select(cross_entropy_, QString::fromStdString(training.cross_entropy));
   select(moe_dispatcher_, QString::fromStdString(training.moe_dispatcher));
+  {
+    // Setting the value must not read back as an edit of its own.
+    const QSignalBlocker quiet(dispatcher_sms_);
+    dispatcher_sms_->setValue(training.moe_dispatcher_sms > 0 ? training.moe_dispatcher_sms
+                                                              : kDefaultDispatcherSms);
+  }
   fp8_dispatch_->setChecked(training.fp8_dispatch);
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
@@ -590,6 +603,9 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
       static_cast<CollectiveAlgorithm>(collective_algorithm_->currentData().toInt());
   training.cross_entropy = cross_entropy_->currentData().toString().toStdString();
   training.moe_dispatcher = moe_dispatcher_->currentData().toString().toStdString();
+  // The default stays unwritten (0), so a plan saved here means what it meant before.
+  training.moe_dispatcher_sms =
+      dispatcher_sms_->value() == kDefaultDispatcherSms ? 0 : dispatcher_sms_->value();
   training.fp8_dispatch = fp8_dispatch_->isChecked();
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
@@ -820,6 +836,24 @@ void ControlsPanel::updateTrainingApplicability() {
       tr("How MoE tokens reach their experts (plan field \"moe_dispatcher\", Megatron's "
          "--moe-token-dispatcher-type / --moe-flex-dispatcher-backend)") +
       (moe ? QString() : tr("; applies to mixture-of-experts models (e.g. deepseek-v3).")));
+  const bool fused_dispatcher = moe && setup->training.moe_dispatcher != "alltoall";
+  dispatcher_sms_->setEnabled(fused_dispatcher);
+  const int sm_count = setup ? setup->hardware.sm_count : 0;
+  QString sms_tip =
+      tr("SMs DeepEP's or HybridEP's kernels hold beside an overlapped F&B pair (dualpipe, "
+         "dualpipev, combined-1f1b): the pair's compute runs on the rest (plan field "
+         "\"moe_dispatcher_sms\", Megatron's --moe-flex-dispatcher-num-sms; DeepSeek-V3 "
+         "uses 20)");
+  if (!fused_dispatcher)
+    sms_tip += tr("; applies to the deepep and hybridep dispatchers of MoE models.");
+  else if (sm_count <= 0)
+    sms_tip += tr("; not priced: the hardware file gives no sm_count.");
+  else
+    sms_tip += tr("; here compute \u00d7 %1 on %2 of %3 SMs.")
+                   .arg(dispatcherSmShare(setup->hardware, setup->training), 0, 'f', 3)
+                   .arg(std::max(0, sm_count - dispatcher_sms_->value()))
+                   .arg(sm_count);
+  dispatcher_sms_->setToolTip(sms_tip);
   const QString dispatch_tip =
       tr("MoE dispatch all-to-alls carry FP8 activations, combine stays bf16, as DeepSeek-V3 "
          "does (plan field \"fp8_dispatch\")");

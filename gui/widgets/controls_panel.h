@@ -86,6 +86,7 @@ public:
   ChoiceSlider *expertParallel() const { return ep_; }
   ChoiceSlider *expertTensorParallel() const { return etp_; }
   QComboBox *moeDispatcherBox() const { return moe_dispatcher_; }
+  QSpinBox *dispatcherSmsBox() const { return dispatcher_sms_; }
   SliderSpin *gpusPerNode() const { return gpus_per_node_; }
   QSpinBox *microbatchGroup() const { return microbatch_group_; }
   QComboBox *scheduleBox() const { return schedule_; }
@@ -152,6 +153,7 @@ private:
             *overlap_gradient_sync_ = nullptr, *tp_comm_overlap_ = nullptr,
             *fp32_gradients_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
+  QSpinBox *dispatcher_sms_ = nullptr; ///< SMs DeepEP/HybridEP hold beside an overlapped pair
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
   QLabel *stage_costs_note_ = nullptr;
   LayerEditor *layer_editor_ = nullptr;

@@ -488,6 +488,9 @@ void MainWindow::rebuildTimeline(bool animate) {
   if (shown_->derivation) // shares the snapshot's breakdown, no copy
     section.cost_breakdown = std::shared_ptr<const std::vector<StageBreakdown>>(
         shown_, &shown_->derivation->stage_breakdown);
+  if (shown_->plan.model)
+    section.pair_compute_stretch =
+        dispatcherSmShare(shown_->plan.model->hardware, shown_->plan.model->training);
   std::vector<TimelineSection> sections;
   const OverlayMode mode = overlayMode();
   const auto measured =

@@ -419,7 +419,8 @@ QString TimelineWidget::describeItem(const DrawItem &item) const {
     // A model plan's op: what its (predicted) time is made of on its stage.
     if (section.cost_breakdown)
       if (const auto parts =
-              describeOpCost(*section.cost_breakdown, op, timing.end_us - timing.start_us))
+              describeOpCost(*section.cost_breakdown, op, timing.end_us - timing.start_us,
+                             section.pair_compute_stretch))
         text += QStringLiteral("<br>") + QString::fromStdString(*parts).toHtmlEscaped();
     if (const OpTiming *measured = model_.measuredTiming(item.first)) {
       const auto &predicted = model_.timing(item.first);

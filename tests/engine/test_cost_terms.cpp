@@ -962,6 +962,14 @@ private slots:
              std::string("FB 5 ms = GEMM 4.41 + attention 0.18 + memory-bound 0.22 + TP comm 0.11 "
                          "+ EP all-to-all 0.6 \u2212 overlap 0.52"));
     QCOMPARE(describeOpCost(stages, pair, 5600).has_value(), false); // longer than its parts
+    // Under DeepEP on 100 of 125 SMs the pair's compute (all but the all-to-all, 4.92 ms) is
+    // stretched 1.25x: 1.23 ms more, and the overlap is what brings the sum to the op's time.
+    QCOMPARE(describeOpCost(stages, pair, 5600, 1.25).value_or(""),
+             std::string("FB 5.6 ms = GEMM 4.41 + attention 0.18 + memory-bound 0.22 + TP comm "
+                         "0.11 + EP all-to-all 0.6 + dispatcher SMs 1.23 \u2212 overlap 1.15"));
+    QCOMPARE(describeOpCost(stages, forward, 1920, 1.25).value_or(""), // not a pair: no stretch
+             std::string("F 1.92 ms = GEMM 1.41 + attention 0.18 + memory-bound 0.22 + TP comm "
+                         "0.11"));
     Op outside{2, 0, -1, -1, OpKind::Forward};
     QCOMPARE(describeOpCost(stages, outside, 1920).has_value(), false);
     stages[0].forward = {};

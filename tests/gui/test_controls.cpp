@@ -289,8 +289,23 @@ private slots:
     // The MoE dispatcher: DeepEP sends a token once per node and GPU, not once per expert.
     QVERIFY(controls->moeDispatcherBox()->isEnabled());
     QVERIFY(controls->moeDispatcherBox()->toolTip().contains(QStringLiteral("plan field")));
+    QVERIFY(!controls->dispatcherSmsBox()->isEnabled()); // NCCL's kernels: not priced
     choose(controls->moeDispatcherBox(), QStringLiteral("deepep"));
     QCOMPARE(training().moe_dispatcher, std::string("deepep"));
+    // DeepEP's SMs: the default stays unwritten; another count reaches the plan and the tip.
+    QVERIFY(controls->dispatcherSmsBox()->isEnabled());
+    QCOMPARE(controls->dispatcherSmsBox()->value(), 20);
+    QCOMPARE(training().moe_dispatcher_sms, 0);
+    QVERIFY2(controls->dispatcherSmsBox()->toolTip().contains(QStringLiteral("on 112 of 132 SMs")),
+             qPrintable(controls->dispatcherSmsBox()->toolTip()));
+    controls->dispatcherSmsBox()->setValue(32);
+    window.settle();
+    QCOMPARE(training().moe_dispatcher_sms, 32);
+    QVERIFY2(controls->dispatcherSmsBox()->toolTip().contains(QStringLiteral("on 100 of 132 SMs")),
+             qPrintable(controls->dispatcherSmsBox()->toolTip()));
+    controls->dispatcherSmsBox()->setValue(20);
+    window.settle();
+    QCOMPARE(training().moe_dispatcher_sms, 0);
     choose(controls->moeDispatcherBox(), QStringLiteral("alltoall"));
 
     choose(controls->collectiveAlgorithmBox(), static_cast<int>(CollectiveAlgorithm::Tree));
