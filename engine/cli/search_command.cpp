@@ -58,6 +58,8 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
                            models on tp > 1 with sequence parallelism (default 1: whole experts,
                            EP over tp × dp × cp)
   --moe-dispatcher D       alltoall (default), deepep or hybridep for every candidate
+  --moe-dispatcher-sms N   SMs the deepep or hybridep kernels hold beside an overlapped pair
+                           (default 20)
   --tp-comm-overlap        TP collectives overlapped with their GEMMs on every candidate with
                            sequence parallelism (Megatron's --tp-comm-overlap)
   --fp32-gradients         gradients accumulated and reduced in fp32 on every candidate
@@ -214,6 +216,9 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
                        "' is not known; use alltoall, deepep or hybridep");
     request.moe_dispatcher = *dispatcher;
   }
+  auto dispatcher_sms = a.integer("moe-dispatcher-sms", 1, 1 << 16);
+  if (!dispatcher_sms) return dispatcher_sms.error();
+  if (*dispatcher_sms) request.moe_dispatcher_sms = **dispatcher_sms;
   auto context_sizes = a.integerList("cp", 1, kMaxWorldSize);
   if (!context_sizes) return context_sizes.error();
   if (*context_sizes) request.context_parallel = **context_sizes;
@@ -288,6 +293,7 @@ int runSearch(const std::vector<std::string> &args) {
                         "ep",
                         "etp",
                         "moe-dispatcher",
+                        "moe-dispatcher-sms",
                         "cp",
                         "recompute",
                         "rank-orders",

@@ -326,6 +326,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.gemm_precision = request.gemm_precision;
     setup.training.collective_algorithm = request.collective_algorithm;
     setup.training.moe_dispatcher = request.moe_dispatcher;
+    setup.training.moe_dispatcher_sms = request.moe_dispatcher_sms;
     setup.training.fp32_gradients = request.fp32_gradients;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
@@ -453,6 +454,10 @@ Status checkSearchRequest(const SearchRequest &request) {
   if (request.global_batch < 0)
     return makeError("--global-batch must be a positive number of sequences");
   if (request.top < 1) return makeError("--top must be at least 1");
+  if (request.hardware.sm_count > 0 && request.moe_dispatcher_sms >= request.hardware.sm_count)
+    return makeError("--moe-dispatcher-sms " + std::to_string(request.moe_dispatcher_sms) +
+                     " leaves no SM to compute on: " + request.hardware.name + " has " +
+                     std::to_string(request.hardware.sm_count) + "; give the dispatcher fewer");
   if (request.memory_limit_gib < 0 || request.memory_limit_gib > request.hardware.memory_gib)
     return makeError("--memory-limit must be between 0 and the " + request.hardware.name + "'s " +
                      gib(request.hardware.memory_gib * kGiB) + " per GPU");

@@ -108,6 +108,7 @@ private:
   GemmPrecision gemm_precision_ = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm_ = CollectiveAlgorithm::Auto;
   std::string moe_dispatcher_ = "alltoall";
+  int moe_dispatcher_sms_ = 0;
   bool tp_comm_overlap_ = false, fp32_gradients_ = false;
 };
 

@@ -488,6 +488,16 @@ private slots:
     QVERIFY(checkSearchRequest(request).error().message.find("listed twice") != std::string::npos);
     request.zero_stages = {};
     QVERIFY(!checkSearchRequest(request));
+    request.zero_stages = {1};
+    QVERIFY(checkSearchRequest(request));
+    // A dispatcher holding every SM of the GPU leaves the candidates nothing to compute on.
+    request.moe_dispatcher = "deepep";
+    request.moe_dispatcher_sms = request.hardware.sm_count;
+    QVERIFY(request.hardware.sm_count > 0);
+    QVERIFY(!checkSearchRequest(request));
+    QVERIFY2(checkSearchRequest(request).error().message.find("--moe-dispatcher-sms") !=
+                 std::string::npos,
+             checkSearchRequest(request).error().message.c_str());
   }
 
   // A dense model with long sequences: the planner puts CP in the mesh (world = dp × cp × tp ×
