@@ -78,6 +78,9 @@ const std::map<std::string, double> kStepErrorBounds = {
 const std::map<std::string, double> kMemoryErrorBounds = {
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-8", 0.10},
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-128", 0.10},
+    // -5.6 %: a MoE GPT with MLA and MTP; qk-layernorm, the fp32 router and its auxiliary loss
+    // are not priced, and its static memory is 0.8 GiB over pipescope's (docs/validation.md).
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.065},
 };
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
@@ -339,20 +342,25 @@ private slots:
   }
 
   // Megatron-LM's CI measures the peak of allocated bytes, what pipescope predicts: the memory
-  // goal (5 %) holds on those rows, the one on the last pipeline stage compared on that stage.
+  // goal (5 %) holds on the dense rows, each compared on the pipeline stage its figure is from;
+  // the MoE row is within its own bound (kMemoryErrorBounds), on its last stage too.
   void megatronCiPeakAllocatedWithinTheGoal() {
     auto set = loadValidationSet("megatron-lm-ci-h100");
     QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
-    QCOMPARE(set->cases.size(), std::size_t{2});
+    QCOMPARE(set->cases.size(), std::size_t{3});
     for (const auto &c : set->cases) {
       QVERIFY(c.setup.training.fp32_gradients);
       auto result = predictValidationCase(c);
       QVERIFY2(result.ok(), result ? "" : result.error().message.c_str());
       QVERIFY(result->memory_error);
-      QVERIFY2(std::abs(*result->memory_error) <= kMemoryGoal,
+      const auto pinned = kMemoryErrorBounds.find("megatron-lm-ci-h100/" + c.id);
+      const double bound = pinned == kMemoryErrorBounds.end() ? kMemoryGoal : pinned->second;
+      QVERIFY2(std::abs(*result->memory_error) <= bound,
                (c.id + ": " + std::to_string(*result->memory_error)).c_str());
     }
     QCOMPARE(set->cases[1].memory_pipeline_rank, 3);
+    QCOMPARE(set->cases[2].memory_pipeline_rank, 1);
+    QVERIFY(set->cases[2].setup.model.experts == 32 && set->cases[2].mesh.ep == 4);
   }
 };
 
