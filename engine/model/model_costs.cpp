@@ -992,8 +992,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const Params layer = layerParams(m), embedding = embeddingParams(m),
                head = headParams(m, embedding_stage == loss_stage);
   // An MTP module beyond its transformer layer: the 2h→h projection (column-parallel) and two
-  // norms; it shares the embedding and head, holding a copy of the head when it sits off the loss
-  // stage (Megatron).
+  // norms; it needs the embedding and the head, and its stage holds a copy of each it lacks
+  // (Megatron-Core's GPTModel builds a LanguageModelEmbedding wherever mtp_process is set, and
+  // LanguageModule.shared_embedding_or_output_weight: "MTP need both embedding layer and output
+  // layer"; with tied embeddings the two are one weight, the head's copy).
   const Params mtp_extra{2.0 * m.hidden * m.hidden, 2 * normParams(m)};
   an.rank_params.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_layers.assign(static_cast<std::size_t>(P), 0);
@@ -1051,6 +1053,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         an.rank_expert_params[i] += n_moe * routed_params_per_rank;
         if (held.mtp_layers > 0 && !held.loss)
           an.rank_params[i] += Params{static_cast<double>(m.vocab) * m.hidden, 0}.perTpRank(t);
+        if (held.mtp_layers > 0 && !held.embedding && !m.tied_embeddings)
+          an.rank_params[i] += embedding.perTpRank(t);
         if (held.embedding) an.rank_params[i] += embedding.perTpRank(t);
         if (held.loss) an.rank_params[i] += head.perTpRank(t);
         an.rank_outside_layer_params[i] +=
@@ -1155,7 +1159,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
   // Tied embeddings on several stages: the first and the last stage sum their copies' gradients
   // (an all-reduce of the vocab-parallel table over the pair) before the optimizer step
-  // (Megatron-LM, Shoeybi et al. 2019 / Narayanan et al. 2021).
+  // (Megatron-LM, Shoeybi et al. 2019 / Narayanan et al. 2021). MTP's embedding copy on the last
+  // stage is summed the same way (megatron/core/distributed/finalize_model_grads.py:
+  // share_embeddings_and_output_weights or mtp_num_layers).
   const int embedding_rank = model_rank[static_cast<std::size_t>(embedding_stage)];
   const int head_rank = model_rank[static_cast<std::size_t>(loss_stage)];
   an.loss_rank = head_rank;
@@ -1163,7 +1169,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // incoming gradient and the input gradient, each fp32 of b·s·V/t (PyTorch's nll_loss and
   // log_softmax backward; torchtitan train.py loss_fn at 9dec370).
   if (training.cross_entropy == "torch-fp32") an.loss_transient = 2 * 4.0 * b * s_local * V / t;
-  if (m.tied_embeddings && head_rank != embedding_rank) {
+  if ((m.tied_embeddings || m.mtp_layers > 0) && head_rank != embedding_rank) {
     const Link link = pairLinkOf(mesh, embedding_rank, head_rank);
     an.tied_embedding_sync_us =
         allReduceUs(hw, training.collective_algorithm, embeddingParams(m).sharded / t * dt, 2,

@@ -365,6 +365,23 @@ private slots:
     QVERIFY(near(parts.forward.total(), cost.forward_us));
     QVERIFY(near(parts.weight_grad.total(), cost.weight_us));
     QVERIFY(near(parts.input_grad.total() + parts.weight_grad.total(), cost.backward_us));
+    // The MTP stage holds its own copy of the (untied) embedding, whose gradient it sums with the
+    // first stage's (Megatron-Core: LanguageModelEmbedding wherever mtp_process is set): V·h
+    // more parameters than the same layout without MTP's embedding needs, and an embedding sync.
+    QVERIFY(!setup.model.tied_embeddings);
+    ModelSetup no_mtp = setup;
+    no_mtp.model.mtp_layers = 0;
+    no_mtp.training.layout = *parseMegatronLayout("Et*15|t*17L");
+    auto plain = deriveModelCosts(no_mtp, mesh, schedule->placement);
+    QVERIFY(plain);
+    // The MTP layer's routed experts are split over EP = 2: its per-rank share is the whole
+    // layer less the half of its experts another rank holds.
+    const double experts_here =
+        derivation->rank_expert_parameters[1] - plain->rank_expert_parameters[1];
+    const double vocab_table = static_cast<double>(setup.model.vocab) * h;
+    QVERIFY(near(derivation->rank_parameters[1] - plain->rank_parameters[1],
+                 (moe_layer - experts_here) + 2 * h * h + 2 * h + vocab_table));
+    QVERIFY(near(derivation->rank_parameters[0], plain->rank_parameters[0]));
   }
 
   // EP groups follow the rank order: 2 nodes of 8, dp = 4, tp = 2, pp = 2. Under tp-pp-dp the

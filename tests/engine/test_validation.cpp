@@ -31,7 +31,7 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -14.5 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // -14.3 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute; the figure
     // is a whole-run mean (batch ramp, restarts and checkpoints inside it). Held out of the goal
     // below (docs/validation.md, which also sets a MoE layer against DeepSeek's kernel profile).
@@ -78,9 +78,9 @@ const std::map<std::string, double> kStepErrorBounds = {
 const std::map<std::string, double> kMemoryErrorBounds = {
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-8", 0.10},
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-128", 0.10},
-    // -5.6 %: a MoE GPT with MLA and MTP; qk-layernorm, the fp32 router and its auxiliary loss
-    // are not priced, and its static memory is 0.8 GiB over pipescope's (docs/validation.md).
-    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.065},
+    // -5.0 %: a MoE GPT with MLA and MTP; qk-layernorm, the fp32 router and its auxiliary loss
+    // are not priced, and its static memory is 0.5 GiB over pipescope's (docs/validation.md).
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.055},
 };
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
