@@ -33,16 +33,20 @@ double timeCpuGemm(int n, double batch_us, int batches, int *repetitions) {
     kernels::gemm(Transpose::No, Transpose::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                   c.data(), n);
   };
-  const double first = nowMicroseconds();
+  // Thread CPU time, not the wall clock: a batch in which another runnable process shares the
+  // core (on a 2-vCPU VM, mpirun or the other rank's start-up beside two ranks) would otherwise
+  // time the GEMM up to twice as slow for all its batches, and every op of the run would be
+  // sized from that (docs/measurements/cpu.md, the note on its DualPipeV row).
+  const double first = threadCpuMicroseconds();
   once();
-  const int count =
-      std::clamp(static_cast<int>(batch_us / std::max(1.0, nowMicroseconds() - first)), 1, 4096);
+  const int count = std::clamp(
+      static_cast<int>(batch_us / std::max(1.0, threadCpuMicroseconds() - first)), 1, 4096);
   double best = 1e300;
   for (int batch = 0; batch < batches; ++batch) {
-    const double start = nowMicroseconds();
+    const double start = threadCpuMicroseconds();
     for (int i = 0; i < count; ++i)
       once();
-    best = std::min(best, (nowMicroseconds() - start) / count);
+    best = std::min(best, (threadCpuMicroseconds() - start) / count);
   }
   if (repetitions) *repetitions = count;
   return std::max(1e-3, best);
@@ -65,10 +69,10 @@ Result<double> timeCpuForward(const kernels::StageWork &work) {
     kernels::CpuStage stage(work, 1);
     std::vector<float> output(stage.activationElements());
     double best = 1e300;
-    for (int trial = 0; trial < 2; ++trial) {
-      const double start = nowMicroseconds();
+    for (int trial = 0; trial < 2; ++trial) { // thread CPU time, as timeCpuGemm
+      const double start = threadCpuMicroseconds();
       stage.forward(nullptr, output.data(), {});
-      best = std::min(best, nowMicroseconds() - start);
+      best = std::min(best, threadCpuMicroseconds() - start);
     }
     return best;
   } catch (const std::bad_alloc &) {
