@@ -68,6 +68,10 @@ std::span<const PlanOption> planOptions() {
       {"moe-dispatcher-sms", "N",
        "SMs the deepep or hybridep kernels hold beside an overlapped F&B pair's compute "
        "(Megatron's --moe-flex-dispatcher-num-sms; default 20) (with --model)."},
+      {"moe-layer-host-us", "X",
+       "Host time per MoE layer and microbatch the GPU waits out (kernel launches, the "
+       "dispatcher's sync); default 3500, 0 for a run with its MoE layers in CUDA graphs (with "
+       "--model)."},
       {"cross-entropy", "MODE",
        "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
        "--model)."},
@@ -260,15 +264,18 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     auto dispatcher_sms = a.integer("moe-dispatcher-sms", 1, 1 << 16);
     if (!dispatcher_sms) return dispatcher_sms.error();
     if (*dispatcher_sms) setup.training.moe_dispatcher_sms = **dispatcher_sms;
+    auto host_us = a.number("moe-layer-host-us", 0, 1e7);
+    if (!host_us) return host_us.error();
+    if (*host_us) setup.training.moe_layer_host_us = **host_us;
     if (hasLayoutOption(a)) setup.training.balance_layers = false;
     if (auto status = applyLayoutOptions(a, plan.request, setup.model, setup.training); !status)
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name :
-         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
-          "tp-comm-overlap", "fp32-gradients", "expert-imbalance", "cross-entropy",
-          "moe-dispatcher", "moe-dispatcher-sms", "collective-algorithm", "gemm-precision", "fp8"})
+    for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
+                             "overlap-dp", "tp-comm-overlap", "fp32-gradients", "expert-imbalance",
+                             "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms",
+                             "moe-layer-host-us", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

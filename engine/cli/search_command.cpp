@@ -60,6 +60,8 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
   --moe-dispatcher D       alltoall (default), deepep or hybridep for every candidate
   --moe-dispatcher-sms N   SMs the deepep or hybridep kernels hold beside an overlapped pair
                            (default 20)
+  --moe-layer-host-us X    host time per MoE layer and microbatch the GPU waits out (default
+                           3500; 0 for MoE layers captured in CUDA graphs)
   --tp-comm-overlap        TP collectives overlapped with their GEMMs on every candidate with
                            sequence parallelism (Megatron's --tp-comm-overlap)
   --fp32-gradients         gradients accumulated and reduced in fp32 on every candidate
@@ -219,6 +221,9 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   auto dispatcher_sms = a.integer("moe-dispatcher-sms", 1, 1 << 16);
   if (!dispatcher_sms) return dispatcher_sms.error();
   if (*dispatcher_sms) request.moe_dispatcher_sms = **dispatcher_sms;
+  auto host_us = a.number("moe-layer-host-us", 0, 1e7);
+  if (!host_us) return host_us.error();
+  if (*host_us) request.moe_layer_host_us = **host_us;
   auto context_sizes = a.integerList("cp", 1, kMaxWorldSize);
   if (!context_sizes) return context_sizes.error();
   if (*context_sizes) request.context_parallel = **context_sizes;
@@ -294,6 +299,7 @@ int runSearch(const std::vector<std::string> &args) {
                         "etp",
                         "moe-dispatcher",
                         "moe-dispatcher-sms",
+                        "moe-layer-host-us",
                         "cp",
                         "recompute",
                         "rank-orders",

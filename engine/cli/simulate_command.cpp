@@ -60,6 +60,7 @@ model (derives every cost from the model, hardware and mesh):
   --moe-dispatcher alltoall|deepep|hybridep (NCCL all-to-all of every routed copy, or DeepEP /
   HybridEP sending a token once per node and GPU; schedule combined-1f1b overlaps it)
   --moe-dispatcher-sms N (SMs DeepEP / HybridEP hold beside an overlapped pair; default 20)
+  --moe-layer-host-us X (host time per MoE layer and microbatch; default 3500, 0 = none)
   --cp C (context parallelism: each sequence split over C of the dp ranks)
   --collective-algorithm auto|ring|tree (all-reduces; auto: NCCL's cheaper per message)
   --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts

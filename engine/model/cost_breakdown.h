@@ -37,8 +37,11 @@ struct PassBreakdown {
   double recompute_us = 0; ///< the forward work recomputation redoes (input-grad pass only)
   /// ZeRO-3 parameter all-gathers (F, I) and gradient reduce-scatters (I) not hidden by compute
   double dp_us = 0;
+  /// MoE layers' host time the GPU waits out (moeLayerHostUs), recomputation's included
+  double host_us = 0;
   double total() const {
-    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us + dp_us;
+    return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us + dp_us +
+           host_us;
   }
   PassBreakdown &operator+=(const PassBreakdown &other);
 };
@@ -51,7 +54,7 @@ struct StageBreakdown {
 /// One named part of an op's time.
 struct CostPart {
   std::string_view name; ///< "GEMM", "attention", "memory-bound", "TP comm", "EP all-to-all",
-                         ///< "CP ring", "recompute"
+                         ///< "CP ring", "recompute", "DP comm", "MoE host"
   double us = 0;
 };
 /// The parts of a pass that take time, in that fixed order.
@@ -67,9 +70,9 @@ std::optional<PassBreakdown> opBreakdown(const std::vector<StageBreakdown> &stag
 /// time; an overlapped pair shorter than its parts ends with "− overlap X", what one chunk's
 /// compute hides of the other's all-to-all. `pair_compute_stretch` (dispatcherSmShare, > 1 when
 /// DeepEP's or HybridEP's kernels hold SMs beside the pair) adds "+ dispatcher SMs X" to a pair:
-/// its parts other than the all-to-all, stretched. Nothing when the parts do not add up to the
-/// op's time (costs typed in or calibrated instead of derived), so the hover never shows a wrong
-/// sum.
+/// its parts other than the all-to-all and the MoE host time, stretched. Nothing when the parts do
+/// not add up to the op's time (costs typed in or calibrated instead of derived), so the hover
+/// never shows a wrong sum.
 std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &stages, const Op &op,
                                           double op_us, double pair_compute_stretch = 1);
 

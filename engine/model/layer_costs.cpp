@@ -105,6 +105,8 @@ PassBreakdown &PassBreakdown::operator+=(const PassBreakdown &other) {
   ep_us += other.ep_us;
   cp_us += other.cp_us;
   recompute_us += other.recompute_us;
+  dp_us += other.dp_us;
+  host_us += other.host_us;
   return *this;
 }
 
@@ -114,7 +116,8 @@ std::vector<CostPart> costParts(const PassBreakdown &pass) {
        {CostPart{"GEMM", pass.gemm_us}, CostPart{"attention", pass.attention_us},
         CostPart{"memory-bound", pass.memory_bound_us}, CostPart{"TP comm", pass.tp_us},
         CostPart{"EP all-to-all", pass.ep_us}, CostPart{"CP ring", pass.cp_us},
-        CostPart{"recompute", pass.recompute_us}})
+        CostPart{"recompute", pass.recompute_us}, CostPart{"DP comm", pass.dp_us},
+        CostPart{"MoE host", pass.host_us}})
     if (part.us > 0) parts.push_back(part);
   return parts;
 }
@@ -154,10 +157,11 @@ std::optional<std::string> describeOpCost(const std::vector<StageBreakdown> &sta
   if (!parts || !std::isfinite(op_us) || op_us <= 0) return std::nullopt;
   // Rounding of the derivation's sums stays far below a millionth of the op.
   const double tolerance = 1e-6 * op_us;
-  // An overlapped pair's compute (all but its all-to-all) runs on the SMs a dispatcher leaves.
+  // An overlapped pair's GPU compute (all but its all-to-all and the host time the GPU waits
+  // out) runs on the SMs a dispatcher leaves.
   const double stretch =
       op.kind == OpKind::OverlappedPair && pair_compute_stretch > 1 && parts->ep_us > 0
-          ? (pair_compute_stretch - 1) * (parts->total() - parts->ep_us)
+          ? (pair_compute_stretch - 1) * (parts->total() - parts->ep_us - parts->host_us)
           : 0.0;
   const double overlap = parts->total() + stretch - op_us;
   if (overlap < -tolerance || (op.kind != OpKind::OverlappedPair && overlap > tolerance))
@@ -189,6 +193,7 @@ nlohmann::json toJson(const PassBreakdown &pass) {
           {"cp", pass.cp_us},
           {"dp", pass.dp_us},
           {"recompute", pass.recompute_us},
+          {"host", pass.host_us},
           {"total", pass.total()}};
 }
 

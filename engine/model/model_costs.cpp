@@ -308,6 +308,8 @@ struct Analysis {
   std::vector<double> rank_largest_layer_params, rank_outside_layer_params;
   /// A middle rank's share (L/P layers) of all-to-all time in F and in I, for DualPipe's pair.
   double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
+  /// A middle rank's share of MoE host time in F and in B (I + W), kept out of the pair's overlap.
+  double moe_host_forward_us = 0, moe_host_backward_us = 0;
   std::vector<LayerOp> layer_ops;           ///< one dense layer's ops on one TP rank
   std::vector<LayerOp> moe_layer_ops;       ///< one MoE layer's (all-to-alls apart)
   std::vector<double> stage_activation;     ///< bytes per microbatch
@@ -672,6 +674,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     an.rank_cp_forward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_f - attention_f);
     an.rank_cp_backward_us[static_cast<std::size_t>(p)] = std::max(0.0, ring_b - attention_i);
   }
+  // The host time an MoE layer leaves the GPU waiting (moeLayerHostUs), a third in each pass;
+  // full recomputation launches the forward's kernels again in the backward.
+  const double moe_host_pass = isMoe(m) ? moeLayerHostUs(training) / 3 : 0.0;
+  const double moe_host_recompute = training.recompute == Recompute::Full ? moe_host_pass : 0.0;
   const double moe_recompute = training.recompute == Recompute::Full ? moe_work.forward_us
                                : training.recompute == Recompute::Selective
                                    ? moe_work.selective_recompute_us
@@ -864,15 +870,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                            n_moe * layerTpUs(ar, true, true);
     const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;
-    cost.forward_us = n * layer_f_compute + n_moe * (moe_work.forward_us + 2 * a2a) +
+    cost.forward_us = n * layer_f_compute +
+                      n_moe * (moe_work.forward_us + 2 * a2a + moe_host_pass) +
                       (first ? embedding_work.forward_us : 0) + (last ? head_work.forward_us : 0) +
                       mtp * mtp_work.forward_us + f_tp_us + (n + n_moe) * cp_f;
-    cost.weight_us = n * layer_w + n_moe * moe_work.weight_grad_us +
+    cost.weight_us = n * layer_w + n_moe * (moe_work.weight_grad_us + moe_host_pass) +
                      (first ? embedding_work.weight_grad_us : 0) +
                      (last ? head_work.weight_grad_us : 0) + mtp * mtp_work.weight_grad_us;
     const double input_grad =
         n * (layer_i_compute + recompute_compute) +
-        n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a) +
+        n_moe * (moe_work.input_grad_us + moe_recompute + (2 + recompute_all_to_all) * a2a +
+                 moe_host_pass + moe_host_recompute) +
         (last ? head_work.input_grad_us : 0) + mtp * mtp_work.input_grad_us + i_tp_us +
         (n + n_moe) * (cp_b + cp_recompute);
     cost.backward_us = input_grad + cost.weight_us;
@@ -888,6 +896,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     moe_work.addTo(parts.weight_grad, Pass::WeightGrad, n_moe);
     parts.forward.ep_us = 2 * n_moe * a2a;
     parts.input_grad.ep_us = 2 * n_moe * a2a;
+    parts.forward.host_us = n_moe * moe_host_pass;
+    parts.input_grad.host_us = n_moe * (moe_host_pass + moe_host_recompute);
+    parts.weight_grad.host_us = n_moe * moe_host_pass;
     parts.forward.cp_us = (n + n_moe) * cp_f;
     parts.input_grad.cp_us = (n + n_moe) * cp_b;
     for (const auto *extra : {first ? &embedding_work : nullptr, last ? &head_work : nullptr}) {
@@ -916,6 +927,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     an.moe_all_to_all_forward_us = share_moe * 2 * a2a;
     an.moe_all_to_all_backward_us =
         share_moe * (training.recompute == Recompute::Full ? 4 : 2) * a2a;
+    an.moe_host_forward_us = share_moe * moe_host_pass;
+    an.moe_host_backward_us = share_moe * (2 * moe_host_pass + moe_host_recompute);
   }
   // Per layer times on a middle rank, for the rank-share figures Costs displays.
   const double middle_ar = an.rank_tp_allreduce_us[static_cast<std::size_t>(P / 2)];
@@ -927,11 +940,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   };
   an.layer_forward_us =
       mix(layer_f_compute + layerTpUs(middle_ar, false, false),
-          moe_work.forward_us + 2 * middle_a2a + layerTpUs(middle_ar, true, false));
-  an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us);
+          moe_work.forward_us + 2 * middle_a2a + layerTpUs(middle_ar, true, false) + moe_host_pass);
+  an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us + moe_host_pass);
   an.layer_backward_us = mix(layer_i_compute + recompute_compute,
                              moe_work.input_grad_us + moe_recompute +
-                                 (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a) +
+                                 (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a +
+                                 moe_host_pass + moe_host_recompute) +
                          mix(layerTpUs(middle_ar, false, true), layerTpUs(middle_ar, true, true)) +
                          recompute_collectives * middle_ar + an.layer_weight_us;
   {
@@ -1262,11 +1276,17 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   if (an.moe_all_to_all_forward_us > 0) {
     const double f = costs.forward_us, bwd = costs.backward_us;
     const double f_a2a = an.moe_all_to_all_forward_us, b_a2a = an.moe_all_to_all_backward_us;
+    // The MoE layers' host time is neither GPU compute (no SMs to share, nothing to hide an
+    // all-to-all behind: the GPU waits for the host) nor overlappable: one host thread launches
+    // both chunks' kernels.
+    const double f_host = an.moe_host_forward_us, b_host = an.moe_host_backward_us;
     const double share = dispatcherSmShare(setup.hardware, setup.training);
-    const double f_compute = share * (f - f_a2a), b_compute = share * (bwd - b_a2a);
+    const double f_compute = share * (f - f_a2a - f_host),
+                 b_compute = share * (bwd - b_a2a - b_host);
     const double hidden = std::min(f_a2a, b_compute) + std::min(b_a2a, f_compute);
     costs.overlapped_us =
-        std::clamp(f_compute + b_compute + f_a2a + b_a2a - hidden, std::max(f, bwd), f + bwd);
+        std::clamp(f_compute + b_compute + f_a2a + b_a2a - hidden + f_host + b_host,
+                   std::max(f, bwd), f + bwd);
   }
   costs.stage_overrides = an.stage_costs;
   costs.activation_bytes = an.pp_bytes_per_rank;

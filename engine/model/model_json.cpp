@@ -270,6 +270,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
       {"cross_entropy", training.cross_entropy}};
   if (training.moe_dispatcher != "alltoall") out["moe_dispatcher"] = training.moe_dispatcher;
   if (training.moe_dispatcher_sms > 0) out["moe_dispatcher_sms"] = training.moe_dispatcher_sms;
+  if (training.moe_layer_host_us >= 0) out["moe_layer_host_us"] = training.moe_layer_host_us;
   if (training.tp_comm_overlap) out["tp_comm_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
@@ -544,12 +545,13 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                             const std::string &pointer) {
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
-  if (auto s = checkKeys(json, pointer,
-                         {"recompute", "zero1", "zero_stage", "sequence_parallel",
-                          "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
-                          "layout", "expert_load_imbalance", "collective_algorithm",
-                          "gemm_precision", "fp8_dispatch", "cross_entropy", "moe_dispatcher",
-                          "tp_comm_overlap", "fp32_gradients", "moe_dispatcher_sms"});
+  if (auto s =
+          checkKeys(json, pointer,
+                    {"recompute", "zero1", "zero_stage", "sequence_parallel",
+                     "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
+                     "layout", "expert_load_imbalance", "collective_algorithm", "gemm_precision",
+                     "fp8_dispatch", "cross_entropy", "moe_dispatcher", "tp_comm_overlap",
+                     "fp32_gradients", "moe_dispatcher_sms", "moe_layer_host_us"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -573,7 +575,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
       .text("cross_entropy", training.cross_entropy)
       .text("moe_dispatcher", training.moe_dispatcher)
-      .integer("moe_dispatcher_sms", training.moe_dispatcher_sms, 0, 1 << 16);
+      .integer("moe_dispatcher_sms", training.moe_dispatcher_sms, 0, 1 << 16)
+      .number("moe_layer_host_us", training.moe_layer_host_us, 0, 1e7);
   std::string layout;
   std::string algorithm = std::string(collectiveAlgorithmName(training.collective_algorithm));
   fields.text("layout", layout).text("collective_algorithm", algorithm);

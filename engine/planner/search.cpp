@@ -327,6 +327,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.collective_algorithm = request.collective_algorithm;
     setup.training.moe_dispatcher = request.moe_dispatcher;
     setup.training.moe_dispatcher_sms = request.moe_dispatcher_sms;
+    setup.training.moe_layer_host_us = request.moe_layer_host_us;
     setup.training.fp32_gradients = request.fp32_gradients;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)

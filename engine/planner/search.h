@@ -56,7 +56,8 @@ struct SearchRequest {
   GemmPrecision gemm_precision = GemmPrecision::Bf16;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Auto;
   std::string moe_dispatcher = "alltoall"; ///< TrainingSetup::moe_dispatcher for every candidate
-  int moe_dispatcher_sms = 0; ///< TrainingSetup::moe_dispatcher_sms for every candidate
+  int moe_dispatcher_sms = 0;    ///< TrainingSetup::moe_dispatcher_sms for every candidate
+  double moe_layer_host_us = -1; ///< TrainingSetup::moe_layer_host_us for every candidate
   /// TrainingSetup::tp_comm_overlap for every candidate with sequence parallelism.
   bool tp_comm_overlap = false;
   bool fp32_gradients = false; ///< TrainingSetup::fp32_gradients for every candidate

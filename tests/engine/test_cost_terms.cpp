@@ -671,6 +671,7 @@ private slots:
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
+    setup.training.moe_layer_host_us = 0; // the overlap alone (host time: its own test below)
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
     QVERIFY(schedule);
     const double bytes = 1.0 * 4096 * 2 * 4096 * 2;
@@ -722,6 +723,7 @@ private slots:
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
+    setup.training.moe_layer_host_us = 0; // the SM share alone (host time: its own test below)
     QCOMPARE(setup.hardware.sm_count, 132);
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
     QVERIFY(schedule);
@@ -780,6 +782,79 @@ private slots:
     auto negative = hardwareSpecFromJson(json, "/hardware");
     QVERIFY(!negative);
     QVERIFY2(negative.error().message.find("/hardware/sm_count") != std::string::npos,
+             negative.error().message.c_str());
+  }
+
+  // An MoE layer's host time (moeLayerHostUs, docs/cost-model.md "MoE layers' host time"): the
+  // GPU waits out h per MoE layer and microbatch, a third in each of F, I and W, and full
+  // recomputation's forward a third again; a dense layer pays nothing. In an overlapped pair it
+  // is neither stretched by the dispatcher's SMs nor hidden: the pair grows by exactly F's and
+  // B's host shares. Negative means the default (3.5 ms), 0 none; the field round-trips, a
+  // negative one in a file is refused naming it.
+  void moeLayerHostTimeByHand() {
+    auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    ModelSetup setup = *loaded;
+    QCOMPARE(moeLayerHostUs(setup.training), kDefaultMoeLayerHostUs);
+    QCOMPARE(kDefaultMoeLayerHostUs, 3500.0);
+    setup.training.moe_dispatcher = "deepep";
+    auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 8, mesh.tp = 1, mesh.pp = 4, mesh.gpus_per_node = 8, mesh.ep = 8;
+    mesh.order = *Mesh::parseOrder("tp-pp-dp");
+    const auto derive = [&](double host_us, Recompute recompute) {
+      ModelSetup s = setup;
+      s.training.moe_layer_host_us = host_us;
+      s.training.recompute = recompute;
+      return deriveModelCosts(s, mesh, schedule->placement);
+    };
+    auto none = derive(0, Recompute::None);
+    auto with = derive(3000, Recompute::None);
+    QVERIFY2(none, none ? "" : none.error().message.c_str());
+    QVERIFY2(with, with ? "" : with.error().message.c_str());
+    // Stage 1 holds 8 of mixtral's 32 layers, all MoE: 8 × 1000 µs in each pass.
+    const StageBreakdown &stage = with->stage_breakdown[1];
+    QCOMPARE(stage.layers, 8);
+    QVERIFY(near(stage.forward.host_us, 8000) && near(stage.input_grad.host_us, 8000) &&
+            near(stage.weight_grad.host_us, 8000));
+    const StageCost &a = none->costs.stage_overrides[1], &b = with->costs.stage_overrides[1];
+    QVERIFY(near(b.forward_us - a.forward_us, 8000, 1e-6));
+    QVERIFY(near(b.backward_us - a.backward_us, 16000, 1e-6));
+    QVERIFY(near(b.weight_us - a.weight_us, 8000, 1e-6));
+    // The rank's share of the pair (8 layers): its compute stretched and hiding as without host
+    // time, then F's and B's host time on top.
+    QVERIFY(near(with->costs.overlapped_us - none->costs.overlapped_us, 8000 + 16000, 1e-6));
+    // Full recomputation launches the forward again in the input-grad pass.
+    auto full = derive(3000, Recompute::Full);
+    QVERIFY(full);
+    QVERIFY(near(full->stage_breakdown[1].input_grad.host_us, 16000));
+    // A dense model has no MoE layer to wait on.
+    auto dense = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY(dense);
+    Mesh dense_mesh;
+    dense_mesh.dp = 1, dense_mesh.tp = 1, dense_mesh.pp = 4;
+    auto dense_costs = deriveModelCosts(*dense, dense_mesh, schedule->placement);
+    QVERIFY2(dense_costs, dense_costs ? "" : dense_costs.error().message.c_str());
+    for (const auto &parts : dense_costs->stage_breakdown)
+      QCOMPARE(parts.forward.host_us + parts.input_grad.host_us + parts.weight_grad.host_us, 0.0);
+    // The hover names the part.
+    Op forward;
+    forward.kind = OpKind::Forward;
+    forward.stage = 1;
+    auto text = describeOpCost(with->stage_breakdown, forward, b.forward_us);
+    QVERIFY(text);
+    QVERIFY2(text->ends_with("+ MoE host 8"), text->c_str()); // ms, as the op
+    // Files: the field round-trips; a negative figure is refused naming it.
+    setup.training.moe_layer_host_us = 0;
+    auto training = trainingSetupFromJson(toJson(setup.training), "/training");
+    QVERIFY(training);
+    QCOMPARE(training->moe_layer_host_us, 0.0);
+    auto json = toJson(setup.training);
+    json["moe_layer_host_us"] = -5;
+    auto negative = trainingSetupFromJson(json, "/training");
+    QVERIFY(!negative);
+    QVERIFY2(negative.error().message.find("/training/moe_layer_host_us") != std::string::npos,
              negative.error().message.c_str());
   }
 

@@ -31,11 +31,12 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -14.3 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
-    // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute; the figure
-    // is a whole-run mean (batch ramp, restarts and checkpoints inside it). Held out of the goal
-    // below (docs/validation.md, which also sets a MoE layer against DeepSeek's kernel profile).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.15},
+    // -8.0 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute, and each
+    // MoE layer leaves the GPU its host time; the figure is a whole-run mean (batch ramp,
+    // restarts and checkpoints inside it). Held out of the goal below (docs/validation.md, which
+    // also sets a MoE layer against DeepSeek's kernel profile).
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.085},
     // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
     // the launch settings the table leaves out are assumed, see the set's notes). The small
     // models on few TP ranks come out fast (1.7B on TP 1: -27 %, 7.1B on TP 2: -21 %), the 32B
@@ -57,18 +58,26 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.09},
     {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
-    // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on). All come out too fast: the
-    // MoE layers' compute beyond their GEMMs, attention and memory-bound kernels (host launch
-    // overhead of many small kernels, the dispatcher's host sync) is not modeled; the SMs DeepEP
-    // takes beside an overlapped pair are (the gbs1024-pp2 and DeepSeek-V3 rows). The 25.11 and
-    // 26.02.01 figures of the PP 2 configuration differ 1.8x (5113 vs 9058 tokens/s/GPU), so
-    // software moves them more than any model term.
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.71},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.41},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.41},
+    // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on), and the MoE layers' host
+    // time fitted on the Megatron-MoE-ModelZoo rows below: -3.0 %, -3.9 %, +2.7 % (-40 %, -40 %,
+    // -26 % before it), DeepSeek-V3 -11.8 %. The 25.11 figure of the PP 2 configuration (5113
+    // tokens/s/GPU, against 9058 in 26.02.01 for the same settings) stays -58 %: software moved
+    // it more than any model term.
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.59},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.035},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.045},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
-    {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.27},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.26},
+    {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.03},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.125},
+    // Megatron-Core's MoE best practice, Qwen3-235B-A22B on 256 H100s in BF16: the declared fit
+    // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 11.6 %
+    // here, 28.4 % without it). The intra-node EP 8 rows with 16 local experts on PP 32 or TP 4
+    // stay too fast, the EP 32 row without the all-to-all overlap too slow.
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep", 0.10},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep-a2a-overlap", 0.01},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.11},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.21},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.175},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -85,8 +94,8 @@ const std::map<std::string, double> kMemoryErrorBounds = {
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
 /// Sets whose runs pipescope models as they ran (precision, parallelism, kernels): the goal
-/// applies to them. megatron-bridge-h100 and deepseek-v3-h800 are not: their MoE layers' compute
-/// overheads are not modeled (see above), and the H100 FP8 curve was fit on the dense
+/// applies to them. The MoE sets are not: their layers' host time is one fitted figure
+/// (megatron-moe-modelzoo-h100 its fit subset), and the H100 FP8 curve was fit on the dense
 /// megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
@@ -99,9 +108,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.055, kFitWorstBound = 0.09;
-/// Every row: today 11.6 % mean, 69.5 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 7.9 % mean, 58.4 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.12, kAllWorstBound = 0.71;
+constexpr double kAllMeanBound = 0.085, kAllWorstBound = 0.59;
 
 } // namespace
 
@@ -148,18 +157,28 @@ private slots:
       const StageBreakdown &stage = derived->stage_breakdown[4];
       const double a = stage.forward.ep_us; // the stage's all-to-all each way (F and B alike)
       const double share = dispatcherSmShare(setup.hardware, setup.training);
-      const double f = share * (stage.forward.total() - a);
-      const double b = share * (stage.input_grad.total() + stage.weight_grad.total() - a);
-      const double pair = f + b + 2 * a - std::min(a, b) - std::min(a, f);
+      // The host time the GPU waits out is neither stretched nor hiding (model_costs.cpp).
+      const double f_host = stage.forward.host_us,
+                   b_host = stage.input_grad.host_us + stage.weight_grad.host_us;
+      const double f = share * (stage.forward.total() - a - f_host);
+      const double b = share * (stage.input_grad.total() + stage.weight_grad.total() - a - b_host);
+      const double pair = f + b + 2 * a - std::min(a, b) - std::min(a, f) + f_host + b_host;
       return pair / stage.layers;
     };
     const double profile_us = 129012.0 / 4;
     const double priced = pairPerLayer(row.setup);
-    QVERIFY2(std::abs(priced / profile_us - 1) < 0.12, std::to_string(priced).c_str());
+    QVERIFY2(std::abs(priced / profile_us - 1) < 0.03, std::to_string(priced).c_str());
+    // Each of the two terms the profile bears out is needed: without the SM share or without
+    // the MoE host time (3.5 ms a layer; the profile's compute stream idles 2.8 ms a layer) the
+    // pair comes out over 10 % short.
     ModelSetup no_sm_count = row.setup;
     no_sm_count.hardware.sm_count = 0;
     const double unshared = pairPerLayer(no_sm_count);
-    QVERIFY2(unshared > 0 && unshared / profile_us < 0.8, std::to_string(unshared).c_str());
+    QVERIFY2(unshared > 0 && unshared / profile_us < 0.9, std::to_string(unshared).c_str());
+    ModelSetup no_host = row.setup;
+    no_host.training.moe_layer_host_us = 0;
+    const double hostless = pairPerLayer(no_host);
+    QVERIFY2(hostless > 0 && hostless / profile_us < 0.9, std::to_string(hostless).c_str());
     auto derived = deriveModelCosts(row.setup, row.mesh, schedule->placement);
     QVERIFY(derived);
     double gemm = 0, attention = 0, memory = 0;
