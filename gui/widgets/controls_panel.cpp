@@ -17,6 +17,7 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 namespace pipescope::gui {
 
@@ -324,6 +325,12 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   dispatcher_sms_->setRange(1, 1024);
   dispatcher_sms_->setValue(kDefaultDispatcherSms);
   dispatcher_sms_->setSuffix(tr(" SMs"));
+  moe_host_ = new QDoubleSpinBox(model_group_);
+  moe_host_->setRange(0, 1000);
+  moe_host_->setDecimals(2);
+  moe_host_->setSingleStep(0.5);
+  moe_host_->setValue(kDefaultMoeLayerHostUs / 1000);
+  moe_host_->setSuffix(tr(" ms"));
   collective_algorithm_ = new QComboBox(model_group_);
   for (CollectiveAlgorithm algorithm :
        {CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree})
@@ -396,6 +403,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   dispatch_row->addWidget(fp8_dispatch_);
   model_form->addRow(tr("MoE dispatch"), dispatch_row);
   model_form->addRow(tr("dispatch SMs"), dispatcher_sms_);
+  model_form->addRow(tr("MoE host"), moe_host_);
   model_form->addRow(tr("all-reduce"), collective_algorithm_);
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
@@ -429,6 +437,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   connect(etp_, &ChoiceSlider::valueChanged, this, edited);
   connect(microbatch_group_, &QSpinBox::valueChanged, this, edited);
   connect(dispatcher_sms_, &QSpinBox::valueChanged, this, edited);
+  connect(moe_host_, &QDoubleSpinBox::valueChanged, this, edited);
   connect(rank_order_, &QComboBox::currentIndexChanged, this, edited);
   for (QDoubleSpinBox *box : {forward_, backward_, weight_, overlapped_, latency_, device_memory_})
     connect(box, &QDoubleSpinBox::valueChanged, this, edited);
@@ -587,6 +596,8 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
     const QSignalBlocker quiet(dispatcher_sms_);
     dispatcher_sms_->setValue(training.moe_dispatcher_sms > 0 ? training.moe_dispatcher_sms
                                                               : kDefaultDispatcherSms);
+    const QSignalBlocker quiet_host(moe_host_);
+    moe_host_->setValue(moeLayerHostUs(training) / 1000);
   }
   fp8_dispatch_->setChecked(training.fp8_dispatch);
   sequence_parallel_->setChecked(training.sequence_parallel);
@@ -606,6 +617,9 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   // The default stays unwritten (0), so a plan saved here means what it meant before.
   training.moe_dispatcher_sms =
       dispatcher_sms_->value() == kDefaultDispatcherSms ? 0 : dispatcher_sms_->value();
+  // Likewise the MoE host time: the default stays unwritten (negative).
+  const double host_us = moe_host_->value() * 1000;
+  training.moe_layer_host_us = std::abs(host_us - kDefaultMoeLayerHostUs) < 0.5 ? -1 : host_us;
   training.fp8_dispatch = fp8_dispatch_->isChecked();
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
@@ -854,6 +868,14 @@ void ControlsPanel::updateTrainingApplicability() {
                    .arg(std::max(0, sm_count - dispatcher_sms_->value()))
                    .arg(sm_count);
   dispatcher_sms_->setToolTip(sms_tip);
+  moe_host_->setEnabled(moe);
+  moe_host_->setToolTip(
+      tr("Host time per MoE layer and microbatch that the GPU waits out: the framework "
+         "launching the layer's many small kernels and the dispatcher's sync on the token "
+         "counts, a third in each of F, I and W (plan field \"moe_layer_host_us\" in \u00b5s). "
+         "3.5 ms is eager Megatron-Core's, fitted on its published Qwen3-235B-A22B H100 runs "
+         "(docs/validation.md); 0 for a run that captures its MoE layers in CUDA graphs") +
+      (moe ? QString() : tr("; applies to mixture-of-experts models.")));
   const QString dispatch_tip =
       tr("MoE dispatch all-to-alls carry FP8 activations, combine stays bf16, as DeepSeek-V3 "
          "does (plan field \"fp8_dispatch\")");

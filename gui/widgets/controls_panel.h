@@ -87,6 +87,7 @@ public:
   ChoiceSlider *expertTensorParallel() const { return etp_; }
   QComboBox *moeDispatcherBox() const { return moe_dispatcher_; }
   QSpinBox *dispatcherSmsBox() const { return dispatcher_sms_; }
+  QDoubleSpinBox *moeHostBox() const { return moe_host_; }
   SliderSpin *gpusPerNode() const { return gpus_per_node_; }
   QSpinBox *microbatchGroup() const { return microbatch_group_; }
   QComboBox *scheduleBox() const { return schedule_; }
@@ -154,6 +155,7 @@ private:
             *fp32_gradients_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QSpinBox *dispatcher_sms_ = nullptr; ///< SMs DeepEP/HybridEP hold beside an overlapped pair
+  QDoubleSpinBox *moe_host_ = nullptr; ///< ms of host time per MoE layer and microbatch
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
   QLabel *stage_costs_note_ = nullptr;
   LayerEditor *layer_editor_ = nullptr;

@@ -109,6 +109,7 @@ private:
   CollectiveAlgorithm collective_algorithm_ = CollectiveAlgorithm::Auto;
   std::string moe_dispatcher_ = "alltoall";
   int moe_dispatcher_sms_ = 0;
+  double moe_layer_host_us_ = -1;
   bool tp_comm_overlap_ = false, fp32_gradients_ = false;
 };
 

@@ -308,6 +308,21 @@ private slots:
     QCOMPARE(training().moe_dispatcher_sms, 0);
     choose(controls->moeDispatcherBox(), QStringLiteral("alltoall"));
 
+    // The MoE layers' host time: 3.5 ms unwritten by default; 0 (CUDA graphs) reaches the plan
+    // and shortens the step, and the default again leaves the field unwritten.
+    QVERIFY(controls->moeHostBox()->isEnabled());
+    QCOMPARE(controls->moeHostBox()->value(), 3.5);
+    QVERIFY(training().moe_layer_host_us < 0);
+    QVERIFY(controls->moeHostBox()->toolTip().contains(QStringLiteral("moe_layer_host_us")));
+    const double with_host_step = window.snapshot()->report->step_time_s;
+    controls->moeHostBox()->setValue(0);
+    window.settle();
+    QCOMPARE(training().moe_layer_host_us, 0.0);
+    QVERIFY(window.snapshot()->report->step_time_s < with_host_step);
+    controls->moeHostBox()->setValue(3.5);
+    window.settle();
+    QVERIFY(training().moe_layer_host_us < 0);
+
     choose(controls->collectiveAlgorithmBox(), static_cast<int>(CollectiveAlgorithm::Tree));
     QCOMPARE(training().collective_algorithm, CollectiveAlgorithm::Tree);
     choose(controls->crossEntropyBox(), QStringLiteral("torch-fp32"));
