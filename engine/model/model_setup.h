@@ -231,7 +231,8 @@ double dispatcherSmShare(const HardwareSpec &hardware, const TrainingSetup &trai
 /// declared subset of docs/validation.md, the five Megatron-MoE-ModelZoo BF16 rows of
 /// Qwen3-235B-A22B on 256 H100s, whose step times exceed the GPU work pipescope prices by 2-6 ms
 /// per MoE layer and microbatch whatever the tokens per rank (1024-8192); it minimizes their mean
-/// |error| in steps of 0.5 ms. The held-out MoE rows (Megatron-Bridge FP8, DeepSeek-V3) check it.
+/// |error| in steps of 0.5 ms (docs/measurements/fit_moe_host.py). The held-out MoE rows
+/// (Megatron-Bridge FP8, DeepSeek-V3) check it.
 inline constexpr double kDefaultMoeLayerHostUs = 3500;
 
 /// The host time one MoE layer adds per microbatch (TrainingSetup::moe_layer_host_us, its

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Reproduces the fit of the MoE layers' host time (kDefaultMoeLayerHostUs in
+engine/model/model_setup.h; docs/cost-model.md, "MoE layers' host time"; the table in
+docs/validation.md's Megatron-MoE-ModelZoo section).
+
+For each candidate h it sets training.moe_layer_host_us = h on every row of the shipped
+validation sets that have a MoE model, runs `pipescope compare --published` on them, and prints
+the mean |error| of the fit subset (megatron-moe-modelzoo-h100) and of the held-out MoE rows.
+The shipped h is the candidate with the lowest fit-subset mean; the held-out column is a check,
+never used to choose.
+
+    python3 docs/measurements/fit_moe_host.py --pipescope build/engine/cli/pipescope
+
+Standard library only.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import tempfile
+
+FIT_SET = "megatron-moe-modelzoo-h100"
+
+
+def errors(pipescope, sets, host_us):
+    """{(set, row id): step error} of every timed row of a MoE model at host time host_us."""
+    found = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in sets:
+            with open(path) as f:
+                data = json.load(f)
+            if not any(row["model"].get("experts") for row in data["rows"]):
+                continue
+            for row in data["rows"]:
+                row["training"]["moe_layer_host_us"] = host_us
+            trial = os.path.join(scratch, os.path.basename(path))
+            with open(trial, "w") as f:
+                json.dump(data, f)
+            out = subprocess.run([pipescope, "compare", "--published", trial, "--json"],
+                                 capture_output=True, text=True, check=True).stdout
+            name = os.path.basename(path)[: -len(".json")]
+            moe_rows = {row["id"] for row in data["rows"] if row["model"].get("experts")}
+            for row in json.loads(out)["rows"]:
+                if row["id"] in moe_rows and row.get("step_error") is not None:
+                    found[(name, row["id"])] = row["step_error"]
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pipescope", default="build/engine/cli/pipescope")
+    parser.add_argument("--sets", default="resources/validation")
+    parser.add_argument("--hosts-ms", default="0,2,2.5,3,3.5,4,4.5,5")
+    args = parser.parse_args()
+    sets = sorted(glob.glob(os.path.join(args.sets, "*.json")))
+    best = None
+    print("h (ms)  fit-subset mean |error|  held-out MoE mean |error|")
+    for h_ms in (float(x) for x in args.hosts_ms.split(",")):
+        found = errors(args.pipescope, sets, h_ms * 1000)
+        fit = [abs(e) for (name, _), e in found.items() if name == FIT_SET]
+        held = [abs(e) for (name, _), e in found.items() if name != FIT_SET]
+        fit_mean = sum(fit) / len(fit)
+        print(f"{h_ms:6.1f}  {100 * fit_mean:23.1f} %  {100 * sum(held) / len(held):24.1f} %")
+        if best is None or fit_mean < best[1]:
+            best = (h_ms, fit_mean)
+    print(f"lowest fit-subset mean: h = {best[0]} ms")
+
+
+if __name__ == "__main__":
+    main()
