@@ -73,8 +73,9 @@ std::span<const PlanOption> planOptions() {
        "dispatcher's sync); default 3500, 0 for a run with its MoE layers in CUDA graphs (with "
        "--model)."},
       {"cross-entropy", "MODE",
-       "Loss memory: vocab-parallel (Megatron, default) or torch-fp32 (torchtitan) (with "
-       "--model)."},
+       "The loss: vocab-parallel (Megatron's fused, default), vocab-parallel-unfused "
+       "(Megatron without --cross-entropy-loss-fusion: more passes over the logits) or "
+       "torch-fp32 (torchtitan: more memory) (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},
       {"layers-per-stage", "LIST", "Transformer layers per model stage (with --model)."},
@@ -250,9 +251,10 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
     if (auto loss = a.text("cross-entropy")) {
-      if (*loss != "vocab-parallel" && *loss != "torch-fp32")
+      if (!isCrossEntropyMode(*loss))
         return makeError("--cross-entropy '" + *loss +
-                         "' is not known; use vocab-parallel or torch-fp32");
+                         "' is not known; use vocab-parallel, vocab-parallel-unfused or "
+                         "torch-fp32");
       setup.training.cross_entropy = *loss;
     }
     if (auto dispatcher = a.text("moe-dispatcher")) {

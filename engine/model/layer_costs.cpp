@@ -452,7 +452,8 @@ PartWork mtpProjectionWork(const ModelSpec &m, const HardwareSpec &hardware,
   return work;
 }
 
-PartWork headWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape) {
+PartWork headWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,
+                  std::string_view cross_entropy) {
   const GemmHardware gemm = gemmHardwareOf(hardware);
   const double dt = dtypeBytes(m.dtype);
   const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
@@ -463,10 +464,20 @@ PartWork headWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerS
                     3 * dt * hidden, hardware));
   work.add(
       linearOp("output_head", tokens, m.hidden, m.vocab / static_cast<double>(shape.tp), gemm, dt));
-  // Vocab-parallel cross-entropy (Megatron-LM): the logits read to fp32 for the max and the
-  // exponentials, the fp32 softmax written and read back for the sum; the backward reads the
-  // softmax and writes the 16-bit gradient.
-  work.add(memoryOp("cross_entropy", (2 * dt + 8) * logits, (4 + dt) * logits, hardware));
+  if (cross_entropy == "vocab-parallel-unfused") {
+    // Megatron-LM's vocab_parallel_cross_entropy without --cross-entropy-loss-fusion (the only
+    // one before 2024 and the default since; megatron/core/tensor_parallel/cross_entropy.py),
+    // one kernel per PyTorch op over the logits. Forward: logits.float() (read dt, write 4),
+    // max (read 4), the in-place subtraction of the max, exp and division by the sum (read and
+    // write 4 each), the sum (read 4): dt + 36 bytes per logit. Backward: grad_input.mul_ (read
+    // and write 4), then autograd's cast back to the logits' dtype (read 4, write dt): 12 + dt.
+    work.add(memoryOp("cross_entropy", (dt + 36) * logits, (12 + dt) * logits, hardware));
+  } else {
+    // Vocab-parallel cross-entropy fused (Megatron-LM): the logits read to fp32 for the max and
+    // the exponentials, the fp32 softmax written and read back for the sum; the backward reads
+    // the softmax and writes the 16-bit gradient.
+    work.add(memoryOp("cross_entropy", (2 * dt + 8) * logits, (4 + dt) * logits, hardware));
+  }
   return work;
 }
 

@@ -106,8 +106,10 @@ PartWork embeddingWork(const ModelSpec &model, const HardwareSpec &hardware,
 /// §2.2): the norms of its two inputs and the 2h→h projection.
 PartWork mtpProjectionWork(const ModelSpec &model, const HardwareSpec &hardware,
                            const LayerShape &shape);
-/// The last stage's final norm, output head GEMMs and the cross-entropy over the vocabulary.
-PartWork headWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape);
+/// The last stage's final norm, output head GEMMs and the cross-entropy over the vocabulary,
+/// the loss priced as `cross_entropy` (TrainingSetup::cross_entropy) runs it.
+PartWork headWork(const ModelSpec &model, const HardwareSpec &hardware, const LayerShape &shape,
+                  std::string_view cross_entropy = "vocab-parallel");
 
 /// Adam's step after the last backward: it reads and writes every optimizer state once, reads
 /// the gradient (fp32 main gradient, 4 bytes) and writes the 16-bit weights, for `parameters`

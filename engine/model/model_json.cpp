@@ -591,9 +591,9 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                                  "false or remove \"layout\"");
   }
   if (zero1) training.zero_stage = 1;
-  if (training.cross_entropy != "vocab-parallel" && training.cross_entropy != "torch-fp32")
+  if (!isCrossEntropyMode(training.cross_entropy))
     return makeError(pointer + "/cross_entropy: '" + training.cross_entropy +
-                     "' is not known; use vocab-parallel or torch-fp32");
+                     "' is not known; use vocab-parallel, vocab-parallel-unfused or torch-fp32");
   if (!isMoeDispatcher(training.moe_dispatcher))
     return makeError(pointer + "/moe_dispatcher: '" + training.moe_dispatcher +
                      "' is not known; use alltoall, deepep or hybridep");

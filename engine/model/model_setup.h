@@ -183,12 +183,14 @@ struct TrainingSetup {
   /// all-to-all, combine kept in BF16; the backward's gradient dispatch likewise). false: both
   /// in the model's 16 bits. Ignored under bf16 GEMMs.
   bool fp8_dispatch = true;
-  /// The loss's memory beyond its stored fp32 logits. "vocab-parallel": Megatron's fused
-  /// vocab-parallel cross-entropy, whose backward works in place on the saved fp32 softmax
-  /// (nothing more; the default, so files that do not say keep their meaning). "torch-fp32":
-  /// F.cross_entropy(logits.float()) as torchtitan runs it: the backward holds the fp32
-  /// log-probabilities, the incoming gradient and the input gradient at once, two more fp32
-  /// logit-sized tensors on the loss rank.
+  /// How the loss runs: its memory beyond the stored fp32 logits and its passes over them.
+  /// "vocab-parallel": Megatron's fused vocab-parallel cross-entropy, whose backward works in
+  /// place on the saved fp32 softmax (nothing more; the default, so files that do not say keep
+  /// their meaning). "vocab-parallel-unfused": the same without --cross-entropy-loss-fusion,
+  /// the same memory, one kernel per PyTorch op (headWork prices its eight passes).
+  /// "torch-fp32": F.cross_entropy(logits.float()) as torchtitan runs it: the backward holds
+  /// the fp32 log-probabilities, the incoming gradient and the input gradient at once, two more
+  /// fp32 logit-sized tensors on the loss rank (its time priced as the fused one).
   std::string cross_entropy = "vocab-parallel";
   /// How MoE tokens reach their experts (Megatron's --moe-token-dispatcher-type and
   /// --moe-flex-dispatcher-backend). "alltoall": NCCL all-to-all of every routed copy (the
@@ -207,6 +209,15 @@ struct TrainingSetup {
   /// priced (e.g. a run that captures its MoE layers in CUDA graphs and syncs nowhere).
   double moe_layer_host_us = -1;
 };
+
+/// The loss implementations TrainingSetup::cross_entropy names, the default first.
+inline constexpr std::string_view kCrossEntropyModes[] = {"vocab-parallel",
+                                                          "vocab-parallel-unfused", "torch-fp32"};
+inline bool isCrossEntropyMode(std::string_view name) {
+  for (const std::string_view mode : kCrossEntropyModes)
+    if (name == mode) return true;
+  return false;
+}
 
 /// "alltoall", "deepep" or "hybridep" (TrainingSetup::moe_dispatcher).
 inline bool isMoeDispatcher(const std::string &name) {

@@ -345,12 +345,17 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
              tr("Every all-reduce NCCL's tree: a chain in each node, a binary tree across nodes "
                 "(NCCL_ALGO=Tree); all-gather and reduce-scatter stay rings")});
   cross_entropy_ = new QComboBox(model_group_);
-  for (const char *loss : {"vocab-parallel", "torch-fp32"})
-    cross_entropy_->addItem(QString::fromLatin1(loss), QString::fromLatin1(loss));
-  cross_entropy_->setToolTip(tr("Loss memory (plan field \"cross_entropy\"): what the "
-                                "cross-entropy's backward holds beyond the fp32 logits"));
+  for (const std::string_view loss : kCrossEntropyModes) {
+    const QString name = QString::fromLatin1(loss.data(), static_cast<qsizetype>(loss.size()));
+    cross_entropy_->addItem(name, name);
+  }
+  cross_entropy_->setToolTip(tr("The loss (plan field \"cross_entropy\"): what the "
+                                "cross-entropy's backward holds beyond the fp32 logits, and "
+                                "how many passes it makes over them"));
   item_tips(cross_entropy_,
             {tr("Megatron's fused vocab-parallel cross-entropy: its backward works in place"),
+             tr("Megatron's vocab-parallel cross-entropy without --cross-entropy-loss-fusion: "
+                "the same memory, one kernel per PyTorch op (eight passes over the logits)"),
              tr("F.cross_entropy(logits.float()) as torchtitan runs it: two more fp32 "
                 "logit-sized tensors on the loss rank")});
   sequence_parallel_ = new QCheckBox(tr("sequence parallel"), model_group_);

@@ -281,6 +281,17 @@ private slots:
     const auto *loss = findOp(head, "cross_entropy");
     QVERIFY(loss);
     QVERIFY(near(loss->forward_us, (2 * 2 + 8) * tokens * V / t / 800e3));
+    QVERIFY(near(loss->input_grad_us, (4 + 2) * tokens * V / t / 800e3));
+    // Unfused (Megatron without --cross-entropy-loss-fusion), per logit: the cast to fp32
+    // (2 + 4 bytes), max (4), subtract, exp, divide (8 each), sum (4) forward; mul_ (8) and the
+    // cast back (4 + 2) backward. Same GEMM, three times the loss's forward traffic.
+    const PartWork unfused =
+        headWork(setup.model, setup.hardware, {2, false}, "vocab-parallel-unfused");
+    const auto *unfused_loss = findOp(unfused, "cross_entropy");
+    QVERIFY(unfused_loss);
+    QVERIFY(near(unfused_loss->forward_us, 38 * tokens * V / t / 800e3));
+    QVERIFY(near(unfused_loss->input_grad_us, 14 * tokens * V / t / 800e3));
+    QVERIFY(near(findOp(unfused, "output_head")->forward_us, out->forward_us));
     // The embedding's backward is all weight gradient.
     const PartWork embedding = embeddingWork(setup.model, setup.hardware, {2, false});
     QCOMPARE(embedding.input_grad_us, 0.0);

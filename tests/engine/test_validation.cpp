@@ -39,12 +39,13 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"deepseek-v3-h800/deepseek-v3-pretrain", 0.085},
     // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
     // the launch settings the table leaves out are assumed, see the set's notes). The small
-    // models on few TP ranks come out fast (1.7B on TP 1: -27 %, 7.1B on TP 2: -21 %), the 32B
+    // models on few TP ranks come out fast (1.7B on TP 1: -20 %, 7.1B on TP 2: -19 %, with the
+    // unfused loss's passes over 131,072 logits a token priced; -27 and -21 % without), the 32B
     // on TP 8 slow (+17 %: its fp32 gradient reduce-scatter on one NIC per GPU is not hidden by
     // the last of its 4 microbatches' backward).
-    {"megatron-core-h100/gpt-1.7b", 0.275},
-    {"megatron-core-h100/gpt-7.1b", 0.22},
-    {"megatron-core-h100/gpt-16b", 0.1},
+    {"megatron-core-h100/gpt-1.7b", 0.21},
+    {"megatron-core-h100/gpt-7.1b", 0.2},
+    {"megatron-core-h100/gpt-16b", 0.09},
     {"megatron-core-h100/gpt-32b", 0.185},
     {"megatron-core-h100/gpt-70b", 0.025},
     {"megatron-core-h100/gpt-119b", 0.045},
@@ -99,7 +100,7 @@ constexpr double kMemoryGoal = 0.05;
 /// megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
-/// 8.9 % worst on such a set); today 1.7 % and 5.5 %.
+/// 8.9 % worst on such a set); today 1.9 % and 5.6 %.
 constexpr double kMeanStepErrorBound = 0.025;
 constexpr double kWorstStepErrorBound = 0.065;
 /// The rows the H100 FP8 curve's factor was fit on (with TP overlap as their recipes run it):
@@ -108,9 +109,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.055, kFitWorstBound = 0.09;
-/// Every row: today 7.9 % mean, 58.4 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 7.7 % mean, 58.4 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.085, kAllWorstBound = 0.59;
+constexpr double kAllMeanBound = 0.08, kAllWorstBound = 0.59;
 
 } // namespace
 

@@ -325,6 +325,11 @@ private slots:
 
     choose(controls->collectiveAlgorithmBox(), static_cast<int>(CollectiveAlgorithm::Tree));
     QCOMPARE(training().collective_algorithm, CollectiveAlgorithm::Tree);
+    // The unfused loss makes more passes over the logits: the same plan, a longer step.
+    const double fused_step = window.snapshot()->report->step_time_s;
+    choose(controls->crossEntropyBox(), QStringLiteral("vocab-parallel-unfused"));
+    QCOMPARE(training().cross_entropy, std::string("vocab-parallel-unfused"));
+    QVERIFY(window.snapshot()->report->step_time_s > fused_step);
     choose(controls->crossEntropyBox(), QStringLiteral("torch-fp32"));
     QCOMPARE(training().cross_entropy, std::string("torch-fp32"));
     choose(controls->recomputeBox(), static_cast<int>(Recompute::Full));
