@@ -407,7 +407,8 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
   return work;
 }
 
-PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape) {
+PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,
+                       double gradient_bytes) {
   const double dt = dtypeBytes(m.dtype);
   const double tokens = static_cast<double>(m.microbatch_size) * m.sequence_length;
   // The vocab-parallel lookup writes the whole b·s·h on every TP rank (then all-reduced); its
@@ -421,6 +422,18 @@ PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const L
   if (m.dropout)
     ops.push_back(
         memoryOp("embedding_dropout", (2 * dt + 1) * split, (2 * dt + 1) * split, hardware));
+  // The table's gradient is dense (PyTorch's embedding_dense_backward, which nn.Embedding and
+  // Megatron's VocabParallelEmbedding run): a zero-filled V/t × h tensor in the weights' dtype
+  // that the looked-up rows are added into, whatever few rows the microbatch touched. The
+  // gradient buffer then accumulates it, read whole (Megatron-LM's DDP hook
+  // main_grad.add_(grad) in megatron/core/distributed/distributed_data_parallel.py, the
+  // embedding not being a fused-accumulation linear layer; autograd's .grad accumulation
+  // elsewhere): the zero fill writes dt, the add reads dt and reads and writes the buffer's
+  // gradient_bytes, per element of the rank's table.
+  const double table = m.vocab / static_cast<double>(shape.tp) * m.hidden;
+  LayerOp table_grad =
+      memoryOp("embedding_table_grad", 0, (2 * dt + 2 * gradient_bytes) * table, hardware);
+  ops.push_back(std::move(table_grad));
   // Nothing precedes the embedding, so its whole backward is weight gradient (W): the table's
   // rows and the position table accumulate it.
   PartWork work;

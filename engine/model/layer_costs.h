@@ -99,9 +99,10 @@ LayerOp fp8QuantizeOp(std::string name, double elements_forward, double elements
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
                               const LayerShape &shape);
-/// The first stage's embedding lookup (vocab-parallel), position add and dropout.
+/// The first stage's embedding lookup (vocab-parallel), position add and dropout, and in W the
+/// dense gradient of the rank's table accumulated into a buffer of `gradient_bytes` an element.
 PartWork embeddingWork(const ModelSpec &model, const HardwareSpec &hardware,
-                       const LayerShape &shape);
+                       const LayerShape &shape, double gradient_bytes);
 /// A multi-token-prediction module beyond its transformer layer and head pass (DeepSeek-V3
 /// §2.2): the norms of its two inputs and the 2h→h projection.
 PartWork mtpProjectionWork(const ModelSpec &model, const HardwareSpec &hardware,

@@ -682,7 +682,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                                : training.recompute == Recompute::Selective
                                    ? moe_work.selective_recompute_us
                                    : 0.0;
-  const PartWork embedding_work = embeddingWork(local, hw, shape);
+  const PartWork embedding_work = embeddingWork(local, hw, shape, gradient_bytes);
   const PartWork head_work = headWork(local, hw, shape, training.cross_entropy);
   // An MTP module beyond its transformer layer: its norms and 2h→h projection, and a head pass.
   PartWork mtp_work = mtpProjectionWork(local, hw, shape);

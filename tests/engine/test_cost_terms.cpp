@@ -293,9 +293,18 @@ private slots:
     QVERIFY(near(unfused_loss->input_grad_us, 14 * tokens * V / t / 800e3));
     QVERIFY(near(findOp(unfused, "output_head")->forward_us, out->forward_us));
     // The embedding's backward is all weight gradient.
-    const PartWork embedding = embeddingWork(setup.model, setup.hardware, {2, false});
+    const PartWork embedding = embeddingWork(setup.model, setup.hardware, {2, false}, 4);
     QCOMPARE(embedding.input_grad_us, 0.0);
     QVERIFY(embedding.weight_grad_us > 0);
+    // The table's dense gradient on the rank's V/t rows: zero fill (2 bytes), then read (2) and
+    // added into an fp32 buffer (read 4, write 4); with a 16-bit buffer 2 + 2 + 2·2.
+    const auto *table = findOp(embedding, "embedding_table_grad");
+    QVERIFY(table);
+    QCOMPARE(table->forward_us, 0.0);
+    QVERIFY(near(table->weight_grad_us, 12 * V / t * h / 800e3));
+    const PartWork bf16_buffer = embeddingWork(setup.model, setup.hardware, {2, false}, 2);
+    QVERIFY(
+        near(findOp(bf16_buffer, "embedding_table_grad")->weight_grad_us, 8 * V / t * h / 800e3));
   }
 
   void optimizerStepReadsAndWritesEveryState() {
