@@ -252,9 +252,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
     if (auto loss = a.text("cross-entropy")) {
       if (!isCrossEntropyMode(*loss))
-        return makeError("--cross-entropy '" + *loss +
-                         "' is not known; use vocab-parallel, vocab-parallel-unfused or "
-                         "torch-fp32");
+        return makeError("--cross-entropy '" + *loss + "' is not known; use " +
+                         crossEntropyModesText());
       setup.training.cross_entropy = *loss;
     }
     if (auto dispatcher = a.text("moe-dispatcher")) {

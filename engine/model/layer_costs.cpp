@@ -431,9 +431,8 @@ PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const L
   // elsewhere): the zero fill writes dt, the add reads dt and reads and writes the buffer's
   // gradient_bytes, per element of the rank's table.
   const double table = m.vocab / static_cast<double>(shape.tp) * m.hidden;
-  LayerOp table_grad =
-      memoryOp("embedding_table_grad", 0, (2 * dt + 2 * gradient_bytes) * table, hardware);
-  ops.push_back(std::move(table_grad));
+  ops.push_back(
+      memoryOp("embedding_table_grad", 0, (2 * dt + 2 * gradient_bytes) * table, hardware));
   // Nothing precedes the embedding, so its whole backward is weight gradient (W): the table's
   // rows and the position table accumulate it.
   PartWork work;

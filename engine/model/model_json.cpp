@@ -593,7 +593,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   if (zero1) training.zero_stage = 1;
   if (!isCrossEntropyMode(training.cross_entropy))
     return makeError(pointer + "/cross_entropy: '" + training.cross_entropy +
-                     "' is not known; use vocab-parallel, vocab-parallel-unfused or torch-fp32");
+                     "' is not known; use " + crossEntropyModesText());
   if (!isMoeDispatcher(training.moe_dispatcher))
     return makeError(pointer + "/moe_dispatcher: '" + training.moe_dispatcher +
                      "' is not known; use alltoall, deepep or hybridep");

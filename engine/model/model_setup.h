@@ -2,6 +2,7 @@
 // A model, the hardware it runs on and the training options: what a person planning a run
 // knows, from which the engine derives every op time, transfer and memory figure (DESIGN.md §5).
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -217,6 +218,14 @@ inline bool isCrossEntropyMode(std::string_view name) {
   for (const std::string_view mode : kCrossEntropyModes)
     if (name == mode) return true;
   return false;
+}
+/// kCrossEntropyModes as a message lists them: "a, b or c".
+inline std::string crossEntropyModesText() {
+  std::string text;
+  const std::size_t n = std::size(kCrossEntropyModes);
+  for (std::size_t i = 0; i < n; ++i)
+    text.append(i == 0 ? "" : i + 1 == n ? " or " : ", ").append(kCrossEntropyModes[i]);
+  return text;
 }
 
 /// "alltoall", "deepep" or "hybridep" (TrainingSetup::moe_dispatcher).
