@@ -133,11 +133,11 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
   software=$(echo "$summary" | text software)
   [ -n "$software" ] && { echo; echo "Software: $software."; }
   echo
-  # GPU rungs also time every algorithm cuBLASLt proposes: the backend's call (cublasGemmEx with
-  # the default algorithm, as the stages make it) against cuBLAS's own best for the same GEMM.
+  # GPU rungs also time cublasGemmEx's default algorithm and every algorithm cuBLASLt proposes:
+  # the backend's path (the stages' GEMM, its algorithm tuned per shape) against both.
   if grep -q '"best_algorithm_us"' "$work/gemm.jsonl"; then
-    echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best rung | of the datasheet | cuBLASLt best algorithm | backend / cuBLAS best |"
-    echo "| --: | :-- | --: | --: | --: | --: | --: | --: |"
+    echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best rung | of the datasheet | backend's choice | cublasGemmEx default | cuBLASLt best algorithm | backend / cuBLAS best |"
+    echo "| --: | :-- | --: | --: | --: | --: | :-- | --: | --: | --: |"
   else
     echo "| m = n = k | type | time per GEMM | TFLOP/s | of the best |"
     echo "| --: | :-- | --: | --: | --: |"
@@ -153,6 +153,8 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
       else
         row="$row - |"
       fi
+      row="$row $(echo "$line" | text backend_choice) |"
+      row="$row $(fmt "$(echo "$line" | field default_algorithm_tflops)" 1) TFLOP/s |"
       row="$row $(fmt "$(echo "$line" | field best_algorithm_tflops)" 1) TFLOP/s ($(echo "$line" | field algorithms_tried) tried) |"
       row="$row $(fmt "$(awk -v f="$(echo "$line" | field fraction_of_best_algorithm)" 'BEGIN { print f * 100 }')" 1) % |"
     fi

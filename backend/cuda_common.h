@@ -174,6 +174,12 @@ Status runGpuOp(const Op &op, const PairStreams &streams,
       });
 }
 
+/// "; " and what the GEMM tuning decided (kernels::gemmTuningSummary), or "" before any tuning.
+inline std::string tuningNote() {
+  const std::string summary = kernels::gemmTuningSummary();
+  return summary.empty() ? summary : "; " + summary;
+}
+
 /// The device's name and shape, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90, 132 SMs)".
 std::string gpuDescription(int device);
 

@@ -208,7 +208,7 @@ public:
   std::string description() const override {
     return "cuda: " + gpuDescription(device_) + ", bf16 cuBLAS, NCCL " +
            std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + ", host " + hostName() +
-           ", world rank " + std::to_string(setup_.world_rank);
+           ", world rank " + std::to_string(setup_.world_rank) + tuningNote();
   }
 
   Status beginStep() override {
@@ -471,15 +471,15 @@ Result<DeviceSpeed> measureCudaSpeed(int local_rank) {
   return speed;
 }
 
-Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream) {
+Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream, int sm_count_target) {
   kernels::StageWork work;
   work.unit = 2048; // 17 GFLOP: tens of microseconds on a current GPU, well above event jitter
   work.unit_forward = 8;
-  auto stage = CudaStage::create(work, 1, stream);
+  auto stage = CudaStage::create(work, 1, stream, sm_count_target);
   if (!stage) return stage.error();
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
-  PIPESCOPE_TRY((*stage)->forward(nullptr, nullptr, {})); // warm-up: cuBLAS heuristics, clocks
+  PIPESCOPE_TRY((*stage)->forward(nullptr, nullptr, {})); // warm-up: clocks (create tuned GEMMs)
   PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], stream));
   PIPESCOPE_TRY((*stage)->forward(nullptr, nullptr, {}));
   PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], stream));

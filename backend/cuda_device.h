@@ -25,8 +25,9 @@ namespace pipescope::backend {
 
 Status checkCudaAvailable(int local_rank);
 Result<DeviceSpeed> measureCudaSpeed(int local_rank);
-/// The unit-GEMM rate on `stream` (a stage's stream: its green context decides the SMs).
-Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream);
+/// The unit-GEMM rate on `stream` (a stage's stream: its green context decides the SMs, and
+/// `sm_count_target` tells the GEMM tuning how many there are; 0: the whole GPU).
+Result<DeviceSpeed> measureCudaSpeedOn(cudaStream_t stream, int sm_count_target = 0);
 /// gpu-shared: the rate of one stage's partition (1/stages of the SMs, in a green context, the
 /// others idle), which is what each stage computes on; the whole GPU without green contexts.
 Result<DeviceSpeed> measureSharedGpuStageSpeed(int local_rank, int stages);

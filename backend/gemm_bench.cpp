@@ -134,8 +134,14 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
                             {"repetitions", rate.repetitions},
                             {"tflops", rate.tflops},
                             {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}};
+    if (!rate.backend_choice.empty()) event["backend_choice"] = rate.backend_choice;
+    if (rate.default_algorithm_us > 0) {
+      event["default_algorithm_us"] = rate.default_algorithm_us;
+      event["default_algorithm_tflops"] =
+          gemmRate(rate.size, rate.dtype, rate.default_algorithm_us, 1).tflops;
+    }
     if (rate.best_algorithm_us > 0) {
-      // The backend's call (cublasGemmEx, default algorithm) against cuBLAS's best algorithm.
+      // The backend's path (tuned per shape) against cuBLAS's best algorithm.
       event["best_algorithm_us"] = rate.best_algorithm_us;
       event["best_algorithm_tflops"] =
           gemmRate(rate.size, rate.dtype, rate.best_algorithm_us, 1).tflops;

@@ -22,6 +22,10 @@ struct GemmRate {
   double us = 0;       ///< one GEMM, the best of the timed batches
   double tflops = 0;   ///< 2·size³ / us
   int repetitions = 0; ///< GEMMs per timed batch
+  /// GPU rungs: `us` is the stages' tuned GEMM (kernels/cuda_gemm.h), and what its tuning chose.
+  std::string backend_choice;
+  /// GPU rungs: cublasGemmEx with its default algorithm (the stages' call before tuning).
+  double default_algorithm_us = 0;
   /// GPU rungs: cuBLAS's own best for the same GEMM, the fastest of the algorithms cuBLASLt's
   /// heuristic proposes (each timed as above); 0 where not searched (cpu).
   double best_algorithm_us = 0;

@@ -1,8 +1,8 @@
-// The GPU rungs of --gemm-bench: cuBLAS bf16 GEMMs with fp32 accumulation (cublasGemmEx, the call
-// the stages make), timed with device events over batches long enough that launch gaps vanish.
-// Each rung also times every algorithm cuBLASLt's heuristic proposes for the same GEMM, so the
-// report sets the backend's call beside cuBLAS's own best on this GPU (the autotuning that
-// nccl-tests-style benchmarks and Transformer Engine do), not only beside the datasheet.
+// The GPU rungs of --gemm-bench: cuBLAS bf16 GEMMs with fp32 accumulation through the stages' own
+// path (kernels/cuda_gemm.h: the algorithm tuned per shape), timed with device events over
+// batches long enough that launch gaps vanish. Each rung also times cublasGemmEx's default
+// algorithm and every algorithm cuBLASLt's heuristic proposes for the same GEMM, so the report
+// sets the backend's path beside cuBLAS's own best on this GPU, not only beside the datasheet.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "backend/cuda_common.h"
 #include "backend/gemm_bench.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_gemm.h"
 
 namespace pipescope::backend {
 
@@ -67,7 +70,17 @@ Result<GemmRate> timeRung(int n) {
                                                     static_cast<std::uint32_t>(n + i), r.stream));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  const auto gemm = [&]() -> Status {
+  // The backend's own path: the stages' tuned GEMM (kernels/cuda_gemm.h), tuned for this shape
+  // first, as a stage does when it is created.
+  auto tuned = kernels::TunedGemm::create();
+  if (!tuned) return tuned.error();
+  const kernels::GemmCall call{false,       false, n,           n, n,           alpha, beta,
+                               matrices[0], n,     matrices[1], n, matrices[2], n};
+  auto choice = (*tuned)->choiceFor(call, r.stream);
+  if (!choice) return choice.error();
+  const auto backend_gemm = [&]() { return (*tuned)->run(call, r.stream); };
+  // cublasGemmEx with its default algorithm: what the stages called before they were tuned.
+  const auto default_gemm = [&]() -> Status {
     PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(r.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
                                         matrices[0], CUDA_R_16BF, n, matrices[1], CUDA_R_16BF, n,
                                         &beta, matrices[2], CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
@@ -77,31 +90,21 @@ Result<GemmRate> timeRung(int n) {
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
   // Microseconds per call of `call` over a batch of `repetitions`, between two device events.
-  const auto timeCalls = [&](const auto &call, int repetitions) -> Result<double> {
+  const auto timeCalls = [&](const auto &enqueue, int repetitions) -> Result<double> {
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
     for (int i = 0; i < repetitions; ++i)
-      PIPESCOPE_TRY(call());
+      PIPESCOPE_TRY(enqueue());
     PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
     PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
     float ms = 0;
     PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
     return 1000.0 * static_cast<double>(ms) / repetitions;
   };
-  const auto timeBatch = [&](int repetitions) { return timeCalls(gemm, repetitions); };
-  // Warm-up: cuBLAS picks its kernel, the clocks rise.
-  auto estimate = timeBatch(3);
+  // Warm-up: the clocks rise.
+  auto estimate = timeCalls(backend_gemm, 3);
   if (!estimate) return estimate.error();
-  // Batches of about 100 ms; the best of 3.
-  const int repetitions = std::clamp(static_cast<int>(1e5 / std::max(1.0, *estimate)), 3, 20000);
-  double best = 1e300;
-  for (int batch = 0; batch < 3; ++batch) {
-    auto us = timeBatch(repetitions);
-    if (!us) return us.error();
-    best = std::min(best, *us);
-  }
-  GemmRate rate = gemmRate(n, "bf16", best, repetitions);
 
-  // cuBLAS's own best: every proposed algorithm, batches of about 30 ms, the best of 3 each.
+  // cuBLAS's own best: every algorithm cuBLASLt's heuristic proposes (for the whole GPU).
   PIPESCOPE_CUBLAS_CHECK(cublasLtCreate(&r.lt));
   PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&r.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   PIPESCOPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&r.layout, CUDA_R_16BF, n, n, n));
@@ -118,32 +121,49 @@ Result<GemmRate> timeRung(int n) {
   PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(r.lt, r.operation, r.layout, r.layout,
                                                         r.layout, r.layout, r.preference,
                                                         kAlgorithmsToTry, proposed, &returned));
-  const int algorithm_repetitions =
-      std::clamp(static_cast<int>(3e4 / std::max(1.0, *estimate)), 3, 20000);
-  double best_algorithm = 1e300;
-  int tried = 0;
+  std::vector<std::function<Status()>> algorithms;
   for (int a = 0; a < returned; ++a) {
     if (proposed[a].state != CUBLAS_STATUS_SUCCESS) continue;
-    const auto algorithm = [&]() -> Status {
+    std::function<Status()> algorithm = [&, a]() -> Status {
       PIPESCOPE_CUBLAS_CHECK(cublasLtMatmul(r.lt, r.operation, &alpha, matrices[0], r.layout,
                                             matrices[1], r.layout, &beta, matrices[2], r.layout,
                                             matrices[2], r.layout, &proposed[a].algo, workspace,
                                             proposed[a].workspaceSize, r.stream));
       return Ok{};
     };
-    const auto timeAlgorithm = [&](int count) { return timeCalls(algorithm, count); };
     // An algorithm the heuristic proposes may still refuse this problem at launch: skip it.
-    if (auto warm = timeAlgorithm(2); !warm) continue;
-    ++tried;
-    for (int batch = 0; batch < 3; ++batch) {
-      auto us = timeAlgorithm(algorithm_repetitions);
+    if (auto warm = timeCalls(algorithm, 2); !warm) continue;
+    algorithms.push_back(std::move(algorithm));
+  }
+
+  // Three rounds, each timing the backend's path, the default call and every algorithm in turn
+  // (batches of about 100 ms for the first two, 30 ms for each algorithm), the best of the rounds
+  // for each: interleaved, so that clocks drifting with power and heat favour none of them.
+  const int repetitions = std::clamp(static_cast<int>(1e5 / std::max(1.0, *estimate)), 3, 20000);
+  const int algorithm_repetitions =
+      std::clamp(static_cast<int>(3e4 / std::max(1.0, *estimate)), 3, 20000);
+  double best_backend = 1e300, best_default = 1e300, best_algorithm = 1e300;
+  for (int round = 0; round < 3; ++round) {
+    auto us = timeCalls(backend_gemm, repetitions);
+    if (!us) return us.error();
+    best_backend = std::min(best_backend, *us);
+    us = timeCalls(default_gemm, repetitions);
+    if (!us) return us.error();
+    best_default = std::min(best_default, *us);
+    for (const auto &algorithm : algorithms) {
+      us = timeCalls(algorithm, algorithm_repetitions);
       if (!us) return us.error();
       best_algorithm = std::min(best_algorithm, *us);
     }
   }
-  if (tried > 0) {
+  GemmRate rate = gemmRate(n, "bf16", best_backend, repetitions);
+  rate.default_algorithm_us = best_default;
+  rate.backend_choice =
+      std::string(choice->default_call ? "cublasGemmEx's default" : "a cuBLASLt algorithm") +
+      ", the fastest of " + std::to_string(choice->candidates + 1) + " timed";
+  if (!algorithms.empty()) {
     rate.best_algorithm_us = best_algorithm;
-    rate.algorithms_tried = tried;
+    rate.algorithms_tried = static_cast<int>(algorithms.size());
   }
   return rate;
 }

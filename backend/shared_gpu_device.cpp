@@ -52,6 +52,7 @@ struct SharedGpu {
   std::vector<CUgreenCtx> green_contexts;
   decltype(&cuGreenCtxDestroy) destroy_green_context = nullptr;
   std::string partition; ///< what the trace's device line says about SMs
+  int partition_sms = 0; ///< SMs a stage's streams may use (0: all, no green contexts)
 
   std::unique_ptr<ActivationBuffers> inbox;
   EventPool copied; ///< per message: the copy into the consumer's buffer is done
@@ -142,6 +143,7 @@ struct SharedGpu {
         (*list)[i] = stream;
       }
     }
+    partition_sms = static_cast<int>(parts[0].sm.smCount);
     partition = "green contexts: " + std::to_string(stages) + " partitions of " +
                 std::to_string(parts[0].sm.smCount) + " of " + std::to_string(all.sm.smCount) +
                 " SMs";
@@ -162,8 +164,9 @@ public:
     side_stream_ = gpu_->side_streams[static_cast<std::size_t>(setup_.pipelineRank())];
     PIPESCOPE_TRY(pair_events_.resize(2));
     for (int s : setup_.localStages()) {
-      auto stage = CudaStage::create(setup_.stages[static_cast<std::size_t>(s)],
-                                     static_cast<std::uint32_t>(s * 7919 + 1), stream_);
+      auto stage =
+          CudaStage::create(setup_.stages[static_cast<std::size_t>(s)],
+                            static_cast<std::uint32_t>(s * 7919 + 1), stream_, gpu_->partition_sms);
       if (!stage) return stage.error();
       stages_[s] = std::move(*stage);
     }
@@ -184,7 +187,7 @@ public:
     return "gpu-shared: " + gpuDescription(gpu_->device) + ", pipeline rank " +
            std::to_string(setup_.pipelineRank()) + " of " + std::to_string(gpu_->stages) +
            " on one stream (and a side stream for overlapped pairs); " + gpu_->partition +
-           "; transfers as device-to-device copies";
+           "; transfers as device-to-device copies" + tuningNote();
   }
 
   Status beginStep() override {
@@ -355,7 +358,7 @@ Result<DeviceSpeed> measureSharedGpuStageSpeed(int local_rank, int stages) {
   PIPESCOPE_CUDA_CHECK(cudaSetDevice(gpu.device));
   PIPESCOPE_CUDA_CHECK(cudaFree(nullptr)); // the primary context, before green contexts
   PIPESCOPE_TRY(gpu.makeStreams());
-  return measureCudaSpeedOn(gpu.streams.front());
+  return measureCudaSpeedOn(gpu.streams.front(), gpu.partition_sms);
 }
 
 Result<std::vector<std::unique_ptr<Device>>>

@@ -9,6 +9,7 @@
 #include "kernels/cpu_elementwise.h"
 #include "kernels/cpu_gemm.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_gemm.h"
 
 namespace pipescope::kernels {
 
@@ -81,13 +82,17 @@ Layout layoutOf(const StageWork &work) {
 } // namespace
 
 std::size_t CudaStage::memoryBytes(const StageWork &work) {
-  return layoutOf(work).total() * sizeof(bf16);
+  return layoutOf(work).total() * sizeof(bf16) + kGemmWorkspaceBytes;
 }
 
 Result<std::unique_ptr<CudaStage>> CudaStage::create(const StageWork &work, std::uint32_t seed,
-                                                     cudaStream_t stream) {
+                                                     cudaStream_t stream, int sm_count_target) {
   std::unique_ptr<CudaStage> stage(new CudaStage(work, stream));
+  auto gemms = TunedGemm::create(sm_count_target);
+  if (!gemms) return gemms.error();
+  stage->gemms_ = std::move(*gemms);
   if (auto status = stage->allocate(seed); !status) return status.error();
+  if (auto status = stage->tuneGemms(); !status) return status.error();
   return stage;
 }
 
@@ -152,15 +157,25 @@ Status CudaStage::allocate(std::uint32_t seed) {
   return Ok{};
 }
 
-// Row-major C = α·op(A)·op(B) + β·C as the column-major product Cᵀ = op(B)ᵀ·op(A)ᵀ.
+// Row-major C = α·op(A)·op(B) + β·C, with the algorithm tuned for its shape (cuda_gemm.h).
 Status CudaStage::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                        const bf16 *a, int lda, const bf16 *b, int ldb, float beta, bf16 *c,
                        int ldc) {
-  PIPESCOPE_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-  PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-                                      CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF,
-                                      ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return gemms_->run({transpose_a, transpose_b, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc},
+                     stream_);
+}
+
+// One pass through the stage's ops with tuning on, so every GEMM shape it runs has its algorithm
+// before a step is timed; the pass's weight gradients are cleared afterwards.
+Status CudaStage::tuneGemms() {
+  gemms_->setTuning(true);
+  Status status = forward(nullptr, nullptr, {});
+  if (status) status = inputGrad(nullptr, nullptr, {});
+  if (status) status = weightGrad();
+  gemms_->setTuning(false);
+  PIPESCOPE_TRY(status);
+  PIPESCOPE_CUDA_CHECK(cudaMemsetAsync(weight_grads_, 0, weight_count_ * sizeof(bf16), stream_));
+  PIPESCOPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return Ok{};
 }
 
@@ -437,15 +452,34 @@ Status checkCudaKernels(double *worst) {
     PIPESCOPE_TRY(upload(b, db));
     PIPESCOPE_CUDA_CHECK(cudaMalloc(&dc.pointer, static_cast<std::size_t>(m) * n * sizeof(bf16)));
     const int lda = ta ? m : k, ldb = tb ? k : n;
-    PIPESCOPE_TRY((*stage)->gemm(ta, tb, m, n, k, 1.0f, da.as<bf16>(), lda, db.as<bf16>(), ldb,
-                                 0.0f, dc.as<bf16>(), n));
-    PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-    auto got = download(dc, static_cast<std::size_t>(m) * n);
-    if (!got) return got.error();
     std::vector<float> want(static_cast<std::size_t>(m) * n);
     gemmReference(ta ? Transpose::Yes : Transpose::No, tb ? Transpose::Yes : Transpose::No, m, n, k,
                   1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);
-    PIPESCOPE_TRY(expectClose("bf16 GEMM", *got, want, worst));
+    // The stage's call (tuned, so its shape is timed and decided first), then the default call
+    // and every algorithm cuBLASLt proposes for the shape, each on its own: tuning may pick any.
+    const GemmCall call{
+        ta, tb, m, n, k, 1.0f, 0.0f, da.as<bf16>(), lda, db.as<bf16>(), ldb, dc.as<bf16>(), n};
+    (*stage)->gemms().setTuning(true);
+    Status tuned = (*stage)->gemm(ta, tb, m, n, k, 1.0f, da.as<bf16>(), lda, db.as<bf16>(), ldb,
+                                  0.0f, dc.as<bf16>(), n);
+    (*stage)->gemms().setTuning(false);
+    PIPESCOPE_TRY(tuned);
+    auto candidates = (*stage)->gemms().candidateCount(call);
+    if (!candidates) return candidates.error();
+    for (int candidate = -2; candidate < *candidates; ++candidate) {
+      if (candidate >= -1) {
+        PIPESCOPE_CUDA_CHECK(cudaMemset(dc.pointer, 0, want.size() * sizeof(bf16)));
+        PIPESCOPE_TRY((*stage)->gemms().runCandidate(call, candidate, nullptr));
+      }
+      PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+      auto got = download(dc, want.size());
+      if (!got) return got.error();
+      const std::string what =
+          candidate == -2   ? "bf16 GEMM (tuned)"
+          : candidate == -1 ? "bf16 GEMM (cublasGemmEx default)"
+                            : "bf16 GEMM (cuBLASLt algorithm " + std::to_string(candidate) + ")";
+      PIPESCOPE_TRY(expectClose(what.c_str(), *got, want, worst));
+    }
   }
   // Fused bias + activation, forward and backward, against cpu_elementwise.
   const int rows = 16, columns = 40;

@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 
 #include "engine/result.h"
+#include "kernels/cuda_gemm.h"
 #include "kernels/cuda_kernels.h"
 #include "kernels/stage_work.h"
 
@@ -23,9 +24,11 @@ using CudaAllReduceSum = std::function<Status(bf16 *data, std::size_t count, cud
 
 class CudaStage {
 public:
-  /// Allocates and initializes the stage's buffers on the current device.
+  /// Allocates and initializes the stage's buffers on the current device, then tunes the
+  /// algorithm of every GEMM shape it runs (cuda_gemm.h) on `stream`, whose work may use
+  /// `sm_count_target` SMs (a green context's partition; 0: the whole GPU).
   static Result<std::unique_ptr<CudaStage>> create(const StageWork &work, std::uint32_t seed,
-                                                   cudaStream_t stream);
+                                                   cudaStream_t stream, int sm_count_target = 0);
   ~CudaStage();
   CudaStage(const CudaStage &) = delete;
   CudaStage &operator=(const CudaStage &) = delete;
@@ -48,9 +51,12 @@ public:
   /// Enqueues the weight-grad pass (accumulating).
   Status weightGrad();
 
-  /// Row-major C = alpha·op(A)·op(B) + beta·C in bf16 with fp32 accumulation, on the stream.
+  /// Row-major C = alpha·op(A)·op(B) + beta·C in bf16 with fp32 accumulation, on the stream,
+  /// with the algorithm tuned for the shape.
   Status gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const bf16 *a,
               int lda, const bf16 *b, int ldb, float beta, bf16 *c, int ldc);
+
+  TunedGemm &gemms() { return *gemms_; }
 
   bf16 *weightGradients() const { return weight_grads_; }
   std::size_t weightGradientCount() const { return weight_count_; }
@@ -58,6 +64,7 @@ public:
 private:
   explicit CudaStage(const StageWork &work, cudaStream_t stream) : work_(work), stream_(stream) {}
   Status allocate(std::uint32_t seed);
+  Status tuneGemms();
   Status batchedGemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                      const bf16 *a, int lda, long long stride_a, const bf16 *b, int ldb,
                      long long stride_b, float beta, bf16 *c, int ldc, long long stride_c,
@@ -68,7 +75,8 @@ private:
 
   StageWork work_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  cublasHandle_t cublas_ = nullptr; ///< the batched attention GEMMs
+  std::unique_ptr<TunedGemm> gemms_;
   std::vector<void *> allocations_;
   bf16 *weights_ = nullptr, *weight_grads_ = nullptr;
   std::size_t weight_count_ = 0;
