@@ -136,24 +136,23 @@ Result<GemmRate> timeRung(int n) {
     algorithms.push_back(std::move(algorithm));
   }
 
-  // Three rounds, each timing the backend's path, the default call and every algorithm in turn
-  // (batches of about 100 ms for the first two, 30 ms for each algorithm), the best of the rounds
-  // for each: interleaved, so that clocks drifting with power and heat favour none of them.
-  const int repetitions = std::clamp(static_cast<int>(1e5 / std::max(1.0, *estimate)), 3, 20000);
-  const int algorithm_repetitions =
-      std::clamp(static_cast<int>(3e4 / std::max(1.0, *estimate)), 3, 20000);
+  // Three rounds; in each, every algorithm is timed right after the backend's path and the
+  // default call, each in batches of about 30 ms, and each side keeps its best batch. Both sides
+  // so get the same number of batches: the best of many noisy batches is lower than the best of
+  // few, and the clocks drifting with power and heat favour neither.
+  const int repetitions = std::clamp(static_cast<int>(3e4 / std::max(1.0, *estimate)), 3, 20000);
   double best_backend = 1e300, best_default = 1e300, best_algorithm = 1e300;
+  const auto keepBest = [&](const auto &enqueue, double &best) -> Status {
+    auto us = timeCalls(enqueue, repetitions);
+    if (!us) return us.error();
+    best = std::min(best, *us);
+    return Ok{};
+  };
   for (int round = 0; round < 3; ++round) {
-    auto us = timeCalls(backend_gemm, repetitions);
-    if (!us) return us.error();
-    best_backend = std::min(best_backend, *us);
-    us = timeCalls(default_gemm, repetitions);
-    if (!us) return us.error();
-    best_default = std::min(best_default, *us);
-    for (const auto &algorithm : algorithms) {
-      us = timeCalls(algorithm, algorithm_repetitions);
-      if (!us) return us.error();
-      best_algorithm = std::min(best_algorithm, *us);
+    for (std::size_t a = 0; a < std::max<std::size_t>(1, algorithms.size()); ++a) {
+      PIPESCOPE_TRY(keepBest(backend_gemm, best_backend));
+      PIPESCOPE_TRY(keepBest(default_gemm, best_default));
+      if (a < algorithms.size()) PIPESCOPE_TRY(keepBest(algorithms[a], best_algorithm));
     }
   }
   GemmRate rate = gemmRate(n, "bf16", best_backend, repetitions);

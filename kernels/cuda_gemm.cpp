@@ -193,12 +193,12 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
   if (decision.tuned) return decision.choice;
 
   // Microseconds per call: one call to warm up (and to find out whether it runs at all), one to
-  // size batches of about 2 ms, then the best of two batches.
+  // size batches of about 3 ms, then the best of three batches.
   const auto timeCalls = [&](const auto &enqueue) -> Result<double> {
     PIPESCOPE_TRY(enqueue());
     double best = 1e300;
     int repetitions = 1;
-    for (int batch = 0; batch < 3; ++batch) {
+    for (int batch = 0; batch < 4; ++batch) {
       PIPESCOPE_CUDA_CHECK(cudaEventRecord(start_, stream));
       for (int i = 0; i < repetitions; ++i)
         PIPESCOPE_TRY(enqueue());
@@ -208,7 +208,7 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
       PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
       const double us = 1000.0 * static_cast<double>(ms) / repetitions;
       if (batch == 0)
-        repetitions = std::clamp(static_cast<int>(2000.0 / std::max(1.0, us)), 1, 64);
+        repetitions = std::clamp(static_cast<int>(3000.0 / std::max(1.0, us)), 1, 256);
       else
         best = std::min(best, us);
     }
