@@ -311,11 +311,12 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
           }
       }
     if (!ratios.empty()) {
-      // The cost model holds a pair between its longer part and F + B (Costs::check): a pair
-      // measured outside that range (contention, timer noise) is held to its nearest end.
+      // The cost model holds a pair between its longer part and 2(F + B) (Costs::check): a pair
+      // measured outside that range (timer noise, a broken measurement) is held to its nearest
+      // end. Above F + B is real: halves sharing one device's SMs and memory slow each other.
       const double F = calibrated.forward_us, B = calibrated.backward_us;
       const double lowest = F + B > 0 ? std::max(F, B) / (F + B) : 1.0;
-      const double factor = std::clamp(median(ratios), lowest, 1.0);
+      const double factor = std::clamp(median(ratios), lowest, kMaxOverlapSlowdown);
       calibrated.overlapped_us = factor * (calibrated.forward_us + calibrated.backward_us);
     }
   }

@@ -15,6 +15,8 @@ inline constexpr double kMaxActivationBytes = 1e15;  ///< a petabyte per stage b
 inline constexpr double kMinLinkBandwidthGbps = 1e-3;
 inline constexpr double kMaxLinkBandwidthGbps = 1e9;
 /// Bounds of a concurrency slowdown factor (Costs::concurrency_slowdown) and of its length.
+/// An overlapped F&B pair takes at most this many times F + B (Costs::check).
+inline constexpr double kMaxOverlapSlowdown = 2;
 inline constexpr double kMinConcurrencySlowdown = 0.01;
 inline constexpr double kMaxConcurrencySlowdown = 100;
 inline constexpr std::size_t kMaxConcurrencySlowdownEntries = 16384; ///< kMaxPipelineRanks
@@ -40,7 +42,8 @@ struct Costs {
   double forward_us = 1;  ///< F
   double backward_us = 2; ///< B = I + W
   double weight_us = 1;   ///< W
-  /// Time of one overlapped F&B pair for a rank's share; 0 means F + B (no overlap gain).
+  /// Time of one overlapped F&B pair for a rank's share, from max(F, B) (perfect overlap) to
+  /// 2(F + B) (halves that slow each other down); 0 means F + B (no overlap gain).
   double overlapped_us = 0;
   /// Per virtual stage overrides (empty, or one entry per stage).
   std::vector<StageCost> stage_overrides;

@@ -120,9 +120,9 @@ private slots:
     QTest::newRow("simulate: pair shorter than B")
         << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "1"} << 2
         << "--overlapped: the F&B pair time (1 us) must be from max(F, B) = 2" << true;
-    QTest::newRow("simulate: pair longer than F+B")
-        << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "4"} << 2
-        << "to F + B = 3 us" << true;
+    QTest::newRow("simulate: pair longer than 2(F+B)")
+        << QStringList{"simulate", "--schedule", "dualpipe", "--overlapped", "7"} << 2
+        << "to 2(F + B) = 6 us" << true;
     QTest::newRow("simulate: huge F") << QStringList{"simulate", "--forward", "1e300"} << 2
                                       << "--forward: expected a finite number" << true;
     QTest::newRow("simulate: NaN F")
