@@ -11,8 +11,6 @@
 
 namespace pipescope::kernels {
 
-namespace {
-
 /// cuBLASLt's descriptors of one problem (the shape, transposes and alignment): host objects,
 /// made once per decision and only read afterwards.
 struct LtProblem {
@@ -26,6 +24,8 @@ struct LtProblem {
   }
 };
 
+namespace {
+
 struct Decision {
   GemmChoice choice;
   std::shared_ptr<LtProblem> problem;
@@ -36,7 +36,7 @@ struct Decision {
 // Decisions of the whole process; stage threads of gpu-shared create stages one after another,
 // but the cuda device's ranks are processes of their own, so the lock is only for safety.
 std::mutex decisions_mutex;
-std::map<std::string, Decision> decisions;
+std::map<GemmKey, Decision> decisions;
 
 /// The alignment cuBLASLt may assume for a matrix: of its pointer and of its leading dimension
 /// in bytes (cublasLt.h, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES), at most the 256 it assumes by
@@ -72,15 +72,21 @@ TunedGemm::~TunedGemm() {
   if (cublas_) cublasDestroy(cublas_);
 }
 
-std::string TunedGemm::keyOf(const GemmCall &call) const {
-  return std::to_string(device_) + "/" + std::to_string(sm_count_target_) + ":" +
-         (call.transpose_a ? "T" : "N") + (call.transpose_b ? "T" : "N") + ":" +
-         std::to_string(call.m) + "x" + std::to_string(call.n) + "x" + std::to_string(call.k) +
-         ":" + std::to_string(call.lda) + "," + std::to_string(call.ldb) + "," +
-         std::to_string(call.ldc) + (call.beta == 0.0f ? ":set" : ":accumulate") + ":" +
-         std::to_string(alignmentOf(call.a, call.lda)) + "," +
-         std::to_string(alignmentOf(call.b, call.ldb)) + "," +
-         std::to_string(alignmentOf(call.c, call.ldc));
+GemmKey TunedGemm::keyOf(const GemmCall &call) const {
+  return {device_,
+          sm_count_target_,
+          call.transpose_a,
+          call.transpose_b,
+          call.beta != 0.0f,
+          call.m,
+          call.n,
+          call.k,
+          call.lda,
+          call.ldb,
+          call.ldc,
+          alignmentOf(call.a, call.lda),
+          alignmentOf(call.b, call.ldb),
+          alignmentOf(call.c, call.ldc)};
 }
 
 // Row-major C = α·op(A)·op(B) + β·C as the column-major product Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLAS's
@@ -160,7 +166,7 @@ Status describe(const GemmCall &call, int sm_count_target, cublasLtHandle_t lt,
 }
 
 // The decision for a call's key, described (not yet tuned) if it is new.
-Result<Decision *> decisionFor(const std::string &key, const GemmCall &call, int sm_count_target,
+Result<Decision *> decisionFor(const GemmKey &key, const GemmCall &call, int sm_count_target,
                                cublasLtHandle_t lt) {
   std::lock_guard<std::mutex> lock(decisions_mutex);
   auto [it, inserted] = decisions.try_emplace(key);
@@ -175,11 +181,9 @@ Result<Decision *> decisionFor(const std::string &key, const GemmCall &call, int
 
 } // namespace
 
-Status TunedGemm::runAlgorithm(const GemmCall &call, const cublasLtMatmulAlgo_t &algorithm,
-                               std::size_t workspace_bytes, cudaStream_t stream) {
-  auto decision = decisionFor(keyOf(call), call, sm_count_target_, lt_);
-  if (!decision) return decision.error();
-  const LtProblem &p = *(*decision)->problem;
+Status TunedGemm::runAlgorithm(const GemmCall &call, const LtProblem &p,
+                               const cublasLtMatmulAlgo_t &algorithm, std::size_t workspace_bytes,
+                               cudaStream_t stream) {
   PIPESCOPE_CUBLAS_CHECK(cublasLtMatmul(lt_, p.operation, &call.alpha, call.b, p.a, call.a, p.b,
                                         &call.beta, call.c, p.c, call.c, p.c, &algorithm,
                                         workspace_, workspace_bytes, stream));
@@ -220,8 +224,9 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
   if (!default_us) return default_us.error();
   choice.default_us = choice.us = *default_us;
   for (const auto &candidate : decision.candidates) {
-    auto us = timeCalls(
-        [&] { return runAlgorithm(call, candidate.algo, candidate.workspaceSize, stream); });
+    auto us = timeCalls([&] {
+      return runAlgorithm(call, *decision.problem, candidate.algo, candidate.workspaceSize, stream);
+    });
     // An algorithm the heuristic proposes may still refuse the problem at launch: skip it.
     if (!us) continue;
     ++choice.candidates;
@@ -249,14 +254,19 @@ Status TunedGemm::run(const GemmCall &call, cudaStream_t stream) {
     auto choice = tune(call, stream);
     if (!choice) return choice.error();
   }
+  // One look-up: the decision's choice and its descriptors (decisions are never removed).
   GemmChoice choice;
+  const LtProblem *problem = nullptr;
   {
     std::lock_guard<std::mutex> lock(decisions_mutex);
     auto it = decisions.find(keyOf(call));
-    if (it != decisions.end() && it->second.tuned) choice = it->second.choice;
+    if (it != decisions.end() && it->second.tuned) {
+      choice = it->second.choice;
+      problem = it->second.problem.get();
+    }
   }
-  if (choice.default_call) return runDefault(call, stream);
-  return runAlgorithm(call, choice.algorithm, choice.workspace_bytes, stream);
+  if (choice.default_call || !problem) return runDefault(call, stream);
+  return runAlgorithm(call, *problem, choice.algorithm, choice.workspace_bytes, stream);
 }
 
 Result<int> TunedGemm::candidateCount(const GemmCall &call) {
@@ -274,7 +284,7 @@ Status TunedGemm::runCandidate(const GemmCall &call, int index, cudaStream_t str
     return makeError("GEMM candidate " + std::to_string(index) + " of " +
                      std::to_string(candidates.size()) + " does not exist");
   const auto &candidate = candidates[static_cast<std::size_t>(index)];
-  return runAlgorithm(call, candidate.algo, candidate.workspaceSize, stream);
+  return runAlgorithm(call, *(*decision)->problem, candidate.algo, candidate.workspaceSize, stream);
 }
 
 std::string gemmTuningSummary() {

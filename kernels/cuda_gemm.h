@@ -11,7 +11,9 @@
 // one pass through its ops when it is created, before any step is timed); a shape first met with
 // tuning off runs the default call. Decisions are shared by the process (a pipeline's middle
 // stages have the same shapes), keyed by everything an algorithm's validity depends on.
+#include <compare>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,6 +37,20 @@ struct GemmCall {
   bf16 *c = nullptr;
   int ldc = 0;
 };
+
+/// Everything a decision's validity depends on: the device and SM partition, the shape, the
+/// transposes, the leading dimensions, whether C is accumulated, and the alignment of each
+/// matrix. Plain numbers, so that finding a call's decision costs the host next to nothing
+/// (a 1024³ GEMM takes about 10 us on an H100, not much more than launching it).
+struct GemmKey {
+  int device = 0, sm_count_target = 0;
+  bool transpose_a = false, transpose_b = false, accumulate = false;
+  int m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  std::uint32_t align_a = 0, align_b = 0, align_c = 0;
+  auto operator<=>(const GemmKey &) const = default;
+};
+
+struct LtProblem; // cuBLASLt's descriptors of one GemmKey (cuda_gemm.cpp)
 
 /// What tuning chose for one shape.
 struct GemmChoice {
@@ -71,10 +87,11 @@ public:
 private:
   TunedGemm() = default;
   Status runDefault(const GemmCall &call, cudaStream_t stream);
-  Status runAlgorithm(const GemmCall &call, const cublasLtMatmulAlgo_t &algorithm,
-                      std::size_t workspace_bytes, cudaStream_t stream);
+  Status runAlgorithm(const GemmCall &call, const LtProblem &problem,
+                      const cublasLtMatmulAlgo_t &algorithm, std::size_t workspace_bytes,
+                      cudaStream_t stream);
   Result<GemmChoice> tune(const GemmCall &call, cudaStream_t stream);
-  std::string keyOf(const GemmCall &call) const;
+  GemmKey keyOf(const GemmCall &call) const;
 
   int sm_count_target_ = 0;
   int device_ = 0;
