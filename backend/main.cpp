@@ -68,10 +68,10 @@ static int runMain(int argc, char **argv) {
   }
   // gpu-shared with overlapped pairs runs three streams per stage (compute, side, copies): 12 for
   // P = 4, more than the 8 hardware work queues CUDA gives a process by default, and streams that
-  // share a queue wait for each other. On one H100, DualPipeV's copies finished exactly when an
-  // unrelated stage's pair did (docs/measurements/gpu-shared-h100.md), as such false
-  // dependencies would make them; the other schedules (8 streams) never showed it. Up to 32
-  // queues, before CUDA starts, unless the caller chose a number. Not yet measured with it.
+  // share a queue wait for each other's work (green contexts share the process's queues too). On
+  // one H100, DualPipeV's pairs and copies stalled behind unrelated stages' work with 8 queues
+  // (+22 % against the prediction) and not with 32 (+7 %; docs/measurements/gpu-shared-h100.md).
+  // Up to 32 queues, before CUDA starts, unless the caller chose a number.
   if (options->device == DeviceKind::SharedGpu) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (options->list_devices) {
     if (launch.rank == 0) emitJsonLine(listDevices());
