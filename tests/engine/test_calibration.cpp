@@ -32,6 +32,37 @@ Costs trueCosts() {
   return costs;
 }
 
+/// A committed measured run (tests/data/measured) in planned time, and the plan whose costs are
+/// refit to it (no model: the calibrated costs are the costs).
+struct CalibratedRun {
+  Trace measured;
+  Plan calibrated;
+};
+
+Result<CalibratedRun> calibrateCommittedRun(const QString &file) {
+  auto loaded =
+      loadMeasuredTrace(std::string(PIPESCOPE_TEST_DATA) + "/measured/" + file.toStdString());
+  if (!loaded) return loaded.error();
+  const Plan &plan = loaded->trace.plan;
+  auto evaluation = evaluatePlan(plan);
+  if (!evaluation) return evaluation.error();
+  CalibratedRun run{inPlannedTime(loaded->trace, loaded->time_factor), plan};
+  auto current = planCosts(plan, evaluation->schedule.placement);
+  if (!current) return current.error();
+  auto refit = calibrateCosts(evaluation->schedule, run.measured, *current);
+  if (!refit) return refit.error();
+  run.calibrated.model.reset();
+  run.calibrated.costs = *refit;
+  return run;
+}
+
+/// The plan's prediction against the measurement.
+Result<TraceComparison> compareWithPrediction(const Plan &plan, const Trace &measured) {
+  auto evaluation = evaluatePlan(plan);
+  if (!evaluation) return evaluation.error();
+  return compareTraces(traceFromEvaluation(plan, *evaluation), measured);
+}
+
 } // namespace
 
 class TestCalibration : public QObject {
@@ -200,37 +231,24 @@ private slots:
   }
   void contentionOnARealSharedGpu() {
     QFETCH(QString, file);
-    auto loaded =
-        loadMeasuredTrace(std::string(PIPESCOPE_TEST_DATA) + "/measured/" + file.toStdString());
-    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
-    const Plan &plan = loaded->trace.plan;
-    auto evaluation = evaluatePlan(plan);
-    QVERIFY(evaluation);
-    const Trace measured = inPlannedTime(loaded->trace, loaded->time_factor);
-    auto current = planCosts(plan, evaluation->schedule.placement);
-    QVERIFY(current);
-    auto refit = calibrateCosts(evaluation->schedule, measured, *current);
-    QVERIFY(refit);
-    const auto &factor = refit->concurrency_slowdown;
+    auto run = calibrateCommittedRun(file);
+    QVERIFY2(run, run ? "" : run.error().message.c_str());
+    const auto &factor = run->calibrated.costs.concurrency_slowdown;
     QCOMPARE(int(factor.size()), 4);
     QVERIFY2(factor[0] > 0.6 && factor[0] < 0.9 && factor[0] <= factor[2] && factor[3] == 1.0,
              qPrintable(QString::number(factor[0])));
-    Plan calibrated = plan;
-    calibrated.model.reset();
-    calibrated.costs = *refit;
-    auto again = evaluatePlan(calibrated);
-    QVERIFY(again);
-    const auto after = compareTraces(traceFromEvaluation(calibrated, *again), measured);
-    QVERIFY2(std::abs(after.makespan_relative_error) < 0.01,
-             qPrintable(QString::number(after.makespan_relative_error)));
-    QVERIFY(std::abs(after.bubble_fraction_difference) < 0.01);
-    QVERIFY(std::abs(after.bubble_ratio_difference) < 0.01);
-    calibrated.costs.concurrency_slowdown.clear();
-    auto without = evaluatePlan(calibrated);
-    QVERIFY(without);
-    const auto plain = compareTraces(traceFromEvaluation(calibrated, *without), measured);
-    QVERIFY2(std::abs(plain.makespan_relative_error) > 0.015,
-             qPrintable(QString::number(plain.makespan_relative_error)));
+    auto after = compareWithPrediction(run->calibrated, run->measured);
+    QVERIFY(after);
+    QVERIFY2(std::abs(after->makespan_relative_error) < 0.01,
+             qPrintable(QString::number(after->makespan_relative_error)));
+    QVERIFY(std::abs(after->bubble_fraction_difference) < 0.01);
+    QVERIFY(std::abs(after->bubble_ratio_difference) < 0.01);
+    Plan without = run->calibrated;
+    without.costs.concurrency_slowdown.clear();
+    auto plain = compareWithPrediction(without, run->measured);
+    QVERIFY(plain);
+    QVERIFY2(std::abs(plain->makespan_relative_error) > 0.015,
+             qPrintable(QString::number(plain->makespan_relative_error)));
   }
 
   // DualPipeV on one H100 (tests/data/measured): its overlapped pairs, two streams in one
@@ -254,32 +272,20 @@ private slots:
     QFETCH(QString, file);
     QFETCH(double, lowest_error);
     QFETCH(double, highest_error);
-    auto loaded =
-        loadMeasuredTrace(std::string(PIPESCOPE_TEST_DATA) + "/measured/" + file.toStdString());
-    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
-    const Plan &plan = loaded->trace.plan;
-    auto evaluation = evaluatePlan(plan);
-    QVERIFY(evaluation);
-    const Trace measured = inPlannedTime(loaded->trace, loaded->time_factor);
-    auto current = planCosts(plan, evaluation->schedule.placement);
-    QVERIFY(current);
-    auto refit = calibrateCosts(evaluation->schedule, measured, *current);
-    QVERIFY2(refit, refit ? "" : refit.error().message.c_str());
-    QVERIFY2(refit->overlapped_us > refit->forward_us + refit->backward_us,
-             qPrintable(
-                 QString::number(refit->overlapped_us / (refit->forward_us + refit->backward_us))));
-    Plan calibrated = plan;
-    calibrated.model.reset();
-    calibrated.costs = *refit;
-    auto again = evaluatePlan(calibrated);
-    QVERIFY(again);
-    const auto after = compareTraces(traceFromEvaluation(calibrated, *again), measured);
-    QVERIFY2(after.makespan_relative_error > lowest_error &&
-                 after.makespan_relative_error < highest_error,
-             qPrintable(QString::number(after.makespan_relative_error)));
+    auto run = calibrateCommittedRun(file);
+    QVERIFY2(run, run ? "" : run.error().message.c_str());
+    const Costs &refit = run->calibrated.costs;
+    QVERIFY2(
+        refit.overlapped_us > refit.forward_us + refit.backward_us,
+        qPrintable(QString::number(refit.overlapped_us / (refit.forward_us + refit.backward_us))));
+    auto after = compareWithPrediction(run->calibrated, run->measured);
+    QVERIFY(after);
+    QVERIFY2(after->makespan_relative_error > lowest_error &&
+                 after->makespan_relative_error < highest_error,
+             qPrintable(QString::number(after->makespan_relative_error)));
     if (highest_error < 0.05) {
-      QVERIFY(std::abs(after.bubble_fraction_difference) < 0.01);
-      QVERIFY(std::abs(after.bubble_ratio_difference) < 0.01);
+      QVERIFY(std::abs(after->bubble_fraction_difference) < 0.01);
+      QVERIFY(std::abs(after->bubble_ratio_difference) < 0.01);
     }
   }
 
