@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -157,9 +159,22 @@ Result<GemmRate> timeRung(int n) {
   }
   GemmRate rate = gemmRate(n, "bf16", best_backend, repetitions);
   rate.default_algorithm_us = best_default;
-  rate.backend_choice =
-      std::string(choice->default_call ? "cublasGemmEx's default" : "a cuBLASLt algorithm") +
-      ", the fastest of " + std::to_string(choice->candidates + 1) + " timed";
+  // Which of the algorithms timed here the tuner chose (the same algorithm compares equal
+  // byte for byte), so that a gap to cuBLAS's best tells a wrong choice from a slow call.
+  std::string chosen = "cublasGemmEx's default";
+  if (!choice->default_call) {
+    chosen = "a cuBLASLt algorithm not among those timed here";
+    for (int a = 0; a < returned; ++a)
+      if (proposed[a].state == CUBLAS_STATUS_SUCCESS &&
+          std::memcmp(&proposed[a].algo, &choice->algorithm, sizeof choice->algorithm) == 0) {
+        chosen = "cuBLASLt's proposal " + std::to_string(a + 1);
+        break;
+      }
+  }
+  char tuned_us[32];
+  std::snprintf(tuned_us, sizeof tuned_us, "%.2f", choice->us);
+  rate.backend_choice = chosen + ", the fastest of " + std::to_string(choice->candidates + 1) +
+                        " timed (" + tuned_us + " us when tuned)";
   if (!algorithms.empty()) {
     rate.best_algorithm_us = best_algorithm;
     rate.algorithms_tried = static_cast<int>(algorithms.size());
