@@ -261,27 +261,34 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
   for (std::size_t o = 0; o < all.size(); ++o)
     all[o] = o;
   PIPESCOPE_TRY(timeRounds(all, 3, repetitions));
-  // The three fastest get four more rounds of 5 ms batches: at 1024³ the best few lie within a
-  // few per cent, closer than three 2 ms batches tell apart (one H100 ladder in three picked one
-  // 8 % slower than the best).
+  // The two fastest are timed again, on their own, in three rounds of 30 ms batches, and the
+  // faster under that sustained load is kept: at 1024³ the best few lie within a few per cent,
+  // and short batches with a host wait between them run at other clocks than a stage's
+  // back-to-back GEMMs do (on one H100 a choice made on 2 and 5 ms batches was 8-10 % slower than
+  // cuBLASLt's best in 30 ms batches in three ladders of eleven).
   std::vector<std::size_t> finalists = all;
   std::sort(finalists.begin(), finalists.end(),
             [&](std::size_t x, std::size_t y) { return best_us[x] < best_us[y]; });
-  finalists.resize(std::min<std::size_t>(3, finalists.size()));
-  if (finalists.size() > 1)
-    PIPESCOPE_TRY(timeRounds(finalists, 4, repetitionsFor(*estimate_us, 5000.0)));
+  if (finalists.size() > 2) finalists.erase(finalists.begin() + 2, finalists.end());
+  if (finalists.size() > 1) {
+    for (std::size_t o : finalists)
+      best_us[o] = 1e300;
+    PIPESCOPE_TRY(timeRounds(finalists, 3, repetitionsFor(*estimate_us, 30000.0)));
+  }
 
   GemmChoice choice;
-  choice.default_us = choice.us = best_us[0];
+  choice.default_us = best_us[0];
+  choice.us = best_us[finalists[0]];
   choice.candidates = static_cast<int>(options.size()) - 1;
-  for (std::size_t o = 1; o < options.size(); ++o) {
-    if (best_us[o] >= choice.us) continue;
-    const auto &candidate = decision.candidates[static_cast<std::size_t>(options[o])];
-    choice.us = best_us[o];
-    choice.default_call = false;
-    choice.algorithm = candidate.algo;
-    choice.workspace_bytes = candidate.workspaceSize;
-  }
+  for (std::size_t o : finalists)
+    if (best_us[o] <= choice.us) {
+      choice.us = best_us[o];
+      choice.default_call = options[o] < 0;
+      if (options[o] < 0) continue;
+      const auto &candidate = decision.candidates[static_cast<std::size_t>(options[o])];
+      choice.algorithm = candidate.algo;
+      choice.workspace_bytes = candidate.workspaceSize;
+    }
   // A refused launch leaves no sticky error, but a later check must not see one either.
   PIPESCOPE_CUDA_CHECK(cudaGetLastError());
   std::lock_guard<std::mutex> lock(decisions_mutex);
