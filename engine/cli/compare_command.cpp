@@ -43,7 +43,7 @@ which the backend records when it scales the work to the device).
   --markdown           tables in Markdown
   --json               one JSON object
 
-usage: pipescope compare --published SET [--markdown | --json]
+usage: pipescope compare --published SET [--row ID] [--markdown | --json]
 
 Compares the cost model with published measurements of real runs (docs/validation.md): for each
 row of the set, the configuration, the measured iteration time (and memory where published), the
@@ -51,6 +51,11 @@ prediction from the shipped hardware preset of its GPU type, and the error; then
 worst |error| of the iteration time and of the peak memory. A row may check memory only (its
 published rate is no check, e.g. on a GPU whose peak is unknown). SET is a shipped set (all of
 them with "all") or a "pipescope.validation" file.
+
+  --row ID             only the row ID, and what its prediction is made of: each stage's F, I
+                       and W by part (GEMM, attention, memory-bound, TP, ...), the communication
+                       per step and how much of the DP sync is exposed, the MFU. With --json
+                       every row carries this as "explanation".
 )";
 
 std::string signedPercent(double fraction) {
@@ -195,7 +200,8 @@ json comparisonJson(const TraceComparison &c) {
 namespace {
 
 /// `compare --published`: the validation table (docs/validation.md is its Markdown form).
-int runPublishedComparison(const std::string &which, bool markdown, bool as_json) {
+int runPublishedComparison(const std::string &which, const std::optional<std::string> &only_row,
+                           bool markdown, bool as_json) {
   std::vector<std::string> names;
   if (which == "all")
     names = validationSetNames();
@@ -211,8 +217,22 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
   json rows = json::array();
   double sum = 0, worst = 0, memory_sum = 0, memory_worst = 0;
   int count = 0, memory_count = 0;
+  if (only_row) {
+    std::string ids;
+    bool found = false;
+    for (const auto &set : sets)
+      for (const auto &validation_case : set.cases) {
+        found = found || validation_case.id == *only_row;
+        ids += (ids.empty() ? "" : ", ") + validation_case.id;
+      }
+    if (!found)
+      return fail("compare: --row '" + *only_row + "' is not a row of " + which +
+                  "; its rows are " + ids);
+  }
+  std::vector<std::string> explanation;
   for (const auto &set : sets)
     for (const auto &validation_case : set.cases) {
+      if (only_row && validation_case.id != *only_row) continue;
       auto result = predictValidationCase(validation_case);
       if (!result) return fail(set.name + ": " + result.error().message);
       if (result->step_error) {
@@ -254,6 +274,8 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
         row["memory_error"] = *result->memory_error;
         if (!validation_case.memory_how.empty()) row["memory_how"] = validation_case.memory_how;
       }
+      row["explanation"] = explanationJson(*result);
+      if (only_row) explanation = explanationLines(*result);
       rows.push_back(std::move(row));
     }
   const double mean = count ? sum / count : 0;
@@ -273,6 +295,14 @@ int runPublishedComparison(const std::string &which, bool markdown, bool as_json
     return 0;
   }
   printTable(table, markdown);
+  if (!explanation.empty()) std::cout << '\n';
+  for (const auto &line : explanation) {
+    // Markdown: a list, each stage's passes nested under it.
+    const bool nested = line.starts_with("  ");
+    std::cout << (markdown ? (nested ? "  - " : "- ") : "")
+              << (markdown && nested ? line.substr(2) : line) << '\n';
+  }
+  if (only_row) return 0;
   std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
             << percentText(mean) << ", worst " << percentText(worst) << '\n';
   if (memory_count > 0)
@@ -293,7 +323,7 @@ int runCompare(const std::vector<std::string> &args) {
     return 0;
   }
   auto parsed =
-      Arguments::parse(args, {"measured", "plan", "time-factor", "save-plan", "published"},
+      Arguments::parse(args, {"measured", "plan", "time-factor", "save-plan", "published", "row"},
                        {"calibrate", "markdown", "json"}, "compare");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
@@ -305,8 +335,9 @@ int runCompare(const std::vector<std::string> &args) {
                     "themselves");
     if (a.has("markdown") && a.has("json"))
       return fail("compare: choose one of --markdown and --json");
-    return runPublishedComparison(*published, a.has("markdown"), a.has("json"));
+    return runPublishedComparison(*published, a.text("row"), a.has("markdown"), a.has("json"));
   }
+  if (a.has("row")) return fail("compare: --row picks a row of --published SET; add --published");
   const auto measured_path = a.text("measured");
   if (!measured_path)
     return fail("compare: give the measured trace with --measured FILE (see pipescope compare "

@@ -91,10 +91,6 @@ json analyticJson(const std::optional<AnalyticMetrics> &analytic) {
   return out;
 }
 
-json communicationJson(const CommunicationKind &kind) {
-  return {{"bytes", kind.bytes}, {"time_s", kind.time_s}, {"link", kind.link}};
-}
-
 } // namespace
 
 int runSimulate(const std::vector<std::string> &args) {
@@ -199,9 +195,8 @@ int runSimulate(const std::vector<std::string> &args) {
       out["step_time_s"] = report->step_time_s;
       out["tokens_per_s"] = report->tokens_per_s;
       out["mfu"] = report->mfu;
-      out["communication"] = {{"tp", communicationJson(report->tp)},
-                              {"pp", communicationJson(report->pp)},
-                              {"dp", communicationJson(report->dp)}};
+      out["communication"] = {
+          {"tp", toJson(report->tp)}, {"pp", toJson(report->pp)}, {"dp", toJson(report->dp)}};
       out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
                                                 derivation.moe_layer_ops);
     }

@@ -1324,6 +1324,13 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   return derivation;
 }
 
+nlohmann::json toJson(const CommunicationKind &kind) {
+  return {{"bytes", kind.bytes},
+          {"time_s", kind.time_s},
+          {"exposed_time_s", kind.exposed_time_s},
+          {"link", kind.link}};
+}
+
 ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedule &schedule,
                         const ModelDerivation &derivation, const SimulationResult &simulation) {
   ModelReport report;

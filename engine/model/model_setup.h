@@ -333,6 +333,9 @@ struct CommunicationKind {
   std::string link; ///< "intra-node", "inter-node", "mixed" or "none" (no traffic of this kind)
 };
 
+/// {"bytes", "time_s", "exposed_time_s", "link"}, as `simulate --json` writes each kind.
+nlohmann::json toJson(const CommunicationKind &kind);
+
 struct ModelReport {
   std::vector<RankMemory> memory; ///< per pipeline rank
   double step_time_s = 0;

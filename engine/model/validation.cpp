@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/evaluation.h"
@@ -203,6 +204,10 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
   ValidationResult result;
   result.validation_case = &c;
   result.predicted_step_s = report.step_time_s;
+  result.report = report;
+  result.stage_breakdown = derivation->stage_breakdown;
+  result.layer_ops = derivation->layer_ops;
+  result.moe_layer_ops = derivation->moe_layer_ops;
   if (c.measured_step_s > 0)
     result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
   for (const auto &memory : report.memory)
@@ -215,6 +220,80 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
     result.memory_error =
         (result.predicted_memory_gib - *c.measured_memory_gib) / *c.measured_memory_gib;
   return result;
+}
+
+nlohmann::json explanationJson(const ValidationResult &result) {
+  const ModelReport &report = result.report;
+  return {{"mfu", report.mfu},
+          {"tokens_per_s", report.tokens_per_s},
+          {"communication",
+           {{"tp", toJson(report.tp)}, {"pp", toJson(report.pp)}, {"dp", toJson(report.dp)}}},
+          {"cost_breakdown",
+           costBreakdownJson(result.stage_breakdown, result.layer_ops, result.moe_layer_ops)}};
+}
+
+std::vector<std::string> explanationLines(const ValidationResult &result) {
+  std::vector<std::string> lines;
+  const auto ms = [](double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f ms", seconds * 1e3);
+    return std::string(text);
+  };
+  // Each stage's passes; consecutive stages that cost the same are one group (a pipeline's
+  // middle stages usually are).
+  std::size_t group_start = 0;
+  std::vector<std::string> group_passes;
+  const auto closeGroup = [&](std::size_t end) {
+    if (group_passes.empty()) return;
+    const StageBreakdown &stage = result.stage_breakdown[group_start];
+    std::string header = end - group_start == 1
+                             ? "stage " + std::to_string(group_start)
+                             : "stages " + std::to_string(group_start) + "-" +
+                                   std::to_string(end - 1);
+    header += " (" + std::to_string(stage.layers) + " layers" +
+              (end - group_start == 1 ? "" : " each") + "), per microbatch on one TP rank:";
+    lines.push_back(header);
+    for (const auto &pass : group_passes)
+      lines.push_back("  " + pass);
+  };
+  for (std::size_t v = 0; v < result.stage_breakdown.size(); ++v) {
+    std::vector<std::string> passes;
+    const int stage_index = static_cast<int>(v);
+    for (const Op &op : {forwardOp(stage_index, 0), inputGradOp(stage_index, 0),
+                         weightGradOp(stage_index, 0)}) {
+      const auto parts = opBreakdown(result.stage_breakdown, op);
+      if (!parts || parts->total() <= 0) continue;
+      if (auto text = describeOpCost(result.stage_breakdown, op, parts->total()))
+        passes.push_back(*text);
+    }
+    if (v > 0 && passes == group_passes &&
+        result.stage_breakdown[v].layers == result.stage_breakdown[group_start].layers)
+      continue;
+    closeGroup(v);
+    group_start = v;
+    group_passes = std::move(passes);
+  }
+  closeGroup(result.stage_breakdown.size());
+  std::string communication = "communication per step:";
+  const std::pair<const char *, const CommunicationKind *> kinds[] = {
+      {"TP", &result.report.tp}, {"PP", &result.report.pp}, {"DP", &result.report.dp}};
+  for (const auto &[name, kind] : kinds) {
+    if (kind->link == "none" || kind->time_s <= 0) continue;
+    communication += std::string(" ") + name + " " + ms(kind->time_s) + " (" + kind->link;
+    if (std::string_view(name) == "DP")
+      communication += ", " + ms(kind->exposed_time_s) + " exposed";
+    else if (std::string_view(name) == "TP")
+      communication += ", in the ops above";
+    else
+      communication += ", simulated";
+    communication += ");";
+  }
+  if (communication.back() == ';') communication.pop_back();
+  lines.push_back(communication);
+  char mfu[64];
+  std::snprintf(mfu, sizeof mfu, "MFU %.1f %%", 100 * result.report.mfu);
+  lines.push_back(mfu);
+  return lines;
 }
 
 } // namespace pipescope

@@ -45,7 +45,20 @@ struct ValidationResult {
   std::optional<double> step_error; ///< (predicted - measured) / measured, if time is measured
   double predicted_memory_gib = 0;  ///< the busiest rank's total
   std::optional<double> memory_error;
+  /// What the prediction is made of, to tell why a row errs: the step's report (MFU,
+  /// communication per kind with what of it is exposed) and each stage's F, I and W by part.
+  ModelReport report;
+  std::vector<StageBreakdown> stage_breakdown;
+  std::vector<LayerOp> layer_ops, moe_layer_ops;
 };
+
+/// A row's prediction taken apart (`compare --published --json`, each row's "explanation"):
+/// {"mfu", "tokens_per_s", "communication": {"tp", "pp", "dp"}, "cost_breakdown"} as
+/// `simulate --json` gives them for the same configuration.
+nlohmann::json explanationJson(const ValidationResult &result);
+/// The same as lines of text: each stage's F, I and W by part (per microbatch on one TP rank),
+/// then the communication per step, exposed where it is not all on the critical path.
+std::vector<std::string> explanationLines(const ValidationResult &result);
 
 /// Megatron-Core's count of one iteration's model FLOPs, as its throughput log divides by
 /// (megatron/training/training.py, num_floating_point_operations, at f2e5db402c, July 2024):

@@ -283,6 +283,52 @@ private slots:
     QCOMPARE(refused.err.count('\n'), 1);
   }
 
+  // `compare --published --row`: one published row and what its prediction is made of. The
+  // explanation must add up: Megatron-Core's 32B runs PP 1 with 4 microbatches, so its step is
+  // 4 × (F + I + W) of its one stage plus the exposed DP sync (and the optimizer step, well under
+  // 1 %). Equal stages are one group in the text; a row that is not there, or --row without
+  // --published, is refused naming the fix.
+  void comparePublishedRowExplainsItsPrediction() {
+    const Run run = pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-32b",
+                               "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    QCOMPARE(result["rows"].size(), std::size_t{1});
+    const json &row = result["rows"][0];
+    QCOMPARE(row["id"].get<std::string>(), std::string("gpt-32b"));
+    const json &explanation = row["explanation"];
+    const json &stage = explanation["cost_breakdown"]["stages"][0];
+    const double microbatch_us = stage["forward"]["total"].get<double>() +
+                                 stage["input_grad"]["total"].get<double>() +
+                                 stage["weight_grad"]["total"].get<double>();
+    const json &dp = explanation["communication"]["dp"];
+    QVERIFY(dp["exposed_time_s"].get<double>() > 0);
+    QVERIFY(dp["exposed_time_s"].get<double>() <= dp["time_s"].get<double>());
+    const double sum_s = 4 * microbatch_us * 1e-6 + dp["exposed_time_s"].get<double>();
+    const double step_s = row["predicted_step_s"].get<double>();
+    QVERIFY2(step_s >= sum_s && step_s < 1.01 * sum_s,
+             qPrintable(QStringLiteral("step %1 s, parts %2 s").arg(step_s).arg(sum_s)));
+    QVERIFY(explanation["mfu"].get<double>() > 0.2 && explanation["mfu"].get<double>() < 0.6);
+
+    const Run text = pipescope({"compare", "--published", "deepseek-v3-h800", "--row",
+                                "deepseek-v3-pretrain"});
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains(QStringLiteral("stages 1-12 (4 layers each)")), qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("EP all-to-all")), qPrintable(text.out));
+    QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("DP [0-9.]+ ms \\(inter-node, "
+                                                                 "[0-9.]+ ms exposed\\)"))),
+             qPrintable(text.out));
+    QVERIFY(!text.out.contains(QStringLiteral("mean |error|")));
+
+    const Run unknown = pipescope({"compare", "--published", "all", "--row", "gpt-2"});
+    QCOMPARE(unknown.exit_code, 2);
+    QVERIFY2(unknown.err.contains(QStringLiteral("gpt-32b")), qPrintable(unknown.err));
+    QCOMPARE(unknown.err.count('\n'), 1);
+    const Run alone = pipescope({"compare", "--row", "gpt-32b"});
+    QCOMPARE(alone.exit_code, 2);
+    QVERIFY2(alone.err.contains(QStringLiteral("--published")), qPrintable(alone.err));
+  }
+
   // `pipescope bubbles` on a simulated trace (gzipped): per rank the causes sum to the idle
   // time, a simulation has no unexplained time, the critical path's ops and transfers sum to the
   // step; the text names a chain of waits; another plan or a file that is no trace is refused.
