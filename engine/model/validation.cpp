@@ -246,10 +246,9 @@ std::vector<std::string> explanationLines(const ValidationResult &result) {
   const auto closeGroup = [&](std::size_t end) {
     if (group_passes.empty()) return;
     const StageBreakdown &stage = result.stage_breakdown[group_start];
-    std::string header = end - group_start == 1
-                             ? "stage " + std::to_string(group_start)
-                             : "stages " + std::to_string(group_start) + "-" +
-                                   std::to_string(end - 1);
+    std::string header = end - group_start == 1 ? "stage " + std::to_string(group_start)
+                                                : "stages " + std::to_string(group_start) + "-" +
+                                                      std::to_string(end - 1);
     header += " (" + std::to_string(stage.layers) + " layers" +
               (end - group_start == 1 ? "" : " each") + "), per microbatch on one TP rank:";
     lines.push_back(header);
@@ -259,8 +258,8 @@ std::vector<std::string> explanationLines(const ValidationResult &result) {
   for (std::size_t v = 0; v < result.stage_breakdown.size(); ++v) {
     std::vector<std::string> passes;
     const int stage_index = static_cast<int>(v);
-    for (const Op &op : {forwardOp(stage_index, 0), inputGradOp(stage_index, 0),
-                         weightGradOp(stage_index, 0)}) {
+    for (const Op &op :
+         {forwardOp(stage_index, 0), inputGradOp(stage_index, 0), weightGradOp(stage_index, 0)}) {
       const auto parts = opBreakdown(result.stage_breakdown, op);
       if (!parts || parts->total() <= 0) continue;
       if (auto text = describeOpCost(result.stage_breakdown, op, parts->total()))

@@ -289,8 +289,8 @@ private slots:
   // 1 %). Equal stages are one group in the text; a row that is not there, or --row without
   // --published, is refused naming the fix.
   void comparePublishedRowExplainsItsPrediction() {
-    const Run run = pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-32b",
-                               "--json"});
+    const Run run =
+        pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-32b", "--json"});
     QVERIFY2(run.exit_code == 0, qPrintable(run.err));
     const json result = json::parse(run.out.toStdString());
     QCOMPARE(result["rows"].size(), std::size_t{1});
@@ -310,10 +310,11 @@ private slots:
              qPrintable(QStringLiteral("step %1 s, parts %2 s").arg(step_s).arg(sum_s)));
     QVERIFY(explanation["mfu"].get<double>() > 0.2 && explanation["mfu"].get<double>() < 0.6);
 
-    const Run text = pipescope({"compare", "--published", "deepseek-v3-h800", "--row",
-                                "deepseek-v3-pretrain"});
+    const Run text =
+        pipescope({"compare", "--published", "deepseek-v3-h800", "--row", "deepseek-v3-pretrain"});
     QVERIFY2(text.exit_code == 0, qPrintable(text.err));
-    QVERIFY2(text.out.contains(QStringLiteral("stages 1-12 (4 layers each)")), qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("stages 1-12 (4 layers each)")),
+             qPrintable(text.out));
     QVERIFY2(text.out.contains(QStringLiteral("EP all-to-all")), qPrintable(text.out));
     QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("DP [0-9.]+ ms \\(inter-node, "
                                                                  "[0-9.]+ ms exposed\\)"))),
