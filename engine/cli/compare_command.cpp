@@ -422,6 +422,14 @@ int runCompare(const std::vector<std::string> &args) {
               << durationText(before.measured.makespan_us * factor) << " on the device).\n";
   std::cout << '\n';
   printTable(stepTable(before, after ? &*after : nullptr), markdown);
+  // The trace has no gradient sync or optimizer step (the backend runs neither), so both sides
+  // are the ops' span; simulate and the explorer add the plan's tail after the last op.
+  if (const double tail_us = evaluation->times.gradient_sync; tail_us > 0)
+    std::cout << (markdown ? "\n" : "")
+              << "Step time is the ops' span, first op to last, on both sides: the run has no DP "
+                 "gradient sync or optimizer step, so the plan's "
+              << durationText(tail_us)
+              << " after the last op (in simulate's and the explorer's step time) is in neither.\n";
   std::cout << '\n';
   printTable(kindTable(before, after ? &*after : nullptr), markdown);
   if (before.unmatched_ops > 0)

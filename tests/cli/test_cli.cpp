@@ -272,6 +272,17 @@ private slots:
     QVERIFY2(text.out.contains(QStringLiteral("ZB-H1, P=4, M=8")), qPrintable(text.out));
     QVERIFY2(text.out.contains(QStringLiteral("| step time")), qPrintable(text.out));
     QVERIFY2(text.out.contains(QStringLiteral("/ 10.0000")), qPrintable(text.out));
+    // Typed costs have no gradient sync: nothing to say about a tail.
+    QVERIFY2(!text.out.contains(QStringLiteral("ops' span")), qPrintable(text.out));
+    // A model plan's run (DualPipeV on one H100) has one: the step compared is the ops' span,
+    // and the text says how much simulate's step adds after the last op.
+    const Run h100 = pipescope(
+        {"compare", "--measured",
+         QStringLiteral(PIPESCOPE_TEST_DATA "/measured/gpu-shared-h100-dualpipev-p4-m16.json.gz")});
+    QVERIFY2(h100.exit_code == 0, qPrintable(h100.err));
+    QVERIFY2(h100.out.contains(QRegularExpression(
+                 QStringLiteral("ops' span, first op to last.*the plan's [0-9.]+ ms after"))),
+             qPrintable(h100.out));
 
     // Another plan's trace: one line that says so and how to fix it.
     const QString other = dir.filePath(QStringLiteral("other.json"));
