@@ -182,7 +182,11 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     };
     set("communication_tp", communication(report.tp));
     set("communication_pp", communication(report.pp));
-    set("communication_dp", communication(report.dp));
+    // The DP sync overlapped with the backward (and the next forward): what the step pays of it.
+    QString dp = communication(report.dp);
+    if (report.dp.time_s > 0 && report.dp.exposed_time_s < report.dp.time_s)
+      dp += tr("; %1 exposed").arg(formatDuration(report.dp.exposed_time_s * 1e6));
+    set("communication_dp", dp);
     set("tokens_per_s", QLocale().toString(report.tokens_per_s, 'f', 0));
     set("mfu", formatPercent(report.mfu));
   } else {

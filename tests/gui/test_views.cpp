@@ -127,6 +127,30 @@ private slots:
     }
     QCOMPARE(bars->bars().capacity, report.memory[0].capacity / kGiB);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("mfu")), formatPercent(report.mfu));
+    // No DP: no sync, nothing exposed.
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("communication_dp")),
+             QStringLiteral("none"));
+    // DP 2 with the sync overlapped: the panel says what of it the step pays, as the engine does.
+    Plan data_parallel = plan;
+    data_parallel.mesh.dp = 2;
+    data_parallel.model->training.overlap_gradient_sync = true;
+    window.setPlan(data_parallel);
+    window.settle();
+    auto dp_costs = planCosts(data_parallel, schedule->placement, &derivation);
+    QVERIFY(dp_costs.ok());
+    auto dp_evaluation = evaluateSchedule(*schedule, *dp_costs, options);
+    QVERIFY(dp_evaluation.ok());
+    const ModelReport dp_report =
+        reportModel(*data_parallel.model, data_parallel.mesh, dp_evaluation->schedule, derivation,
+                    dp_evaluation->simulation);
+    QVERIFY(dp_report.dp.exposed_time_s < dp_report.dp.time_s);
+    QVERIFY2(window.metrics()
+                 ->valueText(QStringLiteral("communication_dp"))
+                 .endsWith(QStringLiteral("; %1 exposed")
+                               .arg(formatDuration(dp_report.dp.exposed_time_s * 1e6))),
+             qPrintable(window.metrics()->valueText(QStringLiteral("communication_dp"))));
+    window.setPlan(plan);
+    window.settle();
 
     // A device too small for the model marks the ranks over capacity.
     window.controls()->deviceMemoryBox()->setValue(2);
