@@ -11,6 +11,11 @@ never used to choose.
 
     python3 docs/measurements/fit_moe_host.py --pipescope build/engine/cli/pipescope
 
+With --per-row it prints instead, for each MoE row, the host time that would make its
+prediction exact: the step is linear in h, so two predictions (h = 0 and h = 10 ms) give the
+slope, the MoE layer-microbatches on the critical path, and (measured - predicted at 0) / slope
+is the h the row asks for. One constant fits all rows only as far as these agree.
+
 Standard library only.
 """
 import argparse
@@ -47,13 +52,54 @@ def errors(pipescope, sets, host_us):
     return found
 
 
+def per_row(pipescope, sets):
+    """Prints the host time each timed MoE row would need to be predicted exactly."""
+    with tempfile.TemporaryDirectory() as scratch:
+        steps = {}
+        for host_us in (0.0, 10000.0):
+            for path in sets:
+                with open(path) as f:
+                    data = json.load(f)
+                if not any(row["model"].get("experts") for row in data["rows"]):
+                    continue
+                layout = {row["id"]: row for row in data["rows"]}
+                for row in data["rows"]:
+                    row["training"]["moe_layer_host_us"] = host_us
+                trial = os.path.join(scratch, os.path.basename(path))
+                with open(trial, "w") as f:
+                    json.dump(data, f)
+                out = subprocess.run([pipescope, "compare", "--published", trial, "--json"],
+                                     capture_output=True, text=True, check=True).stdout
+                for row in json.loads(out)["rows"]:
+                    spec = layout[row["id"]]
+                    if not spec["model"].get("experts") or row.get("measured_step_s") is None:
+                        continue
+                    entry = steps.setdefault(row["id"], {"spec": spec, "row": row})
+                    entry[host_us] = row["predicted_step_s"]
+    print("row                                       needs h   local experts  dispatcher  "
+          "schedule")
+    for row_id, entry in steps.items():
+        slope = (entry[10000.0] - entry[0.0]) / 0.010  # layer-microbatches on the path
+        need_ms = 1000 * (entry["row"]["measured_step_s"] - entry[0.0]) / slope
+        spec = entry["spec"]
+        local = spec["model"]["experts"] // spec["mesh"].get("ep", 1)
+        print(f"{row_id:40s}  {need_ms:6.2f} ms  {local:13d}  "
+              f"{spec['training'].get('moe_dispatcher', 'alltoall'):10s}  "
+              f"{spec['schedule']['name']}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pipescope", default="build/engine/cli/pipescope")
     parser.add_argument("--sets", default="resources/validation")
     parser.add_argument("--hosts-ms", default="0,2,2.5,3,3.5,4,4.5,5")
+    parser.add_argument("--per-row", action="store_true",
+                        help="the host time each MoE row would need, instead of the fit")
     args = parser.parse_args()
     sets = sorted(glob.glob(os.path.join(args.sets, "*.json")))
+    if args.per_row:
+        per_row(args.pipescope, sets)
+        return
     best = None
     print("h (ms)  fit-subset mean |error|  held-out MoE mean |error|")
     for h_ms in (float(x) for x in args.hosts_ms.split(",")):
