@@ -28,8 +28,9 @@ import tempfile
 FIT_SET = "megatron-moe-modelzoo-h100"
 
 
-def errors(pipescope, sets, host_us):
-    """{(set, row id): step error} of every timed row of a MoE model at host time host_us."""
+def predictions(pipescope, sets, host_us):
+    """{(set, row id): (compare's row, the row as the set gives it)} of every row of a MoE model,
+    predicted with host time host_us."""
     found = {}
     with tempfile.TemporaryDirectory() as scratch:
         for path in sets:
@@ -45,45 +46,32 @@ def errors(pipescope, sets, host_us):
             out = subprocess.run([pipescope, "compare", "--published", trial, "--json"],
                                  capture_output=True, text=True, check=True).stdout
             name = os.path.basename(path)[: -len(".json")]
-            moe_rows = {row["id"] for row in data["rows"] if row["model"].get("experts")}
+            specs = {row["id"]: row for row in data["rows"] if row["model"].get("experts")}
             for row in json.loads(out)["rows"]:
-                if row["id"] in moe_rows and row.get("step_error") is not None:
-                    found[(name, row["id"])] = row["step_error"]
+                if row["id"] in specs:
+                    found[(name, row["id"])] = (row, specs[row["id"]])
     return found
+
+
+def errors(pipescope, sets, host_us):
+    """{(set, row id): step error} of every timed row of a MoE model at host time host_us."""
+    return {key: row["step_error"] for key, (row, _) in
+            predictions(pipescope, sets, host_us).items() if row.get("step_error") is not None}
 
 
 def per_row(pipescope, sets):
     """Prints the host time each timed MoE row would need to be predicted exactly."""
-    with tempfile.TemporaryDirectory() as scratch:
-        steps = {}
-        for host_us in (0.0, 10000.0):
-            for path in sets:
-                with open(path) as f:
-                    data = json.load(f)
-                if not any(row["model"].get("experts") for row in data["rows"]):
-                    continue
-                layout = {row["id"]: row for row in data["rows"]}
-                for row in data["rows"]:
-                    row["training"]["moe_layer_host_us"] = host_us
-                trial = os.path.join(scratch, os.path.basename(path))
-                with open(trial, "w") as f:
-                    json.dump(data, f)
-                out = subprocess.run([pipescope, "compare", "--published", trial, "--json"],
-                                     capture_output=True, text=True, check=True).stdout
-                for row in json.loads(out)["rows"]:
-                    spec = layout[row["id"]]
-                    if not spec["model"].get("experts") or row.get("measured_step_s") is None:
-                        continue
-                    entry = steps.setdefault(row["id"], {"spec": spec, "row": row})
-                    entry[host_us] = row["predicted_step_s"]
+    without, with_10ms = predictions(pipescope, sets, 0.0), predictions(pipescope, sets, 10000.0)
     print("row                                       needs h   local experts  dispatcher  "
           "schedule")
-    for row_id, entry in steps.items():
-        slope = (entry[10000.0] - entry[0.0]) / 0.010  # layer-microbatches on the path
-        need_ms = 1000 * (entry["row"]["measured_step_s"] - entry[0.0]) / slope
-        spec = entry["spec"]
+    for key, (row, spec) in without.items():
+        if row.get("measured_step_s") is None:
+            continue
+        # The slope: MoE layer-microbatches on the critical path.
+        slope = (with_10ms[key][0]["predicted_step_s"] - row["predicted_step_s"]) / 0.010
+        need_ms = 1000 * (row["measured_step_s"] - row["predicted_step_s"]) / slope
         local = spec["model"]["experts"] // spec["mesh"].get("ep", 1)
-        print(f"{row_id:40s}  {need_ms:6.2f} ms  {local:13d}  "
+        print(f"{row['id']:40s}  {need_ms:6.2f} ms  {local:13d}  "
               f"{spec['training'].get('moe_dispatcher', 'alltoall'):10s}  "
               f"{spec['schedule']['name']}")
 
