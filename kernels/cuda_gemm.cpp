@@ -225,8 +225,9 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
   auto first_us = timeBatch(-1, 1);
   if (!first_us) return first_us.error();
   // The process's first tuning on this device warms it for about a quarter of a second (an idle
-  // H100 sits at 345 MHz; after 20 ms the algorithms' order at 1024³ was still not the order
-  // they keep once warm), every later one for 20 ms.
+  // H100 sits at 345 MHz), every later one for 20 ms. On one H100 the longer warm-up alone did
+  // not make the 1024³ choice reliable (docs/measurements/gpu-shared-h100.md, call 3); the
+  // finalists' sustained rounds below did, and were measured with it.
   bool first_on_device = false;
   {
     std::lock_guard<std::mutex> lock(decisions_mutex);
@@ -266,29 +267,29 @@ Result<GemmChoice> TunedGemm::tune(const GemmCall &call, cudaStream_t stream) {
   // and short batches with a host wait between them run at other clocks than a stage's
   // back-to-back GEMMs do (on one H100 a choice made on 2 and 5 ms batches was 8-10 % slower than
   // cuBLASLt's best in 30 ms batches in three ladders of eleven).
+  const auto faster = [&](std::size_t x, std::size_t y) { return best_us[x] < best_us[y]; };
   std::vector<std::size_t> finalists = all;
-  std::sort(finalists.begin(), finalists.end(),
-            [&](std::size_t x, std::size_t y) { return best_us[x] < best_us[y]; });
+  std::sort(finalists.begin(), finalists.end(), faster);
   if (finalists.size() > 2) finalists.erase(finalists.begin() + 2, finalists.end());
   if (finalists.size() > 1) {
     for (std::size_t o : finalists)
       best_us[o] = 1e300;
     PIPESCOPE_TRY(timeRounds(finalists, 3, repetitionsFor(*estimate_us, 30000.0)));
   }
+  const std::size_t winner = *std::min_element(finalists.begin(), finalists.end(), faster);
 
   GemmChoice choice;
+  // The default call's best batch: of the sustained rounds if it was a finalist, else of the
+  // short ones (for the summary of what tuning saved).
   choice.default_us = best_us[0];
-  choice.us = best_us[finalists[0]];
+  choice.us = best_us[winner];
   choice.candidates = static_cast<int>(options.size()) - 1;
-  for (std::size_t o : finalists)
-    if (best_us[o] <= choice.us) {
-      choice.us = best_us[o];
-      choice.default_call = options[o] < 0;
-      if (options[o] < 0) continue;
-      const auto &candidate = decision.candidates[static_cast<std::size_t>(options[o])];
-      choice.algorithm = candidate.algo;
-      choice.workspace_bytes = candidate.workspaceSize;
-    }
+  choice.default_call = options[winner] < 0;
+  if (!choice.default_call) {
+    const auto &candidate = decision.candidates[static_cast<std::size_t>(options[winner])];
+    choice.algorithm = candidate.algo;
+    choice.workspace_bytes = candidate.workspaceSize;
+  }
   // A refused launch leaves no sticky error, but a later check must not see one either.
   PIPESCOPE_CUDA_CHECK(cudaGetLastError());
   std::lock_guard<std::mutex> lock(decisions_mutex);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "engine/evaluation.h"
 #include "engine/json_fields.h"
@@ -273,20 +274,18 @@ std::vector<std::string> explanationLines(const ValidationResult &result) {
     group_passes = std::move(passes);
   }
   closeGroup(result.stage_breakdown.size());
+  // Each kind with where its time is paid: TP inside the ops, PP in the simulation, DP after the
+  // last op, as much as overlap leaves exposed.
   std::string communication = "communication per step:";
-  const std::pair<const char *, const CommunicationKind *> kinds[] = {
-      {"TP", &result.report.tp}, {"PP", &result.report.pp}, {"DP", &result.report.dp}};
-  for (const auto &[name, kind] : kinds) {
-    if (kind->link == "none" || kind->time_s <= 0) continue;
-    communication += std::string(" ") + name + " " + ms(kind->time_s) + " (" + kind->link;
-    if (std::string_view(name) == "DP")
-      communication += ", " + ms(kind->exposed_time_s) + " exposed";
-    else if (std::string_view(name) == "TP")
-      communication += ", in the ops above";
-    else
-      communication += ", simulated";
-    communication += ");";
-  }
+  const ModelReport &report = result.report;
+  const std::tuple<const char *, const CommunicationKind &, std::string> kinds[] = {
+      {"TP", report.tp, "in the ops above"},
+      {"PP", report.pp, "simulated"},
+      {"DP", report.dp, ms(report.dp.exposed_time_s) + " exposed"}};
+  for (const auto &[name, kind, where] : kinds)
+    if (kind.link != "none" && kind.time_s > 0)
+      communication +=
+          std::string(" ") + name + " " + ms(kind.time_s) + " (" + kind.link + ", " + where + ");";
   if (communication.back() == ';') communication.pop_back();
   lines.push_back(communication);
   char mfu[64];
