@@ -15,6 +15,7 @@
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
 #include "engine/model/validation.h"
+#include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "engine/trace_matching.h"
 
@@ -43,7 +44,7 @@ which the backend records when it scales the work to the device).
   --markdown           tables in Markdown
   --json               one JSON object
 
-usage: pipescope compare --published SET [--row ID] [--markdown | --json]
+usage: pipescope compare --published SET [--row ID [--save-plan FILE]] [--markdown | --json]
 
 Compares the cost model with published measurements of real runs (docs/validation.md): for each
 row of the set, the configuration, the measured iteration time (and memory where published), the
@@ -56,6 +57,9 @@ them with "all") or a "pipescope.validation" file.
                        and W by part (GEMM, attention, memory-bound, TP, ...), the communication
                        per step and how much of the DP sync is exposed, the MFU. With --json
                        every row carries this as "explanation".
+  --save-plan FILE     with --row: write the row's configuration as a plan file (schedule, mesh,
+                       model, hardware preset, training settings); pipescope simulate --plan
+                       FILE predicts the row from it, and the explorer opens it to vary it
 )";
 
 std::string signedPercent(double fraction) {
@@ -201,7 +205,8 @@ namespace {
 
 /// `compare --published`: the validation table (docs/validation.md is its Markdown form).
 int runPublishedComparison(const std::string &which, const std::optional<std::string> &only_row,
-                           bool markdown, bool as_json) {
+                           const std::optional<std::string> &save_plan, bool markdown,
+                           bool as_json) {
   std::vector<std::string> names;
   if (which == "all")
     names = validationSetNames();
@@ -219,15 +224,19 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   int count = 0, memory_count = 0;
   if (only_row) {
     std::string ids;
-    bool found = false;
+    std::vector<std::string> holders; // the sets with a row of that id
     for (const auto &set : sets)
       for (const auto &validation_case : set.cases) {
-        found = found || validation_case.id == *only_row;
+        if (validation_case.id == *only_row) holders.push_back(set.name);
         ids += (ids.empty() ? "" : ", ") + validation_case.id;
       }
-    if (!found)
+    if (holders.empty())
       return fail("compare: --row '" + *only_row + "' is not a row of " + which +
                   "; its rows are " + ids);
+    // Ids are unique within a set, not across them (gpt-1.7b is on A100 and on H100).
+    if (save_plan && holders.size() > 1)
+      return fail("compare: --row '" + *only_row + "' is a row of " + holders[0] + " and of " +
+                  holders[1] + "; give one set with --published to write its plan");
   }
   std::vector<std::string> explanation;
   for (const auto &set : sets)
@@ -235,6 +244,9 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       if (only_row && validation_case.id != *only_row) continue;
       auto result = predictValidationCase(validation_case);
       if (!result) return fail(set.name + ": " + result.error().message);
+      if (save_plan)
+        if (auto status = savePlan(*save_plan, validationCasePlan(validation_case)); !status)
+          return fail("compare: " + status.error().message);
       if (result->step_error) {
         sum += std::abs(*result->step_error);
         worst = std::max(worst, std::abs(*result->step_error));
@@ -284,14 +296,14 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     json sources = json::array();
     for (const auto &set : sets)
       sources.push_back({{"set", set.name}, {"title", set.title}, {"source", set.source}});
-    std::cout << json{{"sets", sources},
-                      {"rows", rows},
-                      {"mean_abs_step_error", mean},
-                      {"worst_abs_step_error", worst},
-                      {"mean_abs_memory_error", memory_mean},
-                      {"worst_abs_memory_error", memory_worst}}
-                     .dump(2)
-              << '\n';
+    json out = {{"sets", sources},
+                {"rows", rows},
+                {"mean_abs_step_error", mean},
+                {"worst_abs_step_error", worst},
+                {"mean_abs_memory_error", memory_mean},
+                {"worst_abs_memory_error", memory_worst}};
+    if (save_plan) out["saved_plan"] = *save_plan;
+    std::cout << out.dump(2) << '\n';
     return 0;
   }
   printTable(table, markdown);
@@ -302,6 +314,9 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     std::cout << (markdown ? (nested ? "  - " : "- ") : "")
               << (markdown && nested ? line.substr(2) : line) << '\n';
   }
+  if (save_plan)
+    std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
+              << *save_plan << " predicts it again; the explorer opens it)\n";
   if (only_row) return 0;
   std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
             << percentText(mean) << ", worst " << percentText(worst) << '\n';
@@ -328,14 +343,23 @@ int runCompare(const std::vector<std::string> &args) {
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (const auto published = a.text("published")) {
-    for (const char *other : {"measured", "plan", "time-factor", "save-plan", "calibrate"})
+    for (const char *other : {"measured", "plan", "time-factor", "calibrate"})
       if (a.has(other))
         return fail(std::string("compare: --") + other +
                     " does not apply with --published, which predicts the published runs "
                     "themselves");
     if (a.has("markdown") && a.has("json"))
       return fail("compare: choose one of --markdown and --json");
-    return runPublishedComparison(*published, a.text("row"), a.has("markdown"), a.has("json"));
+    const auto save_plan = a.text("save-plan");
+    if (save_plan && !a.has("row"))
+      return fail("compare: --save-plan with --published writes one row's plan; pick it with "
+                  "--row ID");
+    // The table goes to standard output, so the plan needs a file of its own.
+    if (save_plan && isStandardOutput(*save_plan))
+      return fail("compare: --save-plan needs a file name here: standard output carries the "
+                  "table");
+    return runPublishedComparison(*published, a.text("row"), save_plan, a.has("markdown"),
+                                  a.has("json"));
   }
   if (a.has("row")) return fail("compare: --row picks a row of --published SET; add --published");
   const auto measured_path = a.text("measured");

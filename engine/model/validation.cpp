@@ -188,27 +188,31 @@ Result<ValidationSet> loadValidationSet(const std::string &name_or_path) {
   return set;
 }
 
+Plan validationCasePlan(const ValidationCase &validation_case) {
+  Plan plan;
+  plan.request = validation_case.request;
+  plan.mesh = validation_case.mesh;
+  plan.model = validation_case.setup;
+  return plan;
+}
+
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case) {
   const ValidationCase &c = validation_case;
-  auto schedule = generateSchedule(c.request);
-  if (!schedule) return makeError(c.id + ": " + schedule.error().message);
-  auto derivation = deriveModelCosts(c.setup, c.mesh, schedule->placement);
-  if (!derivation) return makeError(c.id + ": " + derivation.error().message);
-  SimulationOptions options;
-  options.stage_activation_bytes = derivation->stage_activation_bytes;
-  auto evaluation = evaluateSchedule(std::move(*schedule), derivation->costs, options);
+  const Plan plan = validationCasePlan(c);
+  ModelDerivation derivation;
+  auto evaluation = evaluatePlan(plan, {}, &derivation);
   if (!evaluation) return makeError(c.id + ": " + evaluation.error().message);
   const ModelReport report =
-      reportModel(c.setup, c.mesh, evaluation->schedule, *derivation, evaluation->simulation);
+      reportModel(c.setup, c.mesh, evaluation->schedule, derivation, evaluation->simulation);
   if (auto status = checkModelReport(report); !status)
     return makeError(c.id + ": " + status.error().message);
   ValidationResult result;
   result.validation_case = &c;
   result.predicted_step_s = report.step_time_s;
   result.report = report;
-  result.stage_breakdown = derivation->stage_breakdown;
-  result.layer_ops = derivation->layer_ops;
-  result.moe_layer_ops = derivation->moe_layer_ops;
+  result.stage_breakdown = derivation.stage_breakdown;
+  result.layer_ops = derivation.layer_ops;
+  result.moe_layer_ops = derivation.moe_layer_ops;
   if (c.measured_step_s > 0)
     result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
   for (const auto &memory : report.memory)

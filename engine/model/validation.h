@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/model/model_setup.h"
+#include "engine/plan_file.h"
 #include "engine/result.h"
 #include "engine/schedule.h"
 
@@ -75,7 +76,13 @@ std::vector<std::string> validationSetNames();
 Result<ValidationSet> loadValidationSet(const std::string &name_or_path);
 Result<ValidationSet> validationSetFromJson(const nlohmann::json &json, const std::string &name);
 
-/// Predicts one row: generates its schedule, derives the costs and simulates one step.
+/// The row as a plan: its schedule, mesh and model setup (hardware preset, training settings).
+/// Evaluating it is the row's prediction; `compare --published --row ID --save-plan FILE` writes
+/// it and the explorer's File > Open published run loads it, so both start from the very
+/// configuration the table predicts.
+Plan validationCasePlan(const ValidationCase &validation_case);
+
+/// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step).
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
 
 } // namespace pipescope

@@ -341,6 +341,42 @@ private slots:
     QVERIFY2(alone.err.contains(QStringLiteral("--published")), qPrintable(alone.err));
   }
 
+  // `compare --published SET --row ID --save-plan FILE` writes the row's configuration as a
+  // plan; simulating that plan predicts the row's step again. It needs one row, of one set, and
+  // a file of its own (the table is on standard output).
+  void comparePublishedRowSavesItsPlan() {
+    QTemporaryDir dir;
+    const QString plan = dir.filePath(QStringLiteral("gpt-70b.json"));
+    const Run run = pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-70b",
+                               "--save-plan", plan, "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    QCOMPARE(result["saved_plan"].get<std::string>(), plan.toStdString());
+    const double table_s = result["rows"][0]["predicted_step_s"].get<double>();
+    const json simulated = simulateJson({"--plan", plan});
+    QCOMPARE(simulated["pp"].get<int>(), 2);
+    QCOMPARE(simulated["microbatches"].get<int>(), 8);
+    const double simulated_s = simulated["step_time_s"].get<double>();
+    QVERIFY2(std::abs(simulated_s / table_s - 1) < 1e-9,
+             qPrintable(QStringLiteral("%1 s against %2 s").arg(simulated_s).arg(table_s)));
+
+    const QString other = dir.filePath(QStringLiteral("other.json"));
+    for (const QStringList &args :
+         {QStringList{"compare", "--published", "megatron-core-h100", "--save-plan", other},
+          QStringList{"compare", "--published", "all", "--row", "gpt-1.7b", "--save-plan", other},
+          QStringList{"compare", "--published", "megatron-core-h100", "--row", "gpt-70b",
+                      "--save-plan", "-"}}) {
+      const Run refused = pipescope(args);
+      QCOMPARE(refused.exit_code, 2);
+      QCOMPARE(refused.err.count('\n'), 1);
+      QVERIFY2(!QFile::exists(other), qPrintable(args.join(' ')));
+    }
+    const Run ambiguous =
+        pipescope({"compare", "--published", "all", "--row", "gpt-1.7b", "--save-plan", other});
+    QVERIFY2(ambiguous.err.contains(QStringLiteral("megatron-sc21-a100")),
+             qPrintable(ambiguous.err));
+  }
+
   // `pipescope bubbles` on a simulated trace (gzipped): per rank the causes sum to the idle
   // time, a simulation has no unexplained time, the critical path's ops and transfers sum to the
   // step; the text names a chain of waits; another plan or a file that is no trace is refused.

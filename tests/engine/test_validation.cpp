@@ -12,6 +12,7 @@
 
 #include "engine/model/model_setup.h"
 #include "engine/model/validation.h"
+#include "engine/plan_file.h"
 #include "engine/schedule.h"
 
 using namespace pipescope;
@@ -294,6 +295,38 @@ private slots:
   // gradients, 32 layers of torchtitan's per-op checkpointing (1,042,284,544 bytes each), the
   // head's input and norm (4·s·b·h) and fp32 logits (4·s·b·V), and torch's cross-entropy
   // backward (8·s·b·V).
+  // Every row, written as a plan file and read back (`compare --published --row --save-plan`,
+  // the explorer's File > Open published run), predicts what the table predicts: a setting the
+  // plan file dropped or misread would move the step or the memory.
+  void everyRowSurvivesAPlanFile() {
+    for (const auto &name : validationSetNames()) {
+      auto set = loadValidationSet(name);
+      QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+      for (const ValidationCase &row : set->cases) {
+        const std::string where = name + "/" + row.id;
+        auto table = predictValidationCase(row);
+        QVERIFY2(table.ok(), where.c_str());
+        auto read = planFromJson(nlohmann::json::parse(planToJson(validationCasePlan(row)).dump()));
+        QVERIFY2(read.ok(), (where + ": " + (read ? "" : read.error().message)).c_str());
+        QVERIFY2(read->model.has_value(), where.c_str());
+        ModelDerivation derivation;
+        auto evaluation = evaluatePlan(*read, {}, &derivation);
+        QVERIFY2(evaluation.ok(), where.c_str());
+        const ModelReport report = reportModel(*read->model, read->mesh, evaluation->schedule,
+                                               derivation, evaluation->simulation);
+        QVERIFY2(std::abs(report.step_time_s / table->predicted_step_s - 1) < 1e-9,
+                 (where + ": " + std::to_string(report.step_time_s) + " s").c_str());
+        double memory = 0;
+        for (const auto &rank : report.memory)
+          memory = std::max(memory, rank.total);
+        double table_memory = 0;
+        for (const auto &rank : table->report.memory)
+          table_memory = std::max(table_memory, rank.total);
+        QVERIFY2(std::abs(memory / table_memory - 1) < 1e-9, where.c_str());
+      }
+    }
+  }
+
   void torchtitanMemoryByHand() {
     auto set = loadValidationSet("torchtitan-h100-96gb");
     QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
