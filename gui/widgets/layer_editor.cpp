@@ -147,17 +147,19 @@ void LayerEditor::showSplit(const LayerLayout &split) {
 void LayerEditor::showLayout(const LayerLayout &layout) {
   shown_ = layout;
   const int stages = static_cast<int>(layout.size());
-  if (stages != stageCount()) rebuildSpins(stages);
+  if (stages != spun_stages_) rebuildSpins(stages);
   QStringList parts;
   updating_ = true;
   for (int stage = 0; stage < stages; ++stage) {
     const StageLayers &layers = layout[static_cast<std::size_t>(stage)];
+    parts << stageText(layers);
+    // Past kMaxSpunStages there are no spin boxes (the summary and the layout text carry it).
+    if (stage >= stageCount()) continue;
     spins_[static_cast<std::size_t>(stage)]->setValue(layers.layers);
     QString label = QStringLiteral("s%1").arg(stage);
     if (layers.embedding) label += QStringLiteral(" E");
     if (layers.loss) label += QStringLiteral(" L");
     spin_labels_[static_cast<std::size_t>(stage)]->setText(label);
-    parts << stageText(layers);
   }
   updating_ = false;
   const int pp = std::max(1, plan_.request.pp);
@@ -173,8 +175,9 @@ void LayerEditor::rebuildSpins(int stages) {
     delete label;
   spins_.clear();
   spin_labels_.clear();
-  // Past 32 stages spin boxes stop being readable; the layout string covers those.
-  const int shown = std::min(stages, 32);
+  spun_stages_ = stages;
+  // Past kMaxSpunStages stages spin boxes stop being readable; the layout string covers those.
+  const int shown = stages <= kMaxSpunStages ? stages : 0;
   const int layers = plan_.model ? plan_.model->model.layers : 0;
   for (int stage = 0; stage < shown; ++stage) {
     auto *label = new QLabel(QStringLiteral("s%1").arg(stage), spin_area_);

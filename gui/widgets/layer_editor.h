@@ -42,7 +42,10 @@ public:
   QLineEdit *layoutEdit() const { return text_; }
   QLabel *message() const { return message_; }
   QLabel *summary() const { return summary_; }
+  /// Model stages with a spin box: all of them up to kMaxSpunStages, none past it (then the
+  /// summary and the layout text show the split).
   int stageCount() const { return static_cast<int>(spins_.size()); }
+  static constexpr int kMaxSpunStages = 32;
   QSpinBox *stageSpin(int stage) const { return spins_.at(static_cast<std::size_t>(stage)); }
 
 signals:
@@ -67,6 +70,7 @@ private:
   QWidget *spin_area_ = nullptr;
   QGridLayout *spin_grid_ = nullptr;
   std::vector<QSpinBox *> spins_;
+  int spun_stages_ = -1; ///< the model stages spins_ was built for
   std::vector<QLabel *> spin_labels_;
 };
 
