@@ -1,8 +1,9 @@
-// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE] [--measured TRACE] [--import
-// PATH...] [--critical-path] [--hover-op R,I]` renders the window after loading and exits (headless
-// use and tests; with `--run TARGET` it waits for the run first, with `--search-gpus N` for the
-// Search tab's planner); `--bench` prints frame times for a ladder of sizes. With no display at
-// all, the window is rendered to a PNG whose path is printed. The plan options (--schedule, --pp,
+// pipescope-gui: the explorer. `--screenshot FILE [--plan FILE | --published SET/ID] [--measured
+// TRACE] [--import PATH...] [--critical-path] [--hover-op R,I]` renders the window after loading
+// and exits (headless use and tests; with `--run TARGET` it waits for the run first, with
+// `--search-gpus N` for the Search tab's planner); `--bench` prints frame times for a ladder of
+// sizes. With no display at all, the window is rendered to a PNG whose path is printed. The plan
+// options (--schedule, --pp,
 // --model, ...) are `pipescope simulate`'s, read by the same engine code (engine/plan_options.h),
 // with its checks and messages.
 #include <QApplication>
@@ -60,6 +61,11 @@ struct Flags {
   QCommandLineOption screenshot =
       valued("screenshot", "Render the window to FILE and exit.", "FILE");
   QCommandLineOption plan = valued("plan", "Open this plan instead of the example.", "FILE");
+  QCommandLineOption published =
+      valued("published",
+             "Open a published run (File > Open published run; `pipescope compare --published all` "
+             "lists them) as SET/ID, e.g. megatron-core-h100/gpt-70b.",
+             "SET/ID");
   QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
   QCommandLineOption bench_json =
       flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
@@ -119,6 +125,7 @@ struct Flags {
   explicit Flags(QCommandLineParser &parser) {
     parser.addOptions({screenshot,
                        plan,
+                       published,
                        bench,
                        bench_json,
                        bench_max_ops,
@@ -177,6 +184,32 @@ Result<std::optional<Plan>> plannedFromFlags(const QCommandLineParser &parser, c
   auto plan = planFromOptions(values, &base);
   if (!plan) return plan.error();
   return std::optional<Plan>{std::move(*plan)};
+}
+
+// --published SET/ID: the row ID of the shipped validation set SET.
+Result<PublishedRun> publishedRunNamed(const QString &name) {
+  const qsizetype slash = name.indexOf(QLatin1Char('/'));
+  if (slash <= 0 || slash == name.size() - 1)
+    return makeError("--published: expected SET/ID, e.g. megatron-core-h100/gpt-70b (pipescope "
+                     "compare --published all lists them)");
+  const std::string set_name = name.left(slash).toStdString();
+  const std::string id = name.mid(slash + 1).toStdString();
+  const auto names = validationSetNames();
+  if (std::find(names.begin(), names.end(), set_name) == names.end()) {
+    std::string known;
+    for (const auto &known_name : names)
+      known += (known.empty() ? "" : ", ") + known_name;
+    return makeError("--published: no set '" + set_name + "'; the shipped sets are " + known);
+  }
+  auto set = loadValidationSet(set_name);
+  if (!set) return set.error();
+  std::string ids;
+  for (const auto &row : set->cases) {
+    if (row.id == id) return PublishedRun{set->name, set->title, row};
+    ids += (ids.empty() ? "" : ", ") + row.id;
+  }
+  return makeError("--published: '" + id + "' is not a row of " + set_name + "; its rows are " +
+                   ids);
 }
 
 void showTab(MainWindow &window, const QString &name) {
@@ -408,8 +441,15 @@ int main(int argc, char *argv[]) {
   // A screenshot is a function of its arguments, not of what was remembered last time.
   options.use_settings = options.animate = !screenshot;
   MainWindow window(options);
+  if (!plan_path.isEmpty() && parser.isSet(flags.published))
+    return fail(QStringLiteral("give a plan file or --published SET/ID, not both"));
   if (!plan_path.isEmpty() && !window.openPlan(plan_path) && screenshot)
     return fail(window.errorMessage());
+  if (parser.isSet(flags.published)) {
+    auto run = publishedRunNamed(parser.value(flags.published));
+    if (!run) return fail(QString::fromStdString(run.error().message));
+    window.openPublishedRun(*run);
+  }
   // Command-line settings on top of the plan, as a person would move the sliders.
   auto planned = plannedFromFlags(parser, flags, window.controls()->plan());
   if (!planned) return fail(QString::fromStdString(planned.error().message));

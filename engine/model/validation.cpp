@@ -196,6 +196,16 @@ Plan validationCasePlan(const ValidationCase &validation_case) {
   return plan;
 }
 
+double comparedMemoryGib(const ValidationCase &validation_case, const ModelReport &report) {
+  const int rank = validation_case.memory_pipeline_rank;
+  if (rank >= 0 && static_cast<std::size_t>(rank) < report.memory.size())
+    return report.memory[static_cast<std::size_t>(rank)].total / kGiB;
+  double busiest = 0;
+  for (const auto &memory : report.memory)
+    busiest = std::max(busiest, memory.total / kGiB);
+  return busiest;
+}
+
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case) {
   const ValidationCase &c = validation_case;
   const Plan plan = validationCasePlan(c);
@@ -215,12 +225,7 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
   result.moe_layer_ops = derivation.moe_layer_ops;
   if (c.measured_step_s > 0)
     result.step_error = (report.step_time_s - c.measured_step_s) / c.measured_step_s;
-  for (const auto &memory : report.memory)
-    result.predicted_memory_gib = std::max(result.predicted_memory_gib, memory.total / kGiB);
-  if (c.memory_pipeline_rank >= 0 &&
-      static_cast<std::size_t>(c.memory_pipeline_rank) < report.memory.size())
-    result.predicted_memory_gib =
-        report.memory[static_cast<std::size_t>(c.memory_pipeline_rank)].total / kGiB;
+  result.predicted_memory_gib = comparedMemoryGib(c, report);
   if (c.measured_memory_gib)
     result.memory_error =
         (result.predicted_memory_gib - *c.measured_memory_gib) / *c.measured_memory_gib;

@@ -82,6 +82,10 @@ Result<ValidationSet> validationSetFromJson(const nlohmann::json &json, const st
 /// configuration the table predicts.
 Plan validationCasePlan(const ValidationCase &validation_case);
 
+/// The predicted peak memory (GiB) the row's published figure is compared with: the rank it
+/// was measured on (memory_pipeline_rank), else the busiest rank.
+double comparedMemoryGib(const ValidationCase &validation_case, const ModelReport &report);
+
 /// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step).
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
 

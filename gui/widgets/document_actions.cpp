@@ -244,6 +244,11 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
   add(tr("&Open plan\u2026"), QKeySequence::Open,
       opening(tr("Open plan"), tr("Plans (*.json);;All files (*)"), &DocumentActions::openPlan));
   recent_menu_ = file->addMenu(tr("Open &recent"));
+  add(tr("Open p&ublished run\u2026"), QKeySequence(tr("Ctrl+Shift+O")), [this, dialogs] {
+    PublishedRunsDialog dialog(dialogs);
+    if (dialog.exec() != QDialog::Accepted) return;
+    if (auto run = dialog.selected()) emit publishedRunChosen(*run);
+  });
   add(tr("&Save plan\u2026"), QKeySequence::Save,
       saving(tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"),
              &DocumentActions::savePlanTo));

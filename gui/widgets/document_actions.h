@@ -14,6 +14,7 @@
 #include "engine/run_import.h"
 
 #include "gui/explorer/explorer_snapshot.h"
+#include "gui/widgets/published_runs_dialog.h"
 
 class QAction;
 class QMenu;
@@ -75,6 +76,8 @@ public:
 
 signals:
   void planOpened(const pipescope::Plan &plan);
+  /// File > Open published run chose a run: the window opens its plan beside its measurement.
+  void publishedRunChosen(const pipescope::gui::PublishedRun &run);
   /// An operation failed; the message says why (for the window's banner).
   void failed(const QString &message);
   /// A line for the status bar.

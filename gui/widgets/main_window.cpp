@@ -219,6 +219,7 @@ void MainWindow::buildDocumentActions() {
   parts.shown = [this] { return shown_; };
   documents_ = new DocumentActions(parts, options_.use_settings, this);
   connect(documents_, &DocumentActions::planOpened, this, &MainWindow::setPlan);
+  connect(documents_, &DocumentActions::publishedRunChosen, this, &MainWindow::openPublishedRun);
   connect(documents_, &DocumentActions::failed, this, &MainWindow::showError);
   connect(documents_, &DocumentActions::message, statusBar(), &QStatusBar::showMessage);
   connect(documents_, &DocumentActions::importStarted, this,
@@ -391,8 +392,18 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::setPlan(const Plan &plan) {
+  metrics_->setPublishedRun(std::nullopt);
   controls_->setPlan(plan);
   requestEvaluation(controls_->plan());
+}
+
+void MainWindow::openPublishedRun(const PublishedRun &run) {
+  setPlan(validationCasePlan(run.row));
+  // The plan as the controls hold it is what "the published settings" means from here on.
+  metrics_->setPublishedRun(run, controls_->plan());
+  statusBar()->showMessage(
+      tr("Opened the published run %1 (%2)")
+          .arg(QString::fromStdString(run.row.id), QString::fromStdString(run.set_title)));
 }
 
 void MainWindow::requestEvaluation(const Plan &plan) {

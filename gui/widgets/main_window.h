@@ -13,6 +13,7 @@
 
 #include "gui/explorer/explorer_evaluator.h"
 #include "gui/explorer/explorer_snapshot.h"
+#include "gui/widgets/published_runs_dialog.h"
 
 class QLabel;
 class QComboBox;
@@ -57,8 +58,11 @@ public:
   explicit MainWindow(const MainWindowOptions &options = {}, QWidget *parent = nullptr);
   ~MainWindow() override;
 
-  /// Shows a plan in the controls and evaluates it.
+  /// Shows a plan in the controls and evaluates it (a published run opened before is let go).
   void setPlan(const Plan &plan);
+  /// Shows a published run's plan (File > Open published run) with its measurement beside the
+  /// prediction in the Metrics panel, for as long as the settings are the published ones.
+  void openPublishedRun(const PublishedRun &run);
   /// File operations (the DocumentActions'): false with the reason shown in the window.
   DocumentActions *documents() const { return documents_; }
   /// Loads a plan file; false (with the message in the window) when it cannot be read.

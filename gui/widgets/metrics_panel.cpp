@@ -37,6 +37,10 @@ MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
   addRow(QStringLiteral("step_time"), tr("step time"),
          tr("Makespan T: first op start to last op end of one step."));
   addRow(QStringLiteral("ops"), tr("ops"), tr("Compute ops in the schedule (all ranks)."));
+  addRow(QStringLiteral("published"), tr("published"),
+         tr("The published run opened with File > Open published run: what was measured, "
+            "beside this prediction while the settings are the ones it ran with."));
+  setPublishedRun(std::nullopt);
   addSection(tr("Bubble (idle share)"));
   addRow(QStringLiteral("bubble_fraction"), tr("fraction, simulated"),
          tr("bubble_fraction = 1 \u2212 \u03a3 busy / (P\u00b7T): idle share of the total time."));
@@ -96,6 +100,7 @@ QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QStr
   grid_->addWidget(value, next_row_, 1);
   ++next_row_;
   values_.insert(key, value);
+  names_.insert(key, name_label);
   return value;
 }
 
@@ -104,8 +109,69 @@ QString MetricsPanel::valueText(const QString &key) const {
   return it == values_.end() ? QString() : it.value()->text();
 }
 
+void MetricsPanel::setPublishedRun(const std::optional<PublishedRun> &run, const Plan &as_opened) {
+  published_ = run;
+  published_plan_ = run ? planToJson(as_opened) : nlohmann::json();
+  const QString key = QStringLiteral("published");
+  names_.value(key)->setVisible(run.has_value());
+  values_.value(key)->setVisible(run.has_value());
+  showPublishedRun();
+}
+
+// The measurement of the opened published run against the prediction on screen: only while the
+// settings are the published ones is that a check of the cost model.
+void MetricsPanel::showPublishedRun() {
+  QLabel *label = values_.value(QStringLiteral("published"));
+  if (!published_ || !snapshot_) {
+    label->setText(QStringLiteral("\u2014"));
+    return;
+  }
+  const ValidationCase &row = published_->row;
+  const QString id =
+      QStringLiteral("<b>%1</b>").arg(QString::fromStdString(row.id).toHtmlEscaped());
+  const QString source = QStringLiteral("<br><span style='color:%1'>%2</span>")
+                             .arg(palette::hintText().name(),
+                                  QString::fromStdString(published_->set_title).toHtmlEscaped());
+  const auto signedPercent = [](double fraction) {
+    return QStringLiteral("%1%2 %")
+        .arg(fraction >= 0 ? QStringLiteral("+") : QStringLiteral("\u2212"))
+        .arg(std::abs(fraction) * 100, 0, 'f', 1);
+  };
+  QStringList measured;
+  if (row.measured_step_s > 0)
+    measured << tr("step %1").arg(formatDuration(row.measured_step_s * 1e6));
+  if (row.measured_memory_gib)
+    measured << tr("peak memory %1 GiB").arg(*row.measured_memory_gib, 0, 'f', 1);
+  if (planToJson(snapshot_->plan) != published_plan_ || !snapshot_->report) {
+    label->setText(tr("%1 measured %2 with its published settings; these settings differ, so "
+                      "this prediction is not of that run")
+                       .arg(id, measured.join(QStringLiteral(", "))) +
+                   source);
+    return;
+  }
+  const ModelReport &report = *snapshot_->report;
+  QStringList against;
+  if (row.measured_step_s > 0)
+    against << tr("step %1 measured, %2 predicted (%3)")
+                   .arg(formatDuration(row.measured_step_s * 1e6),
+                        formatDuration(report.step_time_s * 1e6),
+                        signedPercent((report.step_time_s - row.measured_step_s) /
+                                      row.measured_step_s));
+  if (row.measured_memory_gib) {
+    const double predicted = comparedMemoryGib(row, report);
+    against << tr("peak memory %1 GiB measured, %2 GiB predicted (%3)")
+                   .arg(*row.measured_memory_gib, 0, 'f', 1)
+                   .arg(predicted, 0, 'f', 1)
+                   .arg(signedPercent((predicted - *row.measured_memory_gib) /
+                                      *row.measured_memory_gib));
+  }
+  label->setText(id + QStringLiteral(": ") + against.join(QStringLiteral("; ")) + source);
+}
+
 void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot || !snapshot->evaluation) return;
+  snapshot_ = snapshot;
+  showPublishedRun();
   const Evaluation &evaluation = *snapshot->evaluation;
   const SimulationResult &simulation = evaluation.simulation;
   auto set = [this](const char *key, const QString &text) {

@@ -5,14 +5,20 @@
 #include <QComboBox>
 #include <QFile>
 #include <QImage>
+#include <QLabel>
 #include <QSettings>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QTreeWidget>
 #include <QtTest>
 
+#include "engine/model/validation.h"
 #include "engine/plan_file.h"
 #include "gui/widgets/controls_panel.h"
+#include "gui/widgets/layer_editor.h"
 #include "gui/widgets/main_window.h"
+#include "gui/widgets/metrics_panel.h"
+#include "gui/widgets/published_runs_dialog.h"
 #include "gui/widgets/timeline_widget.h"
 #include "tests/gui/window_test_support.h"
 
@@ -126,6 +132,109 @@ private slots:
     QCOMPARE(planToJson(window.controls()->plan()), planToJson(saved));
     QCOMPARE(controls->zeroStageBox()->currentData().toInt(), 3);
     QCOMPARE(controls->collectiveAlgorithmBox()->currentText(), QStringLiteral("tree"));
+  }
+
+  // File > Open published run: the dialog lists every published row with the table's
+  // prediction; opening one shows its configuration, and Metrics sets the measurement beside the
+  // prediction (the same error as `compare --published`) until the settings leave it.
+  void publishedRunOpensAsItRan() {
+    auto set = loadValidationSet("megatron-core-h100");
+    QVERIFY(set.ok());
+    const auto row = std::find_if(set->cases.begin(), set->cases.end(),
+                                  [](const ValidationCase &c) { return c.id == "gpt-70b"; });
+    QVERIFY(row != set->cases.end());
+    auto table = predictValidationCase(*row);
+    QVERIFY(table.ok());
+    const QString error = QStringLiteral("+%1 %").arg(*table->step_error * 100, 0, 'f', 1);
+
+    PublishedRunsDialog dialog;
+    dialog.waitForPredictions();
+    QVERIFY(!dialog.select(QStringLiteral("megatron-core-h100"), QStringLiteral("gpt-2")));
+    QVERIFY(!dialog.selected());
+    QVERIFY(dialog.select(QStringLiteral("megatron-core-h100"), QStringLiteral("gpt-70b")));
+    const auto chosen = dialog.selected();
+    QVERIFY(chosen.has_value());
+    QCOMPARE(chosen->set_name, std::string("megatron-core-h100"));
+    QCOMPARE(chosen->row.id, std::string("gpt-70b"));
+    const QTreeWidgetItem *item = dialog.tree()->currentItem();
+    QCOMPARE(item->text(4), formatDuration(table->predicted_step_s * 1e6));
+    QCOMPARE(item->text(5), error);
+    // Every shipped row is listed, and every one was predicted.
+    int rows = 0;
+    for (int s = 0; s < dialog.tree()->topLevelItemCount(); ++s)
+      for (int c = 0; c < dialog.tree()->topLevelItem(s)->childCount(); ++c, ++rows)
+        QVERIFY(dialog.tree()->topLevelItem(s)->child(c)->text(4).contains(
+            QRegularExpression(QStringLiteral("^[0-9.]+ (s|ms)$"))));
+    int shipped = 0;
+    for (const auto &name : validationSetNames())
+      shipped += static_cast<int>(loadValidationSet(name)->cases.size());
+    QCOMPARE(rows, shipped);
+
+    MainWindow window(quietOptions());
+    window.show();
+    window.openPublishedRun(*chosen);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    const Plan &shown = window.snapshot()->plan;
+    QCOMPARE(shown.request.pp, 2);
+    QCOMPARE(shown.request.microbatches, 8);
+    QCOMPARE(shown.mesh.tp, 8);
+    QCOMPARE(shown.mesh.dp, 48);
+    QVERIFY(shown.model->training.fp32_gradients);
+    const QString published = window.metrics()->valueText(QStringLiteral("published"));
+    QVERIFY2(published.contains(QStringLiteral("gpt-70b")), qPrintable(published));
+    QVERIFY2(published.contains(formatDuration(row->measured_step_s * 1e6) +
+                                QStringLiteral(" measured")),
+             qPrintable(published));
+    QVERIFY2(published.contains(formatDuration(table->predicted_step_s * 1e6) +
+                                QStringLiteral(" predicted")),
+             qPrintable(published));
+    QVERIFY2(published.contains(error), qPrintable(published));
+
+    // Another M is not the published run any more: the panel says so instead of an error.
+    window.controls()->microbatches()->spinBox()->setValue(16);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 16);
+    const QString changed = window.metrics()->valueText(QStringLiteral("published"));
+    QVERIFY2(changed.contains(QStringLiteral("differ")), qPrintable(changed));
+    QVERIFY2(!changed.contains(error), qPrintable(changed));
+    // Back to 8: it is again.
+    window.controls()->microbatches()->spinBox()->setValue(8);
+    window.settle();
+    QVERIFY(window.metrics()->valueText(QStringLiteral("published")).contains(error));
+    // Any other plan lets the published run go.
+    window.setPlan(examplePlan());
+    window.settle();
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("published")), QStringLiteral("\u2014"));
+  }
+
+  // Every shipped published run opens in the explorer and shows the table's error: the 1T
+  // SC'21 run's 64 pipeline stages (past the layer editor's spin boxes) among them.
+  void everyPublishedRunOpens() {
+    MainWindow window(quietOptions());
+    window.show();
+    for (const auto &name : validationSetNames()) {
+      auto set = loadValidationSet(name);
+      QVERIFY(set.ok());
+      for (const ValidationCase &row : set->cases) {
+        const QString where = QString::fromStdString(name + "/" + row.id);
+        auto table = predictValidationCase(row);
+        QVERIFY2(table.ok(), qPrintable(where));
+        window.openPublishedRun(PublishedRun{set->name, set->title, row});
+        window.settle();
+        QVERIFY2(window.errorMessage().isEmpty(),
+                 qPrintable(where + QStringLiteral(": ") + window.errorMessage()));
+        const QString published = window.metrics()->valueText(QStringLiteral("published"));
+        QVERIFY2(published.contains(formatDuration(table->predicted_step_s * 1e6) +
+                                    QStringLiteral(" predicted")) ||
+                     !table->step_error,
+                 qPrintable(where + QStringLiteral(": ") + published));
+        LayerEditor *editor = window.controls()->layerEditor();
+        const int stages = static_cast<int>(window.snapshot()->derivation->model_layout.size());
+        QCOMPARE(editor->stageCount(), stages <= LayerEditor::kMaxSpunStages ? stages : 0);
+        QCOMPARE(editor->summary()->text().count(QLatin1Char('|')), stages - 1);
+      }
+    }
   }
 
   void exportsWriteFiles() {

@@ -70,6 +70,35 @@ private slots:
     QVERIFY2(!QImage(shot).isNull(), qPrintable(output));
     QVERIFY2(!output.contains(QStringLiteral("the window shows")), qPrintable(output));
   }
+
+  void theExecutableOpensAPublishedRun() {
+    // --published SET/ID opens the row as File > Open published run does; a row or set that is
+    // not shipped is one line naming what there is, exit 2, no picture.
+    QTemporaryDir dir;
+    const QString shot = dir.filePath(QStringLiteral("published.png"));
+    QString output;
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
+                          QStringLiteral("megatron-core-h100/gpt-2")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("its rows are gpt-1.7b")), qPrintable(output));
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
+                          QStringLiteral("no-such-set/gpt-70b")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("the shipped sets are")), qPrintable(output));
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
+                          QStringLiteral("gpt-70b")},
+                         &output),
+             2);
+    QVERIFY2(output.contains(QStringLiteral("expected SET/ID")), qPrintable(output));
+    QVERIFY(!QFileInfo::exists(shot));
+    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
+                          QStringLiteral("megatron-core-h100/gpt-70b")},
+                         &output),
+             0);
+    QVERIFY2(!QImage(shot).isNull(), qPrintable(output));
+  }
 };
 
 QTEST_MAIN(TestExecutable)

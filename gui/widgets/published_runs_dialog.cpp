@@ -1,0 +1,230 @@
+#include "gui/widgets/published_runs_dialog.h"
+
+#include <QDialogButtonBox>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+#include <cmath>
+
+#include "gui/explorer/labels.h"
+#include "gui/timeline/palette.h"
+
+namespace pipescope::gui {
+
+namespace {
+
+enum Column { kRun, kGpus, kHardware, kMeasured, kPredicted, kError, kColumns };
+
+/// The bound on the worst step error (#13; docs/validation.md): a row past it is shown
+/// in the out-of-bounds colour.
+constexpr double kWorstStepErrorGoal = 0.08;
+
+// Item data: which set and row an item is (-1 for a set's own item).
+constexpr int kSetRole = Qt::UserRole;
+constexpr int kCaseRole = Qt::UserRole + 1;
+
+std::vector<ValidationSet> loadShippedSets(QString &problems) {
+  std::vector<ValidationSet> sets;
+  for (const auto &name : validationSetNames()) {
+    auto set = loadValidationSet(name);
+    if (set)
+      sets.push_back(std::move(*set));
+    else
+      problems += QString::fromStdString(set.error().message) + QLatin1Char('\n');
+  }
+  return sets;
+}
+
+QString signedPercent(double fraction) {
+  return QStringLiteral("%1%2 %")
+      .arg(fraction >= 0 ? QStringLiteral("+") : QString())
+      .arg(fraction * 100, 0, 'f', 1);
+}
+
+QString seconds(double s) {
+  return formatDuration(s * 1e6);
+}
+
+} // namespace
+
+PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
+  setWindowTitle(tr("Open published run"));
+  auto *layout = new QVBoxLayout(this);
+  auto *intro = new QLabel(
+      tr("Runs that someone measured and published, each with its source "
+         "(docs/validation.md). pipescope predicts each with the shipped preset of its GPU type; "
+         "open one to see it in the explorer as it was run, then vary it."),
+      this);
+  intro->setWordWrap(true);
+  layout->addWidget(intro);
+
+  tree_ = new QTreeWidget(this);
+  tree_->setObjectName(QStringLiteral("published_runs"));
+  tree_->setColumnCount(kColumns);
+  tree_->setHeaderLabels(
+      {tr("run"), tr("GPUs"), tr("GPU"), tr("measured"), tr("predicted"), tr("error")});
+  tree_->setRootIsDecorated(true);
+  tree_->setUniformRowHeights(true);
+  tree_->header()->setStretchLastSection(false);
+  tree_->header()->setSectionResizeMode(kRun, QHeaderView::Stretch);
+  for (int column = kGpus; column < kColumns; ++column)
+    tree_->header()->setSectionResizeMode(column, QHeaderView::ResizeToContents);
+  layout->addWidget(tree_, 1);
+
+  details_ = new QLabel(this);
+  details_->setObjectName(QStringLiteral("published_run_details"));
+  details_->setWordWrap(true);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setMinimumHeight(details_->fontMetrics().lineSpacing() * 5);
+  details_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  layout->addWidget(details_);
+
+  auto *buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);
+  open_ = buttons->addButton(tr("Open"), QDialogButtonBox::AcceptRole);
+  open_->setEnabled(false);
+  connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  layout->addWidget(buttons);
+
+  QString problems;
+  sets_ = std::make_shared<const std::vector<ValidationSet>>(loadShippedSets(problems));
+  for (int s = 0; s < static_cast<int>(sets_->size()); ++s) {
+    const ValidationSet &set = (*sets_)[static_cast<std::size_t>(s)];
+    auto *set_item = new QTreeWidgetItem(tree_);
+    set_item->setText(kRun, QString::fromStdString(set.title));
+    set_item->setToolTip(kRun, QString::fromStdString(set.source));
+    set_item->setFirstColumnSpanned(true);
+    set_item->setData(kRun, kSetRole, s);
+    set_item->setData(kRun, kCaseRole, -1);
+    set_item->setFlags(Qt::ItemIsEnabled);
+    for (int c = 0; c < static_cast<int>(set.cases.size()); ++c) {
+      const ValidationCase &row = set.cases[static_cast<std::size_t>(c)];
+      auto *item = new QTreeWidgetItem(set_item);
+      item->setText(kRun, QString::fromStdString(row.id));
+      item->setText(kGpus, QString::number(row.mesh.worldSize()));
+      item->setText(kHardware, QString::fromStdString(row.hardware_name));
+      item->setText(kMeasured,
+                    row.measured_step_s > 0 ? seconds(row.measured_step_s) : tr("memory only"));
+      item->setText(kPredicted, QStringLiteral("\u2026"));
+      for (int column = kGpus; column < kColumns; ++column)
+        item->setTextAlignment(column, Qt::AlignRight | Qt::AlignVCenter);
+      item->setData(kRun, kSetRole, s);
+      item->setData(kRun, kCaseRole, c);
+    }
+  }
+  tree_->expandAll();
+  if (!problems.isEmpty())
+    details_->setText(tr("Some sets could not be read: %1").arg(problems.toHtmlEscaped()));
+
+  connect(tree_, &QTreeWidget::currentItemChanged, this, &PublishedRunsDialog::showDetails);
+  connect(tree_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
+    if (item && item->data(kRun, kCaseRole).toInt() >= 0) accept();
+  });
+
+  // Each prediction is a whole evaluation (a 6144-GPU mesh among them): off the GUI thread.
+  watcher_ = new QFutureWatcher<std::vector<PublishedPrediction>>(this);
+  connect(watcher_, &QFutureWatcherBase::finished, this, &PublishedRunsDialog::showPredictions);
+  watcher_->setFuture(QtConcurrent::run([sets = sets_] {
+    std::vector<PublishedPrediction> predictions;
+    for (const auto &set : *sets)
+      for (const auto &row : set.cases) {
+        PublishedPrediction prediction;
+        if (auto result = predictValidationCase(row)) {
+          prediction.step_s = result->predicted_step_s;
+          prediction.step_error = result->step_error;
+        } else {
+          prediction.error = QString::fromStdString(result.error().message);
+        }
+        predictions.push_back(std::move(prediction));
+      }
+    return predictions;
+  }));
+  resize(760, 560);
+}
+
+// The worker holds its own reference to the sets, so closing the dialog early is safe.
+PublishedRunsDialog::~PublishedRunsDialog() = default;
+
+void PublishedRunsDialog::waitForPredictions() {
+  watcher_->waitForFinished();
+  showPredictions(); // the finished signal may still be queued
+}
+
+void PublishedRunsDialog::showPredictions() {
+  if (predictions_shown_ || !watcher_->isFinished()) return;
+  predictions_shown_ = true;
+  const std::vector<PublishedPrediction> predictions = watcher_->result();
+  std::size_t index = 0;
+  for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
+    QTreeWidgetItem *set_item = tree_->topLevelItem(s);
+    for (int c = 0; c < set_item->childCount() && index < predictions.size(); ++c, ++index) {
+      QTreeWidgetItem *item = set_item->child(c);
+      const PublishedPrediction &prediction = predictions[index];
+      if (!prediction.error.isEmpty()) {
+        item->setText(kPredicted, tr("cannot predict"));
+        item->setToolTip(kPredicted, prediction.error);
+        continue;
+      }
+      item->setText(kPredicted, seconds(prediction.step_s));
+      if (prediction.step_error) {
+        item->setText(kError, signedPercent(*prediction.step_error));
+        if (std::abs(*prediction.step_error) > kWorstStepErrorGoal) {
+          item->setForeground(kError, palette::badValue());
+          item->setToolTip(kError, tr("Beyond the 8 % the cost model aims for on every row; "
+                                      "docs/validation.md says what is known of why."));
+        }
+      } else {
+        item->setText(kError, QStringLiteral("\u2014"));
+      }
+    }
+  }
+}
+
+std::optional<PublishedRun> PublishedRunsDialog::selected() const {
+  const QTreeWidgetItem *item = tree_->currentItem();
+  if (!item) return std::nullopt;
+  const int s = item->data(kRun, kSetRole).toInt(), c = item->data(kRun, kCaseRole).toInt();
+  if (c < 0 || s < 0 || s >= static_cast<int>(sets_->size())) return std::nullopt;
+  const ValidationSet &set = (*sets_)[static_cast<std::size_t>(s)];
+  if (c >= static_cast<int>(set.cases.size())) return std::nullopt;
+  return PublishedRun{set.name, set.title, set.cases[static_cast<std::size_t>(c)]};
+}
+
+bool PublishedRunsDialog::select(const QString &set, const QString &id) {
+  for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
+    QTreeWidgetItem *set_item = tree_->topLevelItem(s);
+    const int index = set_item->data(kRun, kSetRole).toInt();
+    if (QString::fromStdString((*sets_)[static_cast<std::size_t>(index)].name) != set) continue;
+    for (int c = 0; c < set_item->childCount(); ++c)
+      if (set_item->child(c)->text(kRun) == id) {
+        tree_->setCurrentItem(set_item->child(c));
+        tree_->scrollToItem(set_item->child(c));
+        return true;
+      }
+  }
+  return false;
+}
+
+void PublishedRunsDialog::showDetails() {
+  const auto run = selected();
+  open_->setEnabled(run.has_value());
+  if (!run) {
+    details_->clear();
+    return;
+  }
+  const ValidationCase &row = run->row;
+  QString text = QStringLiteral("<b>%1</b> (%2)<br>%3")
+                     .arg(QString::fromStdString(row.id).toHtmlEscaped(),
+                          QString::fromStdString(run->set_name).toHtmlEscaped(),
+                          QString::fromStdString(row.published).toHtmlEscaped());
+  if (!row.measured_how.empty())
+    text += QStringLiteral("<br><span style='color:%1'>%2</span>")
+                .arg(palette::hintText().name(),
+                     QString::fromStdString(row.measured_how).toHtmlEscaped());
+  details_->setText(text);
+}
+
+} // namespace pipescope::gui

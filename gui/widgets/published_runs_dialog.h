@@ -1,0 +1,62 @@
+#pragma once
+// File > Open published run: every run of the shipped validation sets (docs/validation.md,
+// `pipescope compare --published all`), with what was measured and what pipescope predicts, to
+// open in the explorer exactly as it was run and vary from there. The list shows at once; the
+// predictions fill in from a worker thread.
+#include <QDialog>
+#include <QFutureWatcher>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/validation.h"
+
+class QLabel;
+class QPushButton;
+class QTreeWidget;
+
+namespace pipescope::gui {
+
+/// One published run and the set it belongs to.
+struct PublishedRun {
+  std::string set_name;  ///< the set's file stem (`compare --published NAME`)
+  std::string set_title; ///< who measured what, on which GPUs
+  ValidationCase row;
+};
+
+/// What the table predicts for one row: the step and its error, or why it cannot be predicted.
+struct PublishedPrediction {
+  double step_s = 0;
+  std::optional<double> step_error;
+  QString error; ///< non-empty when the row cannot be predicted
+};
+
+class PublishedRunsDialog : public QDialog {
+  Q_OBJECT
+public:
+  explicit PublishedRunsDialog(QWidget *parent = nullptr);
+  ~PublishedRunsDialog() override;
+
+  /// The selected run (what Open opens), if a run is selected.
+  std::optional<PublishedRun> selected() const;
+  /// Selects the row `id` of the set `set`; false if there is none.
+  bool select(const QString &set, const QString &id);
+  /// Blocks until the predictions are in the list (tests, screenshots).
+  void waitForPredictions();
+  QTreeWidget *tree() const { return tree_; }
+
+private:
+  void showPredictions();
+  void showDetails();
+
+  std::shared_ptr<const std::vector<ValidationSet>> sets_;
+  QTreeWidget *tree_ = nullptr;
+  QLabel *details_ = nullptr;
+  QPushButton *open_ = nullptr;
+  /// One prediction per row, in the order of sets_ and their cases.
+  QFutureWatcher<std::vector<PublishedPrediction>> *watcher_ = nullptr;
+  bool predictions_shown_ = false;
+};
+
+} // namespace pipescope::gui
