@@ -239,6 +239,7 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                   holders[1] + "; give one set with --published to write its plan");
   }
   std::vector<std::string> explanation;
+  std::vector<ValidationResult> results;
   for (const auto &set : sets)
     for (const auto &validation_case : set.cases) {
       if (only_row && validation_case.id != *only_row) continue;
@@ -289,7 +290,9 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       row["explanation"] = explanationJson(*result);
       if (only_row) explanation = explanationLines(*result);
       rows.push_back(std::move(row));
+      results.push_back(std::move(*result));
     }
+  const LayoutRanking ranking = layoutRanking(results);
   const double mean = count ? sum / count : 0;
   const double memory_mean = memory_count ? memory_sum / memory_count : 0;
   if (as_json) {
@@ -303,6 +306,10 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                 {"mean_abs_memory_error", memory_mean},
                 {"worst_abs_memory_error", memory_worst}};
     if (save_plan) out["saved_plan"] = *save_plan;
+    if (ranking.pairs > 0)
+      out["layout_ranking"] = {{"pairs", ranking.pairs},
+                               {"ordered", ranking.ordered},
+                               {"misordered", ranking.misordered}};
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -320,6 +327,17 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   if (only_row) return 0;
   std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
             << percentText(mean) << ", worst " << percentText(worst) << '\n';
+  if (ranking.pairs > 0) {
+    std::cout << (markdown ? "\n" : "")
+              << "layouts of one workload (model, GPUs, tokens per step) ordered as measured: "
+              << ranking.ordered << " of " << ranking.pairs << " pairs";
+    std::string misordered;
+    for (const auto &pair : ranking.misordered)
+      misordered += (misordered.empty() ? "" : "; ") + pair;
+    if (!misordered.empty())
+      std::cout << " (measured faster first, predicted slower: " << misordered << ")";
+    std::cout << '\n';
+  }
   if (memory_count > 0)
     std::cout << (markdown ? "\n" : "") << "peak memory over " << memory_count
               << " runs: mean |error| " << percentText(memory_mean) << ", worst "

@@ -196,6 +196,33 @@ Plan validationCasePlan(const ValidationCase &validation_case) {
   return plan;
 }
 
+double stepTokens(const ValidationCase &validation_case) {
+  const ValidationCase &c = validation_case;
+  return static_cast<double>(c.request.microbatches) * c.setup.model.microbatch_size *
+         c.setup.model.sequence_length * c.mesh.dp;
+}
+
+LayoutRanking layoutRanking(const std::vector<ValidationResult> &results) {
+  LayoutRanking ranking;
+  for (std::size_t i = 0; i < results.size(); ++i)
+    for (std::size_t j = i + 1; j < results.size(); ++j) {
+      const ValidationCase &a = *results[i].validation_case, &b = *results[j].validation_case;
+      if (!results[i].step_error || !results[j].step_error) continue;
+      if (a.setup.model.name != b.setup.model.name || a.hardware_name != b.hardware_name ||
+          a.mesh.worldSize() != b.mesh.worldSize() || stepTokens(a) != stepTokens(b) ||
+          a.measured_step_s == b.measured_step_s)
+        continue;
+      ++ranking.pairs;
+      const bool a_faster = a.measured_step_s < b.measured_step_s;
+      const bool predicted_a_faster = results[i].predicted_step_s < results[j].predicted_step_s;
+      if (a_faster == predicted_a_faster)
+        ++ranking.ordered;
+      else
+        ranking.misordered.push_back(a_faster ? a.id + " vs " + b.id : b.id + " vs " + a.id);
+    }
+  return ranking;
+}
+
 double comparedMemoryGib(const ValidationCase &validation_case, const ModelReport &report) {
   const int rank = validation_case.memory_pipeline_rank;
   if (rank >= 0 && static_cast<std::size_t>(rank) < report.memory.size())

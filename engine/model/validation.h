@@ -86,6 +86,21 @@ Plan validationCasePlan(const ValidationCase &validation_case);
 /// was measured on (memory_pipeline_rank), else the busiest rank.
 double comparedMemoryGib(const ValidationCase &validation_case, const ModelReport &report);
 
+/// What a planner needs most: does the prediction order the layouts of one workload as they
+/// measured? A pair is two timed rows of the same model on the same GPU type and count with the
+/// same tokens per step, on different layouts, whose measured steps differ; it is ordered when
+/// the faster one measured is also the faster one predicted.
+struct LayoutRanking {
+  int pairs = 0;
+  int ordered = 0;
+  /// The pairs predicted the other way round: "a vs b" with a the one measured faster.
+  std::vector<std::string> misordered;
+};
+/// Tokens one step of the row trains on: microbatches × microbatch size × sequence × DP.
+double stepTokens(const ValidationCase &validation_case);
+/// The layout pairs among `results` (rows of any sets, each with its validation_case).
+LayoutRanking layoutRanking(const std::vector<ValidationResult> &results);
+
 /// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step).
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
 
