@@ -300,7 +300,7 @@ private slots:
   // step (Qwen3-235B-A22B's five layouts on 256 H100s, one of them tied; Qwen3-30B-A3B's PP 2
   // and EP 16 on 16 H100s), 8 are predicted in the measured order. The two that are not both
   // hold the EP 8, PP 32 row, measured 23-37 % slower than the two it is paired with and
-  // predicted 2-11 % faster (docs/validation.md). A hand-made pair checks the counting.
+  // predicted 1-11 % faster (docs/validation.md). A hand-made pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
