@@ -77,21 +77,16 @@ private slots:
     QTemporaryDir dir;
     const QString shot = dir.filePath(QStringLiteral("published.png"));
     QString output;
-    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
-                          QStringLiteral("megatron-core-h100/gpt-2")},
-                         &output),
-             2);
-    QVERIFY2(output.contains(QStringLiteral("its rows are gpt-1.7b")), qPrintable(output));
-    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
-                          QStringLiteral("no-such-set/gpt-70b")},
-                         &output),
-             2);
-    QVERIFY2(output.contains(QStringLiteral("the shipped sets are")), qPrintable(output));
-    QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
-                          QStringLiteral("gpt-70b")},
-                         &output),
-             2);
-    QVERIFY2(output.contains(QStringLiteral("expected SET/ID")), qPrintable(output));
+    for (const auto &[value, says] :
+         {std::pair{"megatron-core-h100/gpt-2", "its rows are gpt-1.7b"},
+          std::pair{"no-such-set/gpt-70b", "the shipped sets are"},
+          std::pair{"gpt-70b", "expected SET/ID"}}) {
+      QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
+                            QString::fromLatin1(value)},
+                           &output),
+               2);
+      QVERIFY2(output.contains(QString::fromLatin1(says)), qPrintable(output));
+    }
     QVERIFY(!QFileInfo::exists(shot));
     QCOMPARE(runExplorer({QStringLiteral("--screenshot"), shot, QStringLiteral("--published"),
                           QStringLiteral("megatron-core-h100/gpt-70b")},
