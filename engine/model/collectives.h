@@ -31,4 +31,19 @@ double allReduceUs(const HardwareSpec &hardware, CollectiveAlgorithm algorithm, 
 CollectiveAlgorithm allReduceAlgorithm(const HardwareSpec &hardware, CollectiveAlgorithm algorithm,
                                        double bytes, int ranks, int nodes, LinkKind link);
 
+/// What a rank's step pays of `comm_us` of DP collectives issued as `compute_us` of its compute
+/// runs (gradients reduced bucket by bucket as a backward produces them, or parameters gathered
+/// ahead of a forward): all but what the compute hides, and never less than one of the rank's
+/// `units` layer-sized buckets, which can only start when its compute is done.
+/// - One chunk a rank: max(comm − compute, comm / units).
+/// - `chunks` V > 1 in loop order (interleaved schedules): each chunk syncs on its own, once its
+///   last microbatch is through it (Megatron-Core's interleaved schedule calls grad_sync_func
+///   and param_sync_func per model chunk: megatron/core/pipeline_parallel/schedules.py at
+///   f2e5db402c; PyTorch's pipelining reduces each stage's gradients at its last backward). The
+///   last group of P microbatches runs chunk V−1 down to chunk 0, so the chunks finish P chunk
+///   passes apart: the first chunk's collectives hide behind (V−1)·P chunk passes and its own,
+///   the others queue behind them, and the last chunk's share hides only behind its own pass.
+///   With b = compute / V: max(comm − b·(1 + (V−1)·P), comm / V − b, comm / units).
+double overlappedSyncExposedUs(double comm_us, double compute_us, int chunks, int pp, int units);
+
 } // namespace pipescope

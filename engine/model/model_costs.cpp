@@ -451,6 +451,13 @@ std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
 
 } // namespace
 
+double overlappedSyncExposedUs(double comm_us, double compute_us, int chunks, int pp, int units) {
+  const double floor = comm_us / std::max(1, units);
+  if (chunks <= 1) return std::max(comm_us - compute_us, floor);
+  const double chunk = compute_us / chunks;
+  return std::max({comm_us - chunk * (1 + (chunks - 1) * pp), comm_us / chunks - chunk, floor});
+}
+
 double ringAllReduceUs(double bytes, int ranks, double bus_gbps, double latency_us) {
   if (ranks <= 1) return 0;
   return 2.0 * (ranks - 1) / ranks * bytes / (bus_gbps * 1e3) + 2.0 * (ranks - 1) * latency_us;
@@ -1105,24 +1112,32 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const int units = std::max(1, an.rank_layers[i]);
       // Overlapped: `comm_us` of collectives issued unit by unit as `compute_us` of compute runs
       // (gradients bucketed as the backward produces them, FSDP's next unit gathered while this
-      // one computes) hides behind it, except the last unit's, which can only start when the
-      // compute is done.
+      // one computes) hides behind it, except the last unit's (overlappedSyncExposedUs).
       const auto exposed = [&](double comm_us, double compute_us) {
-        return training.overlap_gradient_sync ? std::max(comm_us - compute_us, comm_us / units)
-                                              : comm_us;
+        return training.overlap_gradient_sync
+                   ? overlappedSyncExposedUs(comm_us, compute_us, 1, P, units)
+                   : comm_us;
+      };
+      // The step's DP sync on an interleaved rank goes chunk by chunk (Megatron-Core's
+      // grad_sync_func and param_sync_func per model chunk).
+      const int chunks = placement.kind == PlacementKind::Loop ? placement.chunks : 1;
+      const auto exposedByChunk = [&](double comm_us, double rank_compute_us) {
+        return training.overlap_gradient_sync
+                   ? overlappedSyncExposedUs(comm_us, rank_compute_us, chunks, P, units)
+                   : comm_us;
       };
       if (training.zero_stage < 3 || mesh.dataCpSize() <= 1) {
         an.rank_sync_us[i] = sync;
         // ZeRO-1/2 overlapped (Megatron's --overlap-grad-reduce with --overlap-param-gather):
-        // the gradients' reduce-scatter hides behind the last backward, the updated
-        // parameters' all-gather behind the next step's first forward, bucket by bucket
+        // the gradients' reduce-scatter hides behind the last backward (of each chunk), the
+        // updated parameters' all-gather behind the next step's first forward, bucket by bucket
         // (megatron/core/distributed/param_and_grad_buffer.py: the gather of a bucket is
         // waited on in the forward pre-hook of its first use).
         an.rank_sync_exposed_us[i] =
             training.zero_stage >= 1 && mesh.dataCpSize() > 1 && training.overlap_gradient_sync
-                ? exposed(gradient_sync / 2, rank_last_backward[i]) +
-                      exposed(parameter_sync / 2, rank_first_forward[i])
-                : exposed(sync, rank_last_backward[i]);
+                ? exposedByChunk(gradient_sync / 2, rank_last_backward[i]) +
+                      exposedByChunk(parameter_sync / 2, rank_first_forward[i])
+                : exposedByChunk(sync, rank_last_backward[i]);
       } else if (zero3HoldsGathered(training, P)) {
         // One all-gather of every unit before its first forward (each half an all-reduce), hidden
         // by the first microbatch's forward; one reduce-scatter in the last backward. The

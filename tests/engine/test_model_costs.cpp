@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/lowering.h"
+#include "engine/model/collectives.h"
 #include "engine/model/model_setup.h"
 #include "engine/schedule.h"
 #include "engine/simulator.h"
@@ -125,6 +126,7 @@ private slots:
   void tpAllReduceIsRing();
   void pipelineTransfers();
   void gradientSyncOverlap();
+  void interleavedSyncGoesChunkByChunk();
   void throughputAndMfu();
   void modelThatCannotFitIsFlagged();
   void someRanksFitOthersDoNot();
@@ -549,6 +551,56 @@ void TestModelCosts::gradientSyncOverlap() {
   QVERIFY(run->report.dp.time_s * 1e6 >= expected * (1 - 1e-9));
   QCOMPARE(run->report.dp.link, std::string("inter-node"));
   QVERIFY(run->report.dp.exposed_time_s < run->report.dp.time_s);
+}
+
+// An interleaved rank syncs each chunk once its last microbatch is through it
+// (overlappedSyncExposedUs, Megatron-Core's grad_sync_func per model chunk): by hand, then on a
+// model, where V = 4 chunks hide more of the same sync than one chunk does.
+void TestModelCosts::interleavedSyncGoesChunkByChunk() {
+  // One chunk: all but the compute, at least one of 10 units' share.
+  QCOMPARE(overlappedSyncExposedUs(100, 60, 1, 4, 10), 40.0);
+  QCOMPARE(overlappedSyncExposedUs(100, 95, 1, 4, 10), 10.0);
+  // V = 4, P = 2, 80 us of compute: b = 20 a chunk, the first chunk's sync hides behind
+  // 20 · (1 + 3 · 2) = 140 us. 300 us queue past it by 160; 100 us fit, but the last chunk's
+  // 25 us share hides behind only its own 20 us (5), below one unit's 10.
+  QCOMPARE(overlappedSyncExposedUs(300, 80, 4, 2, 10), 160.0);
+  QCOMPARE(overlappedSyncExposedUs(100, 80, 4, 2, 10), 10.0);
+  QCOMPARE(overlappedSyncExposedUs(100, 80, 4, 2, 40), 5.0);
+  QCOMPARE(overlappedSyncExposedUs(100, 80, 4, 2, 1), 100.0);
+
+  ModelSetup setup = flatPresetSetup("llama3-8b", "h100-sxm");
+  setup.training.zero_stage = 1;
+  setup.training.overlap_gradient_sync = true;
+  setup.training.fp32_gradients = true;
+  setup.model.sequence_length = 512; // a short backward: the sync outlasts one chunk's
+  const Mesh mesh = makeMesh(8, 4, 2);
+  auto one_chunk = simulateModel(setup, mesh, request("1f1b", 2, 8));
+  auto four_chunks = simulateModel(setup, mesh, request("interleaved-1f1b", 2, 8, 4));
+  REQUIRE_OK(one_chunk);
+  REQUIRE_OK(four_chunks);
+  QVERIFY(near(four_chunks->report.dp.time_s, one_chunk->report.dp.time_s, 0.01));
+  // The sync outlasts the compute either way, so a rank's reduce-scatter and all-gather hide
+  // behind (1 + (V − 1)·P)/V = 7/4 of its backward and forward instead of one of each: 3/4·(B + F)
+  // more, B and F the rank's passes of one microbatch (the same on both placements).
+  double least = 1e300, most = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    double passes = 0;
+    const Placement &placement = four_chunks->schedule.placement;
+    for (int v = 0; v < placement.stageCount(); ++v)
+      if (placement.rankOf(v) == rank) {
+        const StageCost &cost =
+            four_chunks->derivation.costs.stage_overrides[static_cast<std::size_t>(v)];
+        passes += cost.forward_us + cost.backward_us;
+      }
+    least = std::min(least, 0.75 * passes);
+    most = std::max(most, 0.75 * passes);
+  }
+  const double hidden_us =
+      (one_chunk->report.dp.exposed_time_s - four_chunks->report.dp.exposed_time_s) * 1e6;
+  QVERIFY2(
+      hidden_us > least * (1 - 1e-6) && hidden_us < most * (1 + 1e-6),
+      qPrintable(
+          QStringLiteral("%1 us hidden, expected %2 to %3").arg(hidden_us).arg(least).arg(most)));
 }
 
 void TestModelCosts::throughputAndMfu() {
