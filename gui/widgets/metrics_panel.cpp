@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gui/run/measurement.h"
 #include "gui/timeline/palette.h"
 #include "gui/timeline/time_mapping.h"
 
@@ -132,11 +133,6 @@ void MetricsPanel::showPublishedRun() {
   const QString source = QStringLiteral("<br><span style='color:%1'>%2</span>")
                              .arg(palette::hintText().name(),
                                   QString::fromStdString(published_->set_title).toHtmlEscaped());
-  const auto signedPercent = [](double fraction) {
-    return QStringLiteral("%1%2 %")
-        .arg(fraction >= 0 ? QStringLiteral("+") : QStringLiteral("\u2212"))
-        .arg(std::abs(fraction) * 100, 0, 'f', 1);
-  };
   QStringList measured;
   if (row.measured_step_s > 0)
     measured << tr("step %1").arg(formatDuration(row.measured_step_s * 1e6));
@@ -155,15 +151,15 @@ void MetricsPanel::showPublishedRun() {
     against << tr("step %1 measured, %2 predicted (%3)")
                    .arg(formatDuration(row.measured_step_s * 1e6),
                         formatDuration(report.step_time_s * 1e6),
-                        signedPercent((report.step_time_s - row.measured_step_s) /
-                                      row.measured_step_s));
+                        formatSignedPercent((report.step_time_s - row.measured_step_s) /
+                                            row.measured_step_s));
   if (row.measured_memory_gib) {
     const double predicted = comparedMemoryGib(row, report);
     against << tr("peak memory %1 GiB measured, %2 GiB predicted (%3)")
                    .arg(*row.measured_memory_gib, 0, 'f', 1)
                    .arg(predicted, 0, 'f', 1)
-                   .arg(signedPercent((predicted - *row.measured_memory_gib) /
-                                      *row.measured_memory_gib));
+                   .arg(formatSignedPercent((predicted - *row.measured_memory_gib) /
+                                            *row.measured_memory_gib));
   }
   label->setText(id + QStringLiteral(": ") + against.join(QStringLiteral("; ")) + source);
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "gui/explorer/labels.h"
+#include "gui/run/measurement.h"
 #include "gui/timeline/palette.h"
 
 namespace pipescope::gui {
@@ -36,12 +37,6 @@ std::vector<ValidationSet> loadShippedSets(QString &problems) {
       problems += QString::fromStdString(set.error().message) + QLatin1Char('\n');
   }
   return sets;
-}
-
-QString signedPercent(double fraction) {
-  return QStringLiteral("%1%2 %")
-      .arg(fraction >= 0 ? QStringLiteral("+") : QString())
-      .arg(fraction * 100, 0, 'f', 1);
 }
 
 QString seconds(double s) {
@@ -170,7 +165,7 @@ void PublishedRunsDialog::showPredictions() {
       }
       item->setText(kPredicted, seconds(prediction.step_s));
       if (prediction.step_error) {
-        item->setText(kError, signedPercent(*prediction.step_error));
+        item->setText(kError, formatSignedPercent(*prediction.step_error));
         if (std::abs(*prediction.step_error) > kWorstStepErrorGoal) {
           item->setForeground(kError, palette::badValue());
           item->setToolTip(kError, tr("Beyond the 8 % the cost model aims for on every row; "

@@ -14,6 +14,7 @@
 
 #include "engine/model/validation.h"
 #include "engine/plan_file.h"
+#include "gui/run/measurement.h"
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/layer_editor.h"
 #include "gui/widgets/main_window.h"
@@ -145,7 +146,7 @@ private slots:
     QVERIFY(row != set->cases.end());
     auto table = predictValidationCase(*row);
     QVERIFY(table.ok());
-    const QString error = QStringLiteral("+%1 %").arg(*table->step_error * 100, 0, 'f', 1);
+    const QString error = formatSignedPercent(*table->step_error);
 
     PublishedRunsDialog dialog;
     dialog.waitForPredictions();
