@@ -32,55 +32,60 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-sc21-a100/gpt-310.1b", 0.015},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
     {"megatron-sc21-a100/gpt-1008b", 0.065},
-    // -8.0 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // -1.9 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute, and each
     // MoE layer leaves the GPU its host time; the figure is a whole-run mean (batch ramp,
     // restarts and checkpoints inside it). Held out of the goal below (docs/validation.md, which
     // also sets a MoE layer against DeepSeek's kernel profile).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.08},
-    // Megatron-Core r0.8.0 weak scaling on H100 in BF16 (held out: checks the H100 BF16 curve;
-    // the launch settings the table leaves out are assumed, see the set's notes). The small
-    // models on few TP ranks come out fast (1.7B on TP 1: -19 %, 7.1B on TP 2: -18 %, with the
-    // unfused loss's passes over 131,072 logits a token and the embedding table's dense gradient
-    // priced; -27 and -21 % without), the 32B on TP 8 slow (+19 %: its fp32 gradient
-    // reduce-scatter on one NIC per GPU is not hidden by the last of its 4 microbatches'
-    // backward).
-    {"megatron-core-h100/gpt-1.7b", 0.19},
-    {"megatron-core-h100/gpt-7.1b", 0.19},
-    {"megatron-core-h100/gpt-16b", 0.07},
-    {"megatron-core-h100/gpt-32b", 0.2},
-    {"megatron-core-h100/gpt-70b", 0.025},
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.03},
+    // Megatron-Core r0.8.0 on H100 in BF16, interleaved with one layer a virtual stage where
+    // PP > 1 (the README's overlapped PP communication exists only in that schedule at that
+    // commit; the set's notes). The BF16 level (0.55 at the plateau) is fitted on gpt-1.7b,
+    // gpt-7.1b and gpt-177b-strong-96, whose steps are that level's alone
+    // (docs/measurements/fit_h100_levels.py); the others are held out: the large models within
+    // 4.2 %, the strong-scaling end at 4608 GPUs -3.4 %. The PP 1 rows on TP 4 and 8 come out
+    // slow (16B +8.6 %, 32B +34 %): their fp32 gradient reduce-scatter on one or two NICs a GPU
+    // is not hidden by the last of 4 microbatches' backward, and the 32B's compute alone is
+    // over its published step (docs/validation.md).
+    {"megatron-core-h100/gpt-1.7b", 0.05},
+    {"megatron-core-h100/gpt-7.1b", 0.01},
+    {"megatron-core-h100/gpt-16b", 0.095},
+    {"megatron-core-h100/gpt-32b", 0.35},
+    {"megatron-core-h100/gpt-70b", 0.02},
     {"megatron-core-h100/gpt-119b", 0.045},
-    {"megatron-core-h100/gpt-177b", 0.045},
-    {"megatron-core-h100/gpt-314b", 0.03},
-    {"megatron-core-h100/gpt-462b", 0.025},
+    {"megatron-core-h100/gpt-177b", 0.03},
+    {"megatron-core-h100/gpt-314b", 0.045},
+    {"megatron-core-h100/gpt-462b", 0.045},
+    {"megatron-core-h100/gpt-177b-strong-96", 0.025},
+    {"megatron-core-h100/gpt-177b-strong-4608", 0.04},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
-    // fit the H100 FP8 curve's one factor (0.80 of the bf16 curve, with TP overlap as run).
-    {"megatron-bridge-h100/llama3-70b-gbs128", 0.055},
-    {"megatron-bridge-h100/llama3-70b-gbs256", 0.08},
-    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.11},
-    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.015},
+    // fit the H100 FP8 curve's one factor (1.00 of the BF16 curve, the most the fit allows, with
+    // TP overlap as run): the 70B rows, whose last stage also runs the BF16 head, come out slow,
+    // the 405B row of the 25.11 container fast.
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.095},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.125},
+    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.095},
+    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.01},
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
     // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on), and the MoE layers' host
-    // time fitted on the Megatron-MoE-ModelZoo rows below: -3.0 %, -3.9 %, +2.7 % (-40 %, -40 %,
-    // -26 % before it), DeepSeek-V3 -11.8 %. The 25.11 figure of the PP 2 configuration (5113
-    // tokens/s/GPU, against 9058 in 26.02.01 for the same settings) stays -58 %: software moved
-    // it more than any model term.
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.59},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.035},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.045},
+    // time of the Megatron-MoE-ModelZoo rows below: -1.2 %, -2.7 %, +2.7 %, DeepSeek-V3 -7.4 %.
+    // The 25.11 figure of the PP 2 configuration (5113 tokens/s/GPU, against 9058 in 26.02.01
+    // for the same settings) stays -58 %: software moved it more than any model term.
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.585},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.02},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.035},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.03},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.125},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.085},
     // Megatron-Core's MoE best practice, Qwen3-235B-A22B on 256 H100s in BF16: the declared fit
-    // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 11.6 %
-    // here, 28.4 % without it). The intra-node EP 8 rows with 16 local experts on PP 32 or TP 4
-    // stay too fast, the EP 32 row without the all-to-all overlap too slow.
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep", 0.10},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep-a2a-overlap", 0.01},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.11},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.21},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.18},
+    // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 12.9 %
+    // here; 12.3 % at 2.0 ms, the flat least, docs/validation.md). The EP 32 rows (4 local
+    // experts) come out slow, the intra-node EP 8 rows with 16 on PP 32 or TP 4 fast.
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep", 0.21},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep-a2a-overlap", 0.15},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.13},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.09},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.11},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -105,15 +110,21 @@ const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// 8.9 % worst on such a set); today 1.9 % and 5.6 %.
 constexpr double kMeanStepErrorBound = 0.025;
 constexpr double kWorstStepErrorBound = 0.065;
+/// The rows the H100 BF16 curve's level was fit on (docs/measurements/fit_h100_levels.py):
+/// steps that are that level's alone, no pipeline bubble and a hidden DP sync. Today 2.3 %.
+const std::set<std::string> kBf16FitRows = {"megatron-core-h100/gpt-1.7b",
+                                            "megatron-core-h100/gpt-7.1b",
+                                            "megatron-core-h100/gpt-177b-strong-96"};
+constexpr double kBf16FitMeanBound = 0.025;
 /// The rows the H100 FP8 curve's factor was fit on (with TP overlap as their recipes run it):
-/// today 5.3 % mean, 8.7 % worst.
+/// today 7.5 % mean, 11.8 % worst.
 const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
-constexpr double kFitMeanBound = 0.061, kFitWorstBound = 0.11;
-/// Every row: today 7.7 % mean, 58.4 % worst (the 3.5 % / 8 % goal is not met over
+constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
+/// Every row: today 7.1 % mean, 57.6 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.08, kAllWorstBound = 0.59;
+constexpr double kAllMeanBound = 0.075, kAllWorstBound = 0.585;
 
 } // namespace
 
@@ -237,8 +248,9 @@ private slots:
   }
 
   void everyRowWithinItsBound() {
-    double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, all_sum = 0, all_worst = 0;
-    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0;
+    double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, bf16_fit_sum = 0, all_sum = 0,
+           all_worst = 0;
+    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0, bf16_fit_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -271,6 +283,10 @@ private slots:
           fit_worst = std::max(fit_worst, error);
           ++fit_rows;
         }
+        if (kBf16FitRows.count(key) != 0) {
+          bf16_fit_sum += error;
+          ++bf16_fit_rows;
+        }
         if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
@@ -282,6 +298,9 @@ private slots:
     QVERIFY(goal_rows > 0);
     QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
+    QCOMPARE(bf16_fit_rows, static_cast<int>(kBf16FitRows.size()));
+    QVERIFY2(bf16_fit_sum / bf16_fit_rows <= kBf16FitMeanBound,
+             std::to_string(bf16_fit_sum / bf16_fit_rows).c_str());
     QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
     QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
     QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
@@ -289,18 +308,12 @@ private slots:
     QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
   }
 
-  // torchtitan's FSDP rows, predicted by hand per rank (Llama 3.1 8B, Ψ = 8,030,261,248
-  // parameters, layer L = 218,112,000, outside the layers O = 1,050,677,248; b = 2, s = 8192,
-  // V = 128,256): shards (2 + 2 + 12)Ψ/N, gathered 2(2L + O) parameters and 2(L + O)
-  // gradients, 32 layers of torchtitan's per-op checkpointing (1,042,284,544 bytes each), the
-  // head's input and norm (4·s·b·h) and fp32 logits (4·s·b·V), and torch's cross-entropy
-  // backward (8·s·b·V).
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
   // one step: of the 10 pairs of published runs of one model on the same GPUs and tokens per
   // step (Qwen3-235B-A22B's five layouts on 256 H100s, one of them tied; Qwen3-30B-A3B's PP 2
-  // and EP 16 on 16 H100s), 8 are predicted in the measured order. The two that are not both
-  // hold the EP 8, PP 32 row, measured 23-37 % slower than the two it is paired with and
-  // predicted 1-11 % faster (docs/validation.md). A hand-made pair checks the counting.
+  // and EP 16 on 16 H100s), 9 are predicted in the measured order. The one that is not holds
+  // the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and predicted 6 %
+  // faster (docs/validation.md). A hand-made pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
@@ -311,7 +324,7 @@ private slots:
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
     QCOMPARE(ranking.pairs, 10);
-    QVERIFY2(ranking.ordered >= 8, std::to_string(ranking.ordered).c_str());
+    QVERIFY2(ranking.ordered >= 9, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos, pair.c_str());
 
@@ -369,6 +382,12 @@ private slots:
     }
   }
 
+  // torchtitan's FSDP rows, predicted by hand per rank (Llama 3.1 8B, Ψ = 8,030,261,248
+  // parameters, layer L = 218,112,000, outside the layers O = 1,050,677,248; b = 2, s = 8192,
+  // V = 128,256): shards (2 + 2 + 12)Ψ/N, gathered 2(2L + O) parameters and 2(L + O)
+  // gradients, 32 layers of torchtitan's per-op checkpointing (1,042,284,544 bytes each), the
+  // head's input and norm (4·s·b·h) and fp32 logits (4·s·b·V), and torch's cross-entropy
+  // backward (8·s·b·V).
   void torchtitanMemoryByHand() {
     auto set = loadValidationSet("torchtitan-h100-96gb");
     QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
