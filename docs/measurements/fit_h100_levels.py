@@ -44,6 +44,11 @@ FAMILY = ("h100-sxm", "h200", "h800", "h100-hbm2e-96gb")
 PRESETS = "resources/presets/hardware"
 
 
+def steps(low, high):
+    """low, low + 0.01, ..., high."""
+    return [round(low + 0.01 * i, 2) for i in range(int(round((high - low) / 0.01)) + 1)]
+
+
 def curve(level):
     return [{"size": size, "efficiency": round(level * relative, 4)} for size, relative in SHAPE]
 
@@ -106,7 +111,6 @@ def main():
     sets = sorted(glob.glob(os.path.join(args.sets, "*.json")))
     with open(os.path.join(PRESETS, "h100-sxm.json")) as f:
         preset = json.load(f)
-    steps = lambda low, high: [round(low + 0.01 * i, 2) for i in range(int(round((high - low) / 0.01)) + 1)]
 
     print("BF16 level k (the plateau's efficiency), rows", sorted(r for _, r in BF16_FIT_ROWS))
     k, k_mean = fit(args.pipescope, sets, preset, BF16_FIT_ROWS, steps(0.50, 0.75),
