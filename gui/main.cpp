@@ -186,32 +186,6 @@ Result<std::optional<Plan>> plannedFromFlags(const QCommandLineParser &parser, c
   return std::optional<Plan>{std::move(*plan)};
 }
 
-// --published SET/ID: the row ID of the shipped validation set SET.
-Result<PublishedRun> publishedRunNamed(const QString &name) {
-  const qsizetype slash = name.indexOf(QLatin1Char('/'));
-  if (slash <= 0 || slash == name.size() - 1)
-    return makeError("--published: expected SET/ID, e.g. megatron-core-h100/gpt-70b (pipescope "
-                     "compare --published all lists them)");
-  const std::string set_name = name.left(slash).toStdString();
-  const std::string id = name.mid(slash + 1).toStdString();
-  const auto names = validationSetNames();
-  if (std::find(names.begin(), names.end(), set_name) == names.end()) {
-    std::string known;
-    for (const auto &known_name : names)
-      known += (known.empty() ? "" : ", ") + known_name;
-    return makeError("--published: no set '" + set_name + "'; the shipped sets are " + known);
-  }
-  auto set = loadValidationSet(set_name);
-  if (!set) return set.error();
-  std::string ids;
-  for (const auto &row : set->cases) {
-    if (row.id == id) return PublishedRun{set->name, set->title, row};
-    ids += (ids.empty() ? "" : ", ") + row.id;
-  }
-  return makeError("--published: '" + id + "' is not a row of " + set_name + "; its rows are " +
-                   ids);
-}
-
 void showTab(MainWindow &window, const QString &name) {
   for (int index = 0; index < window.tabs()->count(); ++index)
     if (window.tabs()->tabText(index).toLower() == name.toLower())
@@ -446,7 +420,7 @@ int main(int argc, char *argv[]) {
   if (!plan_path.isEmpty() && !window.openPlan(plan_path) && screenshot)
     return fail(window.errorMessage());
   if (parser.isSet(flags.published)) {
-    auto run = publishedRunNamed(parser.value(flags.published));
+    auto run = findPublishedRun(parser.value(flags.published).toStdString());
     if (!run) return fail(QString::fromStdString(run.error().message));
     window.openPublishedRun(*run);
   }

@@ -7,6 +7,7 @@
 #include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cmath>
 
 #include "gui/explorer/labels.h"
@@ -44,6 +45,30 @@ QString seconds(double s) {
 }
 
 } // namespace
+
+Result<PublishedRun> findPublishedRun(const std::string &set_and_id) {
+  const std::size_t slash = set_and_id.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == set_and_id.size())
+    return makeError("--published: expected SET/ID, e.g. megatron-core-h100/gpt-70b (pipescope "
+                     "compare --published all lists them)");
+  const std::string set_name = set_and_id.substr(0, slash), id = set_and_id.substr(slash + 1);
+  const auto names = validationSetNames();
+  if (std::find(names.begin(), names.end(), set_name) == names.end()) {
+    std::string known;
+    for (const auto &known_name : names)
+      known += (known.empty() ? "" : ", ") + known_name;
+    return makeError("--published: no set '" + set_name + "'; the shipped sets are " + known);
+  }
+  auto set = loadValidationSet(set_name);
+  if (!set) return set.error();
+  std::string ids;
+  for (const auto &row : set->cases) {
+    if (row.id == id) return PublishedRun{set->name, set->title, row};
+    ids += (ids.empty() ? "" : ", ") + row.id;
+  }
+  return makeError("--published: '" + id + "' is not a row of " + set_name + "; its rows are " +
+                   ids);
+}
 
 PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   setWindowTitle(tr("Open published run"));

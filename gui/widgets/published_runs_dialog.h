@@ -25,6 +25,10 @@ struct PublishedRun {
   ValidationCase row;
 };
 
+/// The shipped run named "SET/ID" (pipescope-gui --published), or one message naming what there
+/// is: the form, the shipped sets, or the set's rows.
+Result<PublishedRun> findPublishedRun(const std::string &set_and_id);
+
 /// What the table predicts for one row: the step and its error, or why it cannot be predicted.
 struct PublishedPrediction {
   double step_s = 0;
