@@ -170,6 +170,18 @@ private slots:
     for (const auto &name : validationSetNames())
       shipped += static_cast<int>(loadValidationSet(name)->cases.size());
     QCOMPARE(rows, shipped);
+    // Each set's line sums it up as `compare --published SET` does.
+    double error_sum = 0;
+    for (const ValidationCase &c : set->cases)
+      error_sum += std::abs(*predictValidationCase(c)->step_error);
+    const QString mean =
+        QStringLiteral("mean |error| %1 % over %2 timed runs")
+            .arg(error_sum / static_cast<double>(set->cases.size()) * 100, 0, 'f', 1)
+            .arg(set->cases.size());
+    bool summed = false;
+    for (int s = 0; s < dialog.tree()->topLevelItemCount(); ++s)
+      summed = summed || dialog.tree()->topLevelItem(s)->text(0).endsWith(mean);
+    QVERIFY2(summed, qPrintable(mean));
 
     MainWindow window(quietOptions());
     window.show();
