@@ -3,9 +3,8 @@
 // and exits (headless use and tests; with `--run TARGET` it waits for the run first, with
 // `--search-gpus N` for the Search tab's planner); `--bench` prints frame times for a ladder of
 // sizes. With no display at all, the window is rendered to a PNG whose path is printed. The plan
-// options (--schedule, --pp,
-// --model, ...) are `pipescope simulate`'s, read by the same engine code (engine/plan_options.h),
-// with its checks and messages.
+// options (--schedule, --pp, --model, ...) are `pipescope simulate`'s, read by the same engine
+// code (engine/plan_options.h), with its checks and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>

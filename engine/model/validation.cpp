@@ -15,6 +15,14 @@
 
 namespace pipescope {
 
+// Tokens of one step of the row's global batch: the dp replicas each take M × b sequences (CP
+// splits each sequence over its ranks, it adds none).
+double stepTokens(const ValidationCase &validation_case) {
+  const ValidationCase &c = validation_case;
+  return static_cast<double>(c.request.microbatches) * c.setup.model.microbatch_size *
+         c.setup.model.sequence_length * c.mesh.dp;
+}
+
 namespace {
 
 constexpr std::string_view kValidationFormat = "pipescope.validation";
@@ -71,10 +79,7 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
       .integer("memory_pipeline_rank", c.memory_pipeline_rank, 0, c.mesh.pp - 1);
   if (!measured_fields.ok()) return measured_fields.error();
   if (memory_gib > 0) c.measured_memory_gib = memory_gib;
-  // Tokens of one step of the row's global batch: dp / cp replicas consume data.
-  // CP splits each sequence over its ranks; the dp replicas each take M × b sequences.
-  const double step_tokens = static_cast<double>(c.mesh.dp) * c.request.microbatches *
-                             c.setup.model.microbatch_size * c.setup.model.sequence_length;
+  const double step_tokens = stepTokens(c);
   if (step_s > 0) {
     c.measured_step_s = step_s;
     c.measured_how = "measured iteration time";
@@ -194,12 +199,6 @@ Plan validationCasePlan(const ValidationCase &validation_case) {
   plan.mesh = validation_case.mesh;
   plan.model = validation_case.setup;
   return plan;
-}
-
-double stepTokens(const ValidationCase &validation_case) {
-  const ValidationCase &c = validation_case;
-  return static_cast<double>(c.request.microbatches) * c.setup.model.microbatch_size *
-         c.setup.model.sequence_length * c.mesh.dp;
 }
 
 LayoutRanking layoutRanking(const std::vector<ValidationResult> &results) {

@@ -371,13 +371,8 @@ private slots:
                                                derivation, evaluation->simulation);
         QVERIFY2(std::abs(report.step_time_s / table->predicted_step_s - 1) < 1e-9,
                  (where + ": " + std::to_string(report.step_time_s) + " s").c_str());
-        double memory = 0;
-        for (const auto &rank : report.memory)
-          memory = std::max(memory, rank.total);
-        double table_memory = 0;
-        for (const auto &rank : table->report.memory)
-          table_memory = std::max(table_memory, rank.total);
-        QVERIFY2(std::abs(memory / table_memory - 1) < 1e-9, where.c_str());
+        QVERIFY2(std::abs(comparedMemoryGib(row, report) / table->predicted_memory_gib - 1) < 1e-9,
+                 where.c_str());
       }
     }
   }
