@@ -23,23 +23,15 @@ double stepTokens(const ValidationCase &validation_case) {
          c.setup.model.sequence_length * c.mesh.dp;
 }
 
-namespace {
-
-constexpr std::string_view kValidationFormat = "pipescope.validation";
-constexpr std::string_view kValidationFolder = "validation/";
-constexpr int kValidationVersion = 1;
-constexpr double kGiB = 1073741824.0;
-
-Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string &pointer) {
+Result<ValidationCase> configurationFromJson(const nlohmann::json &row,
+                                             const std::string &pointer) {
   JsonFields fields(row, pointer);
   ValidationCase c;
-  fields.text("id", c.id, true).text("published", c.published, true);
   fields.text("hardware", c.hardware_name, true);
   const auto *model = fields.object("model", true);
   const auto *mesh = fields.object("mesh", true);
   const auto *schedule = fields.object("schedule", true);
   const auto *training = fields.object("training");
-  const auto *measured = fields.object("measured", true);
   if (!fields.ok()) return fields.error();
 
   auto spec = modelSpecFromJson(*model, pointer + "/model");
@@ -64,6 +56,27 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
       .integer("microbatches", c.request.microbatches, 1, 1 << 20, true)
       .integer("virtual_stages", c.request.chunks, 1, 1 << 10);
   if (!schedule_fields.ok()) return schedule_fields.error();
+  return c;
+}
+
+namespace {
+
+constexpr std::string_view kValidationFormat = "pipescope.validation";
+constexpr std::string_view kValidationFolder = "validation/";
+constexpr int kValidationVersion = 1;
+constexpr double kGiB = 1073741824.0;
+
+Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string &pointer) {
+  JsonFields fields(row, pointer);
+  std::string id, published;
+  fields.text("id", id, true).text("published", published, true);
+  const auto *measured = fields.object("measured", true);
+  if (!fields.ok()) return fields.error();
+  auto configuration = configurationFromJson(row, pointer);
+  if (!configuration) return configuration.error();
+  ValidationCase c = std::move(*configuration);
+  c.id = std::move(id);
+  c.published = std::move(published);
 
   JsonFields measured_fields(*measured, pointer + "/measured");
   double step_s = 0, tflops_per_gpu = 0, memory_gib = 0, gpu_hours_per_trillion = 0,

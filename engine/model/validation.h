@@ -82,6 +82,11 @@ Result<ValidationSet> validationSetFromJson(const nlohmann::json &json, const st
 /// configuration the table predicts.
 Plan validationCasePlan(const ValidationCase &validation_case);
 
+/// A row's configuration alone ("model", "hardware", "mesh", "schedule", "training"), with no
+/// id or measurement: what `pipescope megatron` makes of a launch's arguments. Errors name the
+/// field under `pointer`.
+Result<ValidationCase> configurationFromJson(const nlohmann::json &row, const std::string &pointer);
+
 /// The predicted peak memory (GiB) the row's published figure is compared with: the rank it
 /// was measured on (memory_pipeline_rank), else the busiest rank.
 double comparedMemoryGib(const ValidationCase &validation_case, const ModelReport &report);

@@ -377,6 +377,52 @@ private slots:
              qPrintable(ambiguous.err));
   }
 
+  // `pipescope megatron` on a Megatron-LM CI launch: the prediction equals the validation row's,
+  // the plan it writes predicts the same step, and a launch it cannot read is one line, exit 2,
+  // nothing written.
+  void megatronReadsALaunchAndWritesItsPlan() {
+    QTemporaryDir dir;
+    const QString launch = QStringLiteral(
+        PIPESCOPE_TEST_DATA "/megatron_ci/gpt3_7b_tp1_pp4_memory_speed.model_config.yaml");
+    const QString plan = dir.filePath(QStringLiteral("launch.json"));
+    const Run run = pipescope({"megatron", launch, "--gpus", "8", "--out", plan, "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    const json &prediction = result["prediction"];
+    QCOMPARE(prediction["memory_gib_per_pipeline_rank"].size(), std::size_t{4});
+    const Run row = pipescope(
+        {"compare", "--published", "megatron-lm-ci-h100", "--row", "gpt3-7b-tp1-pp4", "--json"});
+    QVERIFY2(row.exit_code == 0, qPrintable(row.err));
+    const json published = json::parse(row.out.toStdString())["rows"][0];
+    const double step_s = prediction["step_time_s"].get<double>();
+    QVERIFY(std::abs(step_s / published["predicted_step_s"].get<double>() - 1) < 1e-9);
+    QVERIFY(std::abs(prediction["memory_gib_per_pipeline_rank"][3].get<double>() -
+                     published["predicted_memory_gib"].get<double>()) < 1e-9);
+    const double simulated_s = simulateJson({"--plan", plan})["step_time_s"].get<double>();
+    QVERIFY(std::abs(simulated_s / step_s - 1) < 1e-9);
+    const Run text = pipescope({"megatron", launch, "--gpus", "8"});
+    QVERIFY(text.out.contains(QStringLiteral("--deterministic-mode")));
+
+    const QString other = dir.filePath(QStringLiteral("other.json"));
+    const QString script = dir.filePath(QStringLiteral("train.sh"));
+    QFile file(script);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+               "--num-attention-heads 16 --seq-length 2048 --vocab-size 100 "
+               "--tensor-model-parallel-size 3\n");
+    file.close();
+    for (const QStringList &args :
+         {QStringList{"megatron", script, "--gpus", "8", "--out", other},
+          QStringList{"megatron", dir.filePath(QStringLiteral("missing.sh")), "--gpus", "8"},
+          QStringList{"megatron", launch, "--gpus", "8", "--out", "-"},
+          QStringList{"megatron", launch}}) {
+      const Run refused = pipescope(args);
+      QCOMPARE(refused.exit_code, 2);
+      QCOMPARE(refused.err.count('\n'), 1);
+      QVERIFY2(!QFile::exists(other), qPrintable(args.join(' ')));
+    }
+  }
+
   // `pipescope bubbles` on a simulated trace (gzipped): per rank the causes sum to the idle
   // time, a simulation has no unexplained time, the critical path's ops and transfers sum to the
   // step; the text names a chain of waits; another plan or a file that is no trace is refused.

@@ -1,0 +1,927 @@
+// Megatron-LM arguments as a pipescope configuration (megatron_args.h).
+#include "engine/model/megatron_args.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "engine/model/model_setup.h"
+
+namespace pipescope {
+
+namespace {
+
+using nlohmann::json;
+
+std::string trimmed(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+std::string unquoted(std::string text) {
+  if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') &&
+      text.back() == text.front())
+    return text.substr(1, text.size() - 2);
+  return text;
+}
+
+// A YAML value without its trailing comment (" # ..."; a '#' inside quotes stays).
+std::string yamlValue(std::string_view text) {
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      return unquoted(trimmed(text.substr(0, i)));
+    }
+  }
+  return unquoted(trimmed(text));
+}
+
+bool isYaml(std::string_view text) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    if (trimmed(text.substr(start, end - start)) == "MODEL_ARGS:") return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+Result<MegatronArguments> parseYaml(std::string_view text) {
+  MegatronArguments out;
+  std::string block; // the top-level key whose entries the indented lines are
+  std::size_t start = 0;
+  int line_number = 0;
+  while (start < text.size()) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    const std::string content = trimmed(line);
+    if (content.empty() || content.front() == '#') continue;
+    const bool indented = line.front() == ' ' || line.front() == '\t';
+    if (!indented) {
+      block = content.substr(0, content.find(':'));
+      continue;
+    }
+    if (block != "MODEL_ARGS" && block != "ENV_VARS") continue;
+    const auto colon = content.find(':');
+    if (colon == std::string::npos)
+      return makeError("line " + std::to_string(line_number) + ": '" + content +
+                       "' is not a 'name: value' entry of " + block);
+    const std::string name = trimmed(content.substr(0, colon));
+    const std::string value = yamlValue(std::string_view(content).substr(colon + 1));
+    if (block == "ENV_VARS") {
+      out.environment.emplace_back(name, value);
+      continue;
+    }
+    if (!name.starts_with("--"))
+      return makeError("line " + std::to_string(line_number) + ": MODEL_ARGS entry '" + name +
+                       "' is not an argument (--name)");
+    // A flag: true means given, false means left out (as Megatron's CI turns them into argv).
+    if (value == "true" || value == "True")
+      out.arguments.push_back({name, "", false});
+    else if (value != "false" && value != "False")
+      out.arguments.push_back({name, value, true});
+  }
+  return out;
+}
+
+// Shell words: quotes, backslash escapes and line continuations, '#' comments at a word's start.
+// An unescaped newline or ';' ends a command and becomes the word ";".
+Result<std::vector<std::string>> shellWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  int line = 1;
+  char quote = 0;
+  const auto endWord = [&] {
+    if (in_word) words.push_back(std::move(word));
+    word.clear();
+    in_word = false;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (quote) {
+      if (c == quote)
+        quote = 0;
+      else if (c == '\\' && quote == '"' && i + 1 < text.size() &&
+               (text[i + 1] == '"' || text[i + 1] == '\\' || text[i + 1] == '$'))
+        word += text[++i];
+      else
+        word += c;
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size()) {
+      const bool crlf = text[i + 1] == '\r' && i + 2 < text.size() && text[i + 2] == '\n';
+      if (text[i + 1] == '\n' || crlf) { // a line continuation
+        i += crlf ? 2 : 1;
+        ++line;
+        continue;
+      }
+      in_word = true;
+      word += text[++i];
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      in_word = true;
+      quote = c;
+      continue;
+    }
+    if (c == '#' && !in_word) {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      endWord();
+      continue;
+    }
+    if (c == '\n' || c == ';') {
+      endWord();
+      if (!words.empty() && words.back() != ";") words.emplace_back(";");
+      continue;
+    }
+    in_word = true;
+    word += c;
+  }
+  if (quote)
+    return makeError("line " + std::to_string(line) + ": a quote (" + std::string(1, quote) +
+                     ") is not closed");
+  endWord();
+  return words;
+}
+
+// Options of Megatron-LM (and torchrun) that take several words (argparse nargs '+' or '*').
+bool takesSeveralWords(const std::string &name) {
+  static const std::set<std::string> names = {
+      "--recompute-modules", "--cuda-graph-scope", "--data-path",           "--train-data-path",
+      "--valid-data-path",   "--test-data-path",   "--moe-layer-recompute", "--offload-modules"};
+  return names.count(name) > 0;
+}
+
+bool endsCommand(const std::string &word) {
+  return word == ";" || word == "&&" || word == "||" || word == "|" || word == "&";
+}
+
+Result<MegatronArguments> parseShell(std::string_view text) { // NOLINT(misc-no-recursion)
+  auto parsed = shellWords(text);
+  if (!parsed) return parsed.error();
+  const std::vector<std::string> &w = *parsed;
+  MegatronArguments out;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::string &word = w[i];
+    if (word == "export" && i + 1 < w.size()) {
+      const std::string &assignment = w[++i];
+      if (const auto eq = assignment.find('='); eq != std::string::npos && eq > 0)
+        out.environment.emplace_back(assignment.substr(0, eq), assignment.substr(eq + 1));
+      continue;
+    }
+    // NAME="--a 1 --b 2" (a script's argument variable): its words are arguments too.
+    if (const auto eq = word.find('='); !word.starts_with("-") && eq != std::string::npos &&
+                                        eq > 0 && word.find("--", eq) == eq + 1) {
+      auto inner = parseShell(std::string_view(word).substr(eq + 1));
+      if (!inner) return inner.error();
+      out.arguments.insert(out.arguments.end(), inner->arguments.begin(), inner->arguments.end());
+      continue;
+    }
+    if (!word.starts_with("--") || word.size() <= 2) continue;
+    if (const auto eq = word.find('='); eq != std::string::npos) {
+      out.arguments.push_back({word.substr(0, eq), word.substr(eq + 1), true});
+      continue;
+    }
+    // The value: the next word (every word up to the next option for the options that take
+    // several); a word after a single-valued option's value is positional, e.g. the script.
+    MegatronArgument argument{word, "", false};
+    while (i + 1 < w.size() && !w[i + 1].starts_with("--") && !endsCommand(w[i + 1])) {
+      ++i;
+      if (argument.has_value && !takesSeveralWords(word)) break;
+      argument.value += (argument.has_value ? " " : "") + w[i];
+      argument.has_value = true;
+    }
+    out.arguments.push_back(std::move(argument));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Translation
+
+// The arguments pipescope reads to price the run (consumed below), by name.
+const std::set<std::string> &pricedArguments() {
+  static const std::set<std::string> names = {"--num-layers",
+                                              "--hidden-size",
+                                              "--ffn-hidden-size",
+                                              "--num-attention-heads",
+                                              "--group-query-attention",
+                                              "--num-query-groups",
+                                              "--kv-channels",
+                                              "--seq-length",
+                                              "--max-position-embeddings",
+                                              "--micro-batch-size",
+                                              "--global-batch-size",
+                                              "--vocab-size",
+                                              "--tokenizer-type",
+                                              "--vocab-file",
+                                              "--make-vocab-size-divisible-by",
+                                              "--untie-embeddings-and-output-weights",
+                                              "--swiglu",
+                                              "--normalization",
+                                              "--position-embedding-type",
+                                              "--use-rotary-position-embeddings",
+                                              "--disable-bias-linear",
+                                              "--hidden-dropout",
+                                              "--attention-dropout",
+                                              "--attention-backend",
+                                              "--transformer-impl",
+                                              "--use-flash-attn",
+                                              "--bf16",
+                                              "--fp16",
+                                              "--multi-latent-attention",
+                                              "--q-lora-rank",
+                                              "--kv-lora-rank",
+                                              "--qk-head-dim",
+                                              "--qk-pos-emb-head-dim",
+                                              "--v-head-dim",
+                                              "--mtp-num-layers",
+                                              "--num-experts",
+                                              "--moe-router-topk",
+                                              "--moe-ffn-hidden-size",
+                                              "--moe-shared-expert-intermediate-size",
+                                              "--moe-layer-freq",
+                                              "--moe-expert-capacity-factor",
+                                              "--moe-router-num-groups",
+                                              "--moe-router-group-topk",
+                                              "--moe-token-dispatcher-type",
+                                              "--moe-flex-dispatcher-backend",
+                                              "--moe-enable-deepep",
+                                              "--moe-flex-dispatcher-num-sms",
+                                              "--moe-deepep-num-sms",
+                                              "--overlap-moe-expert-parallel-comm",
+                                              "--moe-router-force-load-balancing",
+                                              "--moe-grouped-gemm",
+                                              "--moe-permute-fusion",
+                                              "--tensor-model-parallel-size",
+                                              "--pipeline-model-parallel-size",
+                                              "--context-parallel-size",
+                                              "--expert-model-parallel-size",
+                                              "--expert-tensor-parallel-size",
+                                              "--use-tp-pp-dp-mapping",
+                                              "--num-layers-per-virtual-pipeline-stage",
+                                              "--num-virtual-stages-per-pipeline-rank",
+                                              "--virtual-pipeline-model-parallel-size",
+                                              "--pipeline-model-parallel-layout",
+                                              "--account-for-embedding-in-pipeline-split",
+                                              "--account-for-loss-in-pipeline-split",
+                                              "--decoder-first-pipeline-num-layers",
+                                              "--decoder-last-pipeline-num-layers",
+                                              "--recompute-granularity",
+                                              "--recompute-activations",
+                                              "--recompute-method",
+                                              "--recompute-num-layers",
+                                              "--recompute-modules",
+                                              "--use-distributed-optimizer",
+                                              "--use-torch-fsdp2",
+                                              "--use-megatron-fsdp",
+                                              "--data-parallel-sharding-strategy",
+                                              "--sequence-parallel",
+                                              "--overlap-grad-reduce",
+                                              "--overlap-param-gather",
+                                              "--tp-comm-overlap",
+                                              "--grad-reduce-in-bf16",
+                                              "--accumulate-allreduce-grads-in-fp32",
+                                              "--fp8-format",
+                                              "--cross-entropy-loss-fusion",
+                                              "--cross-entropy-fusion-impl",
+                                              "--nproc-per-node",
+                                              "--nproc_per_node",
+                                              "--nnodes"};
+  return names;
+}
+
+// Read, changing time or memory, not priced: what each does.
+const std::map<std::string, std::string> &unpricedArguments() {
+  static const std::map<std::string, std::string> what = {
+      {"--deterministic-mode", "deterministic kernels, slower than the default ones"},
+      {"--no-gradient-accumulation-fusion",
+       "weight gradients accumulated by a separate add, not in the GEMM"},
+      {"--cuda-graph-impl", "CUDA graphs: less host time per layer"},
+      {"--cuda-graph-scope", "CUDA graphs: less host time per layer"},
+      {"--enable-cuda-graph", "CUDA graphs: less host time per layer"},
+      {"--external-cuda-graph", "CUDA graphs: less host time per layer"},
+      {"--cpu-offloading", "activations or weights offloaded to the host"},
+      {"--cpu-offloading-num-layers", "activations or weights offloaded to the host"},
+      {"--optimizer-cpu-offload", "the optimizer step on the host"},
+      {"--use-precision-aware-optimizer", "optimizer states in lower precision"},
+      {"--qk-layernorm", "a norm on queries and keys (a few memory-bound passes)"},
+      {"--fp8-recipe", "the FP8 scaling recipe (pipescope prices one FP8 GEMM curve)"},
+      {"--fp8-param-gather", "FP8 parameters all-gathered (half the bytes)"},
+      {"--fp4-format", "FP4 GEMMs"},
+      {"--no-rope-fusion", "rotary embeddings as unfused PyTorch ops"},
+      {"--no-bias-swiglu-fusion", "SwiGLU as unfused PyTorch ops"},
+      {"--no-bias-gelu-fusion", "GeLU as unfused PyTorch ops"},
+      {"--no-bias-dropout-fusion", "dropout and residual as unfused PyTorch ops"},
+      {"--no-masked-softmax-fusion", "softmax as unfused PyTorch ops"},
+      {"--no-overlap-p2p-communication", "pipeline sends and receives not overlapped"},
+      {"--moe-router-dtype", "the router in fp32"},
+      {"--moe-aux-loss-coeff", "the load-balancing loss (a few small kernels)"},
+      {"--moe-router-load-balancing-type", "the load-balancing loss (a few small kernels)"},
+      {"--moe-pad-expert-input-to-capacity", "expert inputs padded to capacity"},
+      {"--moe-shared-expert-overlap", "the shared expert overlapped with the dispatch"},
+      {"--delay-wgrad-compute", "weight gradients delayed to hide the combine all-to-all"},
+      {"--manual-gc", "Python's garbage collector run at fixed steps"},
+      {"--sequence-packing", "packed sequences"},
+      {"--reset-attention-mask", "document masks inside a sequence"},
+  };
+  return what;
+}
+
+class Reader {
+public:
+  explicit Reader(const MegatronArguments &arguments) {
+    for (const auto &argument : arguments.arguments) {
+      // torchrun spells its options with '_' or '-'; Megatron's use '-'.
+      std::string name = argument.name;
+      if (name == "--nproc_per_node") name = "--nproc-per-node";
+      values_[name] = argument;
+    }
+  }
+
+  bool has(const std::string &name) {
+    used_.insert(name);
+    return values_.count(name) > 0;
+  }
+  bool flag(const std::string &name) { return has(name); }
+
+  Result<std::optional<std::string>> text(const std::string &name) {
+    if (!has(name)) return std::optional<std::string>();
+    const auto &argument = values_.at(name);
+    if (!argument.has_value) return makeError(name + " needs a value");
+    if (argument.value.find('$') != std::string::npos)
+      return makeError(name + " is '" + argument.value +
+                       "', a shell variable pipescope cannot expand; give its value (run the "
+                       "script with `bash -x` and copy the command it prints)");
+    return std::optional<std::string>(argument.value);
+  }
+
+  Result<std::optional<long long>> integer(const std::string &name, long long low, long long high) {
+    auto value = text(name);
+    if (!value) return value.error();
+    if (!*value) return std::optional<long long>();
+    long long parsed = 0;
+    const std::string &s = **value;
+    const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), parsed);
+    if (error != std::errc() || end != s.data() + s.size())
+      return makeError(name + " is '" + s + "', not a whole number");
+    if (parsed < low || parsed > high)
+      return makeError(name + " is " + s + "; pipescope takes " + std::to_string(low) + " to " +
+                       std::to_string(high));
+    return std::optional<long long>(parsed);
+  }
+
+  Result<std::optional<double>> number(const std::string &name) {
+    auto value = text(name);
+    if (!value) return value.error();
+    if (!*value) return std::optional<double>();
+    try {
+      std::size_t used = 0;
+      const double parsed = std::stod(**value, &used);
+      if (used != (*value)->size()) throw std::invalid_argument("trailing");
+      return std::optional<double>(parsed);
+    } catch (const std::exception &) {
+      return makeError(name + " is '" + **value + "', not a number");
+    }
+  }
+
+  /// The arguments given that no reader asked for.
+  std::vector<std::string> unread() const {
+    std::vector<std::string> names;
+    for (const auto &[name, argument] : values_)
+      if (!used_.count(name)) names.push_back(name);
+    return names;
+  }
+
+private:
+  std::map<std::string, MegatronArgument> values_;
+  std::set<std::string> used_;
+};
+
+// Fills `out` from an integer argument, or reports the error; returns false on error.
+#define READ_INTEGER(reader, name, low, high, target)                                              \
+  do {                                                                                             \
+    auto read_ = (reader).integer(name, low, high);                                                \
+    if (!read_) return read_.error();                                                              \
+    (target) = *read_;                                                                             \
+  } while (0)
+
+#define READ_TEXT(reader, name, target)                                                            \
+  do {                                                                                             \
+    auto read_ = (reader).text(name);                                                              \
+    if (!read_) return read_.error();                                                              \
+    (target) = *read_;                                                                             \
+  } while (0)
+
+#define READ_NUMBER(reader, name, target)                                                          \
+  do {                                                                                             \
+    auto read_ = (reader).number(name);                                                            \
+    if (!read_) return read_.error();                                                              \
+    (target) = *read_;                                                                             \
+  } while (0)
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// "([0]*3+[1]*58)", "[0,0,1,1]" or "1": the number of leading dense layers when every layer
+// after them is MoE; nullopt for any other pattern.
+std::optional<int> leadingDenseLayers(const std::string &pattern, int layers) {
+  std::string s;
+  for (const char c : pattern)
+    if (c != ' ') s += c;
+  if (s == "1") return 0;
+  if (s.size() > 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  // Terms "[a,b,...]*n" or "[a,b,...]" joined by '+', expanded.
+  std::vector<int> flags;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] != '[') return std::nullopt;
+    const auto close = s.find(']', i);
+    if (close == std::string::npos) return std::nullopt;
+    std::vector<int> group;
+    for (const char c : s.substr(i + 1, close - i - 1))
+      if (c == '0' || c == '1')
+        group.push_back(c - '0');
+      else if (c != ',')
+        return std::nullopt;
+    i = close + 1;
+    long repeat = 1;
+    if (i < s.size() && s[i] == '*') {
+      const auto next = s.find('+', i);
+      const std::string count =
+          s.substr(i + 1, next == std::string::npos ? std::string::npos : next - i - 1);
+      const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), repeat);
+      if (error != std::errc() || end != count.data() + count.size() || repeat < 0 ||
+          repeat > 1 << 20)
+        return std::nullopt;
+      i = next == std::string::npos ? s.size() : next;
+    }
+    for (long r = 0; r < repeat; ++r)
+      flags.insert(flags.end(), group.begin(), group.end());
+    if (i < s.size()) {
+      if (s[i] != '+') return std::nullopt;
+      ++i;
+    }
+  }
+  if (static_cast<int>(flags.size()) != layers) return std::nullopt;
+  int dense = 0;
+  while (dense < layers && flags[static_cast<std::size_t>(dense)] == 0)
+    ++dense;
+  for (int k = dense; k < layers; ++k)
+    if (flags[static_cast<std::size_t>(k)] != 1) return std::nullopt;
+  return dense;
+}
+
+std::string repeatChar(char c, int n) {
+  return n > 0 ? std::string(static_cast<std::size_t>(n), c) : std::string();
+}
+
+} // namespace
+
+Result<MegatronArguments> parseMegatronArguments(std::string_view text) {
+  if (isYaml(text)) return parseYaml(text);
+  return parseShell(text);
+}
+
+Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &arguments,
+                                                       const MegatronTarget &target) {
+  MegatronTranslation out;
+  Reader r(arguments);
+  auto &assumed = out.assumed;
+
+  // --- The model -----------------------------------------------------------------------------
+  std::optional<long long> layers, hidden, heads, sequence;
+  READ_INTEGER(r, "--num-layers", 1, 100000, layers);
+  READ_INTEGER(r, "--hidden-size", 1, 1 << 20, hidden);
+  READ_INTEGER(r, "--num-attention-heads", 1, 1 << 16, heads);
+  READ_INTEGER(r, "--seq-length", 1, 1 << 26, sequence);
+  for (const auto &[name, value] : {std::pair{"--num-layers", layers.has_value()},
+                                    {"--hidden-size", hidden.has_value()},
+                                    {"--num-attention-heads", heads.has_value()},
+                                    {"--seq-length", sequence.has_value()}})
+    if (!value)
+      return makeError(std::string(name) +
+                       " is not in the arguments; Megatron-LM needs it, and so does pipescope");
+  const int h = static_cast<int>(*hidden), a = static_cast<int>(*heads);
+  const bool swiglu = r.flag("--swiglu");
+
+  json model = {{"name", "megatron-args"}, {"layers", *layers}, {"hidden", h}};
+  std::optional<long long> ffn;
+  READ_INTEGER(r, "--ffn-hidden-size", 1, 1LL << 30, ffn);
+  if (!ffn) {
+    // arguments.py: SwiGLU keeps the parameters of a 4h MLP, in multiples of 64.
+    ffn = swiglu ? static_cast<long long>(4.0 * h * 2 / 3 / 64) * 64 : 4LL * h;
+    assumed.push_back("ffn_hidden " + std::to_string(*ffn) +
+                      (swiglu ? ": Megatron's SwiGLU default, int(8h/3 / 64) × 64"
+                              : ": Megatron's default 4 × hidden"));
+  }
+  model["ffn_hidden"] = *ffn;
+  model["heads"] = a;
+
+  const bool mla = r.flag("--multi-latent-attention");
+  std::optional<long long> groups, kv_channels;
+  READ_INTEGER(r, "--num-query-groups", 1, 1 << 16, groups);
+  READ_INTEGER(r, "--kv-channels", 1, 1 << 16, kv_channels);
+  const bool gqa = r.flag("--group-query-attention");
+  if (mla) {
+    model["kv_heads"] = a;
+    std::optional<long long> q_lora, kv_lora, qk_head, qk_rope, v_head;
+    READ_INTEGER(r, "--q-lora-rank", 0, 1 << 20, q_lora);
+    READ_INTEGER(r, "--kv-lora-rank", 1, 1 << 20, kv_lora);
+    READ_INTEGER(r, "--qk-head-dim", 1, 1 << 16, qk_head);
+    READ_INTEGER(r, "--qk-pos-emb-head-dim", 1, 1 << 16, qk_rope);
+    READ_INTEGER(r, "--v-head-dim", 1, 1 << 16, v_head);
+    // arguments.py's defaults: no query compression, kv_lora_rank 32, 128/64/128.
+    const auto with_default = [&](const std::optional<long long> &value, long long fallback,
+                                  const char *name) {
+      if (!value)
+        assumed.push_back(std::string(name) + " " + std::to_string(fallback) +
+                          ": Megatron's default");
+      return value.value_or(fallback);
+    };
+    model["q_lora_rank"] = q_lora.value_or(0);
+    model["kv_lora_rank"] = with_default(kv_lora, 32, "kv_lora_rank");
+    model["qk_nope_head_dim"] = with_default(qk_head, 128, "qk_nope_head_dim (--qk-head-dim)");
+    model["qk_rope_head_dim"] =
+        with_default(qk_rope, 64, "qk_rope_head_dim (--qk-pos-emb-head-dim)");
+    model["v_head_dim"] = with_default(v_head, 128, "v_head_dim");
+  } else {
+    // Without --group-query-attention every head has its keys and values (groups ignored).
+    const long long kv = gqa ? groups.value_or(1) : a;
+    if (a % kv != 0)
+      return makeError("--num-query-groups " + std::to_string(kv) + " does not divide the " +
+                       std::to_string(a) + " attention heads; give a divisor");
+    model["kv_heads"] = kv;
+    if (kv_channels && *kv_channels * a != h) model["head_dim"] = *kv_channels;
+  }
+
+  // Vocabulary: the tokenizer's size padded to a multiple of make-vocab-size-divisible-by × TP
+  // (megatron/training/tokenizer: _vocab_size_with_padding).
+  std::optional<long long> tp_arg, divisible, vocab_size;
+  READ_INTEGER(r, "--tensor-model-parallel-size", 1, 1 << 16, tp_arg);
+  READ_INTEGER(r, "--make-vocab-size-divisible-by", 1, 1 << 20, divisible);
+  READ_INTEGER(r, "--vocab-size", 1, 1 << 30, vocab_size);
+  std::optional<std::string> tokenizer, vocab_file;
+  READ_TEXT(r, "--tokenizer-type", tokenizer);
+  if (r.has("--vocab-file")) vocab_file = "given"; // a path: only its presence matters
+  long long vocab = 0;
+  std::string vocab_why;
+  if (target.vocab > 0) {
+    vocab = target.vocab;
+    vocab_why = "the --vocab given";
+  } else if (vocab_size && (!tokenizer || *tokenizer == "NullTokenizer")) {
+    // NullTokenizer's vocab_size is --vocab-size plus its end-of-document token.
+    vocab = *vocab_size + 1;
+    vocab_why = "--vocab-size + 1 (NullTokenizer's end-of-document token)";
+  } else if (vocab_size) {
+    vocab = *vocab_size;
+    vocab_why = "--vocab-size";
+  } else if (vocab_file && (!tokenizer || *tokenizer == "GPT2BPETokenizer")) {
+    vocab = 50257;
+    vocab_why = "GPT-2's BPE vocabulary (--vocab-file)";
+  } else {
+    return makeError("the vocabulary size is not in the arguments" +
+                     (tokenizer ? " (--tokenizer-type " + *tokenizer + " reads it from its files)"
+                                : std::string()) +
+                     "; give pipescope --vocab N, the tokenizer's size before Megatron pads it");
+  }
+  const long long tp = tp_arg.value_or(1);
+  const long long multiple = divisible.value_or(128) * tp;
+  const long long padded = (vocab + multiple - 1) / multiple * multiple;
+  model["vocab"] = padded;
+  assumed.push_back("vocab " + std::to_string(padded) + ": " + std::to_string(vocab) + " (" +
+                    vocab_why + ") padded to a multiple of " + std::to_string(multiple) +
+                    " (make-vocab-size-divisible-by × TP)");
+  model["sequence_length"] = *sequence;
+  std::optional<long long> microbatch;
+  READ_INTEGER(r, "--micro-batch-size", 1, 1 << 20, microbatch);
+  model["microbatch_size"] = microbatch.value_or(1);
+  const bool bf16 = r.flag("--bf16"), fp16 = r.flag("--fp16");
+  model["dtype"] = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
+  model["tied_embeddings"] = !r.flag("--untie-embeddings-and-output-weights");
+  model["gated_mlp"] = swiglu;
+
+  std::optional<std::string> position;
+  READ_TEXT(r, "--position-embedding-type", position);
+  if (r.flag("--use-rotary-position-embeddings")) position = "rope";
+  std::optional<long long> max_positions;
+  READ_INTEGER(r, "--max-position-embeddings", 1, 1LL << 30, max_positions);
+  const std::string position_type = position.value_or("learned_absolute");
+  if (position_type == "learned_absolute") {
+    model["position_embeddings"] = max_positions.value_or(*sequence);
+    if (!position) assumed.push_back("learned absolute positions: Megatron's default");
+  } else if (position_type == "rope" || position_type == "yarn" || position_type == "mrope" ||
+             position_type == "none") {
+    model["position_embeddings"] = 0;
+  } else {
+    return makeError("--position-embedding-type " + position_type +
+                     " is not priced; pipescope knows learned_absolute, rope, yarn, mrope "
+                     "and none");
+  }
+  model["linear_biases"] = !r.flag("--disable-bias-linear");
+  std::optional<std::string> normalization;
+  READ_TEXT(r, "--normalization", normalization);
+  const std::string norm = normalization.value_or("LayerNorm");
+  if (norm != "LayerNorm" && norm != "RMSNorm")
+    return makeError("--normalization " + norm + " is not priced; use LayerNorm or RMSNorm");
+  model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
+
+  // Attention: Transformer Engine's fused (flash) kernels unless the run asks for the unfused
+  // path (scores materialized).
+  std::optional<std::string> backend, impl;
+  READ_TEXT(r, "--attention-backend", backend);
+  READ_TEXT(r, "--transformer-impl", impl);
+  const bool local = impl && *impl == "local";
+  const bool unfused = (backend && (*backend == "unfused" || *backend == "local")) ||
+                       (local && !r.flag("--use-flash-attn") && !backend);
+  model["attention"] = unfused ? "materialized" : "flash";
+  std::optional<double> hidden_dropout, attention_dropout;
+  READ_NUMBER(r, "--hidden-dropout", hidden_dropout);
+  READ_NUMBER(r, "--attention-dropout", attention_dropout);
+  const double hd = hidden_dropout.value_or(0.1), ad = attention_dropout.value_or(0.1);
+  model["dropout"] = hd > 0 || ad > 0;
+  if ((hd > 0) != (ad > 0))
+    assumed.push_back("dropout on: pipescope prices attention and hidden dropout together");
+
+  std::optional<long long> mtp;
+  READ_INTEGER(r, "--mtp-num-layers", 0, 1 << 10, mtp);
+  if (mtp && *mtp > 0) model["mtp_layers"] = *mtp;
+
+  // Mixture of experts.
+  std::optional<long long> experts;
+  READ_INTEGER(r, "--num-experts", 1, 1 << 20, experts);
+  std::string dispatcher = "alltoall";
+  if (experts) {
+    std::optional<long long> topk, expert_ffn, shared_size, router_groups, group_topk;
+    READ_INTEGER(r, "--moe-router-topk", 1, 1 << 20, topk);
+    READ_INTEGER(r, "--moe-ffn-hidden-size", 1, 1LL << 30, expert_ffn);
+    READ_INTEGER(r, "--moe-shared-expert-intermediate-size", 1, 1LL << 30, shared_size);
+    READ_INTEGER(r, "--moe-router-num-groups", 1, 1 << 20, router_groups);
+    READ_INTEGER(r, "--moe-router-group-topk", 1, 1 << 20, group_topk);
+    if (!topk) assumed.push_back("top-k 2: Megatron's default --moe-router-topk");
+    model["experts"] = *experts;
+    model["experts_per_token"] = topk.value_or(2);
+    const long long e_ffn = expert_ffn.value_or(*ffn);
+    long long shared = 0;
+    if (shared_size) {
+      if (*shared_size % e_ffn != 0)
+        return makeError("--moe-shared-expert-intermediate-size " + std::to_string(*shared_size) +
+                         " is not a multiple of the expert FFN size " + std::to_string(e_ffn) +
+                         "; pipescope prices shared experts of the routed experts' size");
+      shared = *shared_size / e_ffn;
+    }
+    model["shared_experts"] = shared;
+    model["expert_ffn_hidden"] = e_ffn;
+    std::optional<std::string> frequency;
+    READ_TEXT(r, "--moe-layer-freq", frequency);
+    const auto dense = leadingDenseLayers(frequency.value_or("1"), static_cast<int>(*layers));
+    if (!dense)
+      return makeError("--moe-layer-freq " + frequency.value_or("1") +
+                       " is not priced; pipescope takes dense layers first, then MoE layers "
+                       "(\"([0]*k+[1]*n)\" with k + n = --num-layers, or 1)");
+    model["first_dense_layers"] = *dense;
+    std::optional<double> capacity;
+    READ_NUMBER(r, "--moe-expert-capacity-factor", capacity);
+    model["capacity_factor"] = capacity.value_or(0);
+    if (router_groups) model["router_groups"] = *router_groups;
+    if (group_topk) model["router_group_topk"] = *group_topk;
+    std::optional<std::string> dispatcher_type, flex_backend;
+    READ_TEXT(r, "--moe-token-dispatcher-type", dispatcher_type);
+    READ_TEXT(r, "--moe-flex-dispatcher-backend", flex_backend);
+    if (r.flag("--moe-enable-deepep")) flex_backend = "deepep";
+    if (dispatcher_type && *dispatcher_type == "allgather")
+      out.not_priced.push_back("--moe-token-dispatcher-type allgather: priced as alltoall");
+    if ((dispatcher_type && *dispatcher_type == "flex") || flex_backend)
+      dispatcher = flex_backend.value_or("deepep");
+    if (dispatcher != "alltoall" && dispatcher != "deepep" && dispatcher != "hybridep")
+      return makeError("--moe-flex-dispatcher-backend " + dispatcher +
+                       " is not priced; use deepep or hybridep");
+    r.flag("--moe-router-force-load-balancing"); // balanced routing is what pipescope prices
+    r.flag("--moe-grouped-gemm");
+    r.flag("--moe-permute-fusion");
+  }
+
+  // --- The mesh ------------------------------------------------------------------------------
+  std::optional<long long> pp_arg, cp_arg, ep_arg, etp_arg, nproc, nnodes;
+  READ_INTEGER(r, "--pipeline-model-parallel-size", 1, 1 << 16, pp_arg);
+  READ_INTEGER(r, "--context-parallel-size", 1, 1 << 16, cp_arg);
+  READ_INTEGER(r, "--expert-model-parallel-size", 1, 1 << 20, ep_arg);
+  READ_INTEGER(r, "--expert-tensor-parallel-size", 1, 1 << 16, etp_arg);
+  READ_INTEGER(r, "--nproc-per-node", 1, 1 << 16, nproc);
+  READ_INTEGER(r, "--nnodes", 1, 1 << 20, nnodes);
+  const long long pp = pp_arg.value_or(1), cp = cp_arg.value_or(1);
+  long long gpus = target.gpus;
+  if (gpus <= 0) {
+    if (!nproc)
+      return makeError("the number of GPUs is not in the arguments; give pipescope --gpus N "
+                       "(torchrun's --nproc-per-node × --nnodes)");
+    gpus = *nproc * nnodes.value_or(1);
+    assumed.push_back(std::to_string(gpus) + " GPUs: torchrun's --nproc-per-node × --nnodes");
+  }
+  const long long model_parallel = tp * pp * cp;
+  if (gpus % model_parallel != 0)
+    return makeError(std::to_string(gpus) + " GPUs do not divide into TP " + std::to_string(tp) +
+                     " × PP " + std::to_string(pp) + " × CP " + std::to_string(cp) +
+                     "; give a GPU count that is a multiple of " + std::to_string(model_parallel));
+  const long long dp = gpus / model_parallel;
+  json mesh = {{"dp", dp}, {"tp", tp}, {"pp", pp}};
+  if (cp > 1) mesh["cp"] = cp;
+  auto hardware = loadHardwareSpec(target.hardware);
+  if (!hardware)
+    return makeError("--hardware " + target.hardware + ": " + hardware.error().message);
+  mesh["gpus_per_node"] = target.gpus_per_node > 0 ? target.gpus_per_node
+                          : nproc                  ? static_cast<int>(*nproc)
+                                                   : hardware->gpus_per_node;
+  if (experts) {
+    mesh["ep"] = ep_arg.value_or(1);
+    mesh["etp"] = etp_arg.value_or(tp);
+  }
+  mesh["rank_order"] = r.flag("--use-tp-pp-dp-mapping") ? "tp-cp-pp-dp" : "tp-cp-dp-pp";
+
+  // --- The schedule --------------------------------------------------------------------------
+  std::optional<long long> global_batch, layers_per_virtual, virtual_stages, virtual_old;
+  READ_INTEGER(r, "--global-batch-size", 1, 1LL << 40, global_batch);
+  READ_INTEGER(r, "--num-layers-per-virtual-pipeline-stage", 1, 1 << 20, layers_per_virtual);
+  READ_INTEGER(r, "--num-virtual-stages-per-pipeline-rank", 1, 1 << 10, virtual_stages);
+  READ_INTEGER(r, "--virtual-pipeline-model-parallel-size", 1, 1 << 10, virtual_old);
+  long long chunks = virtual_stages.value_or(virtual_old.value_or(1));
+  if (layers_per_virtual) {
+    if (*layers % (pp * *layers_per_virtual) != 0)
+      return makeError("--num-layers-per-virtual-pipeline-stage " +
+                       std::to_string(*layers_per_virtual) + " does not divide the " +
+                       std::to_string(*layers) + " layers over PP " + std::to_string(pp) +
+                       " evenly; give a divisor of " + std::to_string(*layers / pp));
+    chunks = *layers / (pp * *layers_per_virtual);
+  }
+  const long long per_step = microbatch.value_or(1) * dp;
+  const long long batch = global_batch.value_or(per_step);
+  if (!global_batch)
+    assumed.push_back("global batch " + std::to_string(batch) +
+                      ": Megatron's default, micro-batch × DP");
+  if (batch % per_step != 0)
+    return makeError("--global-batch-size " + std::to_string(batch) +
+                     " is not a multiple of micro-batch × DP = " + std::to_string(per_step) +
+                     " (Megatron refuses it too); give a multiple");
+  std::string schedule_name = chunks > 1 ? "interleaved-1f1b" : "1f1b";
+  if (r.flag("--overlap-moe-expert-parallel-comm")) schedule_name = "combined-1f1b";
+  json schedule = {{"name", schedule_name}, {"microbatches", batch / per_step}};
+  if (chunks > 1) schedule["virtual_stages"] = chunks;
+
+  // --- Training ------------------------------------------------------------------------------
+  json training;
+  std::optional<std::string> granularity, method, modules;
+  READ_TEXT(r, "--recompute-granularity", granularity);
+  READ_TEXT(r, "--recompute-method", method);
+  READ_TEXT(r, "--recompute-modules", modules);
+  std::optional<long long> recompute_layers;
+  READ_INTEGER(r, "--recompute-num-layers", 1, 1 << 20, recompute_layers);
+  if (r.flag("--recompute-activations")) granularity = "selective";
+  std::string recompute = "none";
+  if (granularity && *granularity == "full") {
+    recompute = "full";
+    const long long stage_layers = *layers / (pp * chunks);
+    if (recompute_layers && *recompute_layers < stage_layers)
+      out.not_priced.push_back("--recompute-num-layers " + std::to_string(*recompute_layers) +
+                               ": pipescope recomputes every layer of a stage under full "
+                               "recomputation, more than the run does");
+  } else if (granularity && *granularity == "selective") {
+    recompute = "selective";
+    if (modules && *modules != "core_attn")
+      out.not_priced.push_back("--recompute-modules " + *modules +
+                               ": pipescope's selective recomputation is core attention's");
+  } else if (granularity) {
+    return makeError("--recompute-granularity " + *granularity +
+                     " is not known; Megatron takes "
+                     "full or selective");
+  }
+  training["recompute"] = recompute;
+  std::optional<std::string> sharding;
+  READ_TEXT(r, "--data-parallel-sharding-strategy", sharding);
+  if (r.flag("--use-torch-fsdp2") || r.flag("--use-megatron-fsdp")) {
+    const std::string s = sharding.value_or("optim_grads_params");
+    training["zero_stage"] = s == "optim_grads_params" ? 3
+                             : s == "optim_grads"      ? 2
+                             : s == "optim"            ? 1
+                                                       : 0;
+  } else if (r.flag("--use-distributed-optimizer")) {
+    training["zero1"] = true;
+  } else {
+    training["zero_stage"] = 0;
+  }
+  training["sequence_parallel"] = r.flag("--sequence-parallel") && tp > 1;
+  training["overlap_gradient_sync"] = r.flag("--overlap-grad-reduce");
+  r.flag("--overlap-param-gather"); // with the distributed optimizer, part of the overlap above
+  if (r.flag("--tp-comm-overlap")) training["tp_comm_overlap"] = true;
+  // arguments.py: bf16 accumulates and reduces gradients in fp32 unless told otherwise.
+  const bool grads_fp32 =
+      (bf16 && !r.flag("--grad-reduce-in-bf16")) || r.flag("--accumulate-allreduce-grads-in-fp32");
+  training["fp32_gradients"] = grads_fp32;
+  std::optional<std::string> fp8;
+  READ_TEXT(r, "--fp8-format", fp8);
+  if (fp8) training["gemm_precision"] = "fp8";
+  r.has("--cross-entropy-fusion-impl"); // native or te: both fused
+  training["cross_entropy"] =
+      r.flag("--cross-entropy-loss-fusion") ? "vocab-parallel" : "vocab-parallel-unfused";
+  if (experts) {
+    training["moe_dispatcher"] = dispatcher;
+    std::optional<long long> sms, sms_old;
+    READ_INTEGER(r, "--moe-flex-dispatcher-num-sms", 1, 1 << 16, sms);
+    READ_INTEGER(r, "--moe-deepep-num-sms", 1, 1 << 16, sms_old);
+    if (sms || sms_old) training["moe_dispatcher_sms"] = sms.value_or(sms_old.value_or(0));
+  }
+  for (const auto &[name, value] : arguments.environment)
+    if (name == "NCCL_ALGO") {
+      const std::string algorithm = lower(value);
+      if (algorithm == "ring" || algorithm == "tree") training["collective_algorithm"] = algorithm;
+    }
+
+  // Layer layout: Megatron's string as given, or the one its split options make.
+  std::optional<std::string> layout;
+  READ_TEXT(r, "--pipeline-model-parallel-layout", layout);
+  std::optional<long long> first_layers, last_layers;
+  READ_INTEGER(r, "--decoder-first-pipeline-num-layers", 0, 1 << 20, first_layers);
+  READ_INTEGER(r, "--decoder-last-pipeline-num-layers", 0, 1 << 20, last_layers);
+  const bool count_embedding = r.flag("--account-for-embedding-in-pipeline-split");
+  const bool count_loss = r.flag("--account-for-loss-in-pipeline-split");
+  const long long stages = pp * chunks;
+  const int mtp_count = static_cast<int>(mtp.value_or(0));
+  if (layout) {
+    training["layout"] = *layout;
+  } else if (stages > 1 && (first_layers || last_layers || count_embedding || count_loss)) {
+    // Transformer layers per model stage, as Megatron's TransformerConfig splits them.
+    std::vector<long long> counts(static_cast<std::size_t>(stages), 0);
+    if (first_layers || last_layers) {
+      long long rest = *layers - first_layers.value_or(0) - last_layers.value_or(0);
+      const long long middle = stages - (first_layers ? 1 : 0) - (last_layers ? 1 : 0);
+      if (rest < 0 || middle <= 0 || rest % middle != 0)
+        return makeError("--decoder-first/last-pipeline-num-layers leave " + std::to_string(rest) +
+                         " layers that do not split evenly over " + std::to_string(middle) +
+                         " stages; Megatron refuses it too");
+      for (auto &count : counts)
+        count = rest / middle;
+      if (first_layers) counts.front() = *first_layers;
+      if (last_layers) counts.back() = *last_layers;
+    } else {
+      const long long units = *layers + (count_embedding ? 1 : 0) + (count_loss ? 1 : 0);
+      if (units % stages != 0)
+        return makeError(std::to_string(*layers) + " layers" +
+                         (count_embedding ? " + the embedding" : "") +
+                         (count_loss ? " + the loss" : "") + " do not split evenly over " +
+                         std::to_string(stages) +
+                         " model stages (PP × V); Megatron refuses "
+                         "it too");
+      for (auto &count : counts)
+        count = units / stages;
+      if (count_embedding) --counts.front();
+      if (count_loss) --counts.back();
+    }
+    std::string text;
+    for (long long k = 0; k < stages; ++k) {
+      if (k > 0) text += '|';
+      if (k == 0) text += 'E';
+      text += repeatChar('t', static_cast<int>(counts[static_cast<std::size_t>(k)]));
+      if (k == stages - 1) text += repeatChar('m', mtp_count) + 'L';
+    }
+    training["layout"] = text;
+    assumed.push_back("layout " + text + ": Megatron's split with the arguments above");
+  }
+
+  out.row = {{"model", model},
+             {"hardware", target.hardware},
+             {"mesh", mesh},
+             {"schedule", schedule},
+             {"training", training}};
+
+  // What was given but not priced, and what was not read.
+  const auto &unpriced = unpricedArguments();
+  for (const std::string &name : r.unread()) {
+    if (pricedArguments().count(name)) continue; // read only with another argument
+    if (const auto it = unpriced.find(name); it != unpriced.end())
+      out.not_priced.push_back(name + ": " + it->second);
+    else
+      out.not_read.push_back(name);
+  }
+  return out;
+}
+
+} // namespace pipescope

@@ -1,0 +1,214 @@
+// A Megatron-LM launch read as a pipescope configuration (engine/model/megatron_args.h): the CI
+// tests' model_config.yaml files read into exactly the configurations of their validation rows
+// (two independent mappings of the same launch agreeing), a shell script read as its YAML twin,
+// Megatron-LM's defaults where the arguments are silent, and one named error per bad launch.
+#include <QtTest>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/model/megatron_args.h"
+#include "engine/model/validation.h"
+#include "engine/plan_file.h"
+
+using namespace pipescope;
+using nlohmann::json;
+
+namespace {
+
+std::string readData(const std::string &name) {
+  std::ifstream in(std::string(PIPESCOPE_TEST_DATA) + "/megatron_ci/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+MegatronTranslation translated(const std::string &text, int gpus) {
+  auto arguments = parseMegatronArguments(text);
+  if (!arguments) qFatal("%s", arguments.error().message.c_str());
+  MegatronTarget target;
+  target.gpus = gpus;
+  auto translation = translateMegatronArguments(*arguments, target);
+  if (!translation) qFatal("%s", translation.error().message.c_str());
+  return *translation;
+}
+
+// The plan a configuration makes, as its file holds it, the model's name aside.
+json planOf(json row) {
+  row["model"]["name"] = "any";
+  auto configuration = configurationFromJson(row, "");
+  if (!configuration) qFatal("%s", configuration.error().message.c_str());
+  return planToJson(validationCasePlan(*configuration));
+}
+
+std::string errorOf(const std::string &text, int gpus = 8) {
+  auto arguments = parseMegatronArguments(text);
+  if (!arguments) return arguments.error().message;
+  MegatronTarget target;
+  target.gpus = gpus;
+  auto translation = translateMegatronArguments(*arguments, target);
+  return translation ? std::string() : translation.error().message;
+}
+
+const char *kSmall = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                     "--seq-length 2048 --vocab-size 1000 ";
+
+} // namespace
+
+class TestMegatronArgs : public QObject {
+  Q_OBJECT
+
+private slots:
+  // Each CI launch reads into its validation row's configuration, field for field.
+  void ciLaunchesReadAsTheirRows() {
+    auto set = loadValidationSet("megatron-lm-ci-h100");
+    QVERIFY2(set, set ? "" : set.error().message.c_str());
+    const std::pair<const char *, const char *> launches[] = {
+        {"gpt3_7b_tp4_pp1_memory_speed.model_config.yaml", "gpt3-7b-tp4-pp1"},
+        {"gpt3_7b_tp1_pp4_memory_speed.model_config.yaml", "gpt3-7b-tp1-pp4"},
+        {"gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed.model_config.yaml", "gpt3-moe-tp2-pp2-ep4"}};
+    const auto rows = json::parse(readValidationRows());
+    for (const auto &[file, id] : launches) {
+      const std::string text = readData(file);
+      QVERIFY2(!text.empty(), file);
+      const MegatronTranslation translation = translated(text, 8);
+      json row;
+      for (const auto &candidate : rows)
+        if (candidate["id"] == id) row = candidate;
+      QVERIFY2(!row.is_null(), id);
+      const json expected = planOf(row), got = planOf(translation.row);
+      QVERIFY2(expected == got,
+               qPrintable(QString::fromStdString(std::string(id) + "\nrow:   " + expected.dump() +
+                                                 "\nlaunch: " + got.dump())));
+      // What the launch sets that pipescope does not price is named, the rest listed.
+      const auto &unpriced = translation.not_priced;
+      const auto names = [](const std::vector<std::string> &lines, const std::string &name) {
+        return std::any_of(lines.begin(), lines.end(),
+                           [&](const std::string &line) { return line.starts_with(name); });
+      };
+      if (std::string(id).starts_with("gpt3-7b")) {
+        QVERIFY(names(unpriced, "--deterministic-mode"));
+        QVERIFY(names(unpriced, "--no-gradient-accumulation-fusion"));
+      } else {
+        QVERIFY(names(unpriced, "--qk-layernorm"));
+      }
+      QVERIFY(names(translation.not_read, "--lr"));
+      QVERIFY(!names(translation.not_read, "--num-layers"));
+    }
+  }
+
+  // The same launch as a torchrun script (continuations, quotes, an argument variable, an
+  // exported NCCL_ALGO, --name=value) reads as the YAML does, the GPUs from torchrun.
+  void aScriptReadsAsItsYaml() {
+    const std::string script = R"(#!/bin/bash
+export NCCL_ALGO=Ring
+MODEL="--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention --num-query-groups 8"
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
+    $MODEL \
+    --untie-embeddings-and-output-weights \
+    --micro-batch-size 2 --global-batch-size=8 \
+    --seq-length 8192 --max-position-embeddings 8192 \
+    --tokenizer-type NullTokenizer --vocab-size 131073 \
+    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+    --bf16 --lr 0.00015   # a comment
+)";
+    const MegatronTranslation yaml =
+        translated(readData("gpt3_7b_tp4_pp1_memory_speed.model_config.yaml"), 8);
+    const MegatronTranslation shell = translated(script, 0);
+    QCOMPARE(planOf(shell.row).dump(), planOf(yaml.row).dump());
+    QCOMPARE(shell.row["mesh"]["gpus_per_node"].get<int>(), 8);
+  }
+
+  // Megatron-LM's defaults where the arguments are silent, each listed.
+  void silentArgumentsTakeMegatronsDefaults() {
+    const MegatronTranslation t = translated(std::string(kSmall) + "--swiglu", 1);
+    const json &model = t.row["model"];
+    QCOMPARE(model["ffn_hidden"].get<int>(), 2688); // int(4·1024·2/3 / 64) · 64
+    QCOMPARE(model["vocab"].get<int>(), 1024);      // 1000 + 1 padded to 128
+    QCOMPARE(model["position_embeddings"].get<int>(), 2048);
+    QCOMPARE(model["norm"].get<std::string>(), std::string("layernorm"));
+    QVERIFY(model["linear_biases"].get<bool>());
+    QVERIFY(model["tied_embeddings"].get<bool>());
+    QVERIFY(model["dropout"].get<bool>());
+    QCOMPARE(model["dtype"].get<std::string>(), std::string("fp32"));
+    QCOMPARE(model["attention"].get<std::string>(), std::string("flash"));
+    QCOMPARE(t.row["schedule"]["microbatches"].get<int>(), 1);
+    QCOMPARE(t.row["training"]["cross_entropy"].get<std::string>(),
+             std::string("vocab-parallel-unfused"));
+    QCOMPARE(t.row["training"]["zero_stage"].get<int>(), 0);
+    QVERIFY(t.assumed.size() >= 3);
+
+    // The pipeline split options become Megatron's layout; GPT-2 BPE files give its vocabulary.
+    const MegatronTranslation split =
+        translated("--num-layers 30 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                   "--vocab-file gpt2-vocab.json --pipeline-model-parallel-size 4 "
+                   "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+                   "--global-batch-size 8",
+                   8);
+    QCOMPARE(split.row["training"]["layout"].get<std::string>(),
+             std::string("Ettttttt|tttttttt|tttttttt|tttttttL"));
+    QCOMPARE(split.row["model"]["vocab"].get<int>(), 50304);
+    QCOMPARE(split.row["mesh"]["dp"].get<int>(), 2);
+    QCOMPARE(split.row["schedule"]["microbatches"].get<int>(), 4);
+    const MegatronTranslation interleaved =
+        translated(std::string(kSmall) +
+                       "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage "
+                       "1 --global-batch-size 8 --recompute-granularity full --fp8-format hybrid "
+                       "--use-torch-fsdp2",
+                   4);
+    QCOMPARE(interleaved.row["schedule"]["name"].get<std::string>(),
+             std::string("interleaved-1f1b"));
+    QCOMPARE(interleaved.row["schedule"]["virtual_stages"].get<int>(), 2);
+    QCOMPARE(interleaved.row["training"]["recompute"].get<std::string>(), std::string("full"));
+    QCOMPARE(interleaved.row["training"]["gemm_precision"].get<std::string>(), std::string("fp8"));
+    QCOMPARE(interleaved.row["training"]["zero_stage"].get<int>(), 3);
+  }
+
+  // One message per bad launch, naming the argument.
+  void badLaunchesAreNamed() {
+    const std::pair<std::string, std::string> cases[] = {
+        {"--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 10",
+         "--num-layers"},
+        {std::string(kSmall) + "--tensor-model-parallel-size $TP", "shell variable"},
+        {std::string(kSmall) + "--global-batch-size 12 --micro-batch-size 1",
+         "--global-batch-size"},
+        {std::string(kSmall) + "--pipeline-model-parallel-size 2 "
+                               "--num-layers-per-virtual-pipeline-stage 3",
+         "--num-layers-per-virtual-pipeline-stage"},
+        {std::string(kSmall) + "--num-experts 8 --moe-layer-freq [1,0,1,0]", "--moe-layer-freq"},
+        {std::string(kSmall) + "--num-experts 8 --moe-ffn-hidden-size 512 "
+                               "--moe-shared-expert-intermediate-size 700",
+         "--moe-shared-expert-intermediate-size"},
+        {std::string(kSmall) + "--tensor-model-parallel-size 3", "GPUs do not divide"},
+        {"--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+         "--tokenizer-type HuggingFaceTokenizer",
+         "--vocab N"},
+        {std::string(kSmall) + "--num-layers x", "not a whole number"},
+        {"--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+         "--vocab-size 10 --group-query-attention --num-query-groups 5",
+         "--num-query-groups"},
+        {"torchrun pretrain_gpt.py --num-layers '4", "quote"},
+    };
+    for (const auto &[text, named] : cases) {
+      const std::string message = errorOf(text);
+      QVERIFY2(message.find(named) != std::string::npos,
+               qPrintable(QString::fromStdString(text + " -> '" + message + "'")));
+    }
+    // Without --gpus and without torchrun the world size is asked for.
+    QVERIFY(errorOf(kSmall, 0).find("--gpus") != std::string::npos);
+  }
+
+private:
+  static std::string readValidationRows() {
+    std::ifstream in(std::string(PIPESCOPE_SOURCE_DIR) +
+                     "/resources/validation/megatron-lm-ci-h100.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    return json::parse(text.str())["rows"].dump();
+  }
+};
+
+QTEST_APPLESS_MAIN(TestMegatronArgs)
+#include "test_megatron_args.moc"
