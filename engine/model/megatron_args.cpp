@@ -194,6 +194,7 @@ Result<MegatronArguments> parseShell(std::string_view text) { // NOLINT(misc-no-
       out.arguments.insert(out.arguments.end(), inner->arguments.begin(), inner->arguments.end());
       continue;
     }
+    if (word.ends_with(".py")) out.scripts.push_back(word.substr(word.rfind('/') + 1));
     if (!word.starts_with("--") || word.size() <= 2) continue;
     if (const auto eq = word.find('='); eq != std::string::npos) {
       out.arguments.push_back({word.substr(0, eq), word.substr(eq + 1), true});
@@ -508,6 +509,20 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   MegatronTranslation out;
   Reader r(arguments);
   auto &assumed = out.assumed;
+
+  // pipescope prices decoder-only transformers: what pretrain_gpt.py trains.
+  for (const auto &script : arguments.scripts)
+    if (script.starts_with("pretrain_") && script != "pretrain_gpt.py")
+      return makeError("the launch runs " + script +
+                       "; pipescope prices decoder-only GPT "
+                       "models, what pretrain_gpt.py trains");
+  for (const char *name : {"--hybrid-override-pattern", "--is-hybrid-model", "--encoder-num-layers",
+                           "--decoder-num-layers", "--bert-no-binary-head", "--vision-model-type",
+                           "--language-model-type", "--img-h"})
+    if (r.has(name))
+      return makeError(std::string("the launch gives ") + name +
+                       ", a model other than a decoder-only GPT (hybrid, encoder-decoder, "
+                       "BERT or vision); pipescope prices decoder-only GPT models");
 
   // --- The model -----------------------------------------------------------------------------
   std::optional<long long> layers, hidden, heads, sequence;

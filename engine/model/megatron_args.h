@@ -28,6 +28,8 @@ struct MegatronArgument {
 struct MegatronArguments {
   std::vector<MegatronArgument> arguments;
   std::vector<std::pair<std::string, std::string>> environment;
+  /// Python scripts the command runs (pretrain_gpt.py, ...), from a shell text.
+  std::vector<std::string> scripts;
 };
 
 /// Reads a Megatron-LM CI model_config.yaml (its ENV_VARS and MODEL_ARGS blocks: `--name: value`,
@@ -64,7 +66,9 @@ struct MegatronTranslation {
   std::vector<std::string> not_read;
 };
 
-/// Maps the arguments. An argument whose value pipescope cannot represent (an MoE layer pattern
+/// Maps the arguments. A launch of another model than a decoder-only GPT (pretrain_bert.py,
+/// pretrain_t5.py, pretrain_mamba.py, hybrid or vision models) is refused, naming what says so.
+/// An argument whose value pipescope cannot represent (an MoE layer pattern
 /// other than dense-then-MoE, a shared expert size that is not a multiple of the expert's, a
 /// value left as a shell variable) or sizes that do not divide is an error naming the argument
 /// and the fix.

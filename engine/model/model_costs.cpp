@@ -1197,7 +1197,21 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // torch-fp32 cross-entropy: besides the stored fp32 log-probabilities, its backward holds the
   // incoming gradient and the input gradient, each fp32 of b·s·V/t (PyTorch's nll_loss and
   // log_softmax backward; torchtitan train.py loss_fn at 9dec370).
-  if (training.cross_entropy == "torch-fp32") an.loss_transient = 2 * 4.0 * b * s_local * V / t;
+  // Megatron's vocab-parallel cross-entropy casts the head's 16-bit logits to fp32 while the
+  // model still holds them (VocabParallelCrossEntropy.calculate_logits_max's .float();
+  // GPTModel.forward keeps `logits` until the loss returns), and its backward casts the fp32
+  // gradient back (fused: calculate_gradients' .to(bfloat16); unfused: autograd's cast): the
+  // 16-bit logits beside the stored fp32 ones. Unfused, it then works on the fp32 copy in place
+  // (megatron/core/tensor_parallel/cross_entropy.py); fused, its steps are scripted functions
+  // (megatron/core/fusions/fused_cross_entropy.py, jit_fuser) whose results are new tensors, one
+  // more fp32 copy. Megatron-LM's CI measures both: its tests' peaks lie 0.38 / TP GiB (2 bytes of
+  // the 4 × 1024 × 50304 logits) above the stored activations unfused and 1.15 / TP GiB (6 bytes)
+  // fused (tests/data/megatron_ci; docs/validation.md).
+  if (training.cross_entropy == "torch-fp32")
+    an.loss_transient = 2 * 4.0 * b * s_local * V / t;
+  else
+    an.loss_transient =
+        (dt + (training.cross_entropy == "vocab-parallel" ? 4.0 : 0.0)) * b * s_local * V / t;
   if ((m.tied_embeddings || m.mtp_layers > 0) && head_rank != embedding_rank) {
     const Link link = pairLinkOf(mesh, embedding_rank, head_rank);
     an.tied_embedding_sync_us =

@@ -185,10 +185,12 @@ struct TrainingSetup {
   /// in the model's 16 bits. Ignored under bf16 GEMMs.
   bool fp8_dispatch = true;
   /// How the loss runs: its memory beyond the stored fp32 logits and its passes over them.
-  /// "vocab-parallel": Megatron's fused vocab-parallel cross-entropy, whose backward works in
-  /// place on the saved fp32 softmax (nothing more; the default, so files that do not say keep
-  /// their meaning). "vocab-parallel-unfused": the same without --cross-entropy-loss-fusion,
-  /// the same memory, one kernel per PyTorch op (headWork prices its eight passes).
+  /// "vocab-parallel": Megatron's fused vocab-parallel cross-entropy (--cross-entropy-loss-fusion,
+  /// the default, so files that do not say keep their meaning): beside the saved fp32 softmax,
+  /// the 16-bit logits the model still holds and one more fp32 copy (its scripted steps return
+  /// new tensors) while it runs. "vocab-parallel-unfused": without the fusion, one kernel per
+  /// PyTorch op (headWork prices its eight passes), in place on the fp32 copy: only the 16-bit
+  /// logits beside it.
   /// "torch-fp32": F.cross_entropy(logits.float()) as torchtitan runs it: the backward holds
   /// the fp32 log-probabilities, the incoming gradient and the input gradient at once, two more
   /// fp32 logit-sized tensors on the loss rank (its time priced as the fused one).

@@ -190,6 +190,8 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
          "--vocab-size 10 --group-query-attention --num-query-groups 5",
          "--num-query-groups"},
         {"torchrun pretrain_gpt.py --num-layers '4", "quote"},
+        {"torchrun /opt/megatron/pretrain_bert.py " + std::string(kSmall), "pretrain_bert.py"},
+        {std::string(kSmall) + "--hybrid-override-pattern M-M-", "--hybrid-override-pattern"},
     };
     for (const auto &[text, named] : cases) {
       const std::string message = errorOf(text);

@@ -95,9 +95,12 @@ const std::map<std::string, double> kStepErrorBounds = {
 const std::map<std::string, double> kMemoryErrorBounds = {
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-8", 0.10},
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-128", 0.10},
-    // -5.0 %: a MoE GPT with MLA and MTP; qk-layernorm, the fp32 router and its auxiliary loss
-    // are not priced, and its static memory is 0.5 GiB over pipescope's (docs/validation.md).
-    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.055},
+    // Megatron-LM's CI, peak allocated: -0.4 %, -1.0 % and -0.6 % since the loss's transient
+    // (the 16-bit logits beside the fp32 ones, and the fused loss's extra fp32 copy) is priced;
+    // they were -2.3 %, -4.5 % and -5.0 % without it.
+    {"megatron-lm-ci-h100/gpt3-7b-tp4-pp1", 0.01},
+    {"megatron-lm-ci-h100/gpt3-7b-tp1-pp4", 0.015},
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.01},
 };
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
