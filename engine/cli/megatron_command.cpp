@@ -82,30 +82,25 @@ int runMegatron(const std::vector<std::string> &args) {
   target.gpus_per_node = per_node->value_or(0);
   target.vocab = vocab->value_or(0);
   target.hardware = a.text("hardware").value_or("h100-sxm");
+  target.name = launchName(a.positional().front());
   if (const auto out = a.text("out"); out && *out == "-")
     return fail("megatron: --out - would mix the plan with the report; give a file name");
 
   currentActivity() = "reading " + path;
   auto text = readTextFile(path);
   if (!text) return fail(text.error().message);
-  auto launch = parseMegatronArguments(*text);
-  if (!launch) return fail(path + ": " + launch.error().message);
-  if (launch->arguments.empty())
-    return fail(path + ": no --arguments found; give a training script, a command line or a "
-                       "Megatron-LM CI model_config.yaml");
-  auto translation = translateMegatronArguments(*launch, target);
-  if (!translation) return fail(path + ": " + translation.error().message);
-  auto configuration = configurationFromJson(translation->row, "");
-  if (!configuration)
-    return fail(path + ": the arguments make a configuration pipescope refuses: " +
-                configuration.error().message);
-  configuration->id = path;
+  auto read = readMegatronLaunch(*text, target);
+  if (!read) return fail(path + ": " + read.error().message);
+  const MegatronArguments &launch = read->arguments;
+  const MegatronTranslation &translation = read->translation;
+  ValidationCase &configuration = read->configuration;
+  configuration.id = path;
   currentActivity() = "predicting the run";
-  auto result = predictValidationCase(*configuration);
+  auto result = predictValidationCase(configuration);
   if (!result) return fail(result.error().message);
   if (const auto out = a.text("out")) {
     currentActivity() = "writing " + *out;
-    if (auto status = savePlan(*out, validationCasePlan(*configuration)); !status)
+    if (auto status = savePlan(*out, validationCasePlan(configuration)); !status)
       return fail("megatron: " + status.error().message);
   }
 
@@ -114,10 +109,10 @@ int runMegatron(const std::vector<std::string> &args) {
   for (const auto &rank : report.memory)
     memory.push_back(rank.total / kGiB);
   if (a.has("json")) {
-    json out = {{"configuration", translation->row},
-                {"assumed", translation->assumed},
-                {"not_priced", translation->not_priced},
-                {"not_read", translation->not_read},
+    json out = {{"configuration", translation.row},
+                {"assumed", translation.assumed},
+                {"not_priced", translation.not_priced},
+                {"not_read", translation.not_read},
                 {"prediction",
                  {{"step_time_s", result->predicted_step_s},
                   {"tokens_per_s", report.tokens_per_s},
@@ -128,27 +123,27 @@ int runMegatron(const std::vector<std::string> &args) {
     std::cout << out.dump(2) << '\n';
     return 0;
   }
-  const json &row = translation->row;
-  std::cout << "Megatron-LM launch " << path << " (" << launch->arguments.size() << " arguments)\n";
+  const json &row = translation.row;
+  std::cout << "Megatron-LM launch " << path << " (" << launch.arguments.size() << " arguments)\n";
   for (const char *part : {"model", "mesh", "schedule", "training"})
     std::cout << "  " << part << std::string(10 - std::string(part).size(), ' ') << row[part].dump()
               << '\n';
   std::cout << "  hardware  " << target.hardware << '\n';
-  if (!translation->assumed.empty()) {
+  if (!translation.assumed.empty()) {
     std::cout << "\nassumed (the arguments are silent; Megatron-LM's defaults):\n";
-    for (const auto &line : translation->assumed)
+    for (const auto &line : translation.assumed)
       std::cout << "  - " << line << '\n';
   }
-  if (!translation->not_priced.empty()) {
+  if (!translation.not_priced.empty()) {
     std::cout << "\nread but not priced (they change time or memory; the prediction leaves "
                  "them out):\n";
-    for (const auto &line : translation->not_priced)
+    for (const auto &line : translation.not_priced)
       std::cout << "  - " << line << '\n';
   }
-  if (!translation->not_read.empty())
-    std::cout << "\nnot read (" << translation->not_read.size()
+  if (!translation.not_read.empty())
+    std::cout << "\nnot read (" << translation.not_read.size()
               << "; logging, data, optimizer hyper-parameters, checkpoints and the like): "
-              << listText(translation->not_read) << '\n';
+              << listText(translation.not_read) << '\n';
   std::cout << "\nprediction on " << target.hardware << ": step "
             << fixed(result->predicted_step_s, 3) << " s, " << number(report.tokens_per_s)
             << " tokens/s\n";
@@ -157,7 +152,7 @@ int runMegatron(const std::vector<std::string> &args) {
   std::cout << "  peak memory per GPU by pipeline rank:";
   for (std::size_t rank = 0; rank < report.memory.size(); ++rank)
     std::cout << (rank ? ", " : " ") << fixed(report.memory[rank].total / kGiB, 1) << " GiB";
-  std::cout << " (of " << fixed(configuration->setup.hardware.memory_gib, 1) << ")\n";
+  std::cout << " (of " << fixed(configuration.setup.hardware.memory_gib, 1) << ")\n";
   if (const auto out = a.text("out"))
     std::cout << "\nThe plan is written to " << *out << " (pipescope simulate --plan " << *out
               << " predicts it again; the explorer opens it)\n";

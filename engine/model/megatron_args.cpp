@@ -540,7 +540,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   const int h = static_cast<int>(*hidden), a = static_cast<int>(*heads);
   const bool swiglu = r.flag("--swiglu");
 
-  json model = {{"name", "megatron-args"}, {"layers", *layers}, {"hidden", h}};
+  json model = {{"name", target.name}, {"layers", *layers}, {"hidden", h}};
   std::optional<long long> ffn;
   READ_INTEGER(r, "--ffn-hidden-size", 1, 1LL << 30, ffn);
   if (!ffn) {
@@ -937,6 +937,33 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
       out.not_read.push_back(name);
   }
   return out;
+}
+
+std::string launchName(std::string_view path) {
+  std::string name(path.substr(path.find_last_of('/') + 1));
+  for (const std::string_view suffix : {".sh", ".yaml", ".yml", ".txt", ".model_config"})
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      name.resize(name.size() - suffix.size());
+  return name.empty() ? std::string("megatron-args") : name;
+}
+
+Result<MegatronLaunch> readMegatronLaunch(std::string_view text, const MegatronTarget &target) {
+  MegatronLaunch launch;
+  auto arguments = parseMegatronArguments(text);
+  if (!arguments) return arguments.error();
+  if (arguments->arguments.empty())
+    return makeError("no --arguments found; give a training script, a command line or a "
+                     "Megatron-LM CI model_config.yaml");
+  auto translation = translateMegatronArguments(*arguments, target);
+  if (!translation) return translation.error();
+  auto configuration = configurationFromJson(translation->row, "");
+  if (!configuration)
+    return makeError("the arguments make a configuration pipescope refuses: " +
+                     configuration.error().message);
+  launch.arguments = std::move(*arguments);
+  launch.translation = std::move(*translation);
+  launch.configuration = std::move(*configuration);
+  return launch;
 }
 
 } // namespace pipescope

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/validation.h"
 #include "engine/result.h"
 
 namespace pipescope {
@@ -45,6 +46,8 @@ struct MegatronTarget {
   /// 0: torchrun's --nproc-per-node from the text, else the hardware preset's.
   int gpus_per_node = 0;
   std::string hardware = "h100-sxm";
+  /// The model's name in the plan (launchName of the file).
+  std::string name = "megatron-args";
   /// The tokenizer's vocabulary before Megatron pads it, for tokenizers that read it from their
   /// files (HuggingFace, SentencePiece, TikToken); 0: from --vocab-size or the GPT-2 BPE files.
   int vocab = 0;
@@ -74,5 +77,19 @@ struct MegatronTranslation {
 /// and the fix.
 Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &arguments,
                                                        const MegatronTarget &target);
+
+/// A name for the launch in `path`: its file name without the folder and the extensions a launch
+/// file has (.sh, .yaml, .yml, .txt, .model_config).
+std::string launchName(std::string_view path);
+
+/// A launch read whole: its arguments, their translation and the configuration they make, checked
+/// as a validation row's is (validationCasePlan(configuration) is its plan). Errors name the
+/// argument or the field and the fix.
+struct MegatronLaunch {
+  MegatronArguments arguments;
+  MegatronTranslation translation;
+  ValidationCase configuration;
+};
+Result<MegatronLaunch> readMegatronLaunch(std::string_view text, const MegatronTarget &target);
 
 } // namespace pipescope

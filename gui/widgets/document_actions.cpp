@@ -4,11 +4,14 @@
 #include <QCoreApplication>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QMenu>
 #include <QProgressDialog>
 #include <QSettings>
 #include <QtConcurrent>
 
+#include "engine/json_io.h"
+#include "engine/model/megatron_args.h"
 #include "engine/output_file.h"
 #include "engine/trace_file.h"
 #include "gui/timeline/svg_export.h"
@@ -63,6 +66,51 @@ bool DocumentActions::openPlan(const QString &path) {
   addRecentFile(path);
   emit message(tr("Opened %1").arg(path), kMessageMs);
   return true;
+}
+
+bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
+  auto text = readTextFile(path.toStdString());
+  if (!text) {
+    emit failed(QString::fromStdString(text.error().message));
+    return false;
+  }
+  MegatronTarget target;
+  target.gpus = gpus;
+  target.name = launchName(path.toStdString());
+  auto launch = readMegatronLaunch(*text, target);
+  if (!launch) {
+    emit failed(path + QStringLiteral(": ") + QString::fromStdString(launch.error().message));
+    return false;
+  }
+  emit planOpened(validationCasePlan(launch->configuration));
+  QStringList unpriced;
+  for (const auto &line : launch->translation.not_priced)
+    unpriced << QString::fromStdString(line.substr(0, line.find(':')));
+  emit message(tr("Opened the Megatron-LM launch %1 on %2 GPUs: %3 of Megatron's defaults "
+                  "taken%4 (pipescope megatron lists them)")
+                   .arg(path)
+                   .arg(launch->configuration.mesh.worldSize())
+                   .arg(launch->translation.assumed.size())
+                   .arg(unpriced.isEmpty()
+                            ? QString()
+                            : tr("; not priced: %1").arg(unpriced.join(QStringLiteral(", ")))),
+               kMessageMs);
+  return true;
+}
+
+int DocumentActions::launchGpus(const QString &path) {
+  auto text = readTextFile(path.toStdString());
+  if (!text) return 0;
+  auto arguments = parseMegatronArguments(*text);
+  if (!arguments) return 0;
+  long long per_node = 0, nodes = 1;
+  for (const auto &argument : arguments->arguments) {
+    if (argument.name == "--nproc-per-node" || argument.name == "--nproc_per_node")
+      per_node = std::atoll(argument.value.c_str());
+    if (argument.name == "--nnodes") nodes = std::atoll(argument.value.c_str());
+  }
+  const long long gpus = per_node * std::max(1LL, nodes);
+  return gpus > 0 && gpus <= kMaxWorldSize ? static_cast<int>(gpus) : 0;
 }
 
 bool DocumentActions::savePlanTo(const QString &path) {
@@ -248,6 +296,22 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
     PublishedRunsDialog dialog(dialogs);
     if (dialog.exec() != QDialog::Accepted) return;
     if (auto run = dialog.selected()) emit publishedRunChosen(*run);
+  });
+  add(tr("Open &Megatron-LM launch\u2026"), QKeySequence(), [this, dialogs] {
+    const QString path = QFileDialog::getOpenFileName(
+        dialogs,
+        tr("Open Megatron-LM launch: a training script, a command line or a CI "
+           "model_config.yaml"),
+        QString(), tr("Launches (*.sh *.yaml *.yml *.txt);;All files (*)"));
+    if (path.isEmpty()) return;
+    const int from_file = launchGpus(path);
+    bool ok = false;
+    const int gpus = QInputDialog::getInt(
+        dialogs, tr("GPUs of the launch"),
+        tr("World size (GPUs) the launch runs on%1:")
+            .arg(from_file > 0 ? tr(" (torchrun's, from the file)") : QString()),
+        from_file > 0 ? from_file : 8, 1, kMaxWorldSize, 1, &ok);
+    if (ok) openMegatronLaunch(path, gpus);
   });
   add(tr("&Save plan\u2026"), QKeySequence::Save,
       saving(tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"),

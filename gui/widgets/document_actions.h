@@ -45,6 +45,13 @@ public:
 
   /// Loads a plan file and emits planOpened; false (failed emitted) when it cannot be read.
   bool openPlan(const QString &path);
+  /// Reads a Megatron-LM launch (a training script, a command line or a CI model_config.yaml;
+  /// engine/model/megatron_args.h) on `gpus` GPUs (0: torchrun's, from the file) as a plan and
+  /// emits planOpened; the status line counts the Megatron defaults taken and names the
+  /// arguments not priced. False (failed emitted, nothing changed) when it cannot be read.
+  bool openMegatronLaunch(const QString &path, int gpus);
+  /// GPUs the launch's torchrun line gives (--nproc-per-node × --nnodes), 0 if none.
+  static int launchGpus(const QString &path);
   bool savePlanTo(const QString &path);
   bool exportPng(const QString &path);
   bool exportSvg(const QString &path);

@@ -166,6 +166,15 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(interleaved.row["training"]["zero_stage"].get<int>(), 3);
   }
 
+  // A launch's name is its file's, without the launch files' extensions.
+  void launchesAreNamedAfterTheirFiles() {
+    QCOMPARE(launchName("tests/gpt3_7b_tp4_pp1_memory_speed.model_config.yaml"),
+             std::string("gpt3_7b_tp4_pp1_memory_speed"));
+    QCOMPARE(launchName("/runs/train_llama.sh"), std::string("train_llama"));
+    QCOMPARE(launchName("-"), std::string("-"));
+    QCOMPARE(launchName("/runs/.sh"), std::string(".sh"));
+  }
+
   // One message per bad launch, naming the argument.
   void badLaunchesAreNamed() {
     const std::pair<std::string, std::string> cases[] = {

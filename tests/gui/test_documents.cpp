@@ -16,6 +16,7 @@
 #include "engine/plan_file.h"
 #include "gui/run/measurement.h"
 #include "gui/widgets/controls_panel.h"
+#include "gui/widgets/document_actions.h"
 #include "gui/widgets/layer_editor.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/metrics_panel.h"
@@ -219,6 +220,46 @@ private slots:
     window.setPlan(examplePlan());
     window.settle();
     QCOMPARE(window.metrics()->valueText(QStringLiteral("published")), QStringLiteral("\u2014"));
+  }
+
+  // File > Open Megatron-LM launch: a CI launch opens as its validation row's plan (the GPUs from
+  // the dialog), a torchrun script gives its GPUs to the dialog, and a launch that cannot be
+  // read leaves the window as it was with the reason in the banner.
+  void megatronLaunchOpensAsItsRow() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const QString launch = QStringLiteral(
+        PIPESCOPE_TEST_DATA "/megatron_ci/gpt3_7b_tp1_pp4_memory_speed.model_config.yaml");
+    QVERIFY(window.documents()->openMegatronLaunch(launch, 8));
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    auto set = loadValidationSet("megatron-lm-ci-h100");
+    QVERIFY(set.ok());
+    const Plan row = validationCasePlan(set->cases[1]); // gpt3-7b-tp1-pp4
+    const Plan &shown = window.snapshot()->plan;
+    QCOMPARE(shown.request.pp, 4);
+    QCOMPARE(shown.request.chunks, 8);
+    QCOMPARE(shown.request.microbatches, row.request.microbatches);
+    QCOMPARE(shown.mesh.dp, 2);
+    QCOMPARE(shown.model->model.vocab, row.model->model.vocab);
+    QCOMPARE(shown.model->training.cross_entropy, std::string("vocab-parallel-unfused"));
+
+    QTemporaryDir dir;
+    const QString script = dir.filePath(QStringLiteral("train.sh"));
+    QFile file(script);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 4 "
+               "--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 100 "
+               "--tensor-model-parallel-size 3\n");
+    file.close();
+    QCOMPARE(DocumentActions::launchGpus(script), 32);
+    QCOMPARE(DocumentActions::launchGpus(launch), 0);
+    QVERIFY(!window.documents()->openMegatronLaunch(script, 32));
+    window.settle();
+    QVERIFY2(window.errorMessage().contains(QStringLiteral("TP 3")),
+             qPrintable(window.errorMessage()));
+    QCOMPARE(window.snapshot()->plan.request.pp, 4); // still the launch opened before
   }
 
   // Every shipped published run opens in the explorer and shows the table's error: the 1T
