@@ -298,7 +298,7 @@ std::vector<std::string> explanationLines(const ValidationResult &result) {
     std::string header = end - group_start == 1 ? "stage " + std::to_string(group_start)
                                                 : "stages " + std::to_string(group_start) + "-" +
                                                       std::to_string(end - 1);
-    header += " (" + std::to_string(stage.layers) + " layers" +
+    header += " (" + std::to_string(stage.layers) + (stage.layers == 1 ? " layer" : " layers") +
               (end - group_start == 1 ? "" : " each") + "), per microbatch on one TP rank:";
     lines.push_back(header);
     for (const auto &pass : group_passes)

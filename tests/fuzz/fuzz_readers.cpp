@@ -1,6 +1,7 @@
 // Fuzz target for every reader of outside input: plan JSON, trace JSON (its matching against its
-// plan, and its bubbles explained), custom schedule JSON, PyTorch's schedule CSV, and PyTorch
-// profiler traces (and the import's inference of the pipeline from them). Whatever the bytes, the
+// plan, and its bubbles explained), custom schedule JSON, PyTorch's schedule CSV, PyTorch
+// profiler traces (and the import's inference of the pipeline from them), and Megatron-LM
+// launches (scripts and CI model_config.yaml, predicted when small). Whatever the bytes, the
 // readers must return a value or an error — never crash, hang or run away with memory. Built with
 // libFuzzer by tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest suite
 // (replay_main.cpp).
@@ -12,6 +13,7 @@
 
 #include "engine/bubbles.h"
 #include "engine/evaluation.h"
+#include "engine/model/megatron_args.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
 #include "engine/run_import.h"
@@ -57,6 +59,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   std::istringstream stream{std::string(text)};
   if (auto recording = pipescope::readKinetoTrace(stream, "fuzz"))
     (void)pipescope::importRecordings({std::move(*recording)});
+  // A Megatron-LM launch on 8 GPUs; a small one is predicted as `pipescope megatron` does.
+  pipescope::MegatronTarget target;
+  target.gpus = 8;
+  if (auto launch = pipescope::readMegatronLaunch(text, target)) {
+    const auto &c = launch->configuration;
+    if (c.setup.model.layers <= 64 && c.request.microbatches <= 64 &&
+        c.setup.model.sequence_length <= 65536 && c.setup.model.hidden <= 65536)
+      (void)pipescope::predictValidationCase(c);
+  }
   if (auto lists = pipescope::parsePytorchCsv(text)) {
     if (auto schedule = pipescope::makeCustomSchedule(std::move(*lists)))
       simulateIfSmall(*schedule);
