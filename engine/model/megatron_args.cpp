@@ -780,13 +780,19 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   READ_INTEGER(r, "--num-virtual-stages-per-pipeline-rank", 1, 1 << 10, virtual_stages);
   READ_INTEGER(r, "--virtual-pipeline-model-parallel-size", 1, 1 << 10, virtual_old);
   long long chunks = virtual_stages.value_or(virtual_old.value_or(1));
+  const bool count_embedding = r.flag("--account-for-embedding-in-pipeline-split");
+  const bool count_loss = r.flag("--account-for-loss-in-pipeline-split");
   if (layers_per_virtual) {
-    if (*layers % (pp * *layers_per_virtual) != 0)
+    // arguments.py: the embedding and the loss count as layers when the split accounts for them.
+    const long long units = *layers + (count_embedding ? 1 : 0) + (count_loss ? 1 : 0);
+    if (units % (pp * *layers_per_virtual) != 0)
       return makeError("--num-layers-per-virtual-pipeline-stage " +
                        std::to_string(*layers_per_virtual) + " does not divide the " +
-                       std::to_string(*layers) + " layers over PP " + std::to_string(pp) +
-                       " evenly; give a divisor of " + std::to_string(*layers / pp));
-    chunks = *layers / (pp * *layers_per_virtual);
+                       std::to_string(units) + " layers" +
+                       (units != *layers ? " (the embedding and loss counted)" : "") + " over PP " +
+                       std::to_string(pp) + " evenly; give a divisor of " +
+                       std::to_string(units / pp) + " (Megatron refuses it too)");
+    chunks = units / (pp * *layers_per_virtual);
   }
   const long long per_step = microbatch.value_or(1) * dp;
   const long long batch = global_batch.value_or(per_step);
@@ -820,10 +826,27 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                                ": pipescope recomputes every layer of a stage under full "
                                "recomputation, more than the run does");
   } else if (granularity && *granularity == "selective") {
-    recompute = "selective";
-    if (modules && *modules != "core_attn")
-      out.not_priced.push_back("--recompute-modules " + *modules +
-                               ": pipescope's selective recomputation is core attention's");
+    // Megatron recomputes --recompute-modules (default core_attn); pipescope's selective
+    // recomputation is core attention's. Other modules (layernorm, moe_act, mla_up_proj, mlp,
+    // moe, ...) are named as not priced: their activations are counted as kept.
+    const std::string list = modules.value_or("core_attn");
+    bool attention = false;
+    std::string others;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      const auto end = std::min(list.find(' ', start), list.size());
+      const std::string module = list.substr(start, end - start);
+      if (module == "core_attn")
+        attention = true;
+      else if (!module.empty())
+        others += (others.empty() ? "" : " ") + module;
+      start = end + 1;
+    }
+    recompute = attention ? "selective" : "none";
+    if (!others.empty())
+      out.not_priced.push_back("--recompute-modules " + others +
+                               ": their recomputation (pipescope recomputes core attention "
+                               "only; these activations are counted as kept)");
   } else if (granularity) {
     return makeError("--recompute-granularity " + *granularity +
                      " is not known; Megatron takes "
@@ -876,8 +899,6 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   std::optional<long long> first_layers, last_layers;
   READ_INTEGER(r, "--decoder-first-pipeline-num-layers", 0, 1 << 20, first_layers);
   READ_INTEGER(r, "--decoder-last-pipeline-num-layers", 0, 1 << 20, last_layers);
-  const bool count_embedding = r.flag("--account-for-embedding-in-pipeline-split");
-  const bool count_loss = r.flag("--account-for-loss-in-pipeline-split");
   const long long stages = pp * chunks;
   const int mtp_count = static_cast<int>(mtp.value_or(0));
   if (layout) {

@@ -98,6 +98,86 @@ private slots:
     }
   }
 
+  // Megatron-MoE-ModelZoo's Qwen3-235B-A22B launches, filled in as its sbatch_benchmarking.sh
+  // fills them, read into exactly the configurations of their validation rows.
+  void modelZooLaunchesReadAsTheirRows() {
+    struct Launch {
+      const char *id;
+      int tp, pp, vpp, ep;
+      const char *extra; // run_235b.sh's and sbatch_benchmarking.sh's arguments
+    };
+    const std::string selective = "--recompute-granularity selective --recompute-modules moe_act "
+                                  "layernorm --moe-router-force-load-balancing ";
+    const std::string deepep = "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend "
+                               "deepep --tp-comm-overlap ";
+    const std::string extras[] = {
+        selective + deepep,
+        selective + deepep + "--delay-wgrad-compute --overlap-moe-expert-parallel-comm",
+        selective + "--moe-token-dispatcher-type alltoall --tp-comm-overlap",
+        "--moe-router-force-load-balancing " + deepep};
+    const Launch launches[] = {
+        {"qwen3-235b-a22b-ep32-deepep", 2, 8, 4, 32, extras[0].c_str()},
+        {"qwen3-235b-a22b-ep32-deepep-a2a-overlap", 2, 8, 4, 32, extras[1].c_str()},
+        {"qwen3-235b-a22b-ep8-a2a-pp32", 2, 32, 3, 8, extras[2].c_str()},
+        {"qwen3-235b-a22b-ep8-deepep-tp4", 4, 8, 4, 8, extras[3].c_str()}};
+    std::ifstream in(std::string(PIPESCOPE_TEST_DATA) +
+                     "/megatron_moe_modelzoo/Qwen3-235B-A22B.yaml");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string config = buffer.str();
+    QVERIFY(!config.empty());
+    std::ifstream rows_in(std::string(PIPESCOPE_SOURCE_DIR) +
+                          "/resources/validation/megatron-moe-modelzoo-h100.json");
+    std::stringstream rows_text;
+    rows_text << rows_in.rdbuf();
+    const json rows = json::parse(rows_text.str())["rows"];
+    for (const Launch &launch : launches) {
+      std::string text = config;
+      const std::pair<std::string, std::string> values[] = {
+          {"${TP}", std::to_string(launch.tp)},
+          {"${PP}", std::to_string(launch.pp)},
+          {"${EP}", std::to_string(launch.ep)},
+          {"${CP}", "1"},
+          {"${MBS}", "1"},
+          {"${GBS}", "2048"},
+          {"${SEQ_LEN}", "4096"},
+          {"${MOE_GROUPED_GEMM}", "true"},
+          {"${LAYERS_PER_VP}", std::to_string(96 / (launch.pp * launch.vpp))}};
+      for (const auto &[key, value] : values)
+        for (auto at = text.find(key); at != std::string::npos; at = text.find(key))
+          text.replace(at, key.size(), value);
+      // The appended arguments, as YAML entries of MODEL_ARGS (a flag is true).
+      std::string appended;
+      std::istringstream words(launch.extra);
+      std::string word, entry;
+      while (words >> word) {
+        if (word.starts_with("--")) {
+          if (!entry.empty()) appended += entry + (entry.ends_with(":") ? " true\n" : "\n");
+          entry = "  " + word + ":";
+        } else {
+          entry += " " + word;
+        }
+      }
+      appended += entry + (entry.ends_with(":") ? " true\n" : "\n");
+      text.replace(text.find("MODEL_ARGS:\n"), 12, "MODEL_ARGS:\n" + appended);
+      auto arguments = parseMegatronArguments(text);
+      QVERIFY(arguments.ok());
+      MegatronTarget target;
+      target.gpus = 256;
+      target.vocab = 151936; // Qwen3's tokenizer
+      auto translation = translateMegatronArguments(*arguments, target);
+      QVERIFY2(translation.ok(), translation ? "" : translation.error().message.c_str());
+      json row;
+      for (const auto &candidate : rows)
+        if (candidate["id"] == launch.id) row = candidate;
+      QVERIFY2(!row.is_null(), launch.id);
+      const json expected = planOf(row), got = planOf(translation->row);
+      QVERIFY2(expected == got, qPrintable(QString::fromStdString(std::string(launch.id) +
+                                                                  "\nrow:    " + expected.dump() +
+                                                                  "\nlaunch: " + got.dump())));
+    }
+  }
+
   // The same launch as a torchrun script (continuations, quotes, an argument variable, an
   // exported NCCL_ALGO, --name=value) reads as the YAML does, the GPUs from torchrun.
   void aScriptReadsAsItsYaml() {
