@@ -416,24 +416,10 @@ private:
   std::set<std::string> used_;
 };
 
-// Fills `out` from an integer argument, or reports the error; returns false on error.
-#define READ_INTEGER(reader, name, low, high, target)                                              \
+// `target` = the value `read` (a Reader call) returns, or the function returns its error.
+#define READ(read, target)                                                                         \
   do {                                                                                             \
-    auto read_ = (reader).integer(name, low, high);                                                \
-    if (!read_) return read_.error();                                                              \
-    (target) = *read_;                                                                             \
-  } while (0)
-
-#define READ_TEXT(reader, name, target)                                                            \
-  do {                                                                                             \
-    auto read_ = (reader).text(name);                                                              \
-    if (!read_) return read_.error();                                                              \
-    (target) = *read_;                                                                             \
-  } while (0)
-
-#define READ_NUMBER(reader, name, target)                                                          \
-  do {                                                                                             \
-    auto read_ = (reader).number(name);                                                            \
+    auto read_ = (read);                                                                           \
     if (!read_) return read_.error();                                                              \
     (target) = *read_;                                                                             \
   } while (0)
@@ -526,10 +512,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   // --- The model -----------------------------------------------------------------------------
   std::optional<long long> layers, hidden, heads, sequence;
-  READ_INTEGER(r, "--num-layers", 1, 100000, layers);
-  READ_INTEGER(r, "--hidden-size", 1, 1 << 20, hidden);
-  READ_INTEGER(r, "--num-attention-heads", 1, 1 << 16, heads);
-  READ_INTEGER(r, "--seq-length", 1, 1 << 26, sequence);
+  READ(r.integer("--num-layers", 1, 100000), layers);
+  READ(r.integer("--hidden-size", 1, 1 << 20), hidden);
+  READ(r.integer("--num-attention-heads", 1, 1 << 16), heads);
+  READ(r.integer("--seq-length", 1, 1 << 26), sequence);
   for (const auto &[name, value] : {std::pair{"--num-layers", layers.has_value()},
                                     {"--hidden-size", hidden.has_value()},
                                     {"--num-attention-heads", heads.has_value()},
@@ -542,7 +528,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   json model = {{"name", target.name}, {"layers", *layers}, {"hidden", h}};
   std::optional<long long> ffn;
-  READ_INTEGER(r, "--ffn-hidden-size", 1, 1LL << 30, ffn);
+  READ(r.integer("--ffn-hidden-size", 1, 1LL << 30), ffn);
   if (!ffn) {
     // arguments.py: SwiGLU keeps the parameters of a 4h MLP, in multiples of 64.
     ffn = swiglu ? static_cast<long long>(4.0 * h * 2 / 3 / 64) * 64 : 4LL * h;
@@ -555,17 +541,17 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   const bool mla = r.flag("--multi-latent-attention");
   std::optional<long long> groups, kv_channels;
-  READ_INTEGER(r, "--num-query-groups", 1, 1 << 16, groups);
-  READ_INTEGER(r, "--kv-channels", 1, 1 << 16, kv_channels);
+  READ(r.integer("--num-query-groups", 1, 1 << 16), groups);
+  READ(r.integer("--kv-channels", 1, 1 << 16), kv_channels);
   const bool gqa = r.flag("--group-query-attention");
   if (mla) {
     model["kv_heads"] = a;
     std::optional<long long> q_lora, kv_lora, qk_head, qk_rope, v_head;
-    READ_INTEGER(r, "--q-lora-rank", 0, 1 << 20, q_lora);
-    READ_INTEGER(r, "--kv-lora-rank", 1, 1 << 20, kv_lora);
-    READ_INTEGER(r, "--qk-head-dim", 1, 1 << 16, qk_head);
-    READ_INTEGER(r, "--qk-pos-emb-head-dim", 1, 1 << 16, qk_rope);
-    READ_INTEGER(r, "--v-head-dim", 1, 1 << 16, v_head);
+    READ(r.integer("--q-lora-rank", 0, 1 << 20), q_lora);
+    READ(r.integer("--kv-lora-rank", 1, 1 << 20), kv_lora);
+    READ(r.integer("--qk-head-dim", 1, 1 << 16), qk_head);
+    READ(r.integer("--qk-pos-emb-head-dim", 1, 1 << 16), qk_rope);
+    READ(r.integer("--v-head-dim", 1, 1 << 16), v_head);
     // arguments.py's defaults: no query compression, kv_lora_rank 32, 128/64/128.
     const auto with_default = [&](const std::optional<long long> &value, long long fallback,
                                   const char *name) {
@@ -593,11 +579,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   // Vocabulary: the tokenizer's size padded to a multiple of make-vocab-size-divisible-by × TP
   // (megatron/training/tokenizer: _vocab_size_with_padding).
   std::optional<long long> tp_arg, divisible, vocab_size;
-  READ_INTEGER(r, "--tensor-model-parallel-size", 1, 1 << 16, tp_arg);
-  READ_INTEGER(r, "--make-vocab-size-divisible-by", 1, 1 << 20, divisible);
-  READ_INTEGER(r, "--vocab-size", 1, 1 << 30, vocab_size);
+  READ(r.integer("--tensor-model-parallel-size", 1, 1 << 16), tp_arg);
+  READ(r.integer("--make-vocab-size-divisible-by", 1, 1 << 20), divisible);
+  READ(r.integer("--vocab-size", 1, 1 << 30), vocab_size);
   std::optional<std::string> tokenizer, vocab_file;
-  READ_TEXT(r, "--tokenizer-type", tokenizer);
+  READ(r.text("--tokenizer-type"), tokenizer);
   if (r.has("--vocab-file")) vocab_file = "given"; // a path: only its presence matters
   long long vocab = 0;
   std::string vocab_why;
@@ -629,7 +615,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                     " (make-vocab-size-divisible-by × TP)");
   model["sequence_length"] = *sequence;
   std::optional<long long> microbatch;
-  READ_INTEGER(r, "--micro-batch-size", 1, 1 << 20, microbatch);
+  READ(r.integer("--micro-batch-size", 1, 1 << 20), microbatch);
   model["microbatch_size"] = microbatch.value_or(1);
   const bool bf16 = r.flag("--bf16"), fp16 = r.flag("--fp16");
   model["dtype"] = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
@@ -637,10 +623,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   model["gated_mlp"] = swiglu;
 
   std::optional<std::string> position;
-  READ_TEXT(r, "--position-embedding-type", position);
+  READ(r.text("--position-embedding-type"), position);
   if (r.flag("--use-rotary-position-embeddings")) position = "rope";
   std::optional<long long> max_positions;
-  READ_INTEGER(r, "--max-position-embeddings", 1, 1LL << 30, max_positions);
+  READ(r.integer("--max-position-embeddings", 1, 1LL << 30), max_positions);
   const std::string position_type = position.value_or("learned_absolute");
   if (position_type == "learned_absolute") {
     model["position_embeddings"] = max_positions.value_or(*sequence);
@@ -655,7 +641,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   }
   model["linear_biases"] = !r.flag("--disable-bias-linear");
   std::optional<std::string> normalization;
-  READ_TEXT(r, "--normalization", normalization);
+  READ(r.text("--normalization"), normalization);
   const std::string norm = normalization.value_or("LayerNorm");
   if (norm != "LayerNorm" && norm != "RMSNorm")
     return makeError("--normalization " + norm + " is not priced; use LayerNorm or RMSNorm");
@@ -664,35 +650,35 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   // Attention: Transformer Engine's fused (flash) kernels unless the run asks for the unfused
   // path (scores materialized).
   std::optional<std::string> backend, impl;
-  READ_TEXT(r, "--attention-backend", backend);
-  READ_TEXT(r, "--transformer-impl", impl);
+  READ(r.text("--attention-backend"), backend);
+  READ(r.text("--transformer-impl"), impl);
   const bool local = impl && *impl == "local";
   const bool unfused = (backend && (*backend == "unfused" || *backend == "local")) ||
                        (local && !r.flag("--use-flash-attn") && !backend);
   model["attention"] = unfused ? "materialized" : "flash";
   std::optional<double> hidden_dropout, attention_dropout;
-  READ_NUMBER(r, "--hidden-dropout", hidden_dropout);
-  READ_NUMBER(r, "--attention-dropout", attention_dropout);
+  READ(r.number("--hidden-dropout"), hidden_dropout);
+  READ(r.number("--attention-dropout"), attention_dropout);
   const double hd = hidden_dropout.value_or(0.1), ad = attention_dropout.value_or(0.1);
   model["dropout"] = hd > 0 || ad > 0;
   if ((hd > 0) != (ad > 0))
     assumed.push_back("dropout on: pipescope prices attention and hidden dropout together");
 
   std::optional<long long> mtp;
-  READ_INTEGER(r, "--mtp-num-layers", 0, 1 << 10, mtp);
+  READ(r.integer("--mtp-num-layers", 0, 1 << 10), mtp);
   if (mtp && *mtp > 0) model["mtp_layers"] = *mtp;
 
   // Mixture of experts.
   std::optional<long long> experts;
-  READ_INTEGER(r, "--num-experts", 1, 1 << 20, experts);
+  READ(r.integer("--num-experts", 1, 1 << 20), experts);
   std::string dispatcher = "alltoall";
   if (experts) {
     std::optional<long long> topk, expert_ffn, shared_size, router_groups, group_topk;
-    READ_INTEGER(r, "--moe-router-topk", 1, 1 << 20, topk);
-    READ_INTEGER(r, "--moe-ffn-hidden-size", 1, 1LL << 30, expert_ffn);
-    READ_INTEGER(r, "--moe-shared-expert-intermediate-size", 1, 1LL << 30, shared_size);
-    READ_INTEGER(r, "--moe-router-num-groups", 1, 1 << 20, router_groups);
-    READ_INTEGER(r, "--moe-router-group-topk", 1, 1 << 20, group_topk);
+    READ(r.integer("--moe-router-topk", 1, 1 << 20), topk);
+    READ(r.integer("--moe-ffn-hidden-size", 1, 1LL << 30), expert_ffn);
+    READ(r.integer("--moe-shared-expert-intermediate-size", 1, 1LL << 30), shared_size);
+    READ(r.integer("--moe-router-num-groups", 1, 1 << 20), router_groups);
+    READ(r.integer("--moe-router-group-topk", 1, 1 << 20), group_topk);
     if (!topk) assumed.push_back("top-k 2: Megatron's default --moe-router-topk");
     model["experts"] = *experts;
     model["experts_per_token"] = topk.value_or(2);
@@ -708,7 +694,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
     model["shared_experts"] = shared;
     model["expert_ffn_hidden"] = e_ffn;
     std::optional<std::string> frequency;
-    READ_TEXT(r, "--moe-layer-freq", frequency);
+    READ(r.text("--moe-layer-freq"), frequency);
     const auto dense = leadingDenseLayers(frequency.value_or("1"), static_cast<int>(*layers));
     if (!dense)
       return makeError("--moe-layer-freq " + frequency.value_or("1") +
@@ -716,13 +702,13 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                        "(\"([0]*k+[1]*n)\" with k + n = --num-layers, or 1)");
     model["first_dense_layers"] = *dense;
     std::optional<double> capacity;
-    READ_NUMBER(r, "--moe-expert-capacity-factor", capacity);
+    READ(r.number("--moe-expert-capacity-factor"), capacity);
     model["capacity_factor"] = capacity.value_or(0);
     if (router_groups) model["router_groups"] = *router_groups;
     if (group_topk) model["router_group_topk"] = *group_topk;
     std::optional<std::string> dispatcher_type, flex_backend;
-    READ_TEXT(r, "--moe-token-dispatcher-type", dispatcher_type);
-    READ_TEXT(r, "--moe-flex-dispatcher-backend", flex_backend);
+    READ(r.text("--moe-token-dispatcher-type"), dispatcher_type);
+    READ(r.text("--moe-flex-dispatcher-backend"), flex_backend);
     if (r.flag("--moe-enable-deepep")) flex_backend = "deepep";
     if (dispatcher_type && *dispatcher_type == "allgather")
       out.not_priced.push_back("--moe-token-dispatcher-type allgather: priced as alltoall");
@@ -738,12 +724,12 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   // --- The mesh ------------------------------------------------------------------------------
   std::optional<long long> pp_arg, cp_arg, ep_arg, etp_arg, nproc, nnodes;
-  READ_INTEGER(r, "--pipeline-model-parallel-size", 1, 1 << 16, pp_arg);
-  READ_INTEGER(r, "--context-parallel-size", 1, 1 << 16, cp_arg);
-  READ_INTEGER(r, "--expert-model-parallel-size", 1, 1 << 20, ep_arg);
-  READ_INTEGER(r, "--expert-tensor-parallel-size", 1, 1 << 16, etp_arg);
-  READ_INTEGER(r, "--nproc-per-node", 1, 1 << 16, nproc);
-  READ_INTEGER(r, "--nnodes", 1, 1 << 20, nnodes);
+  READ(r.integer("--pipeline-model-parallel-size", 1, 1 << 16), pp_arg);
+  READ(r.integer("--context-parallel-size", 1, 1 << 16), cp_arg);
+  READ(r.integer("--expert-model-parallel-size", 1, 1 << 20), ep_arg);
+  READ(r.integer("--expert-tensor-parallel-size", 1, 1 << 16), etp_arg);
+  READ(r.integer("--nproc-per-node", 1, 1 << 16), nproc);
+  READ(r.integer("--nnodes", 1, 1 << 20), nnodes);
   const long long pp = pp_arg.value_or(1), cp = cp_arg.value_or(1);
   long long gpus = target.gpus;
   if (gpus <= 0) {
@@ -775,10 +761,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   // --- The schedule --------------------------------------------------------------------------
   std::optional<long long> global_batch, layers_per_virtual, virtual_stages, virtual_old;
-  READ_INTEGER(r, "--global-batch-size", 1, 1LL << 40, global_batch);
-  READ_INTEGER(r, "--num-layers-per-virtual-pipeline-stage", 1, 1 << 20, layers_per_virtual);
-  READ_INTEGER(r, "--num-virtual-stages-per-pipeline-rank", 1, 1 << 10, virtual_stages);
-  READ_INTEGER(r, "--virtual-pipeline-model-parallel-size", 1, 1 << 10, virtual_old);
+  READ(r.integer("--global-batch-size", 1, 1LL << 40), global_batch);
+  READ(r.integer("--num-layers-per-virtual-pipeline-stage", 1, 1 << 20), layers_per_virtual);
+  READ(r.integer("--num-virtual-stages-per-pipeline-rank", 1, 1 << 10), virtual_stages);
+  READ(r.integer("--virtual-pipeline-model-parallel-size", 1, 1 << 10), virtual_old);
   long long chunks = virtual_stages.value_or(virtual_old.value_or(1));
   const bool count_embedding = r.flag("--account-for-embedding-in-pipeline-split");
   const bool count_loss = r.flag("--account-for-loss-in-pipeline-split");
@@ -811,11 +797,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   // --- Training ------------------------------------------------------------------------------
   json training;
   std::optional<std::string> granularity, method, modules;
-  READ_TEXT(r, "--recompute-granularity", granularity);
-  READ_TEXT(r, "--recompute-method", method);
-  READ_TEXT(r, "--recompute-modules", modules);
+  READ(r.text("--recompute-granularity"), granularity);
+  READ(r.text("--recompute-method"), method);
+  READ(r.text("--recompute-modules"), modules);
   std::optional<long long> recompute_layers;
-  READ_INTEGER(r, "--recompute-num-layers", 1, 1 << 20, recompute_layers);
+  READ(r.integer("--recompute-num-layers", 1, 1 << 20), recompute_layers);
   if (r.flag("--recompute-activations")) granularity = "selective";
   std::string recompute = "none";
   if (granularity && *granularity == "full") {
@@ -854,7 +840,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   }
   training["recompute"] = recompute;
   std::optional<std::string> sharding;
-  READ_TEXT(r, "--data-parallel-sharding-strategy", sharding);
+  READ(r.text("--data-parallel-sharding-strategy"), sharding);
   if (r.flag("--use-torch-fsdp2") || r.flag("--use-megatron-fsdp")) {
     const std::string s = sharding.value_or("optim_grads_params");
     training["zero_stage"] = s == "optim_grads_params" ? 3
@@ -875,7 +861,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
       (bf16 && !r.flag("--grad-reduce-in-bf16")) || r.flag("--accumulate-allreduce-grads-in-fp32");
   training["fp32_gradients"] = grads_fp32;
   std::optional<std::string> fp8;
-  READ_TEXT(r, "--fp8-format", fp8);
+  READ(r.text("--fp8-format"), fp8);
   if (fp8) training["gemm_precision"] = "fp8";
   r.has("--cross-entropy-fusion-impl"); // native or te: both fused
   training["cross_entropy"] =
@@ -883,8 +869,8 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   if (experts) {
     training["moe_dispatcher"] = dispatcher;
     std::optional<long long> sms, sms_old;
-    READ_INTEGER(r, "--moe-flex-dispatcher-num-sms", 1, 1 << 16, sms);
-    READ_INTEGER(r, "--moe-deepep-num-sms", 1, 1 << 16, sms_old);
+    READ(r.integer("--moe-flex-dispatcher-num-sms", 1, 1 << 16), sms);
+    READ(r.integer("--moe-deepep-num-sms", 1, 1 << 16), sms_old);
     if (sms || sms_old) training["moe_dispatcher_sms"] = sms.value_or(sms_old.value_or(0));
   }
   for (const auto &[name, value] : arguments.environment)
@@ -895,10 +881,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   // Layer layout: Megatron's string as given, or the one its split options make.
   std::optional<std::string> layout;
-  READ_TEXT(r, "--pipeline-model-parallel-layout", layout);
+  READ(r.text("--pipeline-model-parallel-layout"), layout);
   std::optional<long long> first_layers, last_layers;
-  READ_INTEGER(r, "--decoder-first-pipeline-num-layers", 0, 1 << 20, first_layers);
-  READ_INTEGER(r, "--decoder-last-pipeline-num-layers", 0, 1 << 20, last_layers);
+  READ(r.integer("--decoder-first-pipeline-num-layers", 0, 1 << 20), first_layers);
+  READ(r.integer("--decoder-last-pipeline-num-layers", 0, 1 << 20), last_layers);
   const long long stages = pp * chunks;
   const int mtp_count = static_cast<int>(mtp.value_or(0));
   if (layout) {
