@@ -74,7 +74,8 @@ std::span<const PlanOption> planOptions() {
        "--model)."},
       {"cross-entropy", "MODE",
        "The loss: vocab-parallel (Megatron's fused, default), vocab-parallel-unfused "
-       "(Megatron without --cross-entropy-loss-fusion: more passes over the logits) or "
+       "(Megatron without --cross-entropy-loss-fusion: more passes over the logits), te "
+       "(Transformer Engine's fused, Megatron-Bridge's: 16-bit logits, no fp32 copy) or "
        "torch-fp32 (torchtitan: more memory) (with --model)."},
       {"layout", "STR",
        "Uneven stages as Megatron's --pipeline-model-parallel-layout (with --model)."},

@@ -484,6 +484,12 @@ PartWork headWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerS
     // write 4 each), the sum (read 4): dt + 36 bytes per logit. Backward: grad_input.mul_ (read
     // and write 4), then autograd's cast back to the logits' dtype (read 4, write dt): 12 + dt.
     work.add(memoryOp("cross_entropy", (dt + 36) * logits, (12 + dt) * logits, hardware));
+  } else if (cross_entropy == "te") {
+    // Transformer Engine's Triton cross-entropy (transformer_engine/pytorch/triton/
+    // cross_entropy.py): the forward's online softmax reads the 16-bit logits once (the loss
+    // kernel reads per-row statistics only); the backward reads them and writes the gradient in
+    // their place.
+    work.add(memoryOp("cross_entropy", dt * logits, 2 * dt * logits, hardware));
   } else {
     // Vocab-parallel cross-entropy fused (Megatron-LM): the logits read to fp32 for the max and
     // the exponentials, the fp32 softmax written and read back for the sum; the backward reads

@@ -863,9 +863,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   std::optional<std::string> fp8;
   READ(r.text("--fp8-format"), fp8);
   if (fp8) training["gemm_precision"] = "fp8";
-  r.has("--cross-entropy-fusion-impl"); // native or te: both fused
-  training["cross_entropy"] =
-      r.flag("--cross-entropy-loss-fusion") ? "vocab-parallel" : "vocab-parallel-unfused";
+  std::optional<std::string> fusion_impl;
+  READ(r.text("--cross-entropy-fusion-impl"), fusion_impl);
+  training["cross_entropy"] = !r.flag("--cross-entropy-loss-fusion")   ? "vocab-parallel-unfused"
+                              : fusion_impl.value_or("native") == "te" ? "te"
+                                                                       : "vocab-parallel";
   if (experts) {
     training["moe_dispatcher"] = dispatcher;
     std::optional<long long> sms, sms_old;

@@ -790,7 +790,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
-  const double head_activation = scale * 4 * sbh / (sp ? t : 1) + 4 * s_local * b * V / t;
+  // Transformer Engine's fused loss keeps the 16-bit logits, the others their fp32 copy.
+  const double kept_logit_bytes = training.cross_entropy == "te" ? dt : 4.0;
+  const double head_activation =
+      scale * 4 * sbh / (sp ? t : 1) + kept_logit_bytes * s_local * b * V / t;
   // MTP, beyond its transformer layer: the concatenated projection input (2·sbh) and its own
   // head and logits.
   const double mtp_extra_activation = scale * 2 * 2 * sbh / (sp ? t : 1) +
@@ -1207,8 +1210,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // more fp32 copy. Megatron-LM's CI measures both: its tests' peaks lie 0.38 / TP GiB (2 bytes of
   // the 4 × 1024 × 50304 logits) above the stored activations unfused and 1.15 / TP GiB (6 bytes)
   // fused (tests/data/megatron_ci; docs/validation.md).
+  // Transformer Engine's (transformer_engine/pytorch/triton/cross_entropy.py) keeps per-row
+  // statistics only (three fp32 values a token) beside the logits it overwrites in place.
   if (training.cross_entropy == "torch-fp32")
     an.loss_transient = 2 * 4.0 * b * s_local * V / t;
+  else if (training.cross_entropy == "te")
+    an.loss_transient = 0;
   else
     an.loss_transient =
         (dt + (training.cross_entropy == "vocab-parallel" ? 4.0 : 0.0)) * b * s_local * V / t;

@@ -190,7 +190,10 @@ struct TrainingSetup {
   /// the 16-bit logits the model still holds and one more fp32 copy (its scripted steps return
   /// new tensors) while it runs. "vocab-parallel-unfused": without the fusion, one kernel per
   /// PyTorch op (headWork prices its eight passes), in place on the fp32 copy: only the 16-bit
-  /// logits beside it.
+  /// logits beside it. "te": Transformer Engine's fused cross-entropy (Megatron's
+  /// --cross-entropy-fusion-impl te, what Megatron-Bridge's recipes run): Triton kernels over the
+  /// 16-bit logits with an online softmax, the logits kept for the backward and overwritten
+  /// there by their gradient; no fp32 copy.
   /// "torch-fp32": F.cross_entropy(logits.float()) as torchtitan runs it: the backward holds
   /// the fp32 log-probabilities, the incoming gradient and the input gradient at once, two more
   /// fp32 logit-sized tensors on the loss rank (its time priced as the fused one).
@@ -214,8 +217,8 @@ struct TrainingSetup {
 };
 
 /// The loss implementations TrainingSetup::cross_entropy names, the default first.
-inline constexpr std::string_view kCrossEntropyModes[] = {"vocab-parallel",
-                                                          "vocab-parallel-unfused", "torch-fp32"};
+inline constexpr std::string_view kCrossEntropyModes[] = {
+    "vocab-parallel", "vocab-parallel-unfused", "te", "torch-fp32"};
 inline bool isCrossEntropyMode(std::string_view name) {
   for (const std::string_view mode : kCrossEntropyModes)
     if (name == mode) return true;

@@ -349,13 +349,19 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     const QString name = QString::fromLatin1(loss.data(), static_cast<qsizetype>(loss.size()));
     cross_entropy_->addItem(name, name);
   }
-  cross_entropy_->setToolTip(tr("The loss (plan field \"cross_entropy\"): what the "
-                                "cross-entropy's backward holds beyond the fp32 logits, and "
+  cross_entropy_->setToolTip(tr("The loss (plan field \"cross_entropy\"): the logits it keeps "
+                                "for the backward, what it holds beside them while it runs, and "
                                 "how many passes it makes over them"));
   item_tips(cross_entropy_,
-            {tr("Megatron's fused vocab-parallel cross-entropy: its backward works in place"),
+            {tr("Megatron's fused vocab-parallel cross-entropy (--cross-entropy-loss-fusion): "
+                "keeps fp32 logits; the 16-bit logits and one more fp32 copy beside them "
+                "while it runs"),
              tr("Megatron's vocab-parallel cross-entropy without --cross-entropy-loss-fusion: "
-                "the same memory, one kernel per PyTorch op (eight passes over the logits)"),
+                "keeps fp32 logits, the 16-bit ones beside them while it runs; one kernel per "
+                "PyTorch op (eight passes over the logits)"),
+             tr("Transformer Engine's fused cross-entropy (--cross-entropy-fusion-impl te, "
+                "Megatron-Bridge's recipes): keeps the 16-bit logits and overwrites them with "
+                "their gradient; no fp32 copy, three passes"),
              tr("F.cross_entropy(logits.float()) as torchtitan runs it: two more fp32 "
                 "logit-sized tensors on the loss rank")});
   sequence_parallel_ = new QCheckBox(tr("sequence parallel"), model_group_);

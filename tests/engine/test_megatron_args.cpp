@@ -219,6 +219,17 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
              std::string("vocab-parallel-unfused"));
     QCOMPARE(t.row["training"]["zero_stage"].get<int>(), 0);
     QVERIFY(t.assumed.size() >= 3);
+    // The loss: Megatron's fused one, or Transformer Engine's when the launch asks for it.
+    const auto loss = [](const std::string &arguments) {
+      return translated(std::string(kSmall) + arguments, 1)
+          .row["training"]["cross_entropy"]
+          .get<std::string>();
+    };
+    QCOMPARE(loss("--cross-entropy-loss-fusion"), std::string("vocab-parallel"));
+    QCOMPARE(loss("--cross-entropy-loss-fusion --cross-entropy-fusion-impl native"),
+             std::string("vocab-parallel"));
+    QCOMPARE(loss("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te"), std::string("te"));
+    QCOMPARE(loss("--cross-entropy-fusion-impl te"), std::string("vocab-parallel-unfused"));
 
     // The pipeline split options become Megatron's layout; GPT-2 BPE files give its vocabulary.
     const MegatronTranslation split =

@@ -130,6 +130,7 @@ private slots:
   void throughputAndMfu();
   void modelThatCannotFitIsFlagged();
   void someRanksFitOthersDoNot();
+  void transformerEngineLossKeepsSixteenBitLogits();
   void impossibleMeshRefused_data();
   void impossibleMeshRefused();
   void unknownPresetListsPresets();
@@ -660,6 +661,32 @@ void TestModelCosts::someRanksFitOthersDoNot() {
   for (int p = 0; p < 8; ++p)
     QCOMPARE(memory[p].activations_peak, run->simulation.ranks[p].peak_activation_bytes +
                                              (p == 7 ? run->derivation.loss_transient_bytes : 0.0));
+}
+
+// Transformer Engine's fused loss (cross_entropy "te") keeps the 16-bit logits for its backward
+// and overwrites them with their gradient: 2 bytes a logit stored on the last stage instead of
+// the fp32 copy's 4, and nothing beside them, where Megatron's fused loss holds the 16-bit
+// logits and one more fp32 copy while it runs (6 bytes).
+void TestModelCosts::transformerEngineLossKeepsSixteenBitLogits() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  auto megatron = simulateModel(setup, makeMesh(1, 1, 2), request("1f1b", 2, 4));
+  REQUIRE_OK(megatron);
+  setup.training.cross_entropy = "te";
+  auto te = simulateModel(setup, makeMesh(1, 1, 2), request("1f1b", 2, 4));
+  REQUIRE_OK(te);
+  const double logits = static_cast<double>(setup.model.sequence_length) * setup.model.vocab;
+  QVERIFY(near(megatron->derivation.loss_transient_bytes, 6 * logits, 1e-12));
+  QCOMPARE(te->derivation.loss_transient_bytes, 0.0);
+  QVERIFY(near(megatron->derivation.stage_activation_bytes[1] -
+                   te->derivation.stage_activation_bytes[1],
+               2 * logits, 1e-12));
+  QCOMPARE(te->derivation.stage_activation_bytes[0],
+           megatron->derivation.stage_activation_bytes[0]);
+  // Its kernels pass over the 16-bit logits three times, Megatron's fused ones over fp32 copies.
+  QVERIFY(te->derivation.stage_breakdown[1].forward.memory_bound_us <
+          megatron->derivation.stage_breakdown[1].forward.memory_bound_us);
+  QVERIFY(te->derivation.stage_breakdown[1].input_grad.memory_bound_us <
+          megatron->derivation.stage_breakdown[1].input_grad.memory_bound_us);
 }
 
 void TestModelCosts::impossibleMeshRefused_data() {
