@@ -31,7 +31,9 @@ Reads the arguments of a Megatron-LM launch and predicts the run: its step time,
 forward and backward are made of, its communication and its peak memory per GPU. FILE ("-": standard
 input) is one of
   - a training script or a command line (torchrun ... pretrain_gpt.py --num-layers 32 ...; line
-    continuations, quotes, --name=value, export NAME=value, ARGS="--a 1 --b 2" variables),
+    continuations, quotes, --name=value, argument arrays, and the script's variables:
+    NAME=value, $NAME, ${NAME:-default}, $(( )) arithmetic; conditionals are not evaluated,
+    so every branch's arguments are read and the last one given counts),
   - a Megatron-LM CI test's model_config.yaml (its MODEL_ARGS and ENV_VARS).
 Where the arguments are silent, Megatron-LM's own defaults apply (FFN 4h, LayerNorm, biases,
 learned positions, dropout 0.1, the vocabulary padded to 128 × TP, fp32 gradient reduction under

@@ -2,10 +2,14 @@
 #include "engine/model/megatron_args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "engine/model/model_setup.h"
 
@@ -98,6 +102,24 @@ Result<MegatronArguments> parseYaml(std::string_view text) {
 // Shell words: quotes, backslash escapes and line continuations, '#' comments at a word's start.
 // An unescaped newline or ';' ends a command and becomes the word ";".
 Result<std::vector<std::string>> shellWords(std::string_view text) {
+  // Where each '(' and '{' closes, found in one pass (quotes not considered), so grouping
+  // $( ... ) and ${ ... } below costs no rescans whatever the text.
+  std::vector<std::size_t> closes(text.size(), std::string_view::npos);
+  {
+    std::vector<std::size_t> parens, braces;
+    for (std::size_t k = 0; k < text.size(); ++k) {
+      if (text[k] == '(') parens.push_back(k);
+      if (text[k] == '{') braces.push_back(k);
+      if (text[k] == ')' && !parens.empty()) {
+        closes[parens.back()] = k;
+        parens.pop_back();
+      }
+      if (text[k] == '}' && !braces.empty()) {
+        closes[braces.back()] = k;
+        braces.pop_back();
+      }
+    }
+  }
   std::vector<std::string> words;
   std::string word;
   bool in_word = false;
@@ -137,6 +159,17 @@ Result<std::vector<std::string>> shellWords(std::string_view text) {
       quote = c;
       continue;
     }
+    // $( ... ), $(( ... )) and ${ ... } are one word whatever spaces they hold.
+    if (c == '$' && i + 1 < text.size() && (text[i + 1] == '(' || text[i + 1] == '{') &&
+        closes[i + 1] != std::string_view::npos) {
+      const std::size_t j = closes[i + 1];
+      const std::string_view group = text.substr(i, j - i + 1);
+      line += static_cast<int>(std::count(group.begin(), group.end(), '\n'));
+      in_word = true;
+      word.append(group);
+      i = j;
+      continue;
+    }
     if (c == '#' && !in_word) {
       while (i + 1 < text.size() && text[i + 1] != '\n')
         ++i;
@@ -173,27 +206,198 @@ bool endsCommand(const std::string &word) {
   return word == ";" || word == "&&" || word == "||" || word == "|" || word == "&";
 }
 
-Result<MegatronArguments> parseShell(std::string_view text) { // NOLINT(misc-no-recursion)
+// A script's shell variables, as far as a launch needs them: NAME=value assignments (export
+// too), read top to bottom, and $NAME, ${NAME}, ${NAME:-default}, ${NAME-default},
+// ${NAME:=default} and integer $(( )) arithmetic over them. Conditionals are not evaluated (every
+// branch's assignments count, the last one wins), command substitution is not run: what cannot be
+// expanded stays as written, and a priced argument left with a '$' is refused by name.
+class ShellVariables {
+public:
+  static bool isName(std::string_view text) {
+    if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_'))
+      return false;
+    return std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+  }
+
+  void assign(const std::string &name, std::string value) { values_[name] = std::move(value); }
+
+  /// `word` with every expansion that can be made made (at most a fixed depth, so a variable
+  /// that names itself ends).
+  std::string expand(const std::string &word, int depth = 0) {
+    // A launch's words are short; longer ones, and expansions that would grow past the bound
+    // (a variable doubled on itself line after line), are left as written.
+    constexpr std::size_t kLongest = 1 << 16;
+    if (depth > 8 || word.size() > kLongest || word.find('$') == std::string::npos) return word;
+    std::string out;
+    for (std::size_t i = 0; i < word.size();) {
+      if (out.size() > kLongest) return word;
+      if (word[i] != '$' || i + 1 >= word.size()) {
+        out += word[i++];
+        continue;
+      }
+      if (word.compare(i, 3, "$((") == 0) {
+        const auto close = word.find("))", i + 3);
+        if (close != std::string::npos) {
+          const std::string expression = expand(word.substr(i + 3, close - i - 3), depth + 1);
+          if (const auto value = arithmetic(expression)) {
+            out += std::to_string(*value);
+            i = close + 2;
+            continue;
+          }
+        }
+        out += word[i++];
+        continue;
+      }
+      if (word[i + 1] == '{') {
+        const auto close = word.find('}', i + 2);
+        if (close == std::string::npos) {
+          out += word[i++];
+          continue;
+        }
+        const std::string inside = word.substr(i + 2, close - i - 2);
+        std::size_t name_end = 0;
+        while (
+            name_end < inside.size() &&
+            (std::isalnum(static_cast<unsigned char>(inside[name_end])) || inside[name_end] == '_'))
+          ++name_end;
+        const std::string name = inside.substr(0, name_end);
+        const std::string rest = inside.substr(name_end);
+        const auto found = values_.find(name);
+        if (isName(name) && rest.empty() && found != values_.end()) {
+          out += found->second;
+        } else if (isName(name) && (rest.starts_with(":-") || rest.starts_with(":=") ||
+                                    rest.starts_with("-") || rest.starts_with("="))) {
+          const std::string fallback = rest.substr(rest[0] == ':' ? 2 : 1);
+          const bool unset = found == values_.end() || (rest[0] == ':' && found->second.empty());
+          const std::string value = unset ? expand(fallback, depth + 1) : found->second;
+          if (unset && (rest[1] == '=' || rest[0] == '=')) values_[name] = value;
+          out += value;
+        } else {
+          out += word.substr(i, close - i + 1); // ${#x}, ${x[@]}, ${1}: left as written
+        }
+        i = close + 1;
+        continue;
+      }
+      std::size_t end = i + 1;
+      while (end < word.size() &&
+             (std::isalnum(static_cast<unsigned char>(word[end])) || word[end] == '_'))
+        ++end;
+      const std::string name = word.substr(i + 1, end - i - 1);
+      if (const auto found = values_.find(name); isName(name) && found != values_.end()) {
+        out += found->second;
+        i = end;
+      } else {
+        out += word[i++];
+      }
+    }
+    return out;
+  }
+
+private:
+  // + - * / % and parentheses over integers; nullopt for anything else (or a division by 0).
+  static std::optional<long long> arithmetic(const std::string &text) {
+    std::size_t at = 0;
+    const auto skip = [&] {
+      while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+        ++at;
+    };
+    std::function<std::optional<long long>()> sum;
+    int depth = 0; // parentheses nest at most 64 deep (a hostile file cannot exhaust the stack)
+    std::function<std::optional<long long>()> primary = [&]() -> std::optional<long long> {
+      skip();
+      if (at < text.size() && text[at] == '(') {
+        if (++depth > 64) return std::nullopt;
+        ++at;
+        auto value = sum();
+        --depth;
+        skip();
+        if (!value || at >= text.size() || text[at] != ')') return std::nullopt;
+        ++at;
+        return value;
+      }
+      bool negative = false;
+      if (at < text.size() && (text[at] == '-' || text[at] == '+')) negative = text[at++] == '-';
+      const std::size_t start = at;
+      while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])))
+        ++at;
+      if (at == start || at - start > 15) return std::nullopt;
+      const long long value = std::stoll(text.substr(start, at - start));
+      return negative ? -value : value;
+    };
+    const auto product = [&]() -> std::optional<long long> {
+      auto value = primary();
+      while (value) {
+        skip();
+        if (at >= text.size() || (text[at] != '*' && text[at] != '/' && text[at] != '%')) break;
+        const char op = text[at++];
+        const auto right = primary();
+        if (!right || (op != '*' && *right == 0)) return std::nullopt;
+        if (op == '*' && std::abs(*value) > (1LL << 31) / std::max(1LL, std::abs(*right)))
+          return std::nullopt;
+        value = op == '*' ? *value * *right : op == '/' ? *value / *right : *value % *right;
+      }
+      return value;
+    };
+    sum = [&]() -> std::optional<long long> {
+      auto value = product();
+      while (value) {
+        skip();
+        if (at >= text.size() || (text[at] != '+' && text[at] != '-')) break;
+        const char op = text[at++];
+        const auto right = product();
+        if (!right) return std::nullopt;
+        value = op == '+' ? *value + *right : *value - *right;
+        if (std::abs(*value) > 1'000'000'000'000'000LL) return std::nullopt;
+      }
+      return value;
+    };
+    auto value = sum();
+    skip();
+    return at == text.size() ? value : std::nullopt;
+  }
+
+  std::map<std::string, std::string> values_;
+};
+
+// Splits an expanded word that holds several arguments ("--fp8-format hybrid", a variable of
+// arguments used unquoted) at its spaces, as bash's word splitting does.
+std::vector<std::string> splitArgumentWords(const std::string &word) {
+  if (!word.starts_with("--") || word.find(' ') == std::string::npos) return {word};
+  std::vector<std::string> words;
+  std::istringstream stream(word);
+  std::string part;
+  while (stream >> part)
+    words.push_back(part);
+  return words;
+}
+
+Result<MegatronArguments> parseShell(std::string_view text) {
   auto parsed = shellWords(text);
   if (!parsed) return parsed.error();
-  const std::vector<std::string> &w = *parsed;
   MegatronArguments out;
+  // First the words as the shell would pass them: variables assigned and expanded top to bottom.
+  ShellVariables variables;
+  std::vector<std::string> w;
+  for (std::size_t i = 0; i < parsed->size(); ++i) {
+    std::string word = (*parsed)[i];
+    const bool exported = word == "export" && i + 1 < parsed->size();
+    if (exported) word = (*parsed)[++i];
+    const auto eq = word.find('=');
+    if (eq != std::string::npos && ShellVariables::isName(std::string_view(word).substr(0, eq))) {
+      const std::string value = word.substr(eq + 1);
+      if (value.starts_with("(")) continue; // an array: its elements are words of their own
+      const std::string expanded = variables.expand(value);
+      variables.assign(word.substr(0, eq), expanded);
+      if (exported) out.environment.emplace_back(word.substr(0, eq), expanded);
+      continue;
+    }
+    for (auto &part : splitArgumentWords(variables.expand(word)))
+      w.push_back(std::move(part));
+  }
   for (std::size_t i = 0; i < w.size(); ++i) {
     const std::string &word = w[i];
-    if (word == "export" && i + 1 < w.size()) {
-      const std::string &assignment = w[++i];
-      if (const auto eq = assignment.find('='); eq != std::string::npos && eq > 0)
-        out.environment.emplace_back(assignment.substr(0, eq), assignment.substr(eq + 1));
-      continue;
-    }
-    // NAME="--a 1 --b 2" (a script's argument variable): its words are arguments too.
-    if (const auto eq = word.find('='); !word.starts_with("-") && eq != std::string::npos &&
-                                        eq > 0 && word.find("--", eq) == eq + 1) {
-      auto inner = parseShell(std::string_view(word).substr(eq + 1));
-      if (!inner) return inner.error();
-      out.arguments.insert(out.arguments.end(), inner->arguments.begin(), inner->arguments.end());
-      continue;
-    }
     if (word.ends_with(".py")) out.scripts.push_back(word.substr(word.rfind('/') + 1));
     if (!word.starts_with("--") || word.size() <= 2) continue;
     if (const auto eq = word.find('='); eq != std::string::npos) {
@@ -203,9 +407,9 @@ Result<MegatronArguments> parseShell(std::string_view text) { // NOLINT(misc-no-
     // The value: the next word (every word up to the next option for the options that take
     // several); a word after a single-valued option's value is positional, e.g. the script.
     MegatronArgument argument{word, "", false};
-    while (i + 1 < w.size() && !w[i + 1].starts_with("--") && !endsCommand(w[i + 1])) {
+    while (i + 1 < w.size() && !w[i + 1].starts_with("--") && !endsCommand(w[i + 1]) &&
+           (!argument.has_value || takesSeveralWords(word))) {
       ++i;
-      if (argument.has_value && !takesSeveralWords(word)) break;
       argument.value += (argument.has_value ? " " : "") + w[i];
       argument.has_value = true;
     }
@@ -502,9 +706,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
       return makeError("the launch runs " + script +
                        "; pipescope prices decoder-only GPT "
                        "models, what pretrain_gpt.py trains");
-  for (const char *name : {"--hybrid-override-pattern", "--is-hybrid-model", "--encoder-num-layers",
-                           "--decoder-num-layers", "--bert-no-binary-head", "--vision-model-type",
-                           "--language-model-type", "--img-h"})
+  for (const char *name :
+       {"--hybrid-override-pattern", "--hybrid-layer-pattern", "--is-hybrid-model",
+        "--encoder-num-layers", "--decoder-num-layers", "--bert-no-binary-head",
+        "--vision-model-type", "--language-model-type", "--img-h"})
     if (r.has(name))
       return makeError(std::string("the launch gives ") + name +
                        ", a model other than a decoder-only GPT (hybrid, encoder-decoder, "

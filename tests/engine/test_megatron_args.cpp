@@ -201,6 +201,60 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(shell.row["mesh"]["gpus_per_node"].get<int>(), 8);
   }
 
+  // Megatron-LM's own example scripts, as people copy them: variables, arrays, quoted argument
+  // pairs, arithmetic; the world size from torchrun or from --gpus; a hybrid model refused.
+  void megatronExampleScriptsRead() {
+    const auto example = [](const std::string &name) {
+      std::ifstream in(std::string(PIPESCOPE_TEST_DATA) + "/megatron_examples/" + name);
+      std::stringstream text;
+      text << in.rdbuf();
+      return text.str();
+    };
+    const MegatronTranslation llama = translated(example("train_llama3_8b_h100_fp8.sh"), 0);
+    const json &model = llama.row["model"];
+    QCOMPARE(model["layers"].get<int>(), 32); // NUM_LAYERS=32
+    QCOMPARE(model["hidden"].get<int>(), 4096);
+    QCOMPARE(model["ffn_hidden"].get<int>(), 14336);
+    QCOMPARE(model["kv_heads"].get<int>(), 8);
+    QCOMPARE(model["sequence_length"].get<int>(), 8192); // SEQ_LENGTH=8192
+    QVERIFY(!model["dropout"].get<bool>());
+    QCOMPARE(llama.row["mesh"]["dp"].get<int>(), 8); // torchrun --nproc_per_node $GPUS_PER_NODE
+    QCOMPARE(llama.row["schedule"]["microbatches"].get<int>(), 16); // 128 / (1 × 8)
+    // "--fp8-format hybrid" is one quoted array element, split as the shell splits it.
+    QCOMPARE(llama.row["training"]["gemm_precision"].get<std::string>(), std::string("fp8"));
+    QVERIFY(!llama.row["training"]["fp32_gradients"].get<bool>()); // --grad-reduce-in-bf16
+    QCOMPARE(llama.row["training"]["cross_entropy"].get<std::string>(),
+             std::string("vocab-parallel"));
+
+    // 8 GPUs from torchrun cannot hold TP 8 × PP 16; on 128 it reads.
+    const std::string gpt3 = example("train_gpt3_175b_distributed.sh");
+    QVERIFY(errorOf(gpt3, 0).find("TP 8 × PP 16") != std::string::npos);
+    const MegatronTranslation big = translated(gpt3, 128);
+    QCOMPARE(big.row["model"]["layers"].get<int>(), 96);
+    QCOMPARE(big.row["model"]["dtype"].get<std::string>(), std::string("fp16"));
+    QCOMPARE(big.row["schedule"]["microbatches"].get<int>(), 1536);
+    QCOMPARE(big.row["model"]["vocab"].get<int>(), 51200); // GPT-2's 50,257 padded to 128 × 8
+
+    QVERIFY(errorOf(example("mamba_train.sh")).find("pretrain_hybrid.py") != std::string::npos);
+
+    // Expansions: defaults, := assignment, arithmetic, nested braces left alone when unknown.
+    const MegatronTranslation expanded = translated(
+        "N=4\nL=${LAYERS:-2}\n: ${H:=1024}\nW=$(( ($N * $L) / 2 + 4 ))\n"
+        "torchrun pretrain_gpt.py --num-layers $W --hidden-size ${H} --num-attention-heads 16 "
+        "--seq-length $((1024*2)) --vocab-size 100 --micro-batch-size ${MBS:-1}\n",
+        1);
+    QCOMPARE(expanded.row["model"]["layers"].get<int>(), 8);
+    QCOMPARE(expanded.row["model"]["hidden"].get<int>(), 1024);
+    QCOMPARE(expanded.row["model"]["sequence_length"].get<int>(), 2048);
+    QVERIFY(errorOf(std::string(kSmall) + "--seq-length $(( 4 / 0 ))").find("shell variable") !=
+            std::string::npos);
+    // Parentheses nested past any script's are refused, not recursed into without end.
+    const std::string deep =
+        "$((" + std::string(100000, '(') + "1" + std::string(100000, ')') + "))";
+    QVERIFY(errorOf(std::string(kSmall) + "--seq-length " + deep).find("--seq-length") !=
+            std::string::npos);
+  }
+
   // Megatron-LM's defaults where the arguments are silent, each listed.
   void silentArgumentsTakeMegatronsDefaults() {
     const MegatronTranslation t = translated(std::string(kSmall) + "--swiglu", 1);
