@@ -29,7 +29,8 @@ fi
 readers_seconds=$(((seconds + 1) / 2))
 arguments_seconds=$((seconds - readers_seconds))
 
-cp "$root"/tests/fuzz/corpus/* "$root"/resources/plans/* "$out/corpus/" 2>/dev/null || true
+cp "$root"/tests/fuzz/corpus/* "$root"/resources/plans/* "$root"/tests/data/megatron_examples/*.sh \
+  "$out/corpus/" 2>/dev/null || true
 cp "$root"/tests/fuzz/corpus_arguments/* "$out/corpus_arguments/" 2>/dev/null || true
 sources=$(ls "$root"/engine/*.cpp "$root"/engine/generators/*.cpp "$root"/engine/model/*.cpp)
 # shellcheck disable=SC2086
