@@ -421,98 +421,6 @@ Result<MegatronArguments> parseShell(std::string_view text) {
 // ---------------------------------------------------------------------------------------------
 // Translation
 
-// The arguments pipescope reads to price the run (consumed below), by name.
-const std::set<std::string> &pricedArguments() {
-  static const std::set<std::string> names = {"--num-layers",
-                                              "--hidden-size",
-                                              "--ffn-hidden-size",
-                                              "--num-attention-heads",
-                                              "--group-query-attention",
-                                              "--num-query-groups",
-                                              "--kv-channels",
-                                              "--seq-length",
-                                              "--max-position-embeddings",
-                                              "--micro-batch-size",
-                                              "--global-batch-size",
-                                              "--vocab-size",
-                                              "--tokenizer-type",
-                                              "--vocab-file",
-                                              "--make-vocab-size-divisible-by",
-                                              "--untie-embeddings-and-output-weights",
-                                              "--swiglu",
-                                              "--normalization",
-                                              "--position-embedding-type",
-                                              "--use-rotary-position-embeddings",
-                                              "--disable-bias-linear",
-                                              "--hidden-dropout",
-                                              "--attention-dropout",
-                                              "--attention-backend",
-                                              "--transformer-impl",
-                                              "--use-flash-attn",
-                                              "--bf16",
-                                              "--fp16",
-                                              "--multi-latent-attention",
-                                              "--q-lora-rank",
-                                              "--kv-lora-rank",
-                                              "--qk-head-dim",
-                                              "--qk-pos-emb-head-dim",
-                                              "--v-head-dim",
-                                              "--mtp-num-layers",
-                                              "--num-experts",
-                                              "--moe-router-topk",
-                                              "--moe-ffn-hidden-size",
-                                              "--moe-shared-expert-intermediate-size",
-                                              "--moe-layer-freq",
-                                              "--moe-expert-capacity-factor",
-                                              "--moe-router-num-groups",
-                                              "--moe-router-group-topk",
-                                              "--moe-token-dispatcher-type",
-                                              "--moe-flex-dispatcher-backend",
-                                              "--moe-enable-deepep",
-                                              "--moe-flex-dispatcher-num-sms",
-                                              "--moe-deepep-num-sms",
-                                              "--overlap-moe-expert-parallel-comm",
-                                              "--moe-router-force-load-balancing",
-                                              "--moe-grouped-gemm",
-                                              "--moe-permute-fusion",
-                                              "--tensor-model-parallel-size",
-                                              "--pipeline-model-parallel-size",
-                                              "--context-parallel-size",
-                                              "--expert-model-parallel-size",
-                                              "--expert-tensor-parallel-size",
-                                              "--use-tp-pp-dp-mapping",
-                                              "--num-layers-per-virtual-pipeline-stage",
-                                              "--num-virtual-stages-per-pipeline-rank",
-                                              "--virtual-pipeline-model-parallel-size",
-                                              "--pipeline-model-parallel-layout",
-                                              "--account-for-embedding-in-pipeline-split",
-                                              "--account-for-loss-in-pipeline-split",
-                                              "--decoder-first-pipeline-num-layers",
-                                              "--decoder-last-pipeline-num-layers",
-                                              "--recompute-granularity",
-                                              "--recompute-activations",
-                                              "--recompute-method",
-                                              "--recompute-num-layers",
-                                              "--recompute-modules",
-                                              "--use-distributed-optimizer",
-                                              "--use-torch-fsdp2",
-                                              "--use-megatron-fsdp",
-                                              "--data-parallel-sharding-strategy",
-                                              "--sequence-parallel",
-                                              "--overlap-grad-reduce",
-                                              "--overlap-param-gather",
-                                              "--tp-comm-overlap",
-                                              "--grad-reduce-in-bf16",
-                                              "--accumulate-allreduce-grads-in-fp32",
-                                              "--fp8-format",
-                                              "--cross-entropy-loss-fusion",
-                                              "--cross-entropy-fusion-impl",
-                                              "--nproc-per-node",
-                                              "--nproc_per_node",
-                                              "--nnodes"};
-  return names;
-}
-
 // Read, changing time or memory, not priced: what each does.
 const std::map<std::string, std::string> &unpricedArguments() {
   static const std::map<std::string, std::string> what = {
@@ -938,10 +846,10 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   const long long pp = pp_arg.value_or(1), cp = cp_arg.value_or(1);
   long long gpus = target.gpus;
   if (gpus <= 0) {
-    if (!nproc)
+    gpus = torchrunWorldSize(arguments);
+    if (gpus <= 0)
       return makeError("the number of GPUs is not in the arguments; give pipescope --gpus N "
                        "(torchrun's --nproc-per-node × --nnodes)");
-    gpus = *nproc * nnodes.value_or(1);
     assumed.push_back(std::to_string(gpus) + " GPUs: torchrun's --nproc-per-node × --nnodes");
   }
   const long long model_parallel = tp * pp * cp;
@@ -1143,14 +1051,31 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 
   // What was given but not priced, and what was not read.
   const auto &unpriced = unpricedArguments();
+  // An argument read only with another (--moe-router-topk with --num-experts) is not read
+  // without it, as Megatron ignores it then too.
   for (const std::string &name : r.unread()) {
-    if (pricedArguments().count(name)) continue; // read only with another argument
     if (const auto it = unpriced.find(name); it != unpriced.end())
       out.not_priced.push_back(name + ": " + it->second);
     else
       out.not_read.push_back(name);
   }
   return out;
+}
+
+int torchrunWorldSize(const MegatronArguments &arguments) {
+  long long per_node = 0, nodes = 1;
+  for (const auto &argument : arguments.arguments) {
+    long long value = 0;
+    const std::string &text = argument.value;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || value < 1) continue;
+    if (argument.name == "--nproc-per-node" || argument.name == "--nproc_per_node")
+      per_node = value;
+    if (argument.name == "--nnodes") nodes = value;
+  }
+  const long long gpus = per_node * nodes;
+  return per_node > 0 && nodes <= kMaxWorldSize && gpus <= kMaxWorldSize ? static_cast<int>(gpus)
+                                                                         : 0;
 }
 
 std::string launchName(std::string_view path) {

@@ -78,6 +78,10 @@ struct MegatronTranslation {
 Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &arguments,
                                                        const MegatronTarget &target);
 
+/// torchrun's world size in the launch (--nproc-per-node × --nnodes, either spelling), 0 when it
+/// does not say, or says something that is not a whole number within kMaxWorldSize.
+int torchrunWorldSize(const MegatronArguments &arguments);
+
 /// A name for the launch in `path`: its file name without the folder and the extensions a launch
 /// file has (.sh, .yaml, .yml, .txt, .model_config).
 std::string launchName(std::string_view path);

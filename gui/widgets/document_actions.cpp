@@ -102,15 +102,7 @@ int DocumentActions::launchGpus(const QString &path) {
   auto text = readTextFile(path.toStdString());
   if (!text) return 0;
   auto arguments = parseMegatronArguments(*text);
-  if (!arguments) return 0;
-  long long per_node = 0, nodes = 1;
-  for (const auto &argument : arguments->arguments) {
-    if (argument.name == "--nproc-per-node" || argument.name == "--nproc_per_node")
-      per_node = std::atoll(argument.value.c_str());
-    if (argument.name == "--nnodes") nodes = std::atoll(argument.value.c_str());
-  }
-  const long long gpus = per_node * std::max(1LL, nodes);
-  return gpus > 0 && gpus <= kMaxWorldSize ? static_cast<int>(gpus) : 0;
+  return arguments ? torchrunWorldSize(*arguments) : 0;
 }
 
 bool DocumentActions::savePlanTo(const QString &path) {

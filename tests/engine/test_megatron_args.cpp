@@ -17,11 +17,21 @@ using nlohmann::json;
 
 namespace {
 
-std::string readData(const std::string &name) {
-  std::ifstream in(std::string(PIPESCOPE_TEST_DATA) + "/megatron_ci/" + name);
+// A file of the source tree, whole ("" when it cannot be read; the tests check for that).
+std::string readSource(const std::string &path) {
+  std::ifstream in(std::string(PIPESCOPE_SOURCE_DIR) + "/" + path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+std::string readData(const std::string &name) {
+  return readSource("tests/data/megatron_ci/" + name);
+}
+
+// A validation set's rows.
+json validationRows(const std::string &set) {
+  return json::parse(readSource("resources/validation/" + set + ".json"))["rows"];
 }
 
 MegatronTranslation translated(const std::string &text, int gpus) {
@@ -68,7 +78,7 @@ private slots:
         {"gpt3_7b_tp4_pp1_memory_speed.model_config.yaml", "gpt3-7b-tp4-pp1"},
         {"gpt3_7b_tp1_pp4_memory_speed.model_config.yaml", "gpt3-7b-tp1-pp4"},
         {"gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed.model_config.yaml", "gpt3-moe-tp2-pp2-ep4"}};
-    const auto rows = json::parse(readValidationRows());
+    const json rows = validationRows("megatron-lm-ci-h100");
     for (const auto &[file, id] : launches) {
       const std::string text = readData(file);
       QVERIFY2(!text.empty(), file);
@@ -120,17 +130,9 @@ private slots:
         {"qwen3-235b-a22b-ep32-deepep-a2a-overlap", 2, 8, 4, 32, extras[1].c_str()},
         {"qwen3-235b-a22b-ep8-a2a-pp32", 2, 32, 3, 8, extras[2].c_str()},
         {"qwen3-235b-a22b-ep8-deepep-tp4", 4, 8, 4, 8, extras[3].c_str()}};
-    std::ifstream in(std::string(PIPESCOPE_TEST_DATA) +
-                     "/megatron_moe_modelzoo/Qwen3-235B-A22B.yaml");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string config = buffer.str();
+    const std::string config = readSource("tests/data/megatron_moe_modelzoo/Qwen3-235B-A22B.yaml");
     QVERIFY(!config.empty());
-    std::ifstream rows_in(std::string(PIPESCOPE_SOURCE_DIR) +
-                          "/resources/validation/megatron-moe-modelzoo-h100.json");
-    std::stringstream rows_text;
-    rows_text << rows_in.rdbuf();
-    const json rows = json::parse(rows_text.str())["rows"];
+    const json rows = validationRows("megatron-moe-modelzoo-h100");
     for (const Launch &launch : launches) {
       std::string text = config;
       const std::pair<std::string, std::string> values[] = {
@@ -205,10 +207,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
   // pairs, arithmetic; the world size from torchrun or from --gpus; a hybrid model refused.
   void megatronExampleScriptsRead() {
     const auto example = [](const std::string &name) {
-      std::ifstream in(std::string(PIPESCOPE_TEST_DATA) + "/megatron_examples/" + name);
-      std::stringstream text;
-      text << in.rdbuf();
-      return text.str();
+      return readSource("tests/data/megatron_examples/" + name);
     };
     const MegatronTranslation llama = translated(example("train_llama3_8b_h100_fp8.sh"), 0);
     const json &model = llama.row["model"];
@@ -354,15 +353,6 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     }
     // Without --gpus and without torchrun the world size is asked for.
     QVERIFY(errorOf(kSmall, 0).find("--gpus") != std::string::npos);
-  }
-
-private:
-  static std::string readValidationRows() {
-    std::ifstream in(std::string(PIPESCOPE_SOURCE_DIR) +
-                     "/resources/validation/megatron-lm-ci-h100.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    return json::parse(text.str())["rows"].dump();
   }
 };
 
