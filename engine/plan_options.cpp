@@ -58,6 +58,9 @@ std::span<const PlanOption> planOptions() {
       {"tp-comm-overlap", nullptr,
        "Overlap the TP all-gathers and reduce-scatters with their GEMMs (Megatron's "
        "--tp-comm-overlap; needs --seq-parallel) (with --model)."},
+      {"tp-backward-overlap", nullptr,
+       "Run each column-parallel layer's backward TP collectives beside its own GEMMs, as "
+       "Megatron-LM has since September 2021 (with --model)."},
       {"expert-imbalance", "X",
        "Busiest expert rank's tokens over the balanced share, >= 1 (with --model)."},
       {"collective-algorithm", "ALGO",
@@ -247,6 +250,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("balance")) setup.training.balance_layers = true;
     if (a.has("overlap-dp")) setup.training.overlap_gradient_sync = true;
     if (a.has("tp-comm-overlap")) setup.training.tp_comm_overlap = true;
+    if (a.has("tp-backward-overlap")) setup.training.tp_backward_overlap = true;
     if (a.has("fp32-gradients")) setup.training.fp32_gradients = true;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
@@ -274,10 +278,11 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name : {"recompute", "zero1", "zero-stage", "seq-parallel", "balance",
-                             "overlap-dp", "tp-comm-overlap", "fp32-gradients", "expert-imbalance",
-                             "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms",
-                             "moe-layer-host-us", "collective-algorithm", "gemm-precision", "fp8"})
+    for (const char *name :
+         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
+          "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients", "expert-imbalance",
+          "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms", "moe-layer-host-us",
+          "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -64,6 +64,8 @@ peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what 
                            3500; 0 for MoE layers captured in CUDA graphs)
   --tp-comm-overlap        TP collectives overlapped with their GEMMs on every candidate with
                            sequence parallelism (Megatron's --tp-comm-overlap)
+  --tp-backward-overlap    each column-parallel layer's backward TP collectives beside its own
+                           GEMMs on every candidate with TP (Megatron-LM since September 2021)
   --fp32-gradients         gradients accumulated and reduced in fp32 on every candidate
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
@@ -123,6 +125,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"sequence_parallel", plan.training.sequence_parallel},
               {"moe_dispatcher", plan.training.moe_dispatcher},
               {"tp_comm_overlap", plan.training.tp_comm_overlap},
+              {"tp_backward_overlap", plan.training.tp_backward_overlap},
               {"step_time_s", plan.step_time_s},
               {"tokens_per_s", plan.tokens_per_s},
               {"mfu", plan.mfu},
@@ -208,6 +211,7 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   if (!expert_sizes) return expert_sizes.error();
   if (*expert_sizes) request.expert_parallel = **expert_sizes;
   request.tp_comm_overlap = a.has("tp-comm-overlap");
+  request.tp_backward_overlap = a.has("tp-backward-overlap");
   request.fp32_gradients = a.has("fp32-gradients");
   auto expert_tensor_sizes = a.integerList("etp", 1, kMaxWorldSize);
   if (!expert_tensor_sizes) return expert_tensor_sizes.error();
@@ -282,36 +286,37 @@ int runSearch(const std::vector<std::string> &args) {
     std::cout << kSearchHelp;
     return 0;
   }
-  auto parsed =
-      Arguments::parse(args,
-                       {"model",
-                        "hardware",
-                        "gpus",
-                        "global-batch",
-                        "sequence",
-                        "memory-limit",
-                        "schedules",
-                        "microbatch-sizes",
-                        "virtual-stages",
-                        "tp",
-                        "pp",
-                        "ep",
-                        "etp",
-                        "moe-dispatcher",
-                        "moe-dispatcher-sms",
-                        "moe-layer-host-us",
-                        "cp",
-                        "recompute",
-                        "rank-orders",
-                        "zero-stage",
-                        "gemm-precision",
-                        "collective-algorithm",
-                        "gpus-per-node",
-                        "top",
-                        "threads",
-                        "csv",
-                        "save-plan"},
-                       {"json", "zero1", "fp8", "tp-comm-overlap", "fp32-gradients"}, "search");
+  auto parsed = Arguments::parse(
+      args,
+      {"model",
+       "hardware",
+       "gpus",
+       "global-batch",
+       "sequence",
+       "memory-limit",
+       "schedules",
+       "microbatch-sizes",
+       "virtual-stages",
+       "tp",
+       "pp",
+       "ep",
+       "etp",
+       "moe-dispatcher",
+       "moe-dispatcher-sms",
+       "moe-layer-host-us",
+       "cp",
+       "recompute",
+       "rank-orders",
+       "zero-stage",
+       "gemm-precision",
+       "collective-algorithm",
+       "gpus-per-node",
+       "top",
+       "threads",
+       "csv",
+       "save-plan"},
+      {"json", "zero1", "fp8", "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients"},
+      "search");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())

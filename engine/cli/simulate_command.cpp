@@ -64,6 +64,9 @@ model (derives every cost from the model, hardware and mesh):
   --cp C (context parallelism: each sequence split over C of the dp ranks)
   --collective-algorithm auto|ring|tree (all-reduces; auto: NCCL's cheaper per message)
   --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts
+  --tp-comm-overlap (TP all-gathers / reduce-scatters under their GEMMs; needs --seq-parallel)
+  --tp-backward-overlap (column-parallel layers' backward TP collectives beside their GEMMs,
+  Megatron-LM since 2021) --fp32-gradients (gradients accumulated and reduced in fp32)
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end

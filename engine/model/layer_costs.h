@@ -76,10 +76,12 @@ struct LayerShape {
 /// behind (TrainingSetup::tp_comm_overlap): the all-gathers feed the attention's projections of
 /// the hidden state (QKV; MLA's q and kv down-projections, or q_proj) and the MLP's first GEMM,
 /// the reduce-scatters follow the attention output and the MLP's last GEMM. Names of LayerOps.
+/// kHeadGemms: the output head, column-parallel like QKV (TrainingSetup::tp_backward_overlap).
 inline constexpr std::string_view kAttentionGatherGemms[] = {"qkv", "q_proj", "q_down", "kv_down"};
 inline constexpr std::string_view kAttentionScatterGemms[] = {"attention_out"};
 inline constexpr std::string_view kMlpGatherGemms[] = {"mlp_gate_up", "mlp_up"};
 inline constexpr std::string_view kMlpScatterGemms[] = {"mlp_down"};
+inline constexpr std::string_view kHeadGemms[] = {"output_head"};
 /// Whether `name` is one of `names`.
 inline bool namedIn(std::span<const std::string_view> names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();

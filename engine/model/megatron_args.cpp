@@ -969,6 +969,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   training["overlap_gradient_sync"] = r.flag("--overlap-grad-reduce");
   r.flag("--overlap-param-gather"); // with the distributed optimizer, part of the overlap above
   if (r.flag("--tp-comm-overlap")) training["tp_comm_overlap"] = true;
+  // Without it Megatron still runs each column-parallel layer's backward collectives beside
+  // that layer's GEMMs, always (megatron/core/tensor_parallel/layers.py,
+  // LinearWithGradAccumulationAndAsyncCommunication.backward; Transformer Engine's Linear alike).
+  else if (tp > 1)
+    training["tp_backward_overlap"] = true;
   // arguments.py: bf16 accumulates and reduces gradients in fp32 unless told otherwise.
   const bool grads_fp32 =
       (bf16 && !r.flag("--grad-reduce-in-bf16")) || r.flag("--accumulate-allreduce-grads-in-fp32");

@@ -716,15 +716,40 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Decomposition", ASPLOS 2023). An MoE layer's MLP collectives are its dispatcher's, not
   // overlapped.
   const bool tp_overlap = training.tp_comm_overlap && t > 1;
+  // Megatron-LM's asynchronous backward collectives (TrainingSetup::tp_backward_overlap): each
+  // column-parallel layer's backward collectives beside its own GEMMs.
+  const bool tp_backward_overlap = training.tp_backward_overlap && !tp_overlap && t > 1;
+  const auto gemmPassUs = [](const PartWork &work, std::span<const std::string_view> names,
+                             double LayerOp::*pass) {
+    double us = 0;
+    for (const auto &op : work.ops)
+      if (namedIn(names, op.name)) us += op.*pass;
+    return us;
+  };
+  // Exposed time of a column-parallel layer's backward collectives: the all-reduce (a
+  // reduce-scatter under SP) of its input gradient under its weight-gradient GEMM, and under SP
+  // the all-gather of its input again under its input-gradient GEMM.
+  const auto columnBackwardTpUs = [&](double ar, double input_grad_us, double weight_grad_us) {
+    if (!sp) return std::max(0.0, ar - weight_grad_us);
+    return std::max(0.0, ar / 2 - input_grad_us) + std::max(0.0, ar / 2 - weight_grad_us);
+  };
   const auto layerTpUs = [&](double ar, bool moe, bool backward) {
-    if (!tp_overlap) return 2 * ar;
     const PartWork &work = moe ? moe_work : layer_work;
+    if (backward && tp_backward_overlap) {
+      // The row-parallel layers' backward: their output gradient all-gathered (SP) or nothing.
+      const double row = sp ? ar / 2 : 0.0;
+      const auto column = [&](std::span<const std::string_view> names) {
+        return columnBackwardTpUs(ar, gemmPassUs(work, names, &LayerOp::input_grad_us),
+                                  gemmPassUs(work, names, &LayerOp::weight_grad_us));
+      };
+      return column(kAttentionGatherGemms) + row + (moe ? ar : column(kMlpGatherGemms) + row);
+    }
+    if (!tp_overlap) return 2 * ar;
     // Half an all-reduce less the pass's time of the GEMMs beside it (layer_costs.h).
     const auto exposed = [&](std::span<const std::string_view> names) {
-      double gemm_us = 0;
-      for (const auto &op : work.ops)
-        if (namedIn(names, op.name)) gemm_us += backward ? op.input_grad_us : op.forward_us;
-      return std::max(0.0, ar / 2 - gemm_us);
+      return std::max(
+          0.0, ar / 2 - gemmPassUs(work, names,
+                                   backward ? &LayerOp::input_grad_us : &LayerOp::forward_us));
     };
     const double attention = exposed(kAttentionGatherGemms) + exposed(kAttentionScatterGemms);
     return attention + (moe ? ar : exposed(kMlpGatherGemms) + exposed(kMlpScatterGemms));
@@ -876,7 +901,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     // TP time: the layers' (overlapped with their GEMMs under tp_comm_overlap) and the rest.
     const double f_tp_us = (f_collectives - 2 * (n + n_moe)) * ar +
                            n * layerTpUs(ar, false, false) + n_moe * layerTpUs(ar, true, false);
-    const double i_tp_us = (i_collectives - 2 * (n + n_moe)) * ar + n * layerTpUs(ar, false, true) +
+    // The output head is column-parallel: under tp_backward_overlap its input gradient's
+    // collective runs beside its own GEMMs too.
+    const double head_i_us =
+        tp_backward_overlap
+            ? columnBackwardTpUs(ar, gemmPassUs(head_work, kHeadGemms, &LayerOp::input_grad_us),
+                                 gemmPassUs(head_work, kHeadGemms, &LayerOp::weight_grad_us))
+            : head_i * ar;
+    const double i_tp_us = (i_collectives - 2 * (n + n_moe) - (last ? head_i : 0)) * ar +
+                           (last ? head_i_us : 0) + n * layerTpUs(ar, false, true) +
                            n_moe * layerTpUs(ar, true, true);
     const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;

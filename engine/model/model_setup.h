@@ -168,6 +168,16 @@ struct TrainingSetup {
   /// (Megatron's --tp-comm-overlap, Transformer Engine's userbuffers); needs sequence
   /// parallelism. false: every TP collective exposed.
   bool tp_comm_overlap = false;
+  /// The backward's TP collectives at each column-parallel linear layer (QKV or the MLA
+  /// projections, MLP up, the output head) run beside that layer's own GEMMs, as Megatron-LM has
+  /// run them by default since September 2021 (commit 3f65246911; today
+  /// LinearWithGradAccumulationAndAsyncCommunication) and Transformer Engine's Linear does: without
+  /// sequence parallelism the input gradient's all-reduce beside the weight-gradient GEMM; with
+  /// it the input's all-gather again beside the input-gradient GEMM and the input gradient's
+  /// reduce-scatter beside the weight-gradient GEMM. The row-parallel layers' all-gather (SP)
+  /// stays exposed. false: every backward TP collective exposed (Megatron-LM before it, as in
+  /// the SC'21 runs). tp_comm_overlap, where set, prices the backward instead.
+  bool tp_backward_overlap = false;
   /// Gradients accumulated and reduced in fp32 (4 bytes) instead of the model's dtype: Megatron-LM
   /// under bf16 (its --accumulate-allreduce-grads-in-fp32, which validate_args turns on for
   /// bf16), Megatron-Bridge's grad_reduce_in_fp32. Widens the gradient buffers and the gradient

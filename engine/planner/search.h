@@ -60,6 +60,8 @@ struct SearchRequest {
   double moe_layer_host_us = -1; ///< TrainingSetup::moe_layer_host_us for every candidate
   /// TrainingSetup::tp_comm_overlap for every candidate with sequence parallelism.
   bool tp_comm_overlap = false;
+  /// TrainingSetup::tp_backward_overlap for every candidate.
+  bool tp_backward_overlap = false;
   bool fp32_gradients = false; ///< TrainingSetup::fp32_gradients for every candidate
   int top = 10;
   int threads = 0; ///< 0 = every core

@@ -378,6 +378,13 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
       tr("Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed or follow "
          "(plan field \"tp_comm_overlap\", Megatron's --tp-comm-overlap); needs sequence "
          "parallelism"));
+  tp_backward_overlap_ = new QCheckBox(tr("async TP backward"), model_group_);
+  tp_backward_overlap_->setToolTip(
+      tr("Each column-parallel layer's backward TP collectives (QKV, MLP up, the head) run "
+         "beside its own GEMMs (plan field \"tp_backward_overlap\"), as Megatron-LM has run "
+         "them by default since September 2021 and Transformer Engine's Linear does; off, "
+         "every backward TP collective is exposed (Megatron-LM of early 2021). \"overlap TP\" "
+         "prices the backward itself where it is on"));
   fp32_gradients_ = new QCheckBox(tr("fp32 gradients"), model_group_);
   fp32_gradients_->setToolTip(
       tr("Gradients accumulated and reduced in fp32 (plan field \"fp32_gradients\"; "
@@ -394,6 +401,10 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   more_training_flags->addWidget(tp_comm_overlap_);
   more_training_flags->addWidget(fp32_gradients_);
   more_training_flags->addStretch(1);
+  auto *last_training_flags = new QHBoxLayout;
+  last_training_flags->setContentsMargins(0, 0, 0, 0);
+  last_training_flags->addWidget(tp_backward_overlap_);
+  last_training_flags->addStretch(1);
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
   device_memory_->setDecimals(1);
@@ -419,6 +430,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
   model_form->addRow(more_training_flags);
+  model_form->addRow(last_training_flags);
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
@@ -458,7 +470,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
                          cross_entropy_, moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
   for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_,
-                         tp_comm_overlap_, fp32_gradients_})
+                         tp_comm_overlap_, tp_backward_overlap_, fp32_gradients_})
     connect(box, &QCheckBox::toggled, this, edited);
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
@@ -614,6 +626,7 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
   tp_comm_overlap_->setChecked(training.tp_comm_overlap);
+  tp_backward_overlap_->setChecked(training.tp_backward_overlap);
   fp32_gradients_->setChecked(training.fp32_gradients);
 }
 
@@ -636,6 +649,7 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
   // TP overlap rides on sequence parallelism's all-gathers and reduce-scatters.
   training.tp_comm_overlap = tp_comm_overlap_->isChecked() && training.sequence_parallel;
+  training.tp_backward_overlap = tp_backward_overlap_->isChecked();
   training.fp32_gradients = fp32_gradients_->isChecked();
 }
 

@@ -105,6 +105,7 @@ public:
   QComboBox *crossEntropyBox() const { return cross_entropy_; }
   QCheckBox *sequenceParallelBox() const { return sequence_parallel_; }
   QCheckBox *tpCommOverlapBox() const { return tp_comm_overlap_; }
+  QCheckBox *tpBackwardOverlapBox() const { return tp_backward_overlap_; }
   QCheckBox *fp32GradientsBox() const { return fp32_gradients_; }
   QCheckBox *overlapGradientSyncBox() const { return overlap_gradient_sync_; }
   QDoubleSpinBox *deviceMemoryBox() const { return device_memory_; }
@@ -152,7 +153,7 @@ private:
             *cross_entropy_ = nullptr, *moe_dispatcher_ = nullptr;
   QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,
             *overlap_gradient_sync_ = nullptr, *tp_comm_overlap_ = nullptr,
-            *fp32_gradients_ = nullptr;
+            *tp_backward_overlap_ = nullptr, *fp32_gradients_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;
   QSpinBox *dispatcher_sms_ = nullptr; ///< SMs DeepEP/HybridEP hold beside an overlapped pair
   QDoubleSpinBox *moe_host_ = nullptr; ///< ms of host time per MoE layer and microbatch

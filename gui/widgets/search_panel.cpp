@@ -216,6 +216,7 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
   moe_dispatcher_sms_ = plan.model ? plan.model->training.moe_dispatcher_sms : 0;
   moe_layer_host_us_ = plan.model ? plan.model->training.moe_layer_host_us : -1;
   tp_comm_overlap_ = plan.model && plan.model->training.tp_comm_overlap;
+  tp_backward_overlap_ = plan.model && plan.model->training.tp_backward_overlap;
   fp32_gradients_ = plan.model && plan.model->training.fp32_gradients;
   // Only settings the controls changed since last time replace the inputs: edits made here
   // survive a visit to another tab.
@@ -276,6 +277,7 @@ Result<SearchRequest> SearchPanel::request() const {
   request.moe_dispatcher_sms = moe_dispatcher_sms_;
   request.moe_layer_host_us = moe_layer_host_us_;
   request.tp_comm_overlap = tp_comm_overlap_;
+  request.tp_backward_overlap = tp_backward_overlap_;
   request.fp32_gradients = fp32_gradients_;
   if (auto status = checkSearchRequest(request); !status) return status.error();
   return request;

@@ -110,7 +110,7 @@ private:
   std::string moe_dispatcher_ = "alltoall";
   int moe_dispatcher_sms_ = 0;
   double moe_layer_host_us_ = -1;
-  bool tp_comm_overlap_ = false, fp32_gradients_ = false;
+  bool tp_comm_overlap_ = false, tp_backward_overlap_ = false, fp32_gradients_ = false;
 };
 
 } // namespace pipescope::gui

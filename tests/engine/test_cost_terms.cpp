@@ -630,6 +630,79 @@ private slots:
              refused.error().message.c_str());
   }
 
+  // Megatron-LM's asynchronous backward TP collectives (tp_backward_overlap): a column-parallel
+  // layer's input-gradient all-reduce runs beside its weight-gradient GEMM (without SP); under
+  // SP its input is all-gathered again beside the input-gradient GEMM and the input gradient
+  // reduce-scattered beside the weight-gradient GEMM, while the row-parallel layers' gradient
+  // all-gathers stay exposed. By hand against the derivation's own GEMM and all-reduce times,
+  // on the last stage so the column-parallel output head counts too.
+  void tpBackwardOverlapHidesColumnParallelCollectives() {
+    auto loaded = presetSetup("gpt3-175b", "a100-80gb");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 8, mesh.pp = 2, mesh.gpus_per_node = 8;
+    for (const bool sp : {false, true}) {
+      ModelSetup setup = *loaded;
+      setup.training.sequence_parallel = sp;
+      auto exposed = deriveModelCosts(setup, mesh, schedule->placement);
+      QVERIFY2(exposed, exposed ? "" : exposed.error().message.c_str());
+      setup.training.tp_backward_overlap = true;
+      auto overlapped = deriveModelCosts(setup, mesh, schedule->placement);
+      QVERIFY2(overlapped, overlapped ? "" : overlapped.error().message.c_str());
+      // The forward is unchanged; the exposed model's last stage has 2 all-reduce equivalents a
+      // layer in I and the head's (an all-reduce, or a reduce-scatter under SP).
+      const auto &plain = exposed->stage_breakdown[1];
+      const auto &over = overlapped->stage_breakdown[1];
+      QVERIFY(near(over.forward.tp_us, plain.forward.tp_us));
+      const double layers = plain.layers, head = sp ? 0.5 : 1.0;
+      const double ar = plain.input_grad.tp_us / (2 * layers + head);
+      const auto pass = [](const std::vector<LayerOp> &ops, const char *name, bool weight) {
+        for (const auto &op : ops)
+          if (op.name == name) return weight ? op.weight_grad_us : op.input_grad_us;
+        return -1.0;
+      };
+      const auto column = [&](double input_grad, double weight_grad) {
+        return sp ? std::max(0.0, ar / 2 - input_grad) + std::max(0.0, ar / 2 - weight_grad)
+                  : std::max(0.0, ar - weight_grad);
+      };
+      const auto &ops = overlapped->layer_ops;
+      QVERIFY(pass(ops, "qkv", true) > 0 && pass(ops, "mlp_up", true) > 0);
+      const double per_layer = column(pass(ops, "qkv", false), pass(ops, "qkv", true)) +
+                               column(pass(ops, "mlp_up", false), pass(ops, "mlp_up", true)) +
+                               (sp ? ar : 0.0); // the two row-parallel all-gathers
+      // The head's GEMM: its share of the last stage's weight-grad GEMM time beyond the layers'.
+      double layer_weight = 0;
+      for (const auto &op : ops)
+        if (op.category == OpCategory::Gemm) layer_weight += op.weight_grad_us;
+      const double head_weight = over.weight_grad.gemm_us - layers * layer_weight;
+      const double head_input = over.input_grad.gemm_us - layers * [&] {
+        double sum = 0;
+        for (const auto &op : ops)
+          if (op.category == OpCategory::Gemm) sum += op.input_grad_us;
+        return sum;
+      }();
+      QVERIFY(head_weight > 0 && head_input > 0);
+      QVERIFY2(near(over.input_grad.tp_us, layers * per_layer + column(head_input, head_weight)),
+               (std::to_string(over.input_grad.tp_us) + " vs " +
+                std::to_string(layers * per_layer + column(head_input, head_weight)))
+                   .c_str());
+      QVERIFY(over.input_grad.tp_us < (sp ? 0.6 : 0.1) * plain.input_grad.tp_us);
+      // Under tp_comm_overlap (which needs SP) the userbuffers pricing governs; the flag adds
+      // nothing.
+      if (sp) {
+        setup.training.tp_comm_overlap = true;
+        auto both = deriveModelCosts(setup, mesh, schedule->placement);
+        setup.training.tp_backward_overlap = false;
+        auto userbuffers = deriveModelCosts(setup, mesh, schedule->placement);
+        QVERIFY(both && userbuffers);
+        QVERIFY(near(both->stage_breakdown[1].input_grad.tp_us,
+                     userbuffers->stage_breakdown[1].input_grad.tp_us));
+      }
+    }
+  }
+
   // fp32 gradients (Megatron-LM's default under bf16): the gradient buffer is 4 bytes a
   // parameter instead of 2, and the DP sync moves the gradients at 4 bytes (ZeRO-1's
   // reduce-scatter) while the updated parameters come back at 2 (its all-gather).

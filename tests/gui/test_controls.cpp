@@ -342,6 +342,10 @@ private slots:
     controls->tpCommOverlapBox()->setChecked(true);
     window.settle();
     QVERIFY(training().tp_comm_overlap);
+    QVERIFY(!training().tp_backward_overlap);
+    controls->tpBackwardOverlapBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().tp_backward_overlap);
     const double bf16_grads = window.snapshot()->report->memory.front().grads;
     controls->fp32GradientsBox()->setChecked(true);
     window.settle();
