@@ -22,16 +22,35 @@ namespace {
 /// |error| bounds per row (fractions). They hold today's accuracy with a little room; tighten
 /// them when the model improves, never loosen them without saying why in the commit.
 const std::map<std::string, double> kStepErrorBounds = {
-    {"megatron-sc21-a100/gpt-1.7b", 0.015},
+    // The two A100 tables fit the a100-80gb curve's one level (0.70 at the plateau) together,
+    // every row a fit row (docs/measurements/fit_a100_level.py): 2.8 % mean over the 18. It
+    // was 0.68, set on SC'21 alone (1.9 % there), before the 2022 table showed it 8 % slow;
+    // the bounds of the 76.1B and 310.1B rows moved out with the refit (-1.8 to -3.9 %, +0.4
+    // to -1.9 %).
+    {"megatron-sc21-a100/gpt-1.7b", 0.01},
     {"megatron-sc21-a100/gpt-3.6b", 0.015},
     {"megatron-sc21-a100/gpt-7.5b", 0.015},
     {"megatron-sc21-a100/gpt-18.4b", 0.02},
-    {"megatron-sc21-a100/gpt-39.1b", 0.06},
-    {"megatron-sc21-a100/gpt-76.1b", 0.035},
-    {"megatron-sc21-a100/gpt-145.6b", 0.03},
-    {"megatron-sc21-a100/gpt-310.1b", 0.015},
+    {"megatron-sc21-a100/gpt-39.1b", 0.04},
+    {"megatron-sc21-a100/gpt-76.1b", 0.045},
+    {"megatron-sc21-a100/gpt-145.6b", 0.01},
+    {"megatron-sc21-a100/gpt-310.1b", 0.025},
     {"megatron-sc21-a100/gpt-529.6b", 0.02},
-    {"megatron-sc21-a100/gpt-1008b", 0.065},
+    {"megatron-sc21-a100/gpt-1008b", 0.035},
+    // Korthikanti et al. (MLSys 2023), Table 5: Megatron-LM of 2022, whose backward TP
+    // collectives run beside the column-parallel GEMMs (tp_backward_overlap; without it the
+    // full-recomputation rows came out 5 points slower than the selective ones). Held out at
+    // the SC'21 level they were 5.8 % mean, +12.1 % worst; the 1T pair, non-interleaved on
+    // PP 64, stays the slowest (+9.2 %, +8.6 %): the same layout ran 102.6 s a step in SC'21
+    // and 94.4 s here. Calculon reports 3.65 % mean and 8.87 % worst on these eight.
+    {"megatron-mlsys23-a100/gpt-22b-full", 0.01},
+    {"megatron-mlsys23-a100/gpt-22b-seq-selective", 0.04},
+    {"megatron-mlsys23-a100/gpt-175b-full", 0.025},
+    {"megatron-mlsys23-a100/gpt-175b-seq-selective", 0.01},
+    {"megatron-mlsys23-a100/gpt-530b-full", 0.06},
+    {"megatron-mlsys23-a100/gpt-530b-seq-selective", 0.03},
+    {"megatron-mlsys23-a100/gpt-1t-full", 0.095},
+    {"megatron-mlsys23-a100/gpt-1t-seq-selective", 0.09},
     // -1.9 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute, and each
     // MoE layer leaves the GPU its host time; the figure is a whole-run mean (batch ramp,
@@ -115,9 +134,13 @@ constexpr double kMemoryGoal = 0.05;
 /// megatron-bridge-h100 rows (kFitRows).
 const std::set<std::string> kGoalSets = {"megatron-sc21-a100"};
 /// The goal: better than the best published analytic predictor (about 3.7 % mean and
-/// 8.9 % worst on such a set); today 1.9 % and 5.6 %.
+/// 8.9 % worst on such a set); today 1.8 % and 3.9 %.
 constexpr double kMeanStepErrorBound = 0.025;
-constexpr double kWorstStepErrorBound = 0.065;
+constexpr double kWorstStepErrorBound = 0.05;
+/// Both A100 tables, the rows the A100 level is fit on: today 2.8 % mean, 9.2 % worst (the 1T
+/// of the 2022 table; the goal's worst, 8 %, is not met there). Regression guards.
+const std::set<std::string> kA100Sets = {"megatron-sc21-a100", "megatron-mlsys23-a100"};
+constexpr double kA100MeanBound = 0.03, kA100WorstBound = 0.095;
 /// The rows the H100 BF16 curve's level was fit on (docs/measurements/fit_h100_levels.py):
 /// steps that are that level's alone, no pipeline bubble and a hidden DP sync. Today 2.3 %.
 const std::set<std::string> kBf16FitRows = {"megatron-core-h100/gpt-1.7b",
@@ -130,9 +153,9 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
-/// Every row: today 7.1 % mean, 57.6 % worst (the 3.5 % / 8 % goal is not met over
+/// Every row: today 6.6 % mean, 58.3 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.075, kAllWorstBound = 0.585;
+constexpr double kAllMeanBound = 0.07, kAllWorstBound = 0.585;
 
 } // namespace
 
@@ -257,8 +280,9 @@ private slots:
 
   void everyRowWithinItsBound() {
     double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, bf16_fit_sum = 0, all_sum = 0,
-           all_worst = 0;
-    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0, bf16_fit_rows = 0;
+           all_worst = 0, a100_sum = 0, a100_worst = 0;
+    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0, bf16_fit_rows = 0,
+        a100_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -295,6 +319,11 @@ private slots:
           bf16_fit_sum += error;
           ++bf16_fit_rows;
         }
+        if (kA100Sets.count(name) != 0) {
+          a100_sum += error;
+          a100_worst = std::max(a100_worst, error);
+          ++a100_rows;
+        }
         if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
@@ -306,6 +335,9 @@ private slots:
     QVERIFY(goal_rows > 0);
     QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
     QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
+    QCOMPARE(a100_rows, 18);
+    QVERIFY2(a100_sum / a100_rows <= kA100MeanBound, std::to_string(a100_sum / a100_rows).c_str());
+    QVERIFY2(a100_worst <= kA100WorstBound, std::to_string(a100_worst).c_str());
     QCOMPARE(bf16_fit_rows, static_cast<int>(kBf16FitRows.size()));
     QVERIFY2(bf16_fit_sum / bf16_fit_rows <= kBf16FitMeanBound,
              std::to_string(bf16_fit_sum / bf16_fit_rows).c_str());
@@ -317,9 +349,10 @@ private slots:
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
-  // one step: of the 10 pairs of published runs of one model on the same GPUs and tokens per
+  // one step: of the 14 pairs of published runs of one model on the same GPUs and tokens per
   // step (Qwen3-235B-A22B's five layouts on 256 H100s, one of them tied; Qwen3-30B-A3B's PP 2
-  // and EP 16 on 16 H100s), 9 are predicted in the measured order. The one that is not holds
+  // and EP 16 on 16 H100s; the four models of Korthikanti et al. with full or selective
+  // recomputation), 13 are predicted in the measured order. The one that is not holds
   // the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and predicted 6 %
   // faster (docs/validation.md). A hand-made pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
@@ -331,8 +364,8 @@ private slots:
       for (const auto &row : set.cases)
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
-    QCOMPARE(ranking.pairs, 10);
-    QVERIFY2(ranking.ordered >= 9, std::to_string(ranking.ordered).c_str());
+    QCOMPARE(ranking.pairs, 14);
+    QVERIFY2(ranking.ordered >= 13, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos, pair.c_str());
 
