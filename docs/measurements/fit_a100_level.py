@@ -18,11 +18,12 @@ the fitted level sits between the two software releases.
 
 With --write the a100-80gb preset gets the chosen curve. Standard library only.
 """
-import argparse
 import json
 import os
-import subprocess
 import tempfile
+
+# The H100 fit's row runner and command line (same folder).
+from fit_h100_levels import errors, fit_arguments, write_preset
 
 # The curve's shape: GEMM size (the cube root of m·n·k, docs/cost-model.md) and the relative
 # efficiency there, 1 at the plateau; the estimates the curve was first set with (0.25, 0.45,
@@ -37,35 +38,15 @@ def curve(level):
     return [{"size": size, "efficiency": round(level * relative, 4)} for size, relative in SHAPE]
 
 
-def errors(pipescope, sets_dir, hardware_file):
-    """{(set, row): step error} of every timed row of FIT_SETS on `hardware_file`."""
-    found = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in FIT_SETS:
-            with open(os.path.join(sets_dir, name + ".json")) as f:
-                data = json.load(f)
-            for row in data["rows"]:
-                row["hardware"] = hardware_file
-            trial = os.path.join(scratch, name + ".json")
-            with open(trial, "w") as f:
-                json.dump(data, f)
-            out = subprocess.run([pipescope, "compare", "--published", trial, "--json"],
-                                 capture_output=True, text=True, check=True).stdout
-            for row in json.loads(out)["rows"]:
-                if row.get("step_error") is not None:
-                    found[(name, row["id"])] = row["step_error"]
-    return found
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pipescope", default="build/engine/cli/pipescope")
-    parser.add_argument("--sets", default="resources/validation")
-    parser.add_argument("--write", action="store_true",
-                        help="write the fitted curve into the a100-80gb preset")
-    args = parser.parse_args()
+    args = fit_arguments(__doc__, "write the fitted curve into the a100-80gb preset")
     with open(PRESET) as f:
         preset = json.load(f)
+    sets = [os.path.join(args.sets, name + ".json") for name in FIT_SETS]
+    rows = set()
+    for path, name in zip(sets, FIT_SETS):
+        with open(path) as f:
+            rows |= {(name, row["id"]) for row in json.load(f)["rows"]}
 
     best = None
     with tempfile.TemporaryDirectory() as scratch:
@@ -75,7 +56,7 @@ def main():
             trial = dict(preset, gemm_efficiency=curve(level))
             with open(hardware_file, "w") as f:
                 json.dump(trial, f)
-            found = errors(args.pipescope, args.sets, hardware_file)
+            found = errors(args.pipescope, sets, hardware_file, rows)
             mean = sum(abs(e) for e in found.values()) / len(found)
             worst = max(abs(e) for e in found.values())
             by_set = "  ".join(
@@ -87,10 +68,7 @@ def main():
     print(f"lowest mean: k = {best[0]:.2f} ({100 * best[1]:.2f} %)")
     if args.write:
         preset["gemm_efficiency"] = curve(best[0])
-        with open(PRESET, "w") as f:
-            json.dump(preset, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        print("wrote", PRESET)
+        write_preset(PRESET, preset)
 
 
 if __name__ == "__main__":

@@ -101,13 +101,25 @@ def fit(pipescope, sets, preset, rows, levels, make):
     return best
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def write_preset(path, hardware):
+    """A hardware preset written as the shipped ones are (2-space JSON, a final newline)."""
+    with open(path, "w") as f:
+        json.dump(hardware, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print("wrote", path)
+
+
+def fit_arguments(doc, write_help):
+    """The fit scripts' command line: --pipescope, --sets and --write."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--pipescope", default="build/engine/cli/pipescope")
     parser.add_argument("--sets", default="resources/validation")
-    parser.add_argument("--write", action="store_true",
-                        help="write the fitted curves into the H100 family's presets")
-    args = parser.parse_args()
+    parser.add_argument("--write", action="store_true", help=write_help)
+    return parser.parse_args()
+
+
+def main():
+    args = fit_arguments(__doc__, "write the fitted curves into the H100 family's presets")
     sets = sorted(glob.glob(os.path.join(args.sets, "*.json")))
     with open(os.path.join(PRESETS, "h100-sxm.json")) as f:
         preset = json.load(f)
@@ -127,11 +139,7 @@ def main():
             path = os.path.join(PRESETS, name + ".json")
             with open(path) as fh:
                 text = json.load(fh)
-            written = with_curves(text, k, f)
-            with open(path, "w") as fh:
-                json.dump(written, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
-            print("wrote", path)
+            write_preset(path, with_curves(text, k, f))
 
 
 if __name__ == "__main__":
