@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_process.h"
+#include "tests/write_file.h"
 
 using nlohmann::json;
 
@@ -197,10 +198,7 @@ private slots:
   void deadlockedCustomScheduleShowsTheGrid() {
     QTemporaryDir dir;
     const QString csv = dir.filePath(QStringLiteral("dead.csv"));
-    QFile file(csv);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
-    file.close();
+    QVERIFY(writeFile(csv, "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n"));
     const Run run = pipescope({"validate", csv});
     QCOMPARE(run.exit_code, 2);
     QVERIFY(run.err.startsWith(QStringLiteral("pipescope: ")));
@@ -235,10 +233,7 @@ private slots:
         record["end_us"] = record["end_us"].get<double>() * kFactor;
       }
     trace["backend"] = {{"workload", {{"expected_time_factor", kFactor}}}};
-    QFile out(measured);
-    QVERIFY(out.open(QIODevice::WriteOnly));
-    out.write(QByteArray::fromStdString(trace.dump()));
-    out.close();
+    QVERIFY(writeFile(measured, QByteArray::fromStdString(trace.dump())));
 
     const Run run = pipescope(
         {"compare", "--measured", measured, "--calibrate", "--save-plan", calibrated, "--json"});
@@ -405,12 +400,9 @@ private slots:
 
     const QString other = dir.filePath(QStringLiteral("other.json"));
     const QString script = dir.filePath(QStringLiteral("train.sh"));
-    QFile file(script);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-               "--num-attention-heads 16 --seq-length 2048 --vocab-size 100 "
-               "--tensor-model-parallel-size 3\n");
-    file.close();
+    QVERIFY(writeFile(script, "torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                              "--num-attention-heads 16 --seq-length 2048 --vocab-size 100 "
+                              "--tensor-model-parallel-size 3\n"));
     for (const QStringList &args :
          {QStringList{"megatron", script, "--gpus", "8", "--out", other},
           QStringList{"megatron", dir.filePath(QStringLiteral("missing.sh")), "--gpus", "8"},

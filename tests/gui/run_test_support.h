@@ -4,7 +4,6 @@
 // protocol's lines with pauses and leaves a child behind, and small file, process and table
 // helpers.
 #include <QFile>
-#include <QFileDevice>
 #include <QTableView>
 #include <QTemporaryDir>
 
@@ -15,6 +14,7 @@
 #include "engine/trace_file.h"
 #include "gui/run/backend_process.h"
 #include "gui/widgets/run_panel.h"
+#include "tests/write_file.h"
 
 namespace pipescope::gui::testing {
 
@@ -66,16 +66,6 @@ inline std::string stepLine(const Trace &trace, int step, int of) {
   for (const auto &op : trace.ops)
     if (op.step == step) event.ops.push_back(op);
   return runEventLine(event);
-}
-
-inline bool writeFile(const QString &path, const QByteArray &bytes, bool executable = false) {
-  QFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
-  file.write(bytes);
-  file.close();
-  if (executable)
-    file.setPermissions(file.permissions() | QFileDevice::ExeOwner | QFileDevice::ExeUser);
-  return true;
 }
 
 // Alive = has a /proc entry that is not a zombie (a container's init may never reap orphans).

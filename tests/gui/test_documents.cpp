@@ -23,6 +23,7 @@
 #include "gui/widgets/published_runs_dialog.h"
 #include "gui/widgets/timeline_widget.h"
 #include "tests/gui/window_test_support.h"
+#include "tests/write_file.h"
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -62,11 +63,9 @@ private slots:
     QCOMPARE(window.controls()->pipelineRanks()->value(), 6);
     QCOMPARE(window.controls()->dataParallel()->value(), 2);
     // A bad file is refused with a message, not a crash.
-    QFile bad(directory.filePath(QStringLiteral("bad.json")));
-    QVERIFY(bad.open(QIODevice::WriteOnly));
-    bad.write("{\"format\": \"pipescope.plan\", \"version\": 1, \"schedule\": 5}");
-    bad.close();
-    QVERIFY(!window.openPlan(bad.fileName()));
+    const QString bad = directory.filePath(QStringLiteral("bad.json"));
+    QVERIFY(writeFile(bad, "{\"format\": \"pipescope.plan\", \"version\": 1, \"schedule\": 5}"));
+    QVERIFY(!window.openPlan(bad));
     QVERIFY(!window.errorMessage().isEmpty());
   }
 
@@ -247,12 +246,10 @@ private slots:
 
     QTemporaryDir dir;
     const QString script = dir.filePath(QStringLiteral("train.sh"));
-    QFile file(script);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 4 "
-               "--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 100 "
-               "--tensor-model-parallel-size 3\n");
-    file.close();
+    QVERIFY(writeFile(script,
+                      "torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 4 "
+                      "--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                      "--vocab-size 100 --tensor-model-parallel-size 3\n"));
     QCOMPARE(DocumentActions::launchGpus(script), 32);
     QCOMPARE(DocumentActions::launchGpus(launch), 0);
     QVERIFY(!window.documents()->openMegatronLaunch(script, 32));
