@@ -401,10 +401,6 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   more_training_flags->addWidget(tp_comm_overlap_);
   more_training_flags->addWidget(fp32_gradients_);
   more_training_flags->addStretch(1);
-  auto *last_training_flags = new QHBoxLayout;
-  last_training_flags->setContentsMargins(0, 0, 0, 0);
-  last_training_flags->addWidget(tp_backward_overlap_);
-  last_training_flags->addStretch(1);
   device_memory_ = new QDoubleSpinBox(model_group_);
   device_memory_->setRange(1, 4096);
   device_memory_->setDecimals(1);
@@ -430,7 +426,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
   model_form->addRow(more_training_flags);
-  model_form->addRow(last_training_flags);
+  model_form->addRow(tp_backward_overlap_);
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
