@@ -46,6 +46,22 @@ GemmRate gemmRate(int size, std::string dtype, double us, int repetitions) {
   return rate;
 }
 
+double SustainedGemm::tflops() const {
+  if (window_tflops.empty()) return 0;
+  std::vector<double> settled(window_tflops.begin() +
+                                  static_cast<std::ptrdiff_t>(window_tflops.size() / 2),
+                              window_tflops.end());
+  std::nth_element(settled.begin(),
+                   settled.begin() + static_cast<std::ptrdiff_t>(settled.size() / 2),
+                   settled.end());
+  return settled[settled.size() / 2];
+}
+
+double SustainedGemm::fraction_of_ladder() const {
+  if (!(ladder_tflops > 0)) return 0;
+  return std::min(1.0, tflops() / ladder_tflops);
+}
+
 double GemmBenchmark::best_tflops() const {
   double best = 0;
   for (const auto &rate : rates)
@@ -64,14 +80,16 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name) {
   return std::nullopt;
 }
 
-Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank) {
+Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank, double sustain_s) {
   GemmBenchmark benchmark;
   if (kind == DeviceKind::Cpu) {
+    // One core's fp32 GEMM has no power limit to settle at: nothing is held.
     (void)local_rank;
+    (void)sustain_s;
     benchmark = benchmarkCpuGemms();
   } else {
 #ifdef PIPESCOPE_HAVE_CUDA
-    auto measured = benchmarkCudaGemms(local_rank);
+    auto measured = benchmarkCudaGemms(local_rank, sustain_s);
     if (!measured) return measured.error();
     benchmark = std::move(*measured);
 #else
@@ -94,11 +112,16 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
   const bool on_cpu = benchmark.gpu_name.empty();
   HardwareSpec hw = std::move(base);
   hw.peak_tflops = on_cpu ? best : std::max(hw.peak_tflops, best);
+  // A training step holds the GPU at its power limit: the ladder's short batches scaled to the
+  // rate the held GEMM settled at.
+  const double held =
+      !on_cpu && benchmark.sustained ? benchmark.sustained->fraction_of_ladder() : 0;
+  const double scale = held > 0 ? held : 1.0;
   std::vector<int> sizes;
   std::vector<double> tflops;
   for (const auto &rate : benchmark.rates) {
     sizes.push_back(rate.size);
-    tflops.push_back(rate.tflops);
+    tflops.push_back(rate.tflops * scale);
   }
   hw.gemm_efficiency = curveFromSquareLadder(sizes, tflops, hw.peak_tflops);
   if (auto status = checkGemmCurve(hw.gemm_efficiency, "/gemm_efficiency"); !status)
@@ -109,7 +132,12 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
       " GEMMs, best " + std::to_string(best) + " TFLOP/s, efficiency over " +
       (on_cpu ? std::string("the best measured rate (cpu: peak_tflops is that rate)")
               : "the peak of " + std::to_string(hw.peak_tflops) + " TFLOP/s") +
-      "; each point carries the best rate up to its size";
+      "; each point carries the best rate up to its size" +
+      (held > 0 ? "; every rate scaled by " + std::to_string(held) + ", the " +
+                      std::to_string(benchmark.sustained->size) + "^3 GEMM's rate held for " +
+                      std::to_string(static_cast<int>(benchmark.sustained->seconds)) +
+                      " s over its ladder rate (the GPU at its power limit, as in training)"
+                : std::string());
   if (on_cpu) {
     hw.name = "cpu-measured";
     hw.efficiency = hw.gemm_efficiency.back().efficiency;
@@ -154,6 +182,14 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
                             {"best_tflops", best},         {"datasheet_preset", nullptr},
                             {"datasheet_tflops", nullptr}, {"fraction_of_datasheet", nullptr}};
   if (!benchmark.software.empty()) summary["software"] = benchmark.software;
+  if (benchmark.sustained && !benchmark.sustained->window_tflops.empty()) {
+    const auto &held = *benchmark.sustained;
+    summary["sustained_size"] = held.size;
+    summary["sustained_seconds"] = held.seconds;
+    summary["sustained_tflops"] = held.tflops();
+    summary["sustained_fraction_of_ladder"] = held.fraction_of_ladder();
+    summary["sustained_window_tflops"] = held.window_tflops;
+  }
   if (benchmark.sm_count > 0) summary["sm_count"] = benchmark.sm_count;
   if (benchmark.datasheet_tflops > 0) {
     summary["datasheet_preset"] = *benchmark.datasheet_preset;

@@ -35,6 +35,22 @@ struct GemmRate {
 /// A rung from its measured time: tflops = 2·size³ / us.
 GemmRate gemmRate(int size, std::string dtype, double us, int repetitions);
 
+/// GPU: one GEMM held for a while after the ladder, as a training step holds the GPU. A GPU at
+/// its power limit lowers its clocks within seconds of a sustained GEMM load, below what the
+/// ladder's short batches see: one H100 SXM ran 8192^3 at 771 TFLOP/s in 30 ms batches and at
+/// 667-680 TFLOP/s from 4 s to 40 s of back-to-back GEMMs, its SM clock down from 1980 MHz to
+/// 1335-1410 MHz at 700 W (docs/measurements/h100-gemm-shapes.md).
+struct SustainedGemm {
+  int size = 0;                      ///< m = n = k, a ladder rung
+  double seconds = 0;                ///< how long it was held
+  std::vector<double> window_tflops; ///< each window's rate (about half a second), in order
+  double ladder_tflops = 0;          ///< the ladder's rate at the same size
+  /// The held rate: the median window of the second half, once the clocks have settled.
+  double tflops() const;
+  /// tflops() over the ladder's rate at this size, at most 1 (0 when nothing was measured).
+  double fraction_of_ladder() const;
+};
+
 struct GemmBenchmark {
   std::string device;          ///< the device's description
   std::string gpu_name;        ///< empty on the cpu
@@ -43,11 +59,13 @@ struct GemmBenchmark {
   std::vector<GemmRate> rates; ///< ascending size
   std::optional<std::string> datasheet_preset; ///< the hardware preset the GPU matched
   double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)
+  std::optional<SustainedGemm> sustained;      ///< GPU with --sustain above 0
   double best_tflops() const;
 };
 
-/// Runs the ladder on this process's device (local rank picks the GPU).
-Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank);
+/// Runs the ladder on this process's device (local rank picks the GPU), then on a GPU holds its
+/// largest GEMM up to 8192^3 for `sustain_s` seconds (0: not held).
+Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank, double sustain_s = 0);
 
 /// The hardware preset whose datasheet describes a GPU of this name ("NVIDIA H100 80GB HBM3" is
 /// h100-sxm), or nothing when none does (a PCIe H100 has another peak than the SXM part).
@@ -55,16 +73,18 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
 
 /// A hardware file with the ladder as its GEMM efficiency curve (DESIGN.md §5a), starting from
 /// `base` (links, memory, peak). On a GPU the efficiencies are the bf16 rates over the base's
-/// datasheet peak (raised to the best rate if the GPU beats it); on the cpu device (fp32) the
-/// peak becomes the best measured rate. The source names the device and the date of the ladder.
+/// datasheet peak (raised to the best rate if the GPU beats it), each rate first scaled by the
+/// held GEMM's fraction of the ladder where one was held, so the curve is the GPU's rate at its
+/// power limit; on the cpu device (fp32) the peak becomes the best measured rate. The source
+/// names the device, the ladder and the scaling.
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 
-/// One "gemm" event per rung, then the "gemm_summary" event.
+/// One "gemm" event per rung, then the "gemm_summary" event (with the held rate, if any).
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark);
 
 #ifdef PIPESCOPE_HAVE_CUDA
-/// The GPU ladder (gemm_bench_cuda.cpp).
-Result<GemmBenchmark> benchmarkCudaGemms(int local_rank);
+/// The GPU ladder and the held GEMM (gemm_bench_cuda.cpp).
+Result<GemmBenchmark> benchmarkCudaGemms(int local_rank, double sustain_s);
 #endif
 
 } // namespace pipescope::backend

@@ -55,13 +55,12 @@ std::string versionText(int version, int major_divisor, int minor_divisor) {
          std::to_string(version % major_divisor / minor_divisor);
 }
 
-Result<GemmRate> timeRung(int n) {
-  RungResources r;
+// A stream, a cuBLAS handle and the three n x n operands of one square GEMM, owned by `r`.
+Status allocateSquareOperands(RungResources &r, int n, kernels::bf16 *(&matrices)[3]) {
   PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
   PIPESCOPE_CUBLAS_CHECK(cublasCreate(&r.cublas));
   PIPESCOPE_CUBLAS_CHECK(cublasSetStream(r.cublas, r.stream));
   const std::size_t elements = static_cast<std::size_t>(n) * n;
-  kernels::bf16 *matrices[3] = {};
   for (int i = 0; i < 3; ++i) {
     void *pointer = nullptr;
     PIPESCOPE_CUDA_CHECK(cudaMalloc(&pointer, elements * sizeof(kernels::bf16)));
@@ -71,6 +70,13 @@ Result<GemmRate> timeRung(int n) {
     PIPESCOPE_CUDA_CHECK(kernels::launchFillUniform(matrices[i], elements, 1.0f,
                                                     static_cast<std::uint32_t>(n + i), r.stream));
   }
+  return Ok{};
+}
+
+Result<GemmRate> timeRung(int n) {
+  RungResources r;
+  kernels::bf16 *matrices[3] = {};
+  PIPESCOPE_TRY(allocateSquareOperands(r, n, matrices));
   const float alpha = 1.0f, beta = 0.0f;
   // The backend's own path: the stages' tuned GEMM (kernels/cuda_gemm.h), tuned for this shape
   // first, as a stage does when it is created.
@@ -182,6 +188,42 @@ Result<GemmRate> timeRung(int n) {
   return rate;
 }
 
+// The backend's tuned n x n GEMM back to back for `seconds`, timed in windows of about half a
+// second with device events: the rate once the GPU has settled at its power limit.
+Result<SustainedGemm> holdGemm(int n, double seconds, double ladder_tflops) {
+  RungResources r;
+  kernels::bf16 *matrices[3] = {};
+  PIPESCOPE_TRY(allocateSquareOperands(r, n, matrices));
+  auto tuned = kernels::TunedGemm::create();
+  if (!tuned) return tuned.error();
+  const kernels::GemmCall call{false,       false, n,           n, n,           1.0f, 0.0f,
+                               matrices[0], n,     matrices[1], n, matrices[2], n};
+  if (auto choice = (*tuned)->choiceFor(call, r.stream); !choice) return choice.error();
+  EventPool events;
+  PIPESCOPE_TRY(events.resize(2));
+  SustainedGemm held;
+  held.size = n;
+  held.ladder_tflops = ladder_tflops;
+  const double flops = 2.0 * n * n * static_cast<double>(n);
+  const int per_window = std::clamp(
+      static_cast<int>(0.5 / (flops / (std::max(1.0, ladder_tflops) * 1e12))), 1, 100000);
+  double elapsed_s = 0;
+  while (elapsed_s < seconds) {
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
+    for (int i = 0; i < per_window; ++i)
+      PIPESCOPE_TRY((*tuned)->run(call, r.stream));
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
+    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
+    float ms = 0;
+    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
+    if (!(ms > 0)) break;
+    held.window_tflops.push_back(flops * per_window / (static_cast<double>(ms) * 1e9));
+    elapsed_s += static_cast<double>(ms) * 1e-3;
+  }
+  held.seconds = elapsed_s;
+  return held;
+}
+
 // Driver, runtime, cuBLAS and NCCL versions, for the report (results depend on all four).
 std::string softwareVersions() {
   int driver = 0, runtime = 0;
@@ -199,7 +241,7 @@ std::string softwareVersions() {
 
 } // namespace
 
-Result<GemmBenchmark> benchmarkCudaGemms(int local_rank) {
+Result<GemmBenchmark> benchmarkCudaGemms(int local_rank, double sustain_s) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0)
@@ -228,6 +270,16 @@ Result<GemmBenchmark> benchmarkCudaGemms(int local_rank) {
   if (benchmark.rates.empty())
     return makeError("--gemm-bench: too little free memory on GPU " + std::to_string(device) +
                      " for even a 1024 x 1024 GEMM");
+  if (sustain_s > 0) {
+    // The largest rung up to 8192^3 (1.4 ms a GEMM on an H100): long enough to fill the GPU,
+    // short enough that a window holds hundreds of them.
+    const GemmRate *rung = &benchmark.rates.front();
+    for (const auto &rate : benchmark.rates)
+      if (rate.size <= 8192) rung = &rate;
+    auto held = holdGemm(rung->size, sustain_s, rung->tflops);
+    if (!held) return held.error();
+    benchmark.sustained = std::move(*held);
+  }
   return benchmark;
 }
 

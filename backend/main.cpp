@@ -78,7 +78,7 @@ static int runMain(int argc, char **argv) {
     return 0;
   }
   if (options->gemm_bench) {
-    auto benchmark = benchmarkGemms(options->device, launch.local_rank);
+    auto benchmark = benchmarkGemms(options->device, launch.local_rank, options->sustain_s);
     if (!benchmark) {
       emitError(launch.rank, benchmark.error().message);
       return kExitFailure;

@@ -37,10 +37,15 @@ stream to stdout as JSON lines.
   --gemm-bench         time the device's GEMMs (cuda, gpu-shared: cuBLAS bf16; cpu: fp32) over
                        square sizes, against the datasheet peak where the GPU matches a
                        hardware preset; needs no plan. Under mpirun every process times its own
+  --sustain S          with --gemm-bench on a GPU: then hold the 8192^3 GEMM for S seconds (default
+                       30; 0: skip), as a training run holds the GPU, and report the rate at
+                       the power limit beside the ladder's (an H100 SXM's clocks fall within
+                       seconds under a GEMM load at 700 W)
   --save-hardware FILE with --gemm-bench: write a pipescope.hardware file whose GEMM efficiency
                        curve is the measured ladder (efficiency = achieved / datasheet peak,
-                       carried up the ladder so it never falls with size), so the planner
-                       prices GEMMs as this GPU runs them. Links, memory and peak come from the
+                       carried up the ladder so it never falls with size; on a GPU scaled by
+                       the held rate over the ladder's at that size), so the planner prices
+                       GEMMs as this GPU runs them in training. Links, memory and peak come from the
                        preset the GPU matches, or from --hardware
   --hardware NAME|FILE with --save-hardware: the hardware file or preset to start from (needed
                        when the GPU matches no preset; on the cpu device the peak becomes the
@@ -87,6 +92,7 @@ Result<int> parseCount(std::string_view option, const std::string &text, int min
 
 Result<BackendOptions> parseOptions(int argc, char **argv) {
   BackendOptions options;
+  bool sustain_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -129,6 +135,11 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       auto x = parseNumber(arg, value, 1e-6, 1e6);
       if (!x) return x.error();
       options.size_scale = *x;
+    } else if (arg == "--sustain") {
+      auto x = parseNumber(arg, value, 0, 3600);
+      if (!x) return x.error();
+      options.sustain_s = *x;
+      sustain_given = true;
     } else if (arg == "--save-hardware") {
       options.save_hardware_path = value;
     } else if (arg == "--hardware") {
@@ -141,6 +152,8 @@ Result<BackendOptions> parseOptions(int argc, char **argv) {
       return makeError(std::string(arg) + ": unknown option; see --help");
     }
   }
+  if (sustain_given && !options.gemm_bench)
+    return makeError("--sustain: holds --gemm-bench's largest GEMM; add --gemm-bench");
   if (!options.save_hardware_path.empty() && !options.gemm_bench)
     return makeError("--save-hardware: writes the curve --gemm-bench measures; add --gemm-bench");
   if (!options.base_hardware.empty() && options.save_hardware_path.empty())

@@ -24,6 +24,9 @@ struct BackendOptions {
   double timeout_s = 120;
   bool list_devices = false; ///< print what this build and machine can run, then exit
   bool gemm_bench = false;   ///< time the device's GEMMs over a ladder of sizes, then exit
+  /// With gemm_bench on a GPU: seconds the largest GEMM is then held, as training holds it, to
+  /// read the rate at the GPU's power limit (0: not held).
+  double sustain_s = 30;
   /// With gemm_bench: write a hardware file whose GEMM efficiency curve is the measured ladder.
   std::string save_hardware_path;
   /// The hardware file or preset the saved one starts from (links, memory, peak); empty: the

@@ -453,6 +453,55 @@ private slots:
     QVERIFY(!parseOptions(4, const_cast<char **>(lone_base)));
   }
 
+  // --sustain: the held GEMM's settled rate (the median window of the second half) over the
+  // ladder's rate at that size scales the saved curve; a held rate above the ladder's does not
+  // raise it, and the cpu device holds nothing.
+  void heldGemmScalesTheSavedCurve() {
+    SustainedGemm held;
+    held.size = 8192;
+    held.seconds = 30;
+    held.ladder_tflops = 770;
+    held.window_tflops = {580, 700, 690, 720, 670, 668, 672, 500}; // second half: 670 668 672 500
+    QCOMPARE(held.tflops(), 670.0);
+    QVERIFY(std::abs(held.fraction_of_ladder() - 670.0 / 770) < 1e-12);
+    GemmBenchmark gpu;
+    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
+    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
+                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    gpu.sustained = held;
+    auto base = loadHardwareSpec("h100-sxm");
+    QVERIFY(base);
+    auto saved = hardwareFromBenchmark(gpu, *base);
+    QVERIFY2(saved, saved ? "" : saved.error().message.c_str());
+    QVERIFY(std::abs(saved->gemm_efficiency[0].efficiency - 700.0 * 670 / 770 / 989) < 1e-9);
+    QVERIFY(std::abs(saved->gemm_efficiency[1].efficiency - 670.0 / 989) < 1e-9);
+    QVERIFY(saved->gemm_efficiency_source.find("held for 30 s") != std::string::npos);
+    const auto events = gemmBenchmarkEvents(gpu);
+    QCOMPARE(events.back()["sustained_tflops"].get<double>(), 670.0);
+    QCOMPARE(events.back()["sustained_window_tflops"].size(), std::size_t{8});
+    // Held faster than the ladder (a cold ladder): the curve stays the ladder's.
+    gpu.sustained->window_tflops = {800, 800};
+    QCOMPARE(gpu.sustained->fraction_of_ladder(), 1.0);
+    auto unscaled = hardwareFromBenchmark(gpu, *base);
+    QVERIFY(unscaled);
+    QVERIFY(std::abs(unscaled->gemm_efficiency[1].efficiency - 770.0 / 989) < 1e-9);
+    // Nothing held: the ladder as measured, and no held fields in the summary.
+    gpu.sustained.reset();
+    QVERIFY(!gemmBenchmarkEvents(gpu).back().contains("sustained_tflops"));
+    // --sustain takes seconds (0 skips) and belongs to --gemm-bench.
+    const char *with_bench[] = {"x", "--gemm-bench", "--sustain", "0"};
+    auto options = parseOptions(4, const_cast<char **>(with_bench));
+    QVERIFY(options);
+    QCOMPARE(options->sustain_s, 0.0);
+    const char *alone[] = {"x", "--sustain", "10", "--plan", "p.json"};
+    auto refused = parseOptions(5, const_cast<char **>(alone));
+    QVERIFY(!refused);
+    QVERIFY(refused.error().message.find("--gemm-bench") != std::string::npos);
+    const char *negative[] = {"x", "--gemm-bench", "--sustain", "-1"};
+    QVERIFY(!parseOptions(4, const_cast<char **>(negative)));
+  }
+
   void optionsParse() {
     const char *good[] = {
         "pipescope-backend", "--plan", "p.json",  "--trace", "t.json",       "--device", "cuda",
