@@ -167,6 +167,14 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
   else
     echo "Best: $(fmt "$best" 4) TFLOP/s (no datasheet peak for this device)."
   fi
+  held=$(echo "$summary" | field sustained_tflops)
+  if [ -n "$held" ]; then
+    echo
+    echo "Held: the $(echo "$summary" | field sustained_size)³ GEMM back to back for" \
+      "$(fmt "$(echo "$summary" | field sustained_seconds)" 0) s settled at $(fmt "$held" 1) TFLOP/s," \
+      "$(fmt "$(awk -v f="$(echo "$summary" | field sustained_fraction_of_ladder)" 'BEGIN { print 100 * f }')" 1) %" \
+      "of its ladder rate: the GPU at its power limit, as a training step holds it."
+  fi
   echo
   echo "## Schedules"
   echo
