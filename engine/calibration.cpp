@@ -269,12 +269,15 @@ Result<Costs> calibrateCosts(const Schedule &schedule, const Trace &measured, co
   Costs calibrated = current;
   calibrated.stage_overrides.resize(stages);
   for (std::size_t s = 0; s < stages; ++s) {
-    StageCost cost{base->forward[s], base->full_backward[s], base->weight_grad[s]};
+    StageCost cost{base->forward[s], base->full_backward[s], base->weight_grad[s],
+                   base->input_grad[s] - (base->full_backward[s] - base->weight_grad[s])};
     if (!forward[s].empty()) cost.forward_us = median(forward[s]);
     if (!weight[s].empty()) cost.weight_us = median(weight[s]);
-    if (!input_grad[s].empty())
+    if (!input_grad[s].empty()) {
+      // A measured lone I is what it is: B is refitted from it, with no split extra on top.
       cost.backward_us = median(input_grad[s]) + cost.weight_us;
-    else if (!full[s].empty()) {
+      cost.input_grad_split_extra_us = 0;
+    } else if (!full[s].empty()) {
       cost.backward_us = median(full[s]);
       // A full backward hides the split; keep the previous W share of B.
       const double share =

@@ -53,9 +53,13 @@ Status Costs::check(int stage_count, CostNaming naming) const {
   const struct {
     double value;
     const char *key;
-  } times[] = {{forward_us, "forward"},         {backward_us, "backward"},
-               {weight_us, "weight"},           {overlapped_us, "overlapped"},
-               {p2p_latency_us, "p2p_latency"}, {gradient_sync_us, "gradient_sync"}};
+  } times[] = {{forward_us, "forward"},
+               {backward_us, "backward"},
+               {weight_us, "weight"},
+               {overlapped_us, "overlapped"},
+               {p2p_latency_us, "p2p_latency"},
+               {gradient_sync_us, "gradient_sync"},
+               {input_grad_split_extra_us, "input_grad_split_extra"}};
   for (const auto &f : times)
     if (auto s = checkTime(f.value, name(f.key)); !s) return s;
   if (auto s = checkRange(activation_bytes, name("activation_bytes"), kMaxActivationBytes, "bytes");
@@ -101,6 +105,10 @@ Status Costs::check(int stage_count, CostNaming naming) const {
     if (auto st = checkTime(o.forward_us, name("stage_overrides", i, "forward")); !st) return st;
     if (auto st = checkTime(o.backward_us, name("stage_overrides", i, "backward")); !st) return st;
     if (auto st = checkTime(o.weight_us, name("stage_overrides", i, "weight")); !st) return st;
+    if (auto st = checkTime(o.input_grad_split_extra_us,
+                            name("stage_overrides", i, "input_grad_split_extra"));
+        !st)
+      return st;
     if (o.weight_us > o.backward_us)
       return makeError(name("stage_overrides", i, "weight") + ": must not exceed " +
                        name("stage_overrides", i, "backward") + " (B = I + W)");
@@ -145,15 +153,18 @@ Result<StageTimes> resolveStageTimes(const Costs &costs, const Placement &placem
     double f = costs.forward_us * placement.stage_share[s];
     double b = costs.backward_us * placement.stage_share[s];
     double w = costs.weight_us * placement.stage_share[s];
+    double split_extra = costs.input_grad_split_extra_us * placement.stage_share[s];
     if (!costs.stage_overrides.empty()) {
       f = costs.stage_overrides[s].forward_us;
       b = costs.stage_overrides[s].backward_us;
       w = costs.stage_overrides[s].weight_us;
+      split_extra = costs.stage_overrides[s].input_grad_split_extra_us;
     }
     times.forward[s] = f;
     times.full_backward[s] = b;
     times.weight_grad[s] = w;
-    times.input_grad[s] = b - w;
+    // An input-grad op exists only where W runs as its own op.
+    times.input_grad[s] = b - w + split_extra;
   }
   // latency + bytes / bandwidth; GB/s = 1e3 bytes per microsecond.
   const double link_time =

@@ -30,6 +30,8 @@ struct StageCost {
   double forward_us = 0;
   double backward_us = 0; ///< full backward B = I + W
   double weight_us = 0;   ///< W; the input-grad op takes backward_us - weight_us
+  /// What an input-grad op takes beyond B - W because W runs as its own op (Costs field).
+  double input_grad_split_extra_us = 0;
 
   friend bool operator==(const StageCost &, const StageCost &) = default;
 };
@@ -42,6 +44,10 @@ struct Costs {
   double forward_us = 1;  ///< F
   double backward_us = 2; ///< B = I + W
   double weight_us = 1;   ///< W
+  /// What the input-grad op I takes beyond B - W where a schedule runs W as its own op: work that
+  /// B hides behind its weight-gradient GEMMs and a lone I cannot (Megatron-LM's asynchronous
+  /// backward TP collectives, TrainingSetup::tp_backward_overlap). 0: I = B - W.
+  double input_grad_split_extra_us = 0;
   /// Time of one overlapped F&B pair for a rank's share, from max(F, B) (perfect overlap) to
   /// 2(F + B) (halves that slow each other down); 0 means F + B (no overlap gain).
   double overlapped_us = 0;
@@ -77,7 +83,7 @@ struct Costs {
 /// Costs resolved for one placement: what the simulator reads per op.
 struct StageTimes {
   std::vector<double> forward;       ///< per virtual stage
-  std::vector<double> input_grad;    ///< I = B - W
+  std::vector<double> input_grad;    ///< I = B - W + the split extra
   std::vector<double> weight_grad;   ///< W
   std::vector<double> full_backward; ///< B
   std::vector<double> send_forward;  ///< stage s -> next stage, 0 on the same rank

@@ -51,11 +51,17 @@ json costsToJson(const Costs &costs) {
               {"p2p_bandwidth", costs.p2p_bandwidth_gbps},
               {"activation_bytes", costs.activation_bytes},
               {"gradient_sync", costs.gradient_sync_us}};
+  if (costs.input_grad_split_extra_us > 0)
+    out["input_grad_split_extra"] = costs.input_grad_split_extra_us;
   if (!costs.stage_overrides.empty()) {
     json stages = json::array();
-    for (const auto &s : costs.stage_overrides)
-      stages.push_back(
-          {{"forward", s.forward_us}, {"backward", s.backward_us}, {"weight", s.weight_us}});
+    for (const auto &s : costs.stage_overrides) {
+      json stage = {
+          {"forward", s.forward_us}, {"backward", s.backward_us}, {"weight", s.weight_us}};
+      if (s.input_grad_split_extra_us > 0)
+        stage["input_grad_split_extra"] = s.input_grad_split_extra_us;
+      stages.push_back(std::move(stage));
+    }
     out["stage_overrides"] = std::move(stages);
   }
   if (!costs.boundary_transfer_us.empty()) out["boundary_transfer"] = costs.boundary_transfer_us;
@@ -164,7 +170,8 @@ Result<Costs> costsFromJson(const json &object) {
       .number("p2p_latency", costs.p2p_latency_us, kLow, kHigh)
       .number("p2p_bandwidth", costs.p2p_bandwidth_gbps, kLow, kHigh)
       .number("activation_bytes", costs.activation_bytes, kLow, kHigh)
-      .number("gradient_sync", costs.gradient_sync_us, kLow, kHigh);
+      .number("gradient_sync", costs.gradient_sync_us, kLow, kHigh)
+      .number("input_grad_split_extra", costs.input_grad_split_extra_us, kLow, kHigh);
   if (const auto *stages = fields.array("stage_overrides")) {
     if (stages->size() > static_cast<std::size_t>(kMaxPipelineRanks) * kMaxChunks)
       fields.fail("stage_overrides", "too many entries");
@@ -173,7 +180,8 @@ Result<Costs> costsFromJson(const json &object) {
       JsonFields sf((*stages)[i], "/costs/stage_overrides/" + std::to_string(i));
       sf.number("forward", stage.forward_us, kLow, kHigh, true)
           .number("backward", stage.backward_us, kLow, kHigh, true)
-          .number("weight", stage.weight_us, kLow, kHigh, true);
+          .number("weight", stage.weight_us, kLow, kHigh, true)
+          .number("input_grad_split_extra", stage.input_grad_split_extra_us, kLow, kHigh);
       if (!sf.ok()) return sf.error();
       costs.stage_overrides.push_back(stage);
     }

@@ -49,6 +49,8 @@ struct PassBreakdown {
 struct StageBreakdown {
   int layers = 0;
   PassBreakdown forward, input_grad, weight_grad;
+  /// TP time an input-grad op adds where W runs as its own op (Costs::input_grad_split_extra_us).
+  double split_input_grad_tp_us = 0;
 };
 
 /// One named part of an op's time.

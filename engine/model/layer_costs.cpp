@@ -133,7 +133,10 @@ std::optional<PassBreakdown> opBreakdown(const std::vector<StageBreakdown> &stag
   PassBreakdown parts;
   switch (op.kind) {
   case OpKind::Forward: return stage->forward;
-  case OpKind::InputGrad: return stage->input_grad;
+  case OpKind::InputGrad:
+    parts = stage->input_grad;
+    parts.tp_us += stage->split_input_grad_tp_us;
+    return parts;
   case OpKind::WeightGrad: return stage->weight_grad;
   case OpKind::FullBackward:
     parts = stage->input_grad;
@@ -202,12 +205,17 @@ nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
                                  const std::vector<LayerOp> &moe_layer_ops) {
   nlohmann::json out = {{"unit", "us per microbatch on one TP rank"}};
   nlohmann::json stage_list = nlohmann::json::array();
-  for (std::size_t v = 0; v < stages.size(); ++v)
-    stage_list.push_back({{"stage", v},
-                          {"layers", stages[v].layers},
-                          {"forward", toJson(stages[v].forward)},
-                          {"input_grad", toJson(stages[v].input_grad)},
-                          {"weight_grad", toJson(stages[v].weight_grad)}});
+  for (std::size_t v = 0; v < stages.size(); ++v) {
+    nlohmann::json stage = {{"stage", v},
+                            {"layers", stages[v].layers},
+                            {"forward", toJson(stages[v].forward)},
+                            {"input_grad", toJson(stages[v].input_grad)},
+                            {"weight_grad", toJson(stages[v].weight_grad)}};
+    // The TP time a lone input-grad op adds (W as its own op, under async TP backward).
+    if (stages[v].split_input_grad_tp_us > 0)
+      stage["input_grad_split_extra_tp"] = stages[v].split_input_grad_tp_us;
+    stage_list.push_back(std::move(stage));
+  }
   out["stages"] = std::move(stage_list);
   const auto opsJson = [](const std::vector<LayerOp> &list) {
     nlohmann::json ops = nlohmann::json::array();

@@ -336,6 +336,7 @@ struct Analysis {
   }
   // Per layer.
   double layer_forward_us = 0, layer_backward_us = 0, layer_weight_us = 0;
+  double layer_split_extra_us = 0;  ///< Costs::input_grad_split_extra_us per layer
   double layer_activation_full = 0; ///< one layer's activations without recomputation
   /// What a layer's backward rebuilds on top of the stored activations: under full recomputation
   /// all its activations, under torchtitan's per-op policy those it did not keep.
@@ -733,6 +734,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     if (!sp) return std::max(0.0, ar - weight_grad_us);
     return std::max(0.0, ar / 2 - input_grad_us) + std::max(0.0, ar / 2 - weight_grad_us);
   };
+  // What of that the weight-gradient GEMMs hide: exposed again where a schedule runs W as its
+  // own op (zero-bubble schedules), since the input-grad op then ends with the collective.
+  const auto columnHiddenByWeightGradUs = [&](double ar, double weight_grad_us) {
+    return tp_backward_overlap ? std::min(sp ? ar / 2 : ar, weight_grad_us) : 0.0;
+  };
+  const auto layerSplitExtraUs = [&](double ar, bool moe) {
+    const PartWork &work = moe ? moe_work : layer_work;
+    const auto hidden = [&](std::span<const std::string_view> names) {
+      return columnHiddenByWeightGradUs(ar, gemmPassUs(work, names, &LayerOp::weight_grad_us));
+    };
+    return hidden(kAttentionGatherGemms) + (moe ? 0.0 : hidden(kMlpGatherGemms));
+  };
   const auto layerTpUs = [&](double ar, bool moe, bool backward) {
     const PartWork &work = moe ? moe_work : layer_work;
     if (backward && tp_backward_overlap) {
@@ -911,6 +924,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     const double i_tp_us = (i_collectives - 2 * (n + n_moe) - (last ? head_i : 0)) * ar +
                            (last ? head_i_us : 0) + n * layerTpUs(ar, false, true) +
                            n_moe * layerTpUs(ar, true, true);
+    const double split_extra_us =
+        n * layerSplitExtraUs(ar, false) + n_moe * layerSplitExtraUs(ar, true) +
+        (last ? columnHiddenByWeightGradUs(
+                    ar, gemmPassUs(head_work, kHeadGemms, &LayerOp::weight_grad_us))
+              : 0.0);
     const double recompute_all_to_all = training.recompute == Recompute::Full ? 2 : 0;
     StageCost cost;
     cost.forward_us = n * layer_f_compute +
@@ -927,6 +945,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         (last ? head_work.input_grad_us : 0) + mtp * mtp_work.input_grad_us + i_tp_us +
         (n + n_moe) * (cp_b + cp_recompute);
     cost.backward_us = input_grad + cost.weight_us;
+    cost.input_grad_split_extra_us = split_extra_us;
     an.stage_costs[i] = cost;
     StageBreakdown &parts = an.stage_breakdown[i];
     using Pass = PartWork::Pass;
@@ -955,6 +974,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     mtp_work.addTo(parts.weight_grad, Pass::WeightGrad, mtp);
     parts.forward.tp_us = f_tp_us;
     parts.input_grad.tp_us = i_tp_us - recompute_collectives * (n + n_moe) * ar;
+    parts.split_input_grad_tp_us = split_extra_us;
     parts.input_grad.recompute_us = n * recompute_compute + n_moe * moe_recompute +
                                     recompute_collectives * (n + n_moe) * ar +
                                     n_moe * recompute_all_to_all * a2a + (n + n_moe) * cp_recompute;
@@ -985,6 +1005,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       mix(layer_f_compute + layerTpUs(middle_ar, false, false),
           moe_work.forward_us + 2 * middle_a2a + layerTpUs(middle_ar, true, false) + moe_host_pass);
   an.layer_weight_us = mix(layer_w, moe_work.weight_grad_us + moe_host_pass);
+  an.layer_split_extra_us =
+      mix(layerSplitExtraUs(middle_ar, false), layerSplitExtraUs(middle_ar, true));
   an.layer_backward_us = mix(layer_i_compute + recompute_compute,
                              moe_work.input_grad_us + moe_recompute +
                                  (training.recompute == Recompute::Full ? 4 : 2) * middle_a2a +
@@ -1335,6 +1357,7 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   costs.forward_us = share_layers * an.layer_forward_us;
   costs.backward_us = share_layers * an.layer_backward_us;
   costs.weight_us = share_layers * an.layer_weight_us;
+  costs.input_grad_split_extra_us = share_layers * an.layer_split_extra_us;
   costs.overlapped_us = 0;
   // DualPipe's overlapped F&B pair (DeepSeek-V3 report, §3.2.1): one chunk's dispatch and
   // combine all-to-all run while the other chunk computes, so the pair takes F + B less the

@@ -689,6 +689,38 @@ private slots:
                 std::to_string(layers * per_layer + column(head_input, head_weight)))
                    .c_str());
       QVERIFY(over.input_grad.tp_us < (sp ? 0.6 : 0.1) * plain.input_grad.tp_us);
+      // A schedule that runs W as its own op loses what the weight-grad GEMMs hid: its lone I
+      // takes min(ar, W GEMM) more per column-parallel layer (half an all-reduce under SP), and
+      // the full backward B stays as priced above.
+      const double collective = sp ? ar / 2 : ar;
+      const double hidden = std::min(collective, pass(ops, "qkv", true)) +
+                            std::min(collective, pass(ops, "mlp_up", true));
+      const double split_extra = layers * hidden + std::min(collective, head_weight);
+      const StageCost &last = overlapped->costs.stage_overrides[1];
+      QVERIFY2(
+          near(last.input_grad_split_extra_us, split_extra),
+          (std::to_string(last.input_grad_split_extra_us) + " vs " + std::to_string(split_extra))
+              .c_str());
+      QVERIFY(near(over.split_input_grad_tp_us, split_extra));
+      QCOMPARE(exposed->costs.stage_overrides[1].input_grad_split_extra_us, 0.0);
+      auto zb = generateSchedule({"zb-h1", 2, 4, 1, 0});
+      QVERIFY(zb);
+      auto times = resolveStageTimes(overlapped->costs, zb->placement);
+      QVERIFY(times);
+      QVERIFY(near(times->input_grad[1], last.backward_us - last.weight_us + split_extra));
+      QVERIFY(near(times->full_backward[1], last.backward_us));
+      // Without the overlap a lone I is B - W exactly, as before.
+      auto plain_times = resolveStageTimes(exposed->costs, zb->placement);
+      QVERIFY(plain_times);
+      const StageCost &plain_last = exposed->costs.stage_overrides[1];
+      QVERIFY(near(plain_times->input_grad[1], plain_last.backward_us - plain_last.weight_us));
+      // The extra survives a plan file and is checked like every time.
+      Costs round_trip = overlapped->costs;
+      QVERIFY(round_trip.check(2));
+      round_trip.stage_overrides[0].input_grad_split_extra_us = -1;
+      auto refused = round_trip.check(2);
+      QVERIFY(!refused);
+      QVERIFY(refused.error().message.find("input_grad_split_extra") != std::string::npos);
       // Under tp_comm_overlap (which needs SP) the userbuffers pricing governs; the flag adds
       // nothing.
       if (sp) {

@@ -62,6 +62,16 @@ private slots:
              QString::fromStdString(first.dump()));
     QCOMPARE(back->mesh.orderName(), std::string("pp-tp-dp"));
     QCOMPARE(back->costs.activation_bytes, double(1 << 20));
+    // The lone input-grad op's extra (zero-bubble schedules under async TP backward), rank share
+    // and per stage, is written only when set and read back.
+    QVERIFY(!first["costs"].contains("input_grad_split_extra"));
+    Plan split = plan;
+    split.costs.input_grad_split_extra_us = 0.25;
+    split.costs.stage_overrides.assign(8, StageCost{1, 2, 1, 0.125}); // P 4 x V 2 stages
+    auto split_back = planFromJson(planToJson(split));
+    QVERIFY2(split_back, split_back ? "" : split_back.error().message.c_str());
+    QCOMPARE(split_back->costs.input_grad_split_extra_us, 0.25);
+    QCOMPARE(split_back->costs.stage_overrides.front().input_grad_split_extra_us, 0.125);
   }
 
   // CP and EP are mesh keys: written only when used (a plan without them reads as before, its
