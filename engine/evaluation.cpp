@@ -30,8 +30,17 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
   const int P = schedule.pp();
   const int M = schedule.microbatches();
   const int V = schedule.chunks();
-  const double F = costs.forward_us, B = costs.backward_us, W = costs.weight_us;
-  const double I = B - W;
+  // Where the schedule runs W as its own op, I carries the split extra (Costs) and a
+  // microbatch's backward work is I + W.
+  bool splits_weight_grad = false;
+  for (const auto &ops : schedule.ranks)
+    splits_weight_grad = splits_weight_grad ||
+                         std::any_of(ops.begin(), ops.end(),
+                                     [](const Op &op) { return op.kind == OpKind::InputGrad; });
+  const double F = costs.forward_us, W = costs.weight_us;
+  const double I =
+      costs.backward_us - W + (splits_weight_grad ? costs.input_grad_split_extra_us : 0.0);
+  const double B = splits_weight_grad ? I + W : costs.backward_us;
   const std::string uniform = "uniform op times (no per-stage overrides), free transfers";
   const std::string &name = schedule.name;
 
