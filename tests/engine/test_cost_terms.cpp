@@ -715,6 +715,11 @@ private slots:
       QVERIFY(plain_times);
       const StageCost &plain_last = exposed->costs.stage_overrides[1];
       QVERIFY(near(plain_times->input_grad[1], plain_last.backward_us - plain_last.weight_us));
+      // The explorer's hover adds up to the lone I's time, the extra in its TP comm.
+      const Op lone_input_grad = inputGradOp(1, 0);
+      const auto hover =
+          describeOpCost(overlapped->stage_breakdown, lone_input_grad, times->input_grad[1]);
+      QVERIFY2(hover && hover->find("TP comm") != std::string::npos, hover.value_or("").c_str());
       // The closed form reads the same I: ZB-H1 splits every B, so with the overlap it predicts
       // what it predicts without.
       auto zb_closed = analyticMetrics(*zb, overlapped->costs);
