@@ -583,6 +583,8 @@ Plan MainWindow::withoutStaleCalibration(const Plan &edited) {
   Plan plan = edited;
   plan.costs.stage_overrides.clear();
   plan.costs.boundary_transfer_us.clear();
+  // So does the lone input-grad op's extra the model derived: typed op times have none.
+  plan.costs.input_grad_split_extra_us = 0;
   controls_->setPlan(plan);
   statusBar()->showMessage(
       tr("The calibrated per-stage costs were dropped: %1")
