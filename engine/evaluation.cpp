@@ -30,13 +30,10 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
   const int P = schedule.pp();
   const int M = schedule.microbatches();
   const int V = schedule.chunks();
-  // Where the schedule runs W as its own op, I carries the split extra (Costs) and a
+  // Where the schedule's family runs W as its own op, I carries the split extra (Costs) and a
   // microbatch's backward work is I + W.
-  bool splits_weight_grad = false;
-  for (const auto &ops : schedule.ranks)
-    splits_weight_grad = splits_weight_grad ||
-                         std::any_of(ops.begin(), ops.end(),
-                                     [](const Op &op) { return op.kind == OpKind::InputGrad; });
+  const ScheduleFamily *family = findScheduleFamily(schedule.name);
+  const bool splits_weight_grad = family && family->splits_backward;
   const double F = costs.forward_us, W = costs.weight_us;
   const double I =
       costs.backward_us - W + (splits_weight_grad ? costs.input_grad_split_extra_us : 0.0);
