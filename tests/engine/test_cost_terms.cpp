@@ -37,6 +37,21 @@ template <typename T> std::string refusal(const Result<T> &read) {
   return read ? std::string() : read.error().message;
 }
 
+/// One setup derived twice: as given, and with the training switch `flag` on (a cost term
+/// checked against its absence).
+struct WithAndWithout {
+  ModelDerivation without, with;
+};
+Result<WithAndWithout> deriveWithAndWithout(ModelSetup setup, const Mesh &mesh,
+                                            const Placement &placement, bool TrainingSetup::*flag) {
+  auto without = deriveModelCosts(setup, mesh, placement);
+  if (!without) return without.error();
+  setup.training.*flag = true;
+  auto with = deriveModelCosts(setup, mesh, placement);
+  if (!with) return with.error();
+  return WithAndWithout{std::move(*without), std::move(*with)};
+}
+
 /// A model preset on a hardware preset with default training.
 Result<ModelSetup> presetSetup(const std::string &model, const std::string &hardware) {
   auto m = loadModelSpec(model);
@@ -588,11 +603,11 @@ private slots:
     QVERIFY(schedule);
     Mesh mesh;
     mesh.dp = 1, mesh.tp = 8, mesh.pp = 2, mesh.gpus_per_node = 8;
-    auto exposed = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY2(exposed, exposed ? "" : exposed.error().message.c_str());
+    auto pair =
+        deriveWithAndWithout(setup, mesh, schedule->placement, &TrainingSetup::tp_comm_overlap);
+    QVERIFY2(pair, refusal(pair).c_str());
+    const ModelDerivation *exposed = &pair->without, *overlapped = &pair->with;
     setup.training.tp_comm_overlap = true;
-    auto overlapped = deriveModelCosts(setup, mesh, schedule->placement);
-    QVERIFY2(overlapped, overlapped ? "" : overlapped.error().message.c_str());
     // The exposed model: 2 all-reduce equivalents per layer in F, so ar = tp_us / (2 · layers)
     // on stage 1 (no embedding; the head's collectives are on the last stage: use stage 0).
     const auto &plain = exposed->stage_breakdown[0];
@@ -647,11 +662,11 @@ private slots:
     for (const bool sp : {false, true}) {
       ModelSetup setup = *loaded;
       setup.training.sequence_parallel = sp;
-      auto exposed = deriveModelCosts(setup, mesh, schedule->placement);
-      QVERIFY2(exposed, exposed ? "" : exposed.error().message.c_str());
+      auto pair = deriveWithAndWithout(setup, mesh, schedule->placement,
+                                       &TrainingSetup::tp_backward_overlap);
+      QVERIFY2(pair, refusal(pair).c_str());
+      const ModelDerivation *exposed = &pair->without, *overlapped = &pair->with;
       setup.training.tp_backward_overlap = true;
-      auto overlapped = deriveModelCosts(setup, mesh, schedule->placement);
-      QVERIFY2(overlapped, overlapped ? "" : overlapped.error().message.c_str());
       // The forward is unchanged; the exposed model's last stage has 2 all-reduce equivalents a
       // layer in I and the head's (an all-reduce, or a reduce-scatter under SP).
       const auto &plain = exposed->stage_breakdown[1];
