@@ -110,6 +110,25 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.13},
     {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.12},
     {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.11},
+    // NeMo 24.07 on DGX-H100 in FP8 (NeMo's performance summary): held out of every fit, the
+    // settings the table does not print taken by one rule from the launcher's 24.07 configs.
+    // 5.1 % mean; at the FP8 factor 0.95 or 1.05 it would be 5.6 % or 6.1 %, so this table on
+    // its own picks the factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B
+    // (MBS 2, the figure the table links to MLPerf) and Nemotron-340B, both without userbuffers
+    // TP overlap in their configs; fast: Nemotron-8B (MBS 4, two microbatches) and Llama 3 8B
+    // (CP 2).
+    {"nemo-h100/gpt3-5b", 0.02},
+    {"nemo-h100/gpt3-20b", 0.075},
+    {"nemo-h100/gpt3-175b-128", 0.03},
+    {"nemo-h100/gpt3-175b-512", 0.15},
+    {"nemo-h100/llama2-7b", 0.02},
+    {"nemo-h100/llama2-13b", 0.02},
+    {"nemo-h100/llama2-70b", 0.035},
+    {"nemo-h100/nemotron-8b", 0.10},
+    {"nemo-h100/nemotron-22b", 0.015},
+    {"nemo-h100/nemotron-340b", 0.11},
+    {"nemo-h100/llama3-8b", 0.075},
+    {"nemo-h100/llama3-70b", 0.04},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -153,9 +172,12 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
-/// Every row: today 6.6 % mean, 58.3 % worst (the 3.5 % / 8 % goal is not met over
+/// NeMo 24.07's FP8 table, held out of every fit: today 5.1 % mean, 14.4 % worst.
+const std::string kHeldOutFp8Set = "nemo-h100";
+constexpr double kHeldOutFp8MeanBound = 0.055, kHeldOutFp8WorstBound = 0.15;
+/// Every row: today 6.3 % mean, 58.3 % worst (the 3.5 % / 8 % goal is not met over
 /// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.07, kAllWorstBound = 0.585;
+constexpr double kAllMeanBound = 0.065, kAllWorstBound = 0.585;
 
 } // namespace
 
@@ -278,11 +300,29 @@ private slots:
     QVERIFY(std::abs(cp->measured_step_s - 512.0 * 8192 / (292.0 * 1024)) < 1e-9);
   }
 
+  // NeMo's table prints GPUs, GBS, MBS, TP, PP and CP: Llama 3 8B on 8 GPUs with CP 2 runs
+  // dp 4, so 128 / (1 · 4) = 32 microbatches a replica, and 12273 tokens/s/GPU is a step of
+  // 128 · 8192 / (12273 · 8) = 10.680 s.
+  void nemoTableRowsBecomePlans() {
+    auto set = loadValidationSet("nemo-h100");
+    QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
+    QCOMPARE(static_cast<int>(set->cases.size()), 12);
+    const auto row = std::find_if(set->cases.begin(), set->cases.end(),
+                                  [](const ValidationCase &c) { return c.id == "llama3-8b"; });
+    QVERIFY(row != set->cases.end());
+    QCOMPARE(row->mesh.dp, 4);
+    QCOMPARE(row->mesh.cp, 2);
+    QCOMPARE(row->request.microbatches, 32);
+    QVERIFY(std::abs(row->measured_step_s - 128.0 * 8192 / (12273.0 * 8)) < 1e-9);
+    QCOMPARE(row->setup.training.gemm_precision, GemmPrecision::Fp8);
+  }
+
   void everyRowWithinItsBound() {
     double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, bf16_fit_sum = 0, all_sum = 0,
-           all_worst = 0, a100_sum = 0, a100_worst = 0;
+           all_worst = 0, a100_sum = 0, a100_worst = 0, held_out_fp8_sum = 0,
+           held_out_fp8_worst = 0;
     int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0, bf16_fit_rows = 0,
-        a100_rows = 0;
+        a100_rows = 0, held_out_fp8_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -324,6 +364,11 @@ private slots:
           a100_worst = std::max(a100_worst, error);
           ++a100_rows;
         }
+        if (name == kHeldOutFp8Set) {
+          held_out_fp8_sum += error;
+          held_out_fp8_worst = std::max(held_out_fp8_worst, error);
+          ++held_out_fp8_rows;
+        }
         if (kGoalSets.count(name) == 0) continue;
         sum += error;
         worst = std::max(worst, error);
@@ -344,17 +389,25 @@ private slots:
     QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
     QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
     QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
+    QCOMPARE(held_out_fp8_rows, 12);
+    QVERIFY2(held_out_fp8_sum / held_out_fp8_rows <= kHeldOutFp8MeanBound,
+             std::to_string(held_out_fp8_sum / held_out_fp8_rows).c_str());
+    QVERIFY2(held_out_fp8_worst <= kHeldOutFp8WorstBound,
+             std::to_string(held_out_fp8_worst).c_str());
     QVERIFY2(all_sum / timed_rows <= kAllMeanBound, std::to_string(all_sum / timed_rows).c_str());
     QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
-  // one step: of the 14 pairs of published runs of one model on the same GPUs and tokens per
+  // one step: of the 15 pairs of published runs of one model on the same GPUs and tokens per
   // step (Qwen3-235B-A22B's five layouts on 256 H100s, one of them tied; Qwen3-30B-A3B's PP 2
   // and EP 16 on 16 H100s; the four models of Korthikanti et al. with full or selective
-  // recomputation), 13 are predicted in the measured order. The one that is not holds
+  // recomputation; Llama 3 70B on 64 H100s at GBS 128, PP 8 in Megatron-Bridge's 25.11 and
+  // PP 4 × CP 2 in NeMo 24.07), 13 are predicted in the measured order. The two that are not:
   // the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and predicted 6 %
-  // faster (docs/validation.md). A hand-made pair checks the counting.
+  // faster, and the Llama 3 70B pair, 5 % apart across two containers a year apart and
+  // predicted 7 % apart the other way (docs/validation.md). A hand-made pair checks the
+  // counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
@@ -364,10 +417,12 @@ private slots:
       for (const auto &row : set.cases)
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
-    QCOMPARE(ranking.pairs, 14);
+    QCOMPARE(ranking.pairs, 15);
     QVERIFY2(ranking.ordered >= 13, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
-      QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos, pair.c_str());
+      QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
+                   pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos,
+               pair.c_str());
 
     ValidationCase faster = sets.front().cases.front(), slower = faster;
     faster.id = "faster";
