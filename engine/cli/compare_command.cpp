@@ -49,7 +49,8 @@ usage: pipescope compare --published SET [--row ID [--save-plan FILE]] [--markdo
 Compares the cost model with published measurements of real runs (docs/validation.md): for each
 row of the set, the configuration, the measured iteration time (and memory where published), the
 prediction from the shipped hardware preset of its GPU type, and the error; then the mean and the
-worst |error| of the iteration time and of the peak memory. A row may check memory only (its
+worst |error| of the iteration time (over all rows and, with several sets, per set; "by_set" in
+the JSON) and of the peak memory. A row may check memory only (its
 published rate is no check, e.g. on a GPU whose peak is unknown). SET is a shipped set (all of
 them with "all") or a "pipescope.validation" file.
 
@@ -221,6 +222,14 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   Table table{{"set", "run", "GPUs", "measured", "predicted", "error", "memory (GiB)"}};
   json rows = json::array();
   double sum = 0, worst = 0, memory_sum = 0, memory_worst = 0;
+  // Each set's own mean and worst: the sets differ in GPU, software and what was fitted on them,
+  // so one mean over all of them hides which set a prediction is good or bad on.
+  struct SetErrors {
+    std::string set;
+    int runs = 0;
+    double sum = 0, worst = 0;
+  };
+  std::vector<SetErrors> by_set;
   int count = 0, memory_count = 0;
   if (only_row) {
     std::string ids;
@@ -249,9 +258,14 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
         if (auto status = savePlan(*save_plan, validationCasePlan(validation_case)); !status)
           return fail("compare: " + status.error().message);
       if (result->step_error) {
-        sum += std::abs(*result->step_error);
-        worst = std::max(worst, std::abs(*result->step_error));
+        const double error = std::abs(*result->step_error);
+        sum += error;
+        worst = std::max(worst, error);
         ++count;
+        if (by_set.empty() || by_set.back().set != set.name) by_set.push_back({set.name});
+        ++by_set.back().runs;
+        by_set.back().sum += error;
+        by_set.back().worst = std::max(by_set.back().worst, error);
       }
       if (result->memory_error) {
         memory_sum += std::abs(*result->memory_error);
@@ -305,6 +319,13 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                 {"worst_abs_step_error", worst},
                 {"mean_abs_memory_error", memory_mean},
                 {"worst_abs_memory_error", memory_worst}};
+    json per_set = json::array();
+    for (const auto &e : by_set)
+      per_set.push_back({{"set", e.set},
+                         {"runs", e.runs},
+                         {"mean_abs_step_error", e.sum / e.runs},
+                         {"worst_abs_step_error", e.worst}});
+    out["by_set"] = std::move(per_set);
     if (save_plan) out["saved_plan"] = *save_plan;
     if (ranking.pairs > 0)
       out["layout_ranking"] = {{"pairs", ranking.pairs},
@@ -327,6 +348,11 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   if (only_row) return 0;
   std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
             << percentText(mean) << ", worst " << percentText(worst) << '\n';
+  if (by_set.size() > 1)
+    for (const auto &e : by_set)
+      std::cout << (markdown ? "- " : "  ") << e.set << ": " << e.runs
+                << (e.runs == 1 ? " run" : " runs") << ", mean |error| "
+                << percentText(e.sum / e.runs) << ", worst " << percentText(e.worst) << '\n';
   if (ranking.pairs > 0) {
     std::cout << (markdown ? "\n" : "")
               << "layouts of one workload (model, GPUs, tokens per step) ordered as measured: "

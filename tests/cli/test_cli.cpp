@@ -336,6 +336,45 @@ private slots:
     QVERIFY2(alone.err.contains(QStringLiteral("--published")), qPrintable(alone.err));
   }
 
+  // `compare --published all` gives each set's own mean and worst beside the overall ones: the
+  // per-set figures add up to the overall mean, and a single set prints no per-set lines.
+  void comparePublishedSummarizesEachSet() {
+    const Run run = pipescope({"compare", "--published", "all", "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    std::map<std::string, std::pair<int, double>> from_rows; // set -> runs, worst
+    double sum = 0;
+    int runs = 0;
+    for (const json &row : result["rows"]) {
+      if (!row.contains("step_error")) continue;
+      auto &[count, worst] = from_rows[row["set"].get<std::string>()];
+      ++count;
+      worst = std::max(worst, std::abs(row["step_error"].get<double>()));
+      sum += std::abs(row["step_error"].get<double>());
+      ++runs;
+    }
+    QCOMPARE(result["by_set"].size(), from_rows.size());
+    double weighted = 0;
+    for (const json &set : result["by_set"]) {
+      const auto &[count, worst] = from_rows.at(set["set"].get<std::string>());
+      QCOMPARE(set["runs"].get<int>(), count);
+      QCOMPARE(set["worst_abs_step_error"].get<double>(), worst);
+      weighted += set["mean_abs_step_error"].get<double>() * count;
+    }
+    QVERIFY(std::abs(weighted / runs - sum / runs) < 1e-12);
+    QVERIFY(std::abs(result["mean_abs_step_error"].get<double>() - sum / runs) < 1e-12);
+
+    const Run text = pipescope({"compare", "--published", "all"});
+    QVERIFY2(text.out.contains(QRegularExpression(
+                 QStringLiteral("\\n  nemo-h100: 12 runs, mean \\|error\\| [0-9.]+ %, worst"))),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("  deepseek-v3-h800: 1 run, ")),
+             qPrintable(text.out));
+    const Run one = pipescope({"compare", "--published", "nemo-h100"});
+    QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+    QVERIFY(!one.out.contains(QStringLiteral("  nemo-h100: 12 runs")));
+  }
+
   // `compare --published SET --row ID --save-plan FILE` writes the row's configuration as a
   // plan; simulating that plan predicts the row's step again. It needs one row, of one set, and
   // a file of its own (the table is on standard output).
