@@ -14,7 +14,8 @@ levels are set"): the BF16 curve's level, then the FP8 curve's factor over it.
    FP8 adds the scaling work BF16 has not; DeepSeek's kernel profile times its FP8 GEMMs slower
    than the curve, not faster (docs/validation.md).
 
-Every other timed row is held out of both. With --write the presets of the H100 family
+Every other timed row is held out of both. As a check that chooses nothing, the script then
+sweeps the factor around its fit on NeMo 24.07's held-out FP8 table (HELD_OUT_FP8_SET). With --write the presets of the H100 family
 (h100-sxm, h200, h800 and h100-hbm2e-96gb: one GPU die, one curve) get the chosen curves; run
 fit_moe_host.py after it, as the MoE layers' host time is fitted over these curves.
 
@@ -40,6 +41,7 @@ BF16_FIT_ROWS = {("megatron-core-h100", "gpt-1.7b"), ("megatron-core-h100", "gpt
 FP8_FIT_ROWS = {("megatron-bridge-h100", row) for row in
                 ("llama3-70b-gbs128", "llama3-70b-gbs256", "llama3.1-405b-gbs512",
                  "llama3.1-405b-gbs1536")}
+HELD_OUT_FP8_SET = "nemo-h100"
 FAMILY = ("h100-sxm", "h200", "h800", "h100-hbm2e-96gb")
 PRESETS = "resources/presets/hardware"
 
@@ -132,7 +134,18 @@ def main():
     f, f_mean = fit(args.pipescope, sets, preset, FP8_FIT_ROWS, steps(0.70, 1.00),
                     lambda factor: with_curves(preset, k, factor))
     print(f"lowest mean: f = {f:.2f} ({100 * f_mean:.1f} %): the largest FP8 GEMMs at "
-          f"{k * f:.3f} of the FP8 peak")
+          f"{k * f:.3f} of the FP8 peak\n")
+
+    # A check, never used to choose: the held-out FP8 table of another container (NeMo 24.07,
+    # delayed scaling, other models) at factors around f.
+    held_out = os.path.join(args.sets, HELD_OUT_FP8_SET + ".json")
+    with open(held_out) as fh:
+        rows = {(HELD_OUT_FP8_SET, row["id"]) for row in json.load(fh)["rows"]}
+    print("held out:", HELD_OUT_FP8_SET, "at factors around f")
+    near = [round(f + d, 2) for d in (-0.10, -0.05, 0.0, 0.05, 0.10)]
+    g, g_mean = fit(args.pipescope, sets, preset, rows, near,
+                    lambda factor: with_curves(preset, k, factor))
+    print(f"its own lowest mean among them: {g:.2f} ({100 * g_mean:.1f} %)")
 
     if args.write:
         for name in FAMILY:
