@@ -15,9 +15,10 @@ levels are set"): the BF16 curve's level, then the FP8 curve's factor over it.
    than the curve, not faster (docs/validation.md).
 
 Every other timed row is held out of both. As a check that chooses nothing, the script then
-sweeps the factor around its fit on NeMo 24.07's held-out FP8 table (HELD_OUT_FP8_SET). With --write the presets of the H100 family
-(h100-sxm, h200, h800 and h100-hbm2e-96gb: one GPU die, one curve) get the chosen curves; run
-fit_moe_host.py after it, as the MoE layers' host time is fitted over these curves.
+sweeps the factor around its fit on NeMo 24.07's held-out FP8 table (HELD_OUT_FP8_SET). With
+--write the presets of the H100 family (h100-sxm, h200, h800 and h100-hbm2e-96gb: one GPU die,
+one curve) get the chosen curves; run fit_moe_host.py after it, as the MoE layers' host time is
+fitted over these curves.
 
     python3 docs/measurements/fit_h100_levels.py --pipescope build/engine/cli/pipescope [--write]
 

@@ -221,16 +221,12 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   }
   Table table{{"set", "run", "GPUs", "measured", "predicted", "error", "memory (GiB)"}};
   json rows = json::array();
-  double sum = 0, worst = 0, memory_sum = 0, memory_worst = 0;
+  double memory_sum = 0, memory_worst = 0;
+  StepErrorSummary steps;
   // Each set's own mean and worst: the sets differ in GPU, software and what was fitted on them,
   // so one mean over all of them hides which set a prediction is good or bad on.
-  struct SetErrors {
-    std::string set;
-    int runs = 0;
-    double sum = 0, worst = 0;
-  };
-  std::vector<SetErrors> by_set;
-  int count = 0, memory_count = 0;
+  std::vector<std::pair<std::string, StepErrorSummary>> by_set;
+  int memory_count = 0;
   if (only_row) {
     std::string ids;
     std::vector<std::string> holders; // the sets with a row of that id
@@ -258,14 +254,9 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
         if (auto status = savePlan(*save_plan, validationCasePlan(validation_case)); !status)
           return fail("compare: " + status.error().message);
       if (result->step_error) {
-        const double error = std::abs(*result->step_error);
-        sum += error;
-        worst = std::max(worst, error);
-        ++count;
-        if (by_set.empty() || by_set.back().set != set.name) by_set.push_back({set.name});
-        ++by_set.back().runs;
-        by_set.back().sum += error;
-        by_set.back().worst = std::max(by_set.back().worst, error);
+        steps.add(*result->step_error);
+        if (by_set.empty() || by_set.back().first != set.name) by_set.push_back({set.name, {}});
+        by_set.back().second.add(*result->step_error);
       }
       if (result->memory_error) {
         memory_sum += std::abs(*result->memory_error);
@@ -307,7 +298,6 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       results.push_back(std::move(*result));
     }
   const LayoutRanking ranking = layoutRanking(results);
-  const double mean = count ? sum / count : 0;
   const double memory_mean = memory_count ? memory_sum / memory_count : 0;
   if (as_json) {
     json sources = json::array();
@@ -315,16 +305,16 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       sources.push_back({{"set", set.name}, {"title", set.title}, {"source", set.source}});
     json out = {{"sets", sources},
                 {"rows", rows},
-                {"mean_abs_step_error", mean},
-                {"worst_abs_step_error", worst},
+                {"mean_abs_step_error", steps.mean()},
+                {"worst_abs_step_error", steps.worst},
                 {"mean_abs_memory_error", memory_mean},
                 {"worst_abs_memory_error", memory_worst}};
     json per_set = json::array();
-    for (const auto &e : by_set)
-      per_set.push_back({{"set", e.set},
-                         {"runs", e.runs},
-                         {"mean_abs_step_error", e.sum / e.runs},
-                         {"worst_abs_step_error", e.worst}});
+    for (const auto &[name, summary] : by_set)
+      per_set.push_back({{"set", name},
+                         {"runs", summary.runs},
+                         {"mean_abs_step_error", summary.mean()},
+                         {"worst_abs_step_error", summary.worst}});
     out["by_set"] = std::move(per_set);
     if (save_plan) out["saved_plan"] = *save_plan;
     if (ranking.pairs > 0)
@@ -346,13 +336,14 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
               << *save_plan << " predicts it again; the explorer opens it)\n";
   if (only_row) return 0;
-  std::cout << (markdown ? "\n" : "") << "iteration time over " << count << " runs: mean |error| "
-            << percentText(mean) << ", worst " << percentText(worst) << '\n';
+  std::cout << (markdown ? "\n" : "") << "iteration time over " << steps.runs
+            << " runs: mean |error| " << percentText(steps.mean()) << ", worst "
+            << percentText(steps.worst) << '\n';
   if (by_set.size() > 1)
-    for (const auto &e : by_set)
-      std::cout << (markdown ? "- " : "  ") << e.set << ": " << e.runs
-                << (e.runs == 1 ? " run" : " runs") << ", mean |error| "
-                << percentText(e.sum / e.runs) << ", worst " << percentText(e.worst) << '\n';
+    for (const auto &[name, summary] : by_set)
+      std::cout << (markdown ? "- " : "  ") << name << ": " << summary.runs
+                << (summary.runs == 1 ? " run" : " runs") << ", mean |error| "
+                << percentText(summary.mean()) << ", worst " << percentText(summary.worst) << '\n';
   if (ranking.pairs > 0) {
     std::cout << (markdown ? "\n" : "")
               << "layouts of one workload (model, GPUs, tokens per step) ordered as measured: "

@@ -2,6 +2,8 @@
 // The cost model against published measurements (docs/validation.md, DESIGN.md §5a): each row is
 // a configuration someone ran and measured, with its source; the engine predicts the same run
 // with the shipped hardware preset of its GPU type (never a per-row figure) and reports the error.
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +103,20 @@ struct LayoutRanking {
   /// The pairs predicted the other way round: "a vs b" with a the one measured faster.
   std::vector<std::string> misordered;
 };
+/// Mean and worst |error| of the iteration time over the timed rows added: what `compare
+/// --published` prints over all rows and per set, and the explorer's published-run list per set.
+struct StepErrorSummary {
+  int runs = 0;
+  double sum = 0;   ///< of |error|
+  double worst = 0; ///< largest |error|
+  void add(double step_error) {
+    ++runs;
+    sum += std::abs(step_error);
+    worst = std::max(worst, std::abs(step_error));
+  }
+  double mean() const { return runs > 0 ? sum / runs : 0; }
+};
+
 /// Tokens one step of the row trains on: microbatches × microbatch size × sequence × DP.
 double stepTokens(const ValidationCase &validation_case);
 /// The layout pairs among `results` (rows of any sets, each with its validation_case).

@@ -180,15 +180,12 @@ void PublishedRunsDialog::showPredictions() {
   std::size_t index = 0;
   for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
     QTreeWidgetItem *set_item = tree_->topLevelItem(s);
-    double error_sum = 0;
-    int timed = 0;
+    StepErrorSummary set_errors;
     for (int c = 0; c < set_item->childCount() && index < predictions.size(); ++c, ++index) {
       QTreeWidgetItem *item = set_item->child(c);
       const PublishedPrediction &prediction = predictions[index];
-      if (prediction.error.isEmpty() && prediction.step_error) {
-        error_sum += std::abs(*prediction.step_error);
-        ++timed;
-      }
+      if (prediction.error.isEmpty() && prediction.step_error)
+        set_errors.add(*prediction.step_error);
       if (!prediction.error.isEmpty()) {
         item->setText(kPredicted, tr("cannot predict"));
         item->setToolTip(kPredicted, prediction.error);
@@ -207,16 +204,14 @@ void PublishedRunsDialog::showPredictions() {
       }
     }
     // The set's accuracy at a glance, as `compare --published SET` sums it up.
-    if (timed == 1)
-      set_item->setText(
-          kRun,
-          set_item->text(kRun) +
-              tr(" \u2014 |error| %1 % on its one timed run").arg(error_sum * 100, 0, 'f', 1));
-    else if (timed > 1)
+    if (set_errors.runs == 1)
+      set_item->setText(kRun, set_item->text(kRun) + tr(" \u2014 |error| %1 % on its one timed run")
+                                                         .arg(set_errors.mean() * 100, 0, 'f', 1));
+    else if (set_errors.runs > 1)
       set_item->setText(kRun,
                         set_item->text(kRun) + tr(" \u2014 mean |error| %1 % over %2 timed runs")
-                                                   .arg(error_sum / timed * 100, 0, 'f', 1)
-                                                   .arg(timed));
+                                                   .arg(set_errors.mean() * 100, 0, 'f', 1)
+                                                   .arg(set_errors.runs));
   }
 }
 

@@ -318,11 +318,8 @@ private slots:
   }
 
   void everyRowWithinItsBound() {
-    double sum = 0, worst = 0, fit_sum = 0, fit_worst = 0, bf16_fit_sum = 0, all_sum = 0,
-           all_worst = 0, a100_sum = 0, a100_worst = 0, held_out_fp8_sum = 0,
-           held_out_fp8_worst = 0;
-    int timed_rows = 0, memory_rows = 0, goal_rows = 0, fit_rows = 0, bf16_fit_rows = 0,
-        a100_rows = 0, held_out_fp8_rows = 0;
+    StepErrorSummary all, goal, fit, bf16_fit, a100, held_out_fp8;
+    int memory_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
       QVERIFY(set.ok());
@@ -342,60 +339,50 @@ private slots:
           ++memory_rows;
         }
         if (!result->step_error) continue;
-        const double error = std::abs(*result->step_error);
+        const double error = *result->step_error;
         const double bound = kStepErrorBounds.at(key);
-        QVERIFY2(error <= bound, (key + ": |error| " + std::to_string(error) + " above its bound " +
-                                  std::to_string(bound))
-                                     .c_str());
-        ++timed_rows;
-        all_sum += error;
-        all_worst = std::max(all_worst, error);
-        if (kFitRows.count(key) != 0) {
-          fit_sum += error;
-          fit_worst = std::max(fit_worst, error);
-          ++fit_rows;
-        }
-        if (kBf16FitRows.count(key) != 0) {
-          bf16_fit_sum += error;
-          ++bf16_fit_rows;
-        }
-        if (kA100Sets.count(name) != 0) {
-          a100_sum += error;
-          a100_worst = std::max(a100_worst, error);
-          ++a100_rows;
-        }
-        if (name == kHeldOutFp8Set) {
-          held_out_fp8_sum += error;
-          held_out_fp8_worst = std::max(held_out_fp8_worst, error);
-          ++held_out_fp8_rows;
-        }
-        if (kGoalSets.count(name) == 0) continue;
-        sum += error;
-        worst = std::max(worst, error);
-        ++goal_rows;
+        QVERIFY2(std::abs(error) <= bound, (key + ": |error| " + std::to_string(std::abs(error)) +
+                                            " above its bound " + std::to_string(bound))
+                                               .c_str());
+        all.add(error);
+        if (kFitRows.count(key) != 0) fit.add(error);
+        if (kBf16FitRows.count(key) != 0) bf16_fit.add(error);
+        if (kA100Sets.count(name) != 0) a100.add(error);
+        if (name == kHeldOutFp8Set) held_out_fp8.add(error);
+        if (kGoalSets.count(name) != 0) goal.add(error);
       }
     }
-    QCOMPARE(timed_rows, static_cast<int>(kStepErrorBounds.size()));
+    QCOMPARE(all.runs, static_cast<int>(kStepErrorBounds.size()));
     QVERIFY(memory_rows >= static_cast<int>(kMemoryErrorBounds.size()));
-    QVERIFY(goal_rows > 0);
-    QVERIFY2(sum / goal_rows <= kMeanStepErrorBound, std::to_string(sum / goal_rows).c_str());
-    QVERIFY2(worst <= kWorstStepErrorBound, std::to_string(worst).c_str());
-    QCOMPARE(a100_rows, 18);
-    QVERIFY2(a100_sum / a100_rows <= kA100MeanBound, std::to_string(a100_sum / a100_rows).c_str());
-    QVERIFY2(a100_worst <= kA100WorstBound, std::to_string(a100_worst).c_str());
-    QCOMPARE(bf16_fit_rows, static_cast<int>(kBf16FitRows.size()));
-    QVERIFY2(bf16_fit_sum / bf16_fit_rows <= kBf16FitMeanBound,
-             std::to_string(bf16_fit_sum / bf16_fit_rows).c_str());
-    QCOMPARE(fit_rows, static_cast<int>(kFitRows.size()));
-    QVERIFY2(fit_sum / fit_rows <= kFitMeanBound, std::to_string(fit_sum / fit_rows).c_str());
-    QVERIFY2(fit_worst <= kFitWorstBound, std::to_string(fit_worst).c_str());
-    QCOMPARE(held_out_fp8_rows, 12);
-    QVERIFY2(held_out_fp8_sum / held_out_fp8_rows <= kHeldOutFp8MeanBound,
-             std::to_string(held_out_fp8_sum / held_out_fp8_rows).c_str());
-    QVERIFY2(held_out_fp8_worst <= kHeldOutFp8WorstBound,
-             std::to_string(held_out_fp8_worst).c_str());
-    QVERIFY2(all_sum / timed_rows <= kAllMeanBound, std::to_string(all_sum / timed_rows).c_str());
-    QVERIFY2(all_worst <= kAllWorstBound, std::to_string(all_worst).c_str());
+    QVERIFY(goal.runs > 0);
+    QVERIFY2(goal.mean() <= kMeanStepErrorBound, std::to_string(goal.mean()).c_str());
+    QVERIFY2(goal.worst <= kWorstStepErrorBound, std::to_string(goal.worst).c_str());
+    QCOMPARE(a100.runs, 18);
+    QVERIFY2(a100.mean() <= kA100MeanBound, std::to_string(a100.mean()).c_str());
+    QVERIFY2(a100.worst <= kA100WorstBound, std::to_string(a100.worst).c_str());
+    QCOMPARE(bf16_fit.runs, static_cast<int>(kBf16FitRows.size()));
+    QVERIFY2(bf16_fit.mean() <= kBf16FitMeanBound, std::to_string(bf16_fit.mean()).c_str());
+    QCOMPARE(fit.runs, static_cast<int>(kFitRows.size()));
+    QVERIFY2(fit.mean() <= kFitMeanBound, std::to_string(fit.mean()).c_str());
+    QVERIFY2(fit.worst <= kFitWorstBound, std::to_string(fit.worst).c_str());
+    QCOMPARE(held_out_fp8.runs, static_cast<int>(loadValidationSet(kHeldOutFp8Set)->cases.size()));
+    QVERIFY2(held_out_fp8.mean() <= kHeldOutFp8MeanBound,
+             std::to_string(held_out_fp8.mean()).c_str());
+    QVERIFY2(held_out_fp8.worst <= kHeldOutFp8WorstBound,
+             std::to_string(held_out_fp8.worst).c_str());
+    QVERIFY2(all.mean() <= kAllMeanBound, std::to_string(all.mean()).c_str());
+    QVERIFY2(all.worst <= kAllWorstBound, std::to_string(all.worst).c_str());
+  }
+
+  // A summary's mean and worst are of |error|: signs cancel nothing.
+  void stepErrorSummaryTakesMagnitudes() {
+    StepErrorSummary summary;
+    QCOMPARE(summary.mean(), 0.0);
+    summary.add(0.04);
+    summary.add(-0.10);
+    QCOMPARE(summary.runs, 2);
+    QVERIFY(std::abs(summary.mean() - 0.07) < 1e-15);
+    QCOMPARE(summary.worst, 0.10);
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
