@@ -15,6 +15,8 @@
 
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
+#include "engine/model/moe.h"
+#include "engine/model/validated_accuracy.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "engine/plan_options.h"
@@ -35,9 +37,11 @@ dividing the heads, KV heads and FFN; pp at most the layers; cp splitting each s
 Megatron-Core folds it), × rank order × schedule × V ×
 microbatch size and M × recomputation × ZeRO stage × sequence parallelism; prunes by memory before
 simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
-structure and re-timed per cost set) and ranks by tokens/s. Prints the top K with step time,
-bubble and memory per rank, why the runners-up lose, and the Pareto front of step time against
-peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps what was found.
+structure and re-timed per cost set) and ranks by tokens/s. Prints how far the model was from
+published runs of the same GPU type, precision and kind of model (docs/validation.md), the top K
+with step time, bubble and memory per rank, why the runners-up lose (and which are closer to #1
+than that error), and the Pareto front of step time against peak memory. Progress goes to
+stderr on a terminal; Ctrl-C stops and keeps what was found.
 
   --model NAME|FILE        model preset or JSON file (see 'pipescope presets')
   --hardware NAME|FILE     hardware preset or JSON file
@@ -104,7 +108,8 @@ extern "C" void onInterrupt(int /*signal*/) {
 
 constexpr double kGiB = 1073741824.0;
 
-json planJson(const SearchPlan &plan, const SearchPlan *best) {
+json planJson(const SearchPlan &plan, const SearchPlan *best,
+              const ValidatedAccuracy *accuracy = nullptr) {
   json out = {{"mesh",
                {{"dp", plan.mesh.dp},
                 {"tp", plan.mesh.tp},
@@ -134,6 +139,9 @@ json planJson(const SearchPlan &plan, const SearchPlan *best) {
               {"peak_memory_bytes", plan.peak_memory},
               {"capacity_bytes", plan.capacity}};
   if (best) out["why_slower"] = whySlower(plan, *best);
+  if (best && accuracy)
+    out["within_validated_error"] =
+        withinValidatedError(plan.step_time_s, best->step_time_s, *accuracy);
   return out;
 }
 
@@ -380,10 +388,19 @@ int runSearch(const std::vector<std::string> &args) {
   }
   if (auto status = outputs.commit(); !status) return fail(status.error().message);
 
+  // How far the model was from published runs like these: runners-up closer to #1 than that
+  // are not known to be slower.
+  const ValidatedAccuracy accuracy =
+      validatedAccuracy(request->hardware.name, request->gemm_precision, isMoe(request->model));
+  std::size_t within_error = 0;
+  for (std::size_t k = 1; k < result->plans.size(); ++k)
+    if (withinValidatedError(result->plans[k].step_time_s, best.step_time_s, accuracy))
+      ++within_error;
+
   if (a.has("json")) {
     json plans = json::array(), pareto = json::array();
     for (std::size_t k = 0; k < result->plans.size(); ++k)
-      plans.push_back(planJson(result->plans[k], k == 0 ? nullptr : &best));
+      plans.push_back(planJson(result->plans[k], k == 0 ? nullptr : &best, &accuracy));
     for (const auto &p : result->pareto)
       pareto.push_back(planJson(p, nullptr));
     json out = {{"model", request->model.name},
@@ -397,6 +414,7 @@ int runSearch(const std::vector<std::string> &args) {
                 {"timing_passes", result->timing_passes},
                 {"seconds", result->seconds},
                 {"interrupted", result->cancelled},
+                {"validated_accuracy", validatedAccuracyJson(accuracy)},
                 {"plans", std::move(plans)},
                 {"pareto", std::move(pareto)}};
     std::cout << out.dump(2) << '\n';
@@ -412,14 +430,27 @@ int runSearch(const std::vector<std::string> &args) {
             << (given.empty() ? "" : " (" + given + ")") << ": " << result->space
             << " configurations, " << result->pruned_by_memory << " pruned by memory, "
             << result->evaluated << " simulated in " << fixed(result->seconds, 2) << " s"
-            << (result->cancelled ? " (interrupted)" : "") << "\n\n"
+            << (result->cancelled ? " (interrupted)" : "")
+            << "\nchecked against: " << validatedAccuracyText(accuracy) << "\n\n"
             << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';
   if (result->plans.size() > 1) {
     std::cout << "\nwhy the runners-up lose to #1:\n";
     for (std::size_t k = 1; k < result->plans.size(); ++k)
-      std::cout << "  #" << k + 1 << ": " << whySlower(result->plans[k], best) << '\n';
+      std::cout << "  #" << k + 1 << ": " << whySlower(result->plans[k], best)
+                << (result->plans[k].step_time_s > best.step_time_s &&
+                            withinValidatedError(result->plans[k].step_time_s, best.step_time_s,
+                                                 accuracy)
+                        ? " (within the model's error)"
+                        : "")
+                << '\n';
+    if (within_error > 0)
+      std::cout << "  " << within_error << " of the " << result->plans.size() - 1
+                << " runners-up are within " << fixed(accuracy.step.mean() * 100, 1)
+                << " % of #1's step time, less than the model's mean error on the published "
+                   "runs above: their order is not established; measure the leaders before "
+                   "choosing\n";
   }
   std::cout << "\nPareto front (step time against peak memory):\n" << kTableHeader;
   for (const auto &plan : result->pareto)

@@ -12,6 +12,7 @@
 #include "engine/json_text.h"
 #include "engine/layout_options.h"
 #include "engine/model/model_setup.h"
+#include "engine/model/validated_accuracy.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "engine/plan_options.h"
@@ -32,8 +33,10 @@ std::string bytesText(double bytes) {
 
 const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 
-Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary.
-Times are in microseconds, bandwidth in GB/s, sizes in bytes.
+Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary;
+with a model, also how far the model was from the published runs of the same GPU type,
+precision and kind of model ("checked against", docs/validation.md; "validated_accuracy" in the
+JSON). Times are in microseconds, bandwidth in GB/s, sizes in bytes.
 
 schedule:
   --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2,
@@ -159,9 +162,11 @@ int runSimulate(const std::vector<std::string> &args) {
                   "combined-1f1b (with M > P), or a custom schedule with OVERLAP_F_B actions");
   }
   std::optional<ModelReport> report;
+  std::optional<ValidatedAccuracy> accuracy;
   if (plan->model) {
     report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
     if (auto status = checkModelReport(*report); !status) return fail(status.error().message);
+    accuracy = validatedAccuracy(*plan->model);
   }
 
   // The --json document: the summary through nlohmann/json, then the ops (--ops, millions of
@@ -202,6 +207,7 @@ int runSimulate(const std::vector<std::string> &args) {
           {"tp", toJson(report->tp)}, {"pp", toJson(report->pp)}, {"dp", toJson(report->dp)}};
       out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
                                                 derivation.moe_layer_ops);
+      out["validated_accuracy"] = validatedAccuracyJson(*accuracy);
     }
     std::string text = out.dump(2);
     if (!a.has("ops")) {
@@ -318,7 +324,7 @@ int runSimulate(const std::vector<std::string> &args) {
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
-    summary << line;
+    summary << line << "checked against: " << validatedAccuracyText(*accuracy) << '\n';
   }
   return 0;
 }

@@ -101,6 +101,9 @@ QColor staleText() {
 QColor badValue() {
   return {0xb0, 0x00, 0x20};
 }
+QColor withinErrorShade() {
+  return {0xf3, 0xec, 0xd6}; // a pale amber: a caution about the order, not an error
+}
 QColor refusedText() {
   return {0x8a, 0x4b, 0x00};
 }

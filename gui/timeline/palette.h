@@ -45,6 +45,8 @@ QColor faintText();     ///< hints such as "wheel zoom"
 QColor staleText();     ///< what the error banner says is still shown
 QColor badValue();      ///< a value that is out of bounds (over capacity)
 QColor refusedText();   ///< schedules the comparison could not show
+/// Background of the planner's runners-up within the model's validated error of #1.
+QColor withinErrorShade();
 
 // Charts.
 QColor memorySegment(int segment);      ///< 0 params, 1 grads, 2 optimizer, 3 activations

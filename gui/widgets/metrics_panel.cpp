@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/validated_accuracy.h"
 #include "gui/run/measurement.h"
 #include "gui/timeline/palette.h"
 #include "gui/timeline/time_mapping.h"
@@ -42,6 +43,11 @@ MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
          tr("The published run opened with File > Open published run: what was measured, "
             "beside this prediction while the settings are the ones it ran with."));
   setPublishedRun(std::nullopt);
+  addRow(QStringLiteral("validated"), tr("checked against"),
+         tr("How far the model's step time was from the published runs of this GPU type, GEMM "
+            "precision and kind of model (docs/validation.md; pipescope compare --published "
+            "all): the error to expect of this prediction. Plans closer than that are not "
+            "known to differ."));
   addSection(tr("Bubble (idle share)"));
   addRow(QStringLiteral("bubble_fraction"), tr("fraction, simulated"),
          tr("bubble_fraction = 1 \u2212 \u03a3 busy / (P\u00b7T): idle share of the total time."));
@@ -164,6 +170,28 @@ void MetricsPanel::showPublishedRun() {
   label->setText(id + QStringLiteral(": ") + against.join(QStringLiteral("; ")) + source);
 }
 
+// The published runs like this plan and the model's error on them; the whole sentence, with the
+// sets it comes from, in the tooltip.
+void MetricsPanel::showValidatedAccuracy(const ValidatedAccuracy &accuracy) {
+  QLabel *label = values_.value(QStringLiteral("validated"));
+  const QString sentence = QString::fromStdString(validatedAccuracyText(accuracy));
+  label->setToolTip(sentence.left(1).toUpper() + sentence.mid(1) + QLatin1Char('.'));
+  if (accuracy.step.runs == 0) {
+    label->setText(
+        tr("<span style='color:%2'>no published run on %1: this prediction is unchecked</span>")
+            .arg(QString::fromStdString(accuracy.hardware).toHtmlEscaped(),
+                 palette::badValue().name()));
+    return;
+  }
+  const QString on = accuracy.step.runs == 1 ? tr("on 1 published run")
+                                             : tr("on %1 published runs").arg(accuracy.step.runs);
+  label->setText(
+      tr("%1 mean, %2 worst error %3")
+          .arg(formatPercent(accuracy.step.mean()), formatPercent(accuracy.step.worst), on) +
+      QStringLiteral("<br><span style='color:%1'>%2</span>")
+          .arg(palette::hintText().name(), QString::fromStdString(accuracy.scope).toHtmlEscaped()));
+}
+
 void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot || !snapshot->evaluation) return;
   snapshot_ = snapshot;
@@ -251,9 +279,12 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     set("communication_dp", dp);
     set("tokens_per_s", QLocale().toString(report.tokens_per_s, 'f', 0));
     set("mfu", formatPercent(report.mfu));
+    showValidatedAccuracy(validatedAccuracy(*snapshot->plan.model));
   } else {
     const QString needs_model = tr("needs a model + hardware preset");
     set("memory_fit", needs_model);
+    set("validated", needs_model);
+    values_.value(QStringLiteral("validated"))->setToolTip(QString());
     // Without a model only the pipeline transfers are known: count them.
     set("communication_tp", needs_model);
     set("communication_pp",

@@ -6,6 +6,7 @@
 #include <QMap>
 #include <QWidget>
 
+#include "engine/model/validated_accuracy.h"
 #include "gui/explorer/explorer_snapshot.h"
 #include "gui/explorer/labels.h"
 #include "gui/widgets/published_runs_dialog.h"
@@ -31,7 +32,7 @@ public:
   /// The text shown for a metric key ("step_time", "bubble_fraction", "bubble_fraction_analytic",
   /// "bubble_ratio", "bubble_ratio_analytic", "formula", "agreement", "peak_activations",
   /// "communication_tp", "communication_pp", "communication_dp", "tokens_per_s", "mfu",
-  /// "ops", "evaluation_time", "published").
+  /// "ops", "evaluation_time", "published", "validated").
   QString valueText(const QString &key) const;
 
 private:
@@ -39,6 +40,7 @@ private:
   QLabel *addSection(const QString &title);
   QGridLayout *grid_ = nullptr;
   void showPublishedRun();
+  void showValidatedAccuracy(const ValidatedAccuracy &accuracy);
   QMap<QString, QLabel *> values_;
   QMap<QString, QLabel *> names_;
   SnapshotPointer snapshot_;

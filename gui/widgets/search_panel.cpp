@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/model/moe.h"
 #include "gui/charts/charts.h"
+#include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
 
 namespace pipescope::gui {
@@ -377,8 +379,40 @@ void SearchPanel::finished() {
           .arg(result_->evaluated)
           .arg(result_->pruned_by_memory)
           .arg(result_->seconds, 0, 'f', 2) +
-      tr(" Click a point or double-click a row to load that plan."));
+      validatedAccuracyNote() + tr(" Click a point or double-click a row to load that plan."));
   showResult();
+}
+
+ValidatedAccuracy SearchPanel::shownAccuracy() const {
+  const SearchRequest &request = *shown_request_;
+  return validatedAccuracy(request.hardware.name, request.gemm_precision, isMoe(request.model));
+}
+
+// How far the model was from published runs like these, and how many runners-up are closer to
+// #1 than that: the table shades them, as the model cannot say they are slower.
+QString SearchPanel::validatedAccuracyNote() const {
+  if (!result_ || !shown_request_ || result_->plans.empty()) return {};
+  const ValidatedAccuracy accuracy = shownAccuracy();
+  if (accuracy.step.runs == 0)
+    return tr(" No published run on %1 checks these predictions.")
+        .arg(QString::fromStdString(accuracy.hardware));
+  const double best = result_->plans.front().step_time_s;
+  int within = 0;
+  for (std::size_t k = 1; k < result_->plans.size(); ++k)
+    within += withinValidatedError(result_->plans[k].step_time_s, best, accuracy) ? 1 : 0;
+  QString note =
+      (accuracy.step.runs == 1
+           ? tr(" On the 1 published run like these (%2) the model was off by %3")
+           : tr(" On %1 published runs like these (%2) the model was off by %3 mean"))
+          .arg(accuracy.step.runs)
+          .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()));
+  if (within > 0)
+    note += (within == 1 ? tr("; 1 runner-up (shaded) is closer to #1 than that, so not known "
+                              "to be slower")
+                         : tr("; %1 runners-up (shaded) are closer to #1 than that, so not known "
+                              "to be slower")
+                               .arg(within));
+  return note + QLatin1Char('.');
 }
 
 void SearchPanel::showResult() {
@@ -422,6 +456,7 @@ void SearchPanel::showResult() {
           .arg(QString::fromStdString(request.hardware.name))
           .arg(request.gemm_precision == GemmPrecision::Fp8 ? tr(" (fp8 GEMMs)") : QString())
           .arg(result_->plans.size()));
+  const ValidatedAccuracy accuracy = shownAccuracy();
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
@@ -434,10 +469,18 @@ void SearchPanel::showResult() {
                               QString::number(plan.microbatch_size),
                               QString::fromUtf8(recomputeName(plan.training.recompute).data()),
                               QString::number(plan.training.zero_stage)};
+    const bool within =
+        row > 0 &&
+        withinValidatedError(plan.step_time_s, result_->plans.front().step_time_s, accuracy);
+    QString tooltip = planDetails(plan, row + 1);
+    if (within)
+      tooltip += tr("\nWithin the model's mean error (%1) of #1: not known to be slower.")
+                     .arg(formatPercent(accuracy.step.mean()));
     for (int column = 0; column < 9; ++column) {
       auto *item = new QTableWidgetItem(cells[column]);
       if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      item->setToolTip(planDetails(plan, row + 1));
+      item->setToolTip(tooltip);
+      if (within) item->setBackground(palette::withinErrorShade());
       table_->setItem(row, column, item);
     }
   }

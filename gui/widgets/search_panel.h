@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/model/validated_accuracy.h"
 #include "engine/planner/search.h"
 
 class QComboBox;
@@ -79,6 +80,8 @@ private:
   void showProgress(const SearchProgress &progress);
   void finished();
   void showResult();
+  ValidatedAccuracy shownAccuracy() const;
+  QString validatedAccuracyNote() const;
   void setRunning(bool running);
 
   std::optional<SearchRequest> running_request_;

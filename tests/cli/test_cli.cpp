@@ -375,6 +375,40 @@ private slots:
     QVERIFY(!one.out.contains(QStringLiteral("  nemo-h100: 12 runs")));
   }
 
+  // A simulation with a model says how far the model was from the published runs like it:
+  // for a Megatron-Core H100 BF16 plan, the very mean and worst `compare --published` gives
+  // that set; an H200 plan has no published run, and says so.
+  void simulateSaysHowFarPublishedRunsLikeItWere() {
+    const Run table = pipescope({"compare", "--published", "megatron-core-h100", "--json"});
+    QVERIFY2(table.exit_code == 0, qPrintable(table.err));
+    const json published = json::parse(table.out.toStdString());
+    QTemporaryDir dir;
+    const QString plan = dir.filePath(QStringLiteral("gpt-70b.json"));
+    QCOMPARE(pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-70b",
+                        "--save-plan", plan})
+                 .exit_code,
+             0);
+    const json accuracy = simulateJson({"--plan", plan})["validated_accuracy"];
+    QCOMPARE(accuracy["scope"].get<std::string>(), std::string("h100-sxm, bf16, dense"));
+    QCOMPARE(accuracy["sets"], json::array({"megatron-core-h100"}));
+    QCOMPARE(accuracy["runs"].get<int>(), 11);
+    QVERIFY(std::abs(accuracy["mean_abs_step_error"].get<double>() -
+                     published["mean_abs_step_error"].get<double>()) < 1e-12);
+    QCOMPARE(accuracy["worst_abs_step_error"].get<double>(),
+             published["worst_abs_step_error"].get<double>());
+    const Run text = pipescope({"simulate", "--plan", plan});
+    QVERIFY2(text.out.contains(QStringLiteral("\nchecked against: on 11 published runs "
+                                              "(h100-sxm, bf16, dense: megatron-core-h100) the "
+                                              "predicted step time was off by ")),
+             qPrintable(text.out));
+    const Run h200 = pipescope({"simulate", "--model", "llama3-8b", "--hardware", "h200"});
+    QVERIFY2(h200.out.contains(QStringLiteral("checked against: no published run on h200 checks "
+                                              "the step time: this prediction is unchecked")),
+             qPrintable(h200.out));
+    // Without a model there is no prediction of a real run to check.
+    QVERIFY(!pipescope({"simulate"}).out.contains(QStringLiteral("checked against")));
+  }
+
   // `compare --published SET --row ID --save-plan FILE` writes the row's configuration as a
   // plan; simulating that plan predicts the row's step again. It needs one row, of one set, and
   // a file of its own (the table is on standard output).

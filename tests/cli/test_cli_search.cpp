@@ -93,6 +93,34 @@ private slots:
     QVERIFY(run.err.isEmpty());
   }
 
+  // The planner says how far the model was from published runs like the candidates, and which
+  // runners-up are closer to #1 than that: exactly those whose step is within the mean error.
+  void runnersUpWithinTheValidatedErrorAreMarked() {
+    const Run run = pipescope(kSmallSearch + QStringList{"--json", "--top", "8"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json out = json::parse(run.out.toStdString());
+    const json &accuracy = out["validated_accuracy"];
+    QCOMPARE(accuracy["scope"].get<std::string>(), std::string("h100-sxm, bf16, dense"));
+    QVERIFY(accuracy["runs"].get<int>() > 0);
+    const double mean = accuracy["mean_abs_step_error"].get<double>();
+    const auto &plans = out["plans"];
+    QVERIFY(!plans[0].contains("within_validated_error")); // #1 is the reference
+    const double best = plans[0]["step_time_s"].get<double>();
+    int within = 0;
+    for (std::size_t k = 1; k < plans.size(); ++k) {
+      const double step = plans[k]["step_time_s"].get<double>();
+      QCOMPARE(plans[k]["within_validated_error"].get<bool>(), step <= best * (1 + mean));
+      within += step <= best * (1 + mean) ? 1 : 0;
+    }
+    const Run text = pipescope(kSmallSearch + QStringList{"--top", "8"});
+    QVERIFY2(text.out.contains(QStringLiteral("\nchecked against: on ")), qPrintable(text.out));
+    if (within > 0)
+      QVERIFY2(text.out.contains(QStringLiteral("%1 of the %2 runners-up are within ")
+                                     .arg(within)
+                                     .arg(plans.size() - 1)),
+               qPrintable(text.out));
+  }
+
   // The saved best plan simulates to the step time the search reported; the CSV has the rows.
   void savedPlanReproducesTheSearch() {
     QTemporaryDir dir;

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "engine/model/model_setup.h"
+#include "engine/model/validated_accuracy.h"
 #include "engine/model/validation.h"
 #include "engine/plan_file.h"
 #include "engine/schedule.h"
@@ -383,6 +384,78 @@ private slots:
     QCOMPARE(summary.runs, 2);
     QVERIFY(std::abs(summary.mean() - 0.07) < 1e-15);
     QCOMPARE(summary.worst, 0.10);
+  }
+
+  // What the planner tells a user to expect of a prediction: the error on the published runs of
+  // the same GPU type, precision and kind of model, the same figures `compare --published` gives
+  // those rows, widening to the GPU type when no row shares all three, and saying so when no
+  // published run checks the GPU type at all.
+  void validatedAccuracyIsTheMatchingRowsError() {
+    // The A100 tables: every timed A100 row is bf16 and dense; summed here from the sets.
+    StepErrorSummary a100;
+    double a100_signed = 0;
+    for (const char *name : {"megatron-sc21-a100", "megatron-mlsys23-a100"}) {
+      auto set = loadValidationSet(name);
+      QVERIFY2(set, name);
+      for (const ValidationCase &row : set->cases) {
+        auto result = predictValidationCase(row);
+        QVERIFY(result && result->step_error);
+        a100.add(*result->step_error);
+        a100_signed += *result->step_error;
+      }
+    }
+    const ValidatedAccuracy accuracy =
+        validatedAccuracy("a100-80gb", GemmPrecision::Bf16, /*moe=*/false);
+    QCOMPARE(accuracy.scope, std::string("a100-80gb, bf16, dense"));
+    QCOMPARE(accuracy.step.runs, 18);
+    QCOMPARE(accuracy.step.runs, a100.runs);
+    QVERIFY(std::abs(accuracy.step.mean() - a100.mean()) < 1e-12);
+    QCOMPARE(accuracy.step.worst, a100.worst);
+    QVERIFY(std::abs(accuracy.mean_signed_step_error - a100_signed / a100.runs) < 1e-12);
+    QCOMPARE(accuracy.sets.size(), std::size_t{2});
+    QCOMPARE(accuracy.memory.runs, 0); // neither table publishes memory
+    QVERIFY(validatedAccuracyText(accuracy).find(
+                "on 18 published runs (a100-80gb, bf16, dense: ") != std::string::npos);
+
+    // H100: BF16 dense is Megatron-Core's table alone; FP8 MoE the Megatron-Bridge MoE rows;
+    // the three CI memory rows check memory whatever the precision.
+    const auto bf16 = validatedAccuracy("h100-sxm", GemmPrecision::Bf16, false);
+    QCOMPARE(bf16.sets, std::vector<std::string>{"megatron-core-h100"});
+    QCOMPARE(bf16.step.runs, 11);
+    QCOMPARE(bf16.memory.runs, 3);
+    const auto fp8_moe = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, true);
+    QCOMPARE(fp8_moe.scope, std::string("h100-sxm, fp8, MoE"));
+    QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
+    QCOMPARE(fp8_moe.step.runs, 5);
+    const auto fp8_dense = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, false);
+    QCOMPARE(fp8_dense.step.runs, 16); // NeMo's 12 and Megatron-Bridge's 4 Llama rows
+
+    // H800's one row is FP8 MoE: a BF16 dense plan on H800 gets it, said to be wider.
+    const auto h800 = validatedAccuracy("h800", GemmPrecision::Bf16, false);
+    QCOMPARE(h800.scope, std::string("h800, any precision or model"));
+    QCOMPARE(h800.step.runs, 1);
+    QVERIFY(validatedAccuracyText(h800).find("on 1 published run (h800, any precision or model: "
+                                             "deepseek-v3-h800) the predicted step time was ") !=
+            std::string::npos);
+
+    // No timed row on H200 (or on a hardware file of a name no row uses).
+    for (const char *unchecked : {"h200", "my-own-gpu"}) {
+      const auto none = validatedAccuracy(unchecked, GemmPrecision::Bf16, false);
+      QCOMPARE(none.step.runs, 0);
+      QVERIFY(none.sets.empty());
+      QCOMPARE(validatedAccuracyText(none), "no published run on " + std::string(unchecked) +
+                                                " checks the step time: this prediction is "
+                                                "unchecked");
+      QVERIFY(!withinValidatedError(1.0, 1.0, none));
+    }
+    const auto json = validatedAccuracyJson(accuracy);
+    QCOMPARE(json["runs"].get<int>(), 18);
+    QCOMPARE(json["mean_abs_step_error"].get<double>(), accuracy.step.mean());
+
+    // Closer to the best than the mean error: not known to be slower.
+    const double mean = accuracy.step.mean();
+    QVERIFY(withinValidatedError(10.0 * (1 + mean * 0.99), 10.0, accuracy));
+    QVERIFY(!withinValidatedError(10.0 * (1 + mean * 1.01), 10.0, accuracy));
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any

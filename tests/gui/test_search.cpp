@@ -13,9 +13,11 @@
 #include <QtTest>
 #include <set>
 
+#include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
 #include "engine/planner/search.h"
 #include "gui/charts/charts.h"
+#include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/layer_editor.h"
@@ -127,6 +129,31 @@ void TestSearch::searchShowsPointsAndFront() {
   }
   if (best.training.zero_stage > 0)
     QVERIFY(details.contains(QStringLiteral("ZeRO-%1").arg(best.training.zero_stage)));
+  // How far the model was from published runs like these, and the runners-up closer to #1 than
+  // that shaded: exactly those the engine says are within the validated error.
+  const ValidatedAccuracy accuracy =
+      validatedAccuracy(request->hardware.name, request->gemm_precision, false);
+  QVERIFY(accuracy.step.runs > 0);
+  QVERIFY2(
+      search->status()->text().contains(
+          QStringLiteral("On %1 published runs like these (%2) the model was off by %3 mean")
+              .arg(accuracy.step.runs)
+              .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()))),
+      qPrintable(search->status()->text()));
+  int shaded = 0;
+  for (int row = 0; row < search->table()->rowCount(); ++row) {
+    const bool within =
+        row > 0 && withinValidatedError(result.plans[static_cast<std::size_t>(row)].step_time_s,
+                                        best.step_time_s, accuracy);
+    QCOMPARE(search->table()->item(row, 0)->background().color() == palette::withinErrorShade(),
+             within);
+    shaded += within ? 1 : 0;
+  }
+  if (shaded > 0)
+    QVERIFY2(search->status()->text().contains(
+                 shaded == 1 ? QStringLiteral("1 runner-up (shaded)")
+                             : QStringLiteral("%1 runners-up (shaded)").arg(shaded)),
+             qPrintable(search->status()->text()));
 }
 
 void TestSearch::clickingBestLoadsItsPlan() {

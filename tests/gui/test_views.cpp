@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
 #include "gui/charts/charts.h"
 #include "gui/widgets/compare_view.h"
@@ -127,6 +128,30 @@ private slots:
     }
     QCOMPARE(bars->bars().capacity, report.memory[0].capacity / kGiB);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("mfu")), formatPercent(report.mfu));
+    // What the published H100 BF16 dense runs say of this prediction: the engine's figures.
+    const ValidatedAccuracy accuracy = validatedAccuracy(*plan.model);
+    QVERIFY(accuracy.step.runs > 0);
+    const QString checked = window.metrics()->valueText(QStringLiteral("validated"));
+    QVERIFY2(checked.startsWith(
+                 QStringLiteral("%1 mean, %2 worst error on %3 published runs")
+                     .arg(formatPercent(accuracy.step.mean()), formatPercent(accuracy.step.worst))
+                     .arg(accuracy.step.runs)),
+             qPrintable(checked));
+    QVERIFY(checked.contains(QStringLiteral("h100-sxm, bf16, dense")));
+    // On H200 no published run checks it, and the panel says so.
+    Plan on_h200 = plan;
+    auto h200 = loadHardwareSpec("h200");
+    QVERIFY(h200.ok());
+    on_h200.model->hardware = *h200;
+    window.setPlan(on_h200);
+    window.settle();
+    QVERIFY2(
+        window.metrics()
+            ->valueText(QStringLiteral("validated"))
+            .contains(QStringLiteral("no published run on h200: this prediction is unchecked")),
+        qPrintable(window.metrics()->valueText(QStringLiteral("validated"))));
+    window.setPlan(plan);
+    window.settle();
     // No DP: no sync, nothing exposed.
     QCOMPARE(window.metrics()->valueText(QStringLiteral("communication_dp")),
              QStringLiteral("none"));

@@ -1,0 +1,141 @@
+// The validation rows that check a plan, and their error (validated_accuracy.h).
+#include "engine/model/validated_accuracy.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/model/moe.h"
+
+namespace pipescope {
+
+namespace {
+
+/// One shipped row's outcome, with what a plan is matched on.
+struct RowOutcome {
+  std::string set, hardware;
+  GemmPrecision precision = GemmPrecision::Bf16;
+  bool moe = false;
+  std::optional<double> step_error, memory_error;
+};
+
+const std::vector<RowOutcome> &shippedOutcomes() {
+  static const std::vector<RowOutcome> outcomes = [] {
+    std::vector<RowOutcome> all;
+    for (const std::string &name : validationSetNames()) {
+      auto set = loadValidationSet(name);
+      if (!set) continue; // the shipped sets load (test_validation); nothing to count if not
+      for (const ValidationCase &row : set->cases) {
+        auto result = predictValidationCase(row);
+        if (!result) continue;
+        all.push_back({set->name, row.hardware_name, row.setup.training.gemm_precision,
+                       isMoe(row.setup.model), result->step_error, result->memory_error});
+      }
+    }
+    return all;
+  }();
+  return outcomes;
+}
+
+} // namespace
+
+ValidatedAccuracy validatedAccuracy(const std::string &hardware_name, GemmPrecision precision,
+                                    bool moe) {
+  const auto &outcomes = shippedOutcomes();
+  ValidatedAccuracy accuracy;
+  accuracy.hardware = hardware_name;
+  const std::string precision_name(gemmPrecisionName(precision));
+  const std::string kind = moe ? "MoE" : "dense";
+  // Most specific first: the same GPU type, precision and kind of model; then the GPU type and
+  // precision, the GPU type and kind, the GPU type alone.
+  struct Scope {
+    bool same_precision, same_kind;
+    std::string text;
+  };
+  const Scope scopes[] = {
+      {true, true, hardware_name + ", " + precision_name + ", " + kind},
+      {true, false, hardware_name + ", " + precision_name + ", dense or MoE"},
+      {false, true, hardware_name + ", any precision, " + kind},
+      {false, false, hardware_name + ", any precision or model"},
+  };
+  for (const Scope &scope : scopes) {
+    double signed_sum = 0;
+    StepErrorSummary step;
+    std::vector<std::string> sets;
+    for (const RowOutcome &row : outcomes) {
+      if (row.hardware != hardware_name || !row.step_error) continue;
+      if (scope.same_precision && row.precision != precision) continue;
+      if (scope.same_kind && row.moe != moe) continue;
+      step.add(*row.step_error);
+      signed_sum += *row.step_error;
+      if (std::find(sets.begin(), sets.end(), row.set) == sets.end()) sets.push_back(row.set);
+    }
+    if (step.runs == 0) continue;
+    accuracy.scope = scope.text;
+    accuracy.step = step;
+    accuracy.mean_signed_step_error = signed_sum / step.runs;
+    accuracy.sets = std::move(sets);
+    break;
+  }
+  if (accuracy.step.runs == 0) accuracy.scope = hardware_name;
+  for (const RowOutcome &row : outcomes)
+    if (row.hardware == hardware_name && row.memory_error) accuracy.memory.add(*row.memory_error);
+  return accuracy;
+}
+
+ValidatedAccuracy validatedAccuracy(const ModelSetup &setup) {
+  return validatedAccuracy(setup.hardware.name, setup.training.gemm_precision, isMoe(setup.model));
+}
+
+bool withinValidatedError(double step_s, double best_step_s, const ValidatedAccuracy &accuracy) {
+  return accuracy.step.runs > 0 && best_step_s > 0 &&
+         step_s <= best_step_s * (1 + accuracy.step.mean());
+}
+
+std::string validatedAccuracyText(const ValidatedAccuracy &accuracy) {
+  char text[512];
+  std::string line;
+  if (accuracy.step.runs == 0) {
+    line = "no published run on " + accuracy.hardware +
+           " checks the step time: this prediction is unchecked";
+  } else {
+    std::string sets;
+    for (const std::string &set : accuracy.sets)
+      sets += (sets.empty() ? "" : ", ") + set;
+    const char *direction = accuracy.mean_signed_step_error >= 0 ? "slow" : "fast";
+    if (accuracy.step.runs == 1)
+      std::snprintf(text, sizeof text,
+                    "on 1 published run (%s: %s) the predicted step time was %.1f %% %s",
+                    accuracy.scope.c_str(), sets.c_str(), accuracy.step.worst * 100, direction);
+    else
+      std::snprintf(text, sizeof text,
+                    "on %d published runs (%s: %s) the predicted step time was off by %.1f %% "
+                    "mean, %.1f %% worst, %.1f %% %s on average",
+                    accuracy.step.runs, accuracy.scope.c_str(), sets.c_str(),
+                    accuracy.step.mean() * 100, accuracy.step.worst * 100,
+                    std::abs(accuracy.mean_signed_step_error) * 100, direction);
+    line = text;
+  }
+  if (accuracy.memory.runs > 0) {
+    std::snprintf(
+        text, sizeof text, "; peak memory on %d published %s run%s: %.1f %% mean, %.1f %% worst",
+        accuracy.memory.runs, accuracy.hardware.c_str(), accuracy.memory.runs == 1 ? "" : "s",
+        accuracy.memory.mean() * 100, accuracy.memory.worst * 100);
+    line += text;
+  }
+  return line;
+}
+
+nlohmann::json validatedAccuracyJson(const ValidatedAccuracy &accuracy) {
+  return {{"scope", accuracy.scope},
+          {"hardware", accuracy.hardware},
+          {"runs", accuracy.step.runs},
+          {"mean_abs_step_error", accuracy.step.mean()},
+          {"worst_abs_step_error", accuracy.step.worst},
+          {"mean_step_error", accuracy.mean_signed_step_error},
+          {"sets", accuracy.sets},
+          {"memory_runs", accuracy.memory.runs},
+          {"mean_abs_memory_error", accuracy.memory.mean()},
+          {"worst_abs_memory_error", accuracy.memory.worst}};
+}
+
+} // namespace pipescope
