@@ -79,7 +79,9 @@ stderr on a terminal; Ctrl-C stops and keeps what was found.
                            0 only on meshes with dp × cp > 1 (one rank has nothing to shard)
   --zero1                  same as --zero-stage 1
   --rank-orders LIST       e.g. tp-cp-pp-dp,tp-cp-dp-pp (default all: the six of dp, tp and pp
-                           without CP, all 24 with it; a three-name order puts cp after tp)
+                           without CP, all 24 with it; a three-name order puts cp after tp);
+                           orders that differ only where a dimension of size 1 sits number
+                           the ranks alike and are tried once
   --gpus-per-node G        (default the hardware's)
   --gemm-precision P       bf16 or fp8 for every candidate (not searched): linear-layer GEMMs as
                            Transformer Engine's FP8 runs them; fp8 needs an FP8 GPU

@@ -28,19 +28,19 @@ std::string gib(double bytes) {
 }
 
 /// The rank orders tried on a mesh: every order (6 without CP, 24 with), or the requested ones,
-/// each numbering the ranks differently. Without CP that is the six of dp, tp and pp (where cp
-/// sits does not matter); with CP, orders that differ only in where a dimension of size 1 sits
-/// number ranks alike and count once (the first in the enumeration stays).
+/// each numbering the ranks differently: orders that differ only in where a dimension of size 1
+/// sits (pp on a mesh without pipeline, tp = 1, dp = 1, cp = 1) number every rank alike and count
+/// once (the first in the enumeration stays), so the ranked list never repeats one configuration
+/// under several names.
 std::vector<RankOrder> rankOrdersFor(const SearchRequest &request, const Mesh &mesh) {
-  std::vector<RankOrder> candidates =
+  const std::vector<RankOrder> candidates =
       request.rank_orders.empty() ? Mesh::allOrders(mesh.cp) : request.rank_orders;
-  if (mesh.cp == 1 && request.rank_orders.empty()) return candidates;
   std::vector<RankOrder> orders;
   std::vector<std::vector<MeshDim>> numberings;
   for (const auto &order : candidates) {
     std::vector<MeshDim> numbering;
     for (MeshDim dim : order)
-      if (mesh.sizeOf(dim) > 1 || (mesh.cp == 1 && dim != MeshDim::CP)) numbering.push_back(dim);
+      if (mesh.sizeOf(dim) > 1) numbering.push_back(dim);
     if (std::find(numberings.begin(), numberings.end(), numbering) != numberings.end()) continue;
     numberings.push_back(std::move(numbering));
     orders.push_back(order);

@@ -91,7 +91,16 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                             : 2;
           const ScheduleRequest schedule{name, pp, microbatches, v, 0};
           if (!checkScheduleRequest(schedule)) continue;
+          // An order that numbers every rank as an earlier one does is the same configuration.
+          std::vector<std::vector<RankCoords>> numberings;
           for (const RankOrder &order : Mesh::allOrders(1)) {
+            const Mesh mesh{dp, tp, pp, request.hardware.gpus_per_node, order};
+            std::vector<RankCoords> numbering;
+            for (int rank = 0; rank < request.gpus; ++rank)
+              numbering.push_back(mesh.coordsOf(rank));
+            if (std::find(numberings.begin(), numberings.end(), numbering) != numberings.end())
+              continue;
+            numberings.push_back(numbering);
             for (Recompute recompute : request.recompute)
               for (bool sp : {false, true}) {
                 if (sp && tp == 1) continue;
