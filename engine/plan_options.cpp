@@ -55,6 +55,9 @@ std::span<const PlanOption> planOptions() {
       {"fp32-gradients", nullptr,
        "Gradients accumulated and reduced in fp32 (Megatron-LM's default under bf16) (with "
        "--model)."},
+      {"no-swiglu-fusion", nullptr,
+       "A gated MLP's SwiGLU as eager PyTorch keeps it (silu's output too: 8 bytes x ffn a "
+       "token, torchtitan) instead of Megatron's fused SwiGLU (6) (with --model)."},
       {"tp-comm-overlap", nullptr,
        "Overlap the TP all-gathers and reduce-scatters with their GEMMs (Megatron's "
        "--tp-comm-overlap; needs --seq-parallel) (with --model)."},
@@ -252,6 +255,7 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("tp-comm-overlap")) setup.training.tp_comm_overlap = true;
     if (a.has("tp-backward-overlap")) setup.training.tp_backward_overlap = true;
     if (a.has("fp32-gradients")) setup.training.fp32_gradients = true;
+    if (a.has("no-swiglu-fusion")) setup.training.swiglu_fusion = false;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
@@ -280,9 +284,9 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
   } else {
     for (const char *name :
          {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
-          "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients", "expert-imbalance",
-          "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms", "moe-layer-host-us",
-          "collective-algorithm", "gemm-precision", "fp8"})
+          "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients", "no-swiglu-fusion",
+          "expert-imbalance", "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms",
+          "moe-layer-host-us", "collective-algorithm", "gemm-precision", "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -70,6 +70,7 @@ model (derives every cost from the model, hardware and mesh):
   --tp-comm-overlap (TP all-gathers / reduce-scatters under their GEMMs; needs --seq-parallel)
   --tp-backward-overlap (column-parallel layers' backward TP collectives beside their GEMMs,
   Megatron-LM since 2021) --fp32-gradients (gradients accumulated and reduced in fp32)
+  --no-swiglu-fusion (a gated MLP keeps silu's output too, as eager PyTorch does)
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end

@@ -440,7 +440,6 @@ const std::map<std::string, std::string> &unpricedArguments() {
       {"--fp8-param-gather", "FP8 parameters all-gathered (half the bytes)"},
       {"--fp4-format", "FP4 GEMMs"},
       {"--no-rope-fusion", "rotary embeddings as unfused PyTorch ops"},
-      {"--no-bias-swiglu-fusion", "SwiGLU as unfused PyTorch ops"},
       {"--no-bias-gelu-fusion", "GeLU as unfused PyTorch ops"},
       {"--no-bias-dropout-fusion", "dropout and residual as unfused PyTorch ops"},
       {"--no-masked-softmax-fusion", "softmax as unfused PyTorch ops"},
@@ -978,6 +977,13 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   const bool grads_fp32 =
       (bf16 && !r.flag("--grad-reduce-in-bf16")) || r.flag("--accumulate-allreduce-grads-in-fp32");
   training["fp32_gradients"] = grads_fp32;
+  // SwiGLU fused by default (arguments.py: bias_swiglu_fusion, passed on as the config's
+  // bias_activation_fusion): without it autograd keeps silu's output too.
+  if (r.flag("--no-bias-swiglu-fusion")) {
+    training["swiglu_fusion"] = false;
+    out.not_priced.push_back("--no-bias-swiglu-fusion: the activations it keeps are priced, its "
+                             "extra passes over them are not");
+  }
   std::optional<std::string> fp8;
   READ(r.text("--fp8-format"), fp8);
   if (fp8) training["gemm_precision"] = "fp8";

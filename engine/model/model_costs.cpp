@@ -782,10 +782,14 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
   const double unsplit = (m.dropout ? 10 : 8) * sbh + latent_unsplit;
   // Korthikanti's split 24·sbh: Q, K, V and the output projection's input (2 bytes each; with
-  // GQA, MLA or head_dim ≠ h/a their own widths) and the MLP's intermediates.
+  // GQA, MLA or head_dim ≠ h/a their own widths) and the MLP's intermediates: the up
+  // projection's output and the activation's (4 bytes × ffn); gated, the gate and up outputs
+  // and the down projection's input (6 bytes × ffn, fused SwiGLU), or also silu's output when
+  // eager autograd keeps it (8; TrainingSetup::swiglu_fusion).
   const double attention_split =
       2 * s_local * b * (attention.query + attention.key + attention.value + attention.output);
-  const double split = attention_split + s_local * b * m.ffn_hidden * (m.gated_mlp ? 8.0 : 4.0);
+  const double mlp_bytes_per_ffn = !m.gated_mlp ? 4.0 : training.swiglu_fusion ? 6.0 : 8.0;
+  const double split = attention_split + s_local * b * m.ffn_hidden * mlp_bytes_per_ffn;
   // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
   // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
   // bytes, Dao 2022, Algorithm 2); its output is the projection input already counted.
@@ -814,9 +818,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
   // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
   const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
-  const double moe_split = attention_split + 2 * moe_copies * sbh +
-                           s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden *
-                               (m.gated_mlp ? 8.0 : 4.0);
+  const double moe_split =
+      attention_split + 2 * moe_copies * sbh +
+      s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden * mlp_bytes_per_ffn;
   const double moe_layer_activation = layerActivation(training.recompute, moe_split);
   if (isMoe(m))
     an.layer_activation_full =

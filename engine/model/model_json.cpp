@@ -274,6 +274,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
   if (training.tp_comm_overlap) out["tp_comm_overlap"] = true;
   if (training.tp_backward_overlap) out["tp_backward_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
+  if (!training.swiglu_fusion) out["swiglu_fusion"] = false;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
@@ -547,12 +548,26 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   JsonFields fields(json, pointer);
   if (!fields.ok()) return fields.error();
   if (auto s = checkKeys(json, pointer,
-                         {"recompute", "zero1", "zero_stage", "sequence_parallel",
-                          "optimizer_bytes_per_param", "balance_layers", "overlap_gradient_sync",
-                          "layout", "expert_load_imbalance", "collective_algorithm",
-                          "gemm_precision", "fp8_dispatch", "cross_entropy", "moe_dispatcher",
-                          "tp_comm_overlap", "tp_backward_overlap", "fp32_gradients",
-                          "moe_dispatcher_sms", "moe_layer_host_us"});
+                         {"recompute",
+                          "zero1",
+                          "zero_stage",
+                          "sequence_parallel",
+                          "optimizer_bytes_per_param",
+                          "balance_layers",
+                          "overlap_gradient_sync",
+                          "layout",
+                          "expert_load_imbalance",
+                          "collective_algorithm",
+                          "gemm_precision",
+                          "fp8_dispatch",
+                          "cross_entropy",
+                          "moe_dispatcher",
+                          "tp_comm_overlap",
+                          "tp_backward_overlap",
+                          "fp32_gradients",
+                          "moe_dispatcher_sms",
+                          "moe_layer_host_us",
+                          "swiglu_fusion"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -574,6 +589,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("tp_comm_overlap", training.tp_comm_overlap)
       .boolean("tp_backward_overlap", training.tp_backward_overlap)
       .boolean("fp32_gradients", training.fp32_gradients)
+      .boolean("swiglu_fusion", training.swiglu_fusion)
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
       .text("cross_entropy", training.cross_entropy)
       .text("moe_dispatcher", training.moe_dispatcher)

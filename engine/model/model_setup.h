@@ -183,6 +183,15 @@ struct TrainingSetup {
   /// bf16), Megatron-Bridge's grad_reduce_in_fp32. Widens the gradient buffers and the gradient
   /// reduction; the gathered parameters stay in the dtype.
   bool fp32_gradients = false;
+  /// How a gated MLP's SwiGLU keeps its activations for the backward. true: one fused function
+  /// that saves only its input, the gate and up projections (2 × ffn 16-bit values a token), and
+  /// recomputes silu in the backward, as Megatron-Core does by default (--bias-swiglu-fusion,
+  /// megatron/core/fusions/fused_bias_swiglu.py, SwiGLUFunction saves `input` alone; the same in
+  /// its grouped experts); the down projection keeps its input (ffn): 6 bytes × ffn a token.
+  /// false: eager PyTorch, `w2(F.silu(w1(x)) * w3(x))` as torchtitan writes it, autograd keeping
+  /// w1's output, silu's output and w3's output for the product: 8 bytes × ffn a token. No effect
+  /// on an MLP that is not gated.
+  bool swiglu_fusion = true;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;

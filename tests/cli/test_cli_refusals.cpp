@@ -221,6 +221,9 @@ private slots:
         << 2 << "--gemm-precision: GEMM precision 'fp4' is not known; use bf16 or fp8" << true;
     QTest::newRow("simulate: --fp8 without a model")
         << QStringList{"simulate", "--fp8"} << 2 << "--fp8 needs --model and --hardware" << true;
+    QTest::newRow("simulate: --no-swiglu-fusion without a model")
+        << QStringList{"simulate", "--no-swiglu-fusion"} << 2
+        << "--no-swiglu-fusion needs --model and --hardware" << true;
 
     // Usage errors of validate go to stderr.
     QTest::newRow("validate without file")

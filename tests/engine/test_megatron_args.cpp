@@ -271,6 +271,15 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(t.row["training"]["cross_entropy"].get<std::string>(),
              std::string("vocab-parallel-unfused"));
     QCOMPARE(t.row["training"]["zero_stage"].get<int>(), 0);
+    // SwiGLU fused unless the launch says --no-bias-swiglu-fusion, which keeps silu's output too
+    // (its memory priced, its extra passes named as not).
+    QVERIFY(!t.row["training"].contains("swiglu_fusion"));
+    const MegatronTranslation eager =
+        translated(std::string(kSmall) + "--swiglu --no-bias-swiglu-fusion", 1);
+    QCOMPARE(eager.row["training"]["swiglu_fusion"].get<bool>(), false);
+    QVERIFY(std::any_of(eager.not_priced.begin(), eager.not_priced.end(), [](const auto &line) {
+      return line.starts_with("--no-bias-swiglu-fusion: ");
+    }));
     QVERIFY(t.assumed.size() >= 3);
     // The loss: Megatron's fused one, or Transformer Engine's when the launch asks for it.
     const auto loss = [](const std::string &arguments) {

@@ -145,6 +145,7 @@ private slots:
   void zero3HeldAcrossMicrobatchesUnderPp();
   void zero3GathersByHand();
   void selectiveOpActivationsByHand();
+  void swigluFusionActivationsByHand();
   void zeroStageAndLossJson();
 };
 
@@ -1113,6 +1114,39 @@ void TestModelCosts::zero3GathersByHand() {
            show(hidden.forward.dp_us, expected).c_str());
   QVERIFY(hidden.forward.dp_us < parts.forward.dp_us);
   QVERIFY(overlapped->report.step_time_s < run->report.step_time_s);
+}
+
+// A Llama 3 8B layer without recomputation (b = 1, s = 8192, h = 4096, one rank, FlashAttention),
+// bytes per token: the two norms' inputs and outputs (8·h), Q, K, V and the attention output
+// (2 × (4096 + 1024 + 1024 + 4096)), its fp32 log-sum-exp (4 × 32 heads) and the gated MLP's:
+// Megatron's fused SwiGLU keeps the gate and up outputs and the down projection its input
+// (6 × 14336); eager PyTorch also silu's output (8 × 14336).
+void TestModelCosts::swigluFusionActivationsByHand() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  QVERIFY(setup.training.swiglu_fusion); // Megatron-LM's default, --bias-swiglu-fusion
+  const double s = 8192, h = 4096, ffn = 14336;
+  const double attention = 8 * h + 2 * (h + 1024 + 1024 + h) + 4 * 32;
+  auto fused = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(fused);
+  // Stage 1 holds 8 layers and neither embedding nor head.
+  const double fused_layer = s * (attention + 6 * ffn);
+  QVERIFY2(near(fused->derivation.stage_activation_bytes[1], 8 * fused_layer, 1e-12),
+           show(fused->derivation.stage_activation_bytes[1], 8 * fused_layer).c_str());
+  setup.training.swiglu_fusion = false;
+  auto eager = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(eager);
+  const double eager_layer = s * (attention + 8 * ffn);
+  QVERIFY2(near(eager->derivation.stage_activation_bytes[1], 8 * eager_layer, 1e-12),
+           show(eager->derivation.stage_activation_bytes[1], 8 * eager_layer).c_str());
+  // Time is the same: the setting only says what the backward keeps.
+  QCOMPARE(eager->report.step_time_s, fused->report.step_time_s);
+  // A plan file says it only when it is not the default, and reads back.
+  const auto json = toJson(setup.training);
+  QCOMPARE(json["swiglu_fusion"].get<bool>(), false);
+  auto back = trainingSetupFromJson(json, "/training");
+  REQUIRE_OK(back);
+  QVERIFY(!back->swiglu_fusion);
+  QVERIFY(!toJson(presetSetup("llama3-8b", "h100-sxm").training).contains("swiglu_fusion"));
 }
 
 // torchtitan's per-op selective checkpointing of a Llama 3 8B layer (b = 1, s = 8192, h = 4096,

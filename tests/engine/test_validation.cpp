@@ -141,10 +141,13 @@ const std::map<std::string, double> kMemoryErrorBounds = {
     {"torchtitan-h100-96gb/llama3.1-8b-fsdp-128", 0.10},
     // Megatron-LM's CI, peak allocated: -0.4 %, -1.0 % and -0.6 % since the loss's transient
     // (the 16-bit logits beside the fp32 ones, and the fused loss's extra fp32 copy) is priced;
-    // they were -2.3 %, -4.5 % and -5.0 % without it.
+    // they were -2.3 %, -4.5 % and -5.0 % without it. The MoE row (SwiGLU experts) is -2.8 %
+    // since its fused SwiGLU keeps 6 bytes × ffn a token, not eager PyTorch's 8: the 8 had
+    // covered for what it still does not price (qk-layernorm, the fp32 router, 0.5 GiB of
+    // static memory).
     {"megatron-lm-ci-h100/gpt3-7b-tp4-pp1", 0.01},
     {"megatron-lm-ci-h100/gpt3-7b-tp1-pp4", 0.015},
-    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.01},
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.035},
 };
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
@@ -373,6 +376,30 @@ private slots:
              std::to_string(held_out_fp8.worst).c_str());
     QVERIFY2(all.mean() <= kAllMeanBound, std::to_string(all.mean()).c_str());
     QVERIFY2(all.worst <= kAllWorstBound, std::to_string(all.worst).c_str());
+  }
+
+  // Every published run ran, so a planner that prunes by predicted memory must keep it: each
+  // timed row's prediction fits its GPU. The exception, DeepSeek-V3 on H800, caches activations
+  // in FP8 and recomputes its norms and MLA up-projections (its report, §3.2.3 and §3.3.3),
+  // which pipescope does not model; it is predicted over and the test says so.
+  void publishedRunsFitTheirGpus() {
+    int checked = 0;
+    for (const std::string &name : validationSetNames()) {
+      auto set = loadValidationSet(name);
+      QVERIFY2(set, name.c_str());
+      for (const ValidationCase &row : set->cases) {
+        if (row.measured_step_s <= 0) continue;
+        auto result = predictValidationCase(row);
+        QVERIFY(result);
+        bool fits = true;
+        for (const auto &memory : result->report.memory)
+          fits = fits && memory.fits;
+        const std::string id = name + "/" + row.id;
+        QVERIFY2(fits == (id != "deepseek-v3-h800/deepseek-v3-pretrain"), id.c_str());
+        ++checked;
+      }
+    }
+    QCOMPARE(checked, 56);
   }
 
   // A summary's mean and worst are of |error|: signs cancel nothing.
