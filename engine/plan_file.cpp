@@ -31,7 +31,10 @@ Result<Evaluation> evaluatePlan(const Plan &plan, SimulationOptions options,
   ModelDerivation local;
   auto costs = planCosts(plan, schedule->placement, &local);
   if (!costs) return costs.error();
-  if (plan.model) options.stage_activation_bytes = local.stage_activation_bytes;
+  if (plan.model) {
+    options.stage_activation_bytes = local.stage_activation_bytes;
+    options.stage_activation_granule_bytes = local.stage_activation_granule_bytes;
+  }
   auto evaluation = evaluateSchedule(std::move(*schedule), *costs, options);
   if (derivation) *derivation = std::move(local);
   return evaluation;

@@ -11,6 +11,15 @@
 
 namespace pipescope {
 
+double overlappedPairPeakBytes(double held_before, double forward, double backward,
+                               double granule) {
+  // The forward's layers run ahead of the backward's by one: what it builds beyond what the
+  // backward frees, plus that one layer (never more than the forward's whole chunk, nor more of
+  // the backward's than it holds).
+  const double ahead = std::min({granule, forward, backward});
+  return held_before + std::max(0.0, forward - backward) + ahead;
+}
+
 namespace {
 
 // Parts of a (stage, microbatch) whose completion same-rank consumers check.
@@ -113,6 +122,8 @@ Result<SimulationResult> simulateOnce(const Schedule &schedule, const LoweredPro
   std::vector<RankState> state(static_cast<std::size_t>(pp));
   const bool track_bytes =
       options.stage_activation_bytes.size() == static_cast<std::size_t>(placement.stageCount());
+  const bool track_granules = track_bytes && options.stage_activation_granule_bytes.size() ==
+                                                 static_cast<std::size_t>(placement.stageCount());
   const bool scale_durations = !options.op_duration_scale.empty();
   if (scale_durations) {
     bool fits = options.op_duration_scale.size() == static_cast<std::size_t>(pp);
@@ -207,17 +218,27 @@ Result<SimulationResult> simulateOnce(const Schedule &schedule, const LoweredPro
       const auto bytes = [&](int stage) {
         return track_bytes ? options.stage_activation_bytes[static_cast<std::size_t>(stage)] : 0.0;
       };
+      const auto granule = [&](int stage) {
+        return track_granules
+                   ? options.stage_activation_granule_bytes[static_cast<std::size_t>(stage)]
+                   : bytes(stage);
+      };
       const bool acquires = op.kind == OpKind::Forward || op.kind == OpKind::OverlappedPair;
       if (acquires) {
         ++st.inflight;
         st.inflight_microbatches += share(op.stage);
-        st.activation_bytes += bytes(op.stage);
         stats.peak_inflight = std::max(stats.peak_inflight, st.inflight);
         stats.peak_inflight_microbatches =
             std::max(stats.peak_inflight_microbatches, st.inflight_microbatches);
-        stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, st.activation_bytes);
-        if (memory)
-          memory->push_back({start, st.inflight, st.inflight_microbatches, st.activation_bytes});
+        // A pair's backward frees its chunk layer by layer as the forward builds the new one.
+        const double held =
+            op.kind == OpKind::OverlappedPair
+                ? overlappedPairPeakBytes(st.activation_bytes, bytes(op.stage),
+                                          bytes(op.backward_stage), granule(op.stage))
+                : st.activation_bytes + bytes(op.stage);
+        st.activation_bytes += bytes(op.stage);
+        stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, held);
+        if (memory) memory->push_back({start, st.inflight, st.inflight_microbatches, held});
       }
       forEachOutput(op, [&](int stage, int microbatch, OpOutput output) {
         done[key(stage, microbatch)] |= part(output);

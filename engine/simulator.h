@@ -43,10 +43,23 @@ struct SimulationOptions {
   /// Bytes of activations one microbatch leaves on each virtual stage between its forward and
   /// the backward that frees them (empty: bytes are not tracked).
   std::vector<double> stage_activation_bytes;
+  /// With stage_activation_bytes: the most one layer of each virtual stage holds. An overlapped
+  /// F&B pair (DualPipe, Megatron-Core's combined 1F1B) runs its forward and its backward layer
+  /// by layer in turn, so the backward frees the older chunk's activations while the forward
+  /// builds the new one's (overlappedPairPeakBytes). Empty: the pair holds both chunks at once.
+  std::vector<double> stage_activation_granule_bytes;
   /// Per rank, per op of schedule.ranks: a factor on the op's duration (empty: 1 for every op).
   /// Calibration uses it for ops that run longer while other ranks compute on a shared device.
   std::vector<std::vector<double>> op_duration_scale;
 };
+
+/// The most activation bytes a rank holds while an overlapped F&B pair runs, given what it held
+/// before: the forward's chunk (`forward` bytes) grows a layer at a time while the backward's
+/// (`backward`) shrinks a layer at a time, DeepSeek-V3's overlapped chunk pair (its report,
+/// §3.2.1, Figure 4) and Megatron-Core's combined 1F1B (schedule_chunk_1f1b, one forward layer
+/// beside one backward layer): the growth beyond what is freed, plus one layer (`granule`) of
+/// the forward ahead of the backward. A granule of `forward` or more: both chunks at once.
+double overlappedPairPeakBytes(double held_before, double forward, double backward, double granule);
 
 struct SimulationResult {
   /// op_times[r][i] is the timing of schedule.ranks[r][i].

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/model/layer_layout.h"
 #include "engine/model/model_setup.h"
 
 namespace pipescope {
@@ -892,6 +893,25 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                        std::to_string(units / pp) + " (Megatron refuses it too)");
     chunks = units / (pp * *layers_per_virtual);
   }
+  // A layout sets V itself: its stages over PP (arguments.py, validate_args, which allows only
+  // one of the three ways to say V).
+  std::optional<std::string> layout;
+  READ(r.text("--pipeline-model-parallel-layout"), layout);
+  if (layout) {
+    if (layers_per_virtual || virtual_stages || virtual_old)
+      return makeError("--pipeline-model-parallel-layout sets the virtual stages itself; give "
+                       "it or --num-layers-per-virtual-pipeline-stage / "
+                       "--num-virtual-stages-per-pipeline-rank, not both (Megatron refuses it "
+                       "too)");
+    auto parsed = parseMegatronLayout(*layout);
+    if (!parsed) return makeError("--pipeline-model-parallel-layout: " + parsed.error().message);
+    const auto layout_stages = static_cast<long long>(parsed->size());
+    if (layout_stages % pp != 0)
+      return makeError("--pipeline-model-parallel-layout has " + std::to_string(layout_stages) +
+                       " stages, not a multiple of PP " + std::to_string(pp) +
+                       " (Megatron refuses it too); give PP × V stages");
+    chunks = layout_stages / pp;
+  }
   const long long per_step = microbatch.value_or(1) * dp;
   const long long batch = global_batch.value_or(per_step);
   if (!global_batch)
@@ -924,27 +944,33 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                                ": pipescope recomputes every layer of a stage under full "
                                "recomputation, more than the run does");
   } else if (granularity && *granularity == "selective") {
-    // Megatron recomputes --recompute-modules (default core_attn); pipescope's selective
-    // recomputation is core attention's. Other modules (layernorm, moe_act, mla_up_proj, mlp,
-    // moe, ...) are named as not priced: their activations are counted as kept.
-    const std::string list = modules.value_or("core_attn");
+    // Megatron recomputes --recompute-modules (default core_attn): core_attn is pipescope's
+    // selective recomputation, layernorm, mla_up_proj, mlp and moe_act its recompute modules
+    // (TrainingSetup::recompute_modules); others (moe, shared_experts, ...) are named as not
+    // priced, their activations counted as kept. A YAML list arrives as "[a b]" or "[a, b]".
+    std::string list = modules.value_or("core_attn");
+    for (char &c : list)
+      if (c == '[' || c == ']' || c == ',' || c == '"' || c == '\'') c = ' ';
     bool attention = false;
+    std::vector<std::string> priced;
     std::string others;
-    std::size_t start = 0;
-    while (start <= list.size()) {
-      const auto end = std::min(list.find(' ', start), list.size());
-      const std::string module = list.substr(start, end - start);
+    std::istringstream words(list);
+    for (std::string module; words >> module;) {
+      const auto &known = recomputeModuleNames();
       if (module == "core_attn")
         attention = true;
-      else if (!module.empty())
+      else if (std::find(known.begin(), known.end(), module) != known.end())
+        priced.push_back(module);
+      else
         others += (others.empty() ? "" : " ") + module;
-      start = end + 1;
     }
     recompute = attention ? "selective" : "none";
+    if (!priced.empty()) training["recompute_modules"] = priced;
     if (!others.empty())
       out.not_priced.push_back("--recompute-modules " + others +
-                               ": their recomputation (pipescope recomputes core attention "
-                               "only; these activations are counted as kept)");
+                               ": their recomputation (pipescope recomputes core attention, "
+                               "layernorm, mla_up_proj, mlp and moe_act; these activations are "
+                               "counted as kept)");
   } else if (granularity) {
     return makeError("--recompute-granularity " + *granularity +
                      " is not known; Megatron takes "
@@ -1006,8 +1032,6 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
     }
 
   // Layer layout: Megatron's string as given, or the one its split options make.
-  std::optional<std::string> layout;
-  READ(r.text("--pipeline-model-parallel-layout"), layout);
   std::optional<long long> first_layers, last_layers;
   READ(r.integer("--decoder-first-pipeline-num-layers", 0, 1 << 20), first_layers);
   READ(r.integer("--decoder-last-pipeline-num-layers", 0, 1 << 20), last_layers);

@@ -310,12 +310,13 @@ struct Analysis {
   double moe_all_to_all_forward_us = 0, moe_all_to_all_backward_us = 0;
   /// A middle rank's share of MoE host time in F and in B (I + W), kept out of the pair's overlap.
   double moe_host_forward_us = 0, moe_host_backward_us = 0;
-  std::vector<LayerOp> layer_ops;           ///< one dense layer's ops on one TP rank
-  std::vector<LayerOp> moe_layer_ops;       ///< one MoE layer's (all-to-alls apart)
-  std::vector<double> stage_activation;     ///< bytes per microbatch
-  std::vector<double> stage_tp_collectives; ///< all-reduce equivalents per microbatch
-  std::vector<int> stage_microbatches;      ///< microbatches passing the stage per step
-  std::vector<double> boundary_us;          ///< stage -> next stage
+  std::vector<LayerOp> layer_ops;               ///< one dense layer's ops on one TP rank
+  std::vector<LayerOp> moe_layer_ops;           ///< one MoE layer's (all-to-alls apart)
+  std::vector<double> stage_activation;         ///< bytes per microbatch
+  std::vector<double> stage_activation_granule; ///< the most one layer of the stage holds
+  std::vector<double> stage_tp_collectives;     ///< all-reduce equivalents per microbatch
+  std::vector<int> stage_microbatches;          ///< microbatches passing the stage per step
+  std::vector<double> boundary_us;              ///< stage -> next stage
   std::vector<Link> boundary_link;
   // Per pipeline rank.
   std::vector<double> rank_params; ///< per TP rank
@@ -686,10 +687,36 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // full recomputation launches the forward's kernels again in the backward.
   const double moe_host_pass = isMoe(m) ? moeLayerHostUs(training) / 3 : 0.0;
   const double moe_host_recompute = training.recompute == Recompute::Full ? moe_host_pass : 0.0;
-  const double moe_recompute = training.recompute == Recompute::Full ? moe_work.forward_us
-                               : training.recompute == Recompute::Selective
-                                   ? moe_work.selective_recompute_us
-                                   : 0.0;
+  // Megatron's --recompute-modules (TrainingSetup::recompute_modules): the forward time of the
+  // ops each module rebuilds in the layer's backward.
+  const auto modulesRecomputeUs = [&](const PartWork &work, bool moe_layer) {
+    double us = 0;
+    for (const auto &op : work.ops) {
+      const std::string &n = op.name;
+      const bool input_norm = n == "input_rmsnorm" || n == "input_layernorm";
+      const bool mlp_norm = n == "post_attention_rmsnorm" || n == "post_attention_layernorm";
+      bool redo = false;
+      // A norm stands alone before MLA's down-projections and before the router; elsewhere
+      // Transformer Engine fuses it into the next linear layer, which keeps its output.
+      if (recomputesModule(training, "layernorm"))
+        redo = redo || (input_norm && attention.latent) || (mlp_norm && moe_layer);
+      if (recomputesModule(training, "mla_up_proj") && attention.latent)
+        redo = redo || n == "q_latent_rmsnorm" || n == "q_up" || n == "kv_latent_rmsnorm" ||
+               n == "kv_up" || n == "rotary";
+      if (recomputesModule(training, "mlp") && !moe_layer)
+        redo = redo || mlp_norm || n == "mlp_gate_up" || n == "mlp_up" || n == "swiglu" ||
+               n == "gelu" || n == "mlp_down";
+      if (recomputesModule(training, "moe_act") && moe_layer)
+        redo = redo || n == "experts_swiglu" || n == "experts_gelu";
+      if (redo) us += op.forward_us;
+    }
+    return us;
+  };
+  const double moe_recompute =
+      (training.recompute == Recompute::Full        ? moe_work.forward_us
+       : training.recompute == Recompute::Selective ? moe_work.selective_recompute_us
+                                                    : 0.0) +
+      modulesRecomputeUs(moe_work, true);
   const PartWork embedding_work = embeddingWork(local, hw, shape, gradient_bytes);
   const PartWork head_work = headWork(local, hw, shape, training.cross_entropy);
   // An MTP module beyond its transformer layer: its norms and 2h→h projection, and a head pass.
@@ -699,12 +726,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double layer_f_compute = layer_work.forward_us;
   const double layer_w = layer_work.weight_grad_us;
   const double layer_i_compute = layer_work.input_grad_us;
-  const double recompute_compute = training.recompute == Recompute::Full ? layer_f_compute
-                                   : training.recompute == Recompute::Selective
-                                       ? layer_work.selective_recompute_us
-                                   : training.recompute == Recompute::SelectiveOp
-                                       ? selectiveOpRecomputeUs(layer_work, attention, m.gated_mlp)
-                                       : 0.0;
+  const double recompute_compute =
+      (training.recompute == Recompute::Full        ? layer_f_compute
+       : training.recompute == Recompute::Selective ? layer_work.selective_recompute_us
+       : training.recompute == Recompute::SelectiveOp
+           ? selectiveOpRecomputeUs(layer_work, attention, m.gated_mlp)
+           : 0.0) +
+      modulesRecomputeUs(layer_work, false);
   const double recompute_collectives = training.recompute == Recompute::Full ? 2.0 : 0.0;
   // One transformer layer's TP collectives in a pass, given the rank's all-reduce time `ar`:
   // 2 all-reduces (under SP an all-gather and a reduce-scatter, half an all-reduce each, around
@@ -804,31 +832,67 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                2 * s_local * b * (attention.query + attention.value + attention.output) / t +
                2 * s_local * b * m.ffn_hidden / t + (m.gated_mlp ? 2 * sbh : 0.0)) +
       4 * a * s_local * b / t;
-  const auto layerActivation = [&](Recompute recompute, double split) {
+  const auto layerActivation = [&](Recompute recompute, double split, double kept_unsplit = -1) {
+    const double whole = kept_unsplit >= 0 ? kept_unsplit : unsplit;
     switch (recompute) {
     case Recompute::Full: return scale * 2 * sbh / (sp ? t : 1); // the layer input only
     case Recompute::SelectiveOp: return selective_op_activation;
-    case Recompute::Selective: return scale * (sp ? (unsplit + split) / t : unsplit + split / t);
+    case Recompute::Selective: return scale * (sp ? (whole + split) / t : whole + split / t);
     case Recompute::None: break;
     }
-    return scale * (sp ? (unsplit + split + scores) / t : unsplit + (split + scores) / t);
+    return scale * (sp ? (whole + split + scores) / t : whole + (split + scores) / t);
   };
-  const double layer_activation = layerActivation(training.recompute, split);
-  an.layer_activation_full = layerActivation(Recompute::None, split);
   // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
   // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
   const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
   const double moe_split =
       attention_split + 2 * moe_copies * sbh +
       s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden * mlp_bytes_per_ffn;
-  const double moe_layer_activation = layerActivation(training.recompute, moe_split);
+  // Megatron's --recompute-modules (TrainingSetup::recompute_modules): what each drops from a
+  // dense or an MoE layer's stored activations, in the units of `unsplit` and `split`.
+  struct Dropped {
+    double unsplit = 0, split = 0;
+  };
+  const auto droppedByModules = [&](bool moe_layer) {
+    Dropped out;
+    if (recomputesModule(training, "layernorm")) {
+      if (attention.latent) out.unsplit += 2 * sbh; // the norm before MLA's down-projections
+      if (moe_layer) out.unsplit += 2 * sbh;        // the norm before the router
+    }
+    if (recomputesModule(training, "mla_up_proj") && attention.latent) {
+      out.unsplit += 2 * s_local * b * (attention.q_latent + attention.kv_latent); // normalized
+      out.split += 2 * s_local * b * (attention.query + attention.key + attention.value);
+    }
+    if (recomputesModule(training, "mlp") && !moe_layer) {
+      out.unsplit += 2 * sbh; // the norm fused into the up projection, inside the checkpoint
+      out.split += s_local * b * m.ffn_hidden * mlp_bytes_per_ffn;
+    }
+    // The experts' activation keeps its input (the up projection's output, 4 bytes × ffn gated,
+    // 2 not) and drops what follows it.
+    if (recomputesModule(training, "moe_act") && moe_layer)
+      out.split += s_local * b * moe_copies * m.expert_ffn_hidden *
+                   (mlp_bytes_per_ffn - (m.gated_mlp ? 4.0 : 2.0));
+    return out;
+  };
+  const Dropped dense_dropped = droppedByModules(false), moe_dropped = droppedByModules(true);
+  const double layer_activation = layerActivation(training.recompute, split - dense_dropped.split,
+                                                  unsplit - dense_dropped.unsplit);
+  an.layer_activation_full = layerActivation(Recompute::None, split);
+  const double moe_layer_activation = layerActivation(
+      training.recompute, moe_split - moe_dropped.split, unsplit - moe_dropped.unsplit);
   if (isMoe(m))
     an.layer_activation_full =
         std::max(an.layer_activation_full, layerActivation(Recompute::None, moe_split));
+  // What a layer's backward rebuilds beside the stored activations: under the modules, what they
+  // dropped of that layer.
+  double modules_transient = layerActivation(training.recompute, split) - layer_activation;
+  if (isMoe(m))
+    modules_transient = std::max(modules_transient, layerActivation(training.recompute, moe_split) -
+                                                        moe_layer_activation);
   an.recompute_transient = training.recompute == Recompute::Full ? an.layer_activation_full
                            : training.recompute == Recompute::SelectiveOp
                                ? std::max(0.0, an.layer_activation_full - selective_op_activation)
-                               : 0.0;
+                               : modules_transient;
   // Embedding dropout mask on the first stage; final norm and head input (4·sbh) and the fp32
   // logits for the loss (4·s·b·V/t) on the last (Korthikanti et al. 2022, §4.3).
   const double embed_activation = m.dropout ? sbh / (sp ? t : 1) : 0;
@@ -877,6 +941,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.layer_ops = layer_work.ops;
   an.moe_layer_ops = moe_work.ops;
   an.stage_activation.resize(Sn);
+  an.stage_activation_granule.resize(Sn);
   an.stage_tp_collectives.resize(Sn);
   // Microbatches through each stage per step: all of them, or for bidirectional placements the
   // first M/2 through direction 0 (stages 0..P-1) and the rest through direction 1.
@@ -986,6 +1051,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
     an.stage_activation[i] = n * layer_activation + n_moe * moe_layer_activation +
                              mtp * mtp_extra_activation + (first ? embed_activation : 0) +
                              (last ? head_activation : 0);
+    // The most one of its layers (or its MTP module, embedding or head) holds: what an
+    // overlapped pair's forward runs ahead of its backward (overlappedPairPeakBytes).
+    an.stage_activation_granule[i] = std::max(
+        {n > 0 ? layer_activation : 0.0, n_moe > 0 ? moe_layer_activation : 0.0,
+         mtp > 0 ? (isMoe(m) ? moe_layer_activation : layer_activation) + mtp_extra_activation
+                 : 0.0,
+         first ? embed_activation : 0.0, last ? head_activation : 0.0});
   }
   {
     const auto middle = static_cast<std::size_t>(P / 2);
@@ -1401,6 +1473,7 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
                             placement.model_stage[static_cast<std::size_t>(v)])]
             .layers;
   derivation.stage_activation_bytes = an.stage_activation;
+  derivation.stage_activation_granule_bytes = an.stage_activation_granule;
   derivation.stage_breakdown = an.stage_breakdown;
   derivation.layer_ops = an.layer_ops;
   derivation.moe_layer_ops = an.moe_layer_ops;

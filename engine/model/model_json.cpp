@@ -119,6 +119,16 @@ std::string_view recomputeName(Recompute recompute) {
   return "none";
 }
 
+const std::vector<std::string> &recomputeModuleNames() {
+  static const std::vector<std::string> names = {"layernorm", "mla_up_proj", "mlp", "moe_act"};
+  return names;
+}
+
+bool recomputesModule(const TrainingSetup &training, std::string_view name) {
+  return std::find(training.recompute_modules.begin(), training.recompute_modules.end(), name) !=
+         training.recompute_modules.end();
+}
+
 Result<Recompute> parseRecompute(std::string_view text) {
   if (text == "none") return Recompute::None;
   if (text == "selective") return Recompute::Selective;
@@ -275,6 +285,7 @@ nlohmann::json toJson(const TrainingSetup &training) {
   if (training.tp_backward_overlap) out["tp_backward_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
   if (!training.swiglu_fusion) out["swiglu_fusion"] = false;
+  if (!training.recompute_modules.empty()) out["recompute_modules"] = training.recompute_modules;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
@@ -567,7 +578,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                           "fp32_gradients",
                           "moe_dispatcher_sms",
                           "moe_layer_host_us",
-                          "swiglu_fusion"});
+                          "swiglu_fusion",
+                          "recompute_modules"});
       !s)
     return s.error();
   TrainingSetup training;
@@ -618,6 +630,34 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   auto parsed = parseRecompute(recompute);
   if (!parsed) return makeError(pointer + "/recompute: " + parsed.error().message);
   training.recompute = *parsed;
+  if (json.contains("recompute_modules")) {
+    const auto &modules = json["recompute_modules"];
+    const std::string at = pointer + "/recompute_modules";
+    const auto &known = recomputeModuleNames();
+    if (!modules.is_array())
+      return makeError(at + ": expected an array of module names (" + joined(known) + ")");
+    if (!modules.empty() && training.recompute != Recompute::None &&
+        training.recompute != Recompute::Selective)
+      return makeError(at +
+                       ": Megatron's recompute modules go with \"recompute\": \"none\" or "
+                       "\"selective\" (its selective granularity), not \"" +
+                       recompute + "\"");
+    // Kept in the canonical order, each once, whatever order the file gives.
+    std::vector<std::string> given;
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      const std::string here = at + "/" + std::to_string(i);
+      if (!modules[i].is_string())
+        return makeError(here + ": expected a module name (" + joined(known) + ")");
+      const std::string name = modules[i].get<std::string>();
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        return makeError(here + ": '" + name + "' is not a module pipescope prices; use " +
+                         joined(known) + " (core_attn is \"recompute\": \"selective\")");
+      given.push_back(name);
+    }
+    for (const auto &name : known)
+      if (std::find(given.begin(), given.end(), name) != given.end())
+        training.recompute_modules.push_back(name);
+  }
   auto collective = parseCollectiveAlgorithm(algorithm);
   if (!collective)
     return makeError(pointer + "/collective_algorithm: " + collective.error().message);

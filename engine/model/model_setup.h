@@ -147,6 +147,16 @@ enum class GemmPrecision { Bf16, Fp8 };
 /// Training options that change costs and memory.
 struct TrainingSetup {
   Recompute recompute = Recompute::None;
+  /// Megatron-Core's --recompute-modules beyond core attention, with recompute none or selective
+  /// (its selective granularity; core_attn is Recompute::Selective): each module's outputs are
+  /// dropped after the forward and rebuilt in the backward (megatron/core/transformer/
+  /// transformer_layer.py, multi_latent_attention.py, moe/experts.py at adc69dba2d).
+  /// "layernorm": the outputs of the norms that stand alone (before MLA's down-projections and
+  /// before an MoE layer's router; a norm fused into Transformer Engine's LayerNormLinear has
+  /// none to drop); "mla_up_proj": MLA's normalized latents and the queries, keys and values of
+  /// its up-projections; "mlp": a dense layer's whole MLP with its norm; "moe_act": the routed
+  /// experts' activation output (the down projection's input). Kept in this order, no repeats.
+  std::vector<std::string> recompute_modules;
   /// Data-parallel sharding (ZeRO, Rajbhandari et al. 2020, §5.1; Megatron's distributed
   /// optimizer is stage 1, PyTorch FSDP / FSDP2 full sharding stage 3) over the dp ranks (CP
   /// ranks included, as they reduce gradients together): 0 = none (plain all-reduce), 1 =
@@ -299,9 +309,12 @@ double gradientBytes(const ModelSetup &setup);
 
 /// What the model, hardware and mesh imply for one schedule's placement.
 struct ModelDerivation {
-  Costs costs;                                 ///< per-stage overrides, transfers, gradient sync
-  std::vector<int> stage_layers;               ///< transformer layers per virtual stage
-  std::vector<double> stage_activation_bytes;  ///< per microbatch held on each virtual stage
+  Costs costs;                                ///< per-stage overrides, transfers, gradient sync
+  std::vector<int> stage_layers;              ///< transformer layers per virtual stage
+  std::vector<double> stage_activation_bytes; ///< per microbatch held on each virtual stage
+  /// The most one layer of each virtual stage holds (SimulationOptions::
+  /// stage_activation_granule_bytes: an overlapped F&B pair runs layer by layer).
+  std::vector<double> stage_activation_granule_bytes;
   std::vector<StageBreakdown> stage_breakdown; ///< what each stage's F, I and W are made of
   std::vector<LayerOp> layer_ops;              ///< one dense transformer layer's ops on one TP rank
   std::vector<LayerOp> moe_layer_ops;          ///< one MoE layer's (empty for a dense model)
@@ -429,6 +442,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const st
 
 /// "none", "selective", "full", "selective-op"
 std::string_view recomputeName(Recompute recompute);
+/// The modules TrainingSetup::recompute_modules may name, in their canonical order.
+const std::vector<std::string> &recomputeModuleNames();
+/// Whether `training` recomputes Megatron module `name`.
+bool recomputesModule(const TrainingSetup &training, std::string_view name);
 Result<Recompute> parseRecompute(std::string_view text);
 /// "auto", "ring", "tree"
 std::string_view collectiveAlgorithmName(CollectiveAlgorithm algorithm);

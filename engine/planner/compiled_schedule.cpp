@@ -128,16 +128,26 @@ CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const Stag
 
 void peakActivationBytes(const CompiledSchedule &compiled,
                          const std::vector<double> &stage_activation_bytes,
+                         const std::vector<double> &stage_activation_granule_bytes,
                          std::vector<double> &peak_per_rank) {
   peak_per_rank.assign(static_cast<std::size_t>(compiled.pp), 0.0);
+  const bool granules = stage_activation_granule_bytes.size() == stage_activation_bytes.size();
   for (std::size_t r = 0; r < compiled.rank_ops.size(); ++r) {
     double held = 0, peak = 0;
     for (const Op &op : compiled.rank_ops[r]) {
-      // As simulate() counts: acquire at F (or the pair's forward) and release at the end of the
-      // B, the W, or the pair's backward part.
-      if (op.kind == OpKind::Forward || op.kind == OpKind::OverlappedPair) {
-        held += stage_activation_bytes[static_cast<std::size_t>(op.stage)];
+      // As simulate() counts: acquire at F (or the pair's forward, which grows as its backward
+      // frees the other chunk: overlappedPairPeakBytes) and release at the end of the B, the W,
+      // or the pair's backward part.
+      const double forward = stage_activation_bytes[static_cast<std::size_t>(op.stage)];
+      if (op.kind == OpKind::Forward) {
+        held += forward;
         peak = std::max(peak, held);
+      } else if (op.kind == OpKind::OverlappedPair) {
+        const double backward = stage_activation_bytes[static_cast<std::size_t>(op.backward_stage)];
+        const double granule =
+            granules ? stage_activation_granule_bytes[static_cast<std::size_t>(op.stage)] : forward;
+        peak = std::max(peak, overlappedPairPeakBytes(held, forward, backward, granule));
+        held += forward;
       }
       if (op.kind == OpKind::FullBackward || op.kind == OpKind::WeightGrad)
         held -= stage_activation_bytes[static_cast<std::size_t>(op.stage)];

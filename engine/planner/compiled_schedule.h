@@ -78,6 +78,7 @@ CompiledTiming timeCompiledSchedule(const CompiledSchedule &compiled, const Stag
 /// (as the simulator counts them: from the start of F to the end of B, or of W when split).
 void peakActivationBytes(const CompiledSchedule &compiled,
                          const std::vector<double> &stage_activation_bytes,
+                         const std::vector<double> &stage_activation_granule_bytes,
                          std::vector<double> &peak_per_rank);
 
 } // namespace pipescope

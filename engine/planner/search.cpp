@@ -353,7 +353,8 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
             order += zero_stages.size();
             continue;
           }
-          peakActivationBytes(*compiled, derivation->stage_activation_bytes, peak_activations);
+          peakActivationBytes(*compiled, derivation->stage_activation_bytes,
+                              derivation->stage_activation_granule_bytes, peak_activations);
           // The stages' costs differ (ring collectives and the sharded Adam step from stage 1 on,
           // FSDP's gathers at stage 3), so each stage that fits is derived again for its own
           // costs, keeping the timing the one `simulate` gives; once per distinct timing

@@ -104,7 +104,10 @@ SnapshotPointer computeSnapshotUnchecked(const Plan &plan) {
   }
   SimulationOptions options;
   options.memory_timeline = true;
-  if (plan.model) options.stage_activation_bytes = derivation.stage_activation_bytes;
+  if (plan.model) {
+    options.stage_activation_bytes = derivation.stage_activation_bytes;
+    options.stage_activation_granule_bytes = derivation.stage_activation_granule_bytes;
+  }
   auto evaluation = evaluateSchedule(std::move(*schedule), *costs, options);
   if (!evaluation) {
     snapshot->error = fromEngine(evaluation.error());

@@ -43,6 +43,7 @@ Result<Run> simulateModel(const ModelSetup &setup, const Mesh &mesh,
   if (!times) return makeError("costs: " + times.error().message);
   SimulationOptions options;
   options.stage_activation_bytes = derivation->stage_activation_bytes;
+  options.stage_activation_granule_bytes = derivation->stage_activation_granule_bytes;
   auto simulation = simulate(*schedule, program, *times, options);
   if (!simulation) return makeError("simulate: " + simulation.error().message);
   Run run{*schedule, *derivation, *simulation, {}};
@@ -146,6 +147,8 @@ private slots:
   void zero3GathersByHand();
   void selectiveOpActivationsByHand();
   void swigluFusionActivationsByHand();
+  void recomputeModulesByHand();
+  void overlappedPairHoldsOneLayerMore();
   void zeroStageAndLossJson();
 };
 
@@ -1147,6 +1150,90 @@ void TestModelCosts::swigluFusionActivationsByHand() {
   REQUIRE_OK(back);
   QVERIFY(!back->swiglu_fusion);
   QVERIFY(!toJson(presetSetup("llama3-8b", "h100-sxm").training).contains("swiglu_fusion"));
+}
+
+// Megatron's recompute modules on a Llama 3 8B layer (b = 1, s = 8192, h = 4096, one rank): the
+// layer keeps attention's 8·h + 2 × (4096 + 1024 + 1024 + 4096) + 4 × 32 bytes a token and its
+// MLP 6 × 14336 (fused SwiGLU). "mlp" drops the MLP's and the output of the norm fused into its
+// up projection (2·h) and redoes the MLP's forward in the input-grad pass; "layernorm" and
+// "moe_act" drop nothing here (the norms are fused into the next linear layer, no experts).
+void TestModelCosts::recomputeModulesByHand() {
+  ModelSetup setup = presetSetup("llama3-8b", "h100-sxm");
+  const double s = 8192, h = 4096, ffn = 14336;
+  const double attention = 8 * h + 2 * (h + 1024 + 1024 + h) + 4 * 32;
+  auto kept = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(kept);
+  setup.training.recompute_modules = {"layernorm", "mlp", "moe_act"};
+  auto recomputed = simulateModel(setup, makeMesh(1, 1, 4), request("1f1b", 4, 4));
+  REQUIRE_OK(recomputed);
+  const double layer = s * (attention - 2 * h);
+  QVERIFY2(near(recomputed->derivation.stage_activation_bytes[1], 8 * layer, 1e-12),
+           show(recomputed->derivation.stage_activation_bytes[1], 8 * layer).c_str());
+  // The backward rebuilds one layer's MLP beside the stored activations.
+  QVERIFY(near(recomputed->derivation.recompute_transient_bytes, s * (6 * ffn + 2 * h), 1e-12));
+  // Its input-grad pass redoes the MLP's forward: the norm, the up and down GEMMs, SwiGLU.
+  double mlp_forward = 0;
+  for (const auto &op : recomputed->derivation.layer_ops)
+    if (op.name == "post_attention_rmsnorm" || op.name == "mlp_gate_up" || op.name == "swiglu" ||
+        op.name == "mlp_down")
+      mlp_forward += op.forward_us;
+  QVERIFY(mlp_forward > 0);
+  const auto &stage = recomputed->derivation.stage_breakdown[1];
+  QVERIFY2(near(stage.input_grad.recompute_us, 8 * mlp_forward, 1e-9),
+           show(stage.input_grad.recompute_us, 8 * mlp_forward).c_str());
+  QVERIFY(recomputed->report.step_time_s > kept->report.step_time_s);
+  // Plan files say them in Megatron's order, and refuse what does not go with them.
+  const auto json = toJson(setup.training);
+  QCOMPARE(json["recompute_modules"], nlohmann::json::array({"layernorm", "mlp", "moe_act"}));
+  auto reordered = trainingSetupFromJson(
+      {{"recompute", "selective"}, {"recompute_modules", {"moe_act", "layernorm"}}}, "/training");
+  REQUIRE_OK(reordered);
+  QCOMPARE(reordered->recompute_modules, (std::vector<std::string>{"layernorm", "moe_act"}));
+  const std::pair<nlohmann::json, std::string> refused[] = {
+      {{{"recompute", "full"}, {"recompute_modules", {"mlp"}}},
+       "/training/recompute_modules: Megatron's recompute modules go with"},
+      {{{"recompute_modules", {"core_attn"}}},
+       "/training/recompute_modules/0: 'core_attn' is not a module pipescope prices"},
+      {{{"recompute_modules", "mlp"}}, "/training/recompute_modules: expected an array"}};
+  for (const auto &[file, message] : refused) {
+    auto result = trainingSetupFromJson(file, "/training");
+    QVERIFY(!result);
+    QVERIFY2(result.error().message.starts_with(message), result.error().message.c_str());
+  }
+}
+
+// An overlapped F&B pair builds its forward chunk a layer at a time while its backward frees the
+// other chunk's: it holds one layer more than before it, not the whole chunk more.
+void TestModelCosts::overlappedPairHoldsOneLayerMore() {
+  QCOMPARE(overlappedPairPeakBytes(10, 4, 4, 1), 11.0); // equal chunks: one layer ahead
+  QCOMPARE(overlappedPairPeakBytes(10, 6, 4, 1), 13.0); // a larger forward: its excess too
+  QCOMPARE(overlappedPairPeakBytes(10, 4, 6, 1), 11.0);
+  QCOMPARE(overlappedPairPeakBytes(10, 4, 4, 4), 14.0); // one layer a chunk: both at once
+  QCOMPARE(overlappedPairPeakBytes(10, 4, 0, 1), 14.0); // nothing to free
+  // On a MoE model in combined 1F1B the pair's peak is below both chunks held at once.
+  ModelSetup setup = presetSetup("qwen3-30b-a3b", "h100-sxm");
+  setup.model.layers = 8;
+  Mesh mesh = makeMesh(8, 1, 2);
+  mesh.ep = 8;
+  auto schedule = generateSchedule(request("combined-1f1b", 2, 8, 2));
+  REQUIRE_OK(schedule);
+  auto derivation = deriveModelCosts(setup, mesh, schedule->placement);
+  REQUIRE_OK(derivation);
+  const LoweredProgram program = lowerSchedule(*schedule);
+  auto times = resolveStageTimes(derivation->costs, schedule->placement);
+  REQUIRE_OK(times);
+  SimulationOptions options;
+  options.stage_activation_bytes = derivation->stage_activation_bytes;
+  auto whole = simulate(*schedule, program, *times, options);
+  REQUIRE_OK(whole);
+  options.stage_activation_granule_bytes = derivation->stage_activation_granule_bytes;
+  auto layered = simulate(*schedule, program, *times, options);
+  REQUIRE_OK(layered);
+  for (std::size_t r = 0; r < 2; ++r) {
+    QVERIFY(layered->ranks[r].peak_activation_bytes < whole->ranks[r].peak_activation_bytes);
+    // The chunk counts do not change: the pair still starts a forward before its backward ends.
+    QCOMPARE(layered->ranks[r].peak_inflight, whole->ranks[r].peak_inflight);
+  }
 }
 
 // torchtitan's per-op selective checkpointing of a Llama 3 8B layer (b = 1, s = 8192, h = 4096,

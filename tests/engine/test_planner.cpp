@@ -176,8 +176,12 @@ private slots:
             auto times = resolveStageTimes(costs, schedule->placement);
             QVERIFY(times.ok());
             SimulationOptions options;
-            for (int s = 0; s < stages; ++s)
+            for (int s = 0; s < stages; ++s) {
               options.stage_activation_bytes.push_back(time(random) * 1e9);
+              // One layer's share, for the overlapped pairs of DualPipe and combined 1F1B.
+              options.stage_activation_granule_bytes.push_back(
+                  options.stage_activation_bytes.back() / (1 + s % 3));
+            }
             auto simulated = simulate(*schedule, program, *times, options);
             QVERIFY(simulated.ok());
             std::vector<double> scratch, peaks;
@@ -189,7 +193,8 @@ private slots:
             for (const auto &rank : simulated->ranks)
               busiest = std::max(busiest, rank.busy_us);
             QCOMPARE(timing.busiest_rank_us, busiest);
-            peakActivationBytes(*compiled, options.stage_activation_bytes, peaks);
+            peakActivationBytes(*compiled, options.stage_activation_bytes,
+                                options.stage_activation_granule_bytes, peaks);
             for (std::size_t r = 0; r < peaks.size(); ++r)
               QCOMPARE(peaks[r], simulated->ranks[r].peak_activation_bytes);
             ++compared;

@@ -148,6 +148,11 @@ const std::map<std::string, double> kMemoryErrorBounds = {
     {"megatron-lm-ci-h100/gpt3-7b-tp4-pp1", 0.01},
     {"megatron-lm-ci-h100/gpt3-7b-tp1-pp4", 0.015},
     {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.035},
+    // The same with Megatron's recompute modules (layernorm, mla_up_proj, mlp, moe_act) and the
+    // all-to-all overlapped in combined 1F1B: +4.3 %. It was +26 % with the modules' activations
+    // counted as kept, and +13 % with each overlapped F&B pair holding both its chunks at once
+    // (the pair runs a forward layer beside a backward layer, so it holds one layer more).
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4-selective-recompute", 0.05},
 };
 /// The memory goal, for rows whose published figure is the memory pipescope predicts.
 constexpr double kMemoryGoal = 0.05;
@@ -449,7 +454,7 @@ private slots:
     const auto bf16 = validatedAccuracy("h100-sxm", GemmPrecision::Bf16, false);
     QCOMPARE(bf16.sets, std::vector<std::string>{"megatron-core-h100"});
     QCOMPARE(bf16.step.runs, 11);
-    QCOMPARE(bf16.memory.runs, 3);
+    QCOMPARE(bf16.memory.runs, 4); // Megatron-LM's CI
     const auto fp8_moe = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, true);
     QCOMPARE(fp8_moe.scope, std::string("h100-sxm, fp8, MoE"));
     QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
@@ -640,7 +645,7 @@ private slots:
   void megatronCiPeakAllocatedWithinTheGoal() {
     auto set = loadValidationSet("megatron-lm-ci-h100");
     QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
-    QCOMPARE(set->cases.size(), std::size_t{3});
+    QCOMPARE(set->cases.size(), std::size_t{4});
     for (const auto &c : set->cases) {
       QVERIFY(c.setup.training.fp32_gradients);
       auto result = predictValidationCase(c);
@@ -654,6 +659,13 @@ private slots:
     QCOMPARE(set->cases[1].memory_pipeline_rank, 3);
     QCOMPARE(set->cases[2].memory_pipeline_rank, 1);
     QVERIFY(set->cases[2].setup.model.experts == 32 && set->cases[2].mesh.ep == 4);
+    // The same MoE GPT with Megatron's recompute modules and the all-to-all overlap (combined
+    // 1F1B): its peak is the modules' and the overlapped pairs' check.
+    const ValidationCase &recomputed = set->cases[3];
+    QCOMPARE(recomputed.memory_pipeline_rank, 1);
+    QCOMPARE(recomputed.request.name, std::string("combined-1f1b"));
+    QCOMPARE(recomputed.setup.training.recompute_modules,
+             (std::vector<std::string>{"layernorm", "mla_up_proj", "mlp", "moe_act"}));
   }
 };
 
