@@ -687,8 +687,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // full recomputation launches the forward's kernels again in the backward.
   const double moe_host_pass = isMoe(m) ? moeLayerHostUs(training) / 3 : 0.0;
   const double moe_host_recompute = training.recompute == Recompute::Full ? moe_host_pass : 0.0;
-  // Megatron's --recompute-modules (TrainingSetup::recompute_modules): the forward time of the
+  // Megatron's --recompute-modules (TrainingSetup::recompute_modules), with its selective
+  // granularity only (full recomputation already rebuilds everything): the forward time of the
   // ops each module rebuilds in the layer's backward.
+  const auto recomputes = [&](std::string_view module) {
+    return (training.recompute == Recompute::None || training.recompute == Recompute::Selective) &&
+           recomputesModule(training, module);
+  };
   const auto modulesRecomputeUs = [&](const PartWork &work, bool moe_layer) {
     double us = 0;
     for (const auto &op : work.ops) {
@@ -698,15 +703,15 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       bool redo = false;
       // A norm stands alone before MLA's down-projections and before the router; elsewhere
       // Transformer Engine fuses it into the next linear layer, which keeps its output.
-      if (recomputesModule(training, "layernorm"))
+      if (recomputes("layernorm"))
         redo = redo || (input_norm && attention.latent) || (mlp_norm && moe_layer);
-      if (recomputesModule(training, "mla_up_proj") && attention.latent)
+      if (recomputes("mla_up_proj") && attention.latent)
         redo = redo || n == "q_latent_rmsnorm" || n == "q_up" || n == "kv_latent_rmsnorm" ||
                n == "kv_up" || n == "rotary";
-      if (recomputesModule(training, "mlp") && !moe_layer)
+      if (recomputes("mlp") && !moe_layer)
         redo = redo || mlp_norm || n == "mlp_gate_up" || n == "mlp_up" || n == "swiglu" ||
                n == "gelu" || n == "mlp_down";
-      if (recomputesModule(training, "moe_act") && moe_layer)
+      if (recomputes("moe_act") && moe_layer)
         redo = redo || n == "experts_swiglu" || n == "experts_gelu";
       if (redo) us += op.forward_us;
     }
@@ -855,21 +860,21 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   };
   const auto droppedByModules = [&](bool moe_layer) {
     Dropped out;
-    if (recomputesModule(training, "layernorm")) {
+    if (recomputes("layernorm")) {
       if (attention.latent) out.unsplit += 2 * sbh; // the norm before MLA's down-projections
       if (moe_layer) out.unsplit += 2 * sbh;        // the norm before the router
     }
-    if (recomputesModule(training, "mla_up_proj") && attention.latent) {
+    if (recomputes("mla_up_proj") && attention.latent) {
       out.unsplit += 2 * s_local * b * (attention.q_latent + attention.kv_latent); // normalized
       out.split += 2 * s_local * b * (attention.query + attention.key + attention.value);
     }
-    if (recomputesModule(training, "mlp") && !moe_layer) {
+    if (recomputes("mlp") && !moe_layer) {
       out.unsplit += 2 * sbh; // the norm fused into the up projection, inside the checkpoint
       out.split += s_local * b * m.ffn_hidden * mlp_bytes_per_ffn;
     }
     // The experts' activation keeps its input (the up projection's output, 4 bytes × ffn gated,
     // 2 not) and drops what follows it.
-    if (recomputesModule(training, "moe_act") && moe_layer)
+    if (recomputes("moe_act") && moe_layer)
       out.split += s_local * b * moe_copies * m.expert_ffn_hidden *
                    (mlp_bytes_per_ffn - (m.gated_mlp ? 4.0 : 2.0));
     return out;
