@@ -285,7 +285,11 @@ nlohmann::json toJson(const TrainingSetup &training) {
   if (training.tp_backward_overlap) out["tp_backward_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
   if (!training.swiglu_fusion) out["swiglu_fusion"] = false;
-  if (!training.recompute_modules.empty()) out["recompute_modules"] = training.recompute_modules;
+  // The modules go with Megatron's selective granularity; under full recomputation they would
+  // make a file the reader refuses, so they are written only where they apply.
+  if (!training.recompute_modules.empty() &&
+      (training.recompute == Recompute::None || training.recompute == Recompute::Selective))
+    out["recompute_modules"] = training.recompute_modules;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;

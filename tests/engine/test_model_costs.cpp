@@ -1189,6 +1189,11 @@ void TestModelCosts::recomputeModulesByHand() {
       {{"recompute", "selective"}, {"recompute_modules", {"moe_act", "layernorm"}}}, "/training");
   REQUIRE_OK(reordered);
   QCOMPARE(reordered->recompute_modules, (std::vector<std::string>{"layernorm", "moe_act"}));
+  // Under full recomputation they do not apply: not written, so the file reads back.
+  TrainingSetup full = *reordered;
+  full.recompute = Recompute::Full;
+  QVERIFY(!toJson(full).contains("recompute_modules"));
+  REQUIRE_OK(trainingSetupFromJson(toJson(full), "/training"));
   const std::pair<nlohmann::json, std::string> refused[] = {
       {{{"recompute", "full"}, {"recompute_modules", {"mlp"}}},
        "/training/recompute_modules: Megatron's recompute modules go with"},
