@@ -78,6 +78,8 @@ private slots:
         {"gpt3_7b_tp4_pp1_memory_speed.model_config.yaml", "gpt3-7b-tp4-pp1"},
         {"gpt3_7b_tp1_pp4_memory_speed.model_config.yaml", "gpt3-7b-tp1-pp4"},
         {"gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed.model_config.yaml", "gpt3-moe-tp2-pp2-ep4"},
+        {"gpt3_mcore_te_tp2_pp2_ep4_etp1_mtp_resume_torch_dist_fp8.model_config.yaml",
+         "gpt3-moe-tp2-pp2-ep4-fp8"},
         {"gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental.model_config.yaml",
          "gpt3-moe-tp2-pp2-ep4-selective-recompute"}};
     const json rows = validationRows("megatron-lm-ci-h100");
