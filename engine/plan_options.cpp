@@ -42,6 +42,9 @@ std::span<const PlanOption> planOptions() {
       {"rank-order", "ORDER",
        "Which dimension varies fastest, e.g. tp-cp-pp-dp (tp-pp-dp without --cp)."},
       {"recompute", "MODE", "None, selective or full (with --model)."},
+      {"recompute-modules", "LIST",
+       "Megatron's recompute modules beside recompute none or selective: layernorm, "
+       "mla_up_proj, mlp, moe_act, comma-separated (with --model)."},
       {"gemm-precision", "P",
        "bf16 or fp8: linear-layer GEMMs as Transformer Engine's FP8 runs them (with --model)."},
       {"fp8", nullptr, "Same as --gemm-precision fp8 (with --model)."},
@@ -241,6 +244,16 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       if (!parsed) return parsed.error();
       setup.training.recompute = *parsed;
     }
+    if (auto list = a.text("recompute-modules")) {
+      auto modules = parseRecomputeModules(*list);
+      if (!modules) return makeError("--recompute-modules: " + modules.error().message);
+      if (setup.training.recompute != Recompute::None &&
+          setup.training.recompute != Recompute::Selective)
+        return makeError("--recompute-modules go with --recompute none or selective (Megatron's "
+                         "selective granularity), not " +
+                         std::string(recomputeName(setup.training.recompute)));
+      setup.training.recompute_modules = std::move(*modules);
+    }
     if (auto status = applyPrecisionAndCollectiveOptions(a, setup.training); !status)
       return status.error();
     auto zero_stage = a.integer("zero-stage", 0, 3);
@@ -283,10 +296,11 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     plan.model = std::move(setup);
   } else {
     for (const char *name :
-         {"recompute", "zero1", "zero-stage", "seq-parallel", "balance", "overlap-dp",
-          "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients", "no-swiglu-fusion",
-          "expert-imbalance", "cross-entropy", "moe-dispatcher", "moe-dispatcher-sms",
-          "moe-layer-host-us", "collective-algorithm", "gemm-precision", "fp8"})
+         {"recompute", "recompute-modules", "zero1", "zero-stage", "seq-parallel", "balance",
+          "overlap-dp", "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients",
+          "no-swiglu-fusion", "expert-imbalance", "cross-entropy", "moe-dispatcher",
+          "moe-dispatcher-sms", "moe-layer-host-us", "collective-algorithm", "gemm-precision",
+          "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

@@ -74,6 +74,8 @@ stderr on a terminal; Ctrl-C stops and keeps what was found.
   --cp LIST                context-parallel sizes (default 1,2,4,8,16 where they divide the
                            GPUs left by tp × pp and the sequence splits into 2·cp chunks)
   --recompute LIST         none,selective,full (default all three)
+  --recompute-modules LIST Megatron's recompute modules on every candidate that recomputes none
+                           or selectively: layernorm,mla_up_proj,mlp,moe_act
   --zero-stage LIST        ZeRO stages 0 (none), 1 (optimizer state), 2 (+ gradients), 3 (+
                            parameters: FSDP as torchtitan runs it); default 0,1,2,3. Stages above
                            0 only on meshes with dp × cp > 1 (one rank has nothing to shard)
@@ -126,6 +128,10 @@ json planJson(const SearchPlan &plan, const SearchPlan *best,
               {"microbatches", plan.schedule.microbatches},
               {"microbatch_size", plan.microbatch_size},
               {"recompute", recomputeName(plan.training.recompute)},
+              {"recompute_modules", plan.training.recompute == Recompute::None ||
+                                            plan.training.recompute == Recompute::Selective
+                                        ? plan.training.recompute_modules
+                                        : std::vector<std::string>{}},
               {"zero_stage", plan.training.zero_stage},
               {"gemm_precision", gemmPrecisionName(plan.training.gemm_precision)},
               {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
@@ -249,6 +255,11 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
       request.recompute.push_back(*parsed);
     }
   }
+  if (auto list = a.text("recompute-modules")) {
+    auto modules = parseRecomputeModules(*list);
+    if (!modules) return makeError("--recompute-modules: " + modules.error().message);
+    request.recompute_modules = std::move(*modules);
+  }
   if (auto list = a.text("rank-orders"))
     for (const auto &name : splitList(*list)) {
       auto parsed = Mesh::parseOrder(name);
@@ -316,6 +327,7 @@ int runSearch(const std::vector<std::string> &args) {
        "moe-layer-host-us",
        "cp",
        "recompute",
+       "recompute-modules",
        "rank-orders",
        "zero-stage",
        "gemm-precision",

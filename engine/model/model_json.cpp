@@ -124,6 +124,25 @@ const std::vector<std::string> &recomputeModuleNames() {
   return names;
 }
 
+Result<std::vector<std::string>> parseRecomputeModules(std::string_view list) {
+  const auto &known = recomputeModuleNames();
+  std::vector<std::string> given;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const auto end = std::min(list.find(',', start), list.size());
+    const std::string name(list.substr(start, end - start));
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      return makeError("recompute module '" + name + "' is not known; use " + joined(known) +
+                       ", comma-separated (core_attn is recompute selective)");
+    given.push_back(name);
+    start = end + 1;
+  }
+  std::vector<std::string> modules;
+  for (const auto &name : known)
+    if (std::find(given.begin(), given.end(), name) != given.end()) modules.push_back(name);
+  return modules;
+}
+
 bool recomputesModule(const TrainingSetup &training, std::string_view name) {
   return std::find(training.recompute_modules.begin(), training.recompute_modules.end(), name) !=
          training.recompute_modules.end();

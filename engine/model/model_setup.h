@@ -444,6 +444,9 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json, const st
 std::string_view recomputeName(Recompute recompute);
 /// The modules TrainingSetup::recompute_modules may name, in their canonical order.
 const std::vector<std::string> &recomputeModuleNames();
+/// A comma-separated list of recompute modules ("layernorm,moe_act"), in canonical order; the
+/// error names the unknown one and the known ones.
+Result<std::vector<std::string>> parseRecomputeModules(std::string_view list);
 /// Whether `training` recomputes Megatron module `name`.
 bool recomputesModule(const TrainingSetup &training, std::string_view name);
 Result<Recompute> parseRecompute(std::string_view text);

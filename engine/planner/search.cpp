@@ -330,6 +330,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.moe_layer_host_us = request.moe_layer_host_us;
     setup.training.fp32_gradients = request.fp32_gradients;
     setup.training.tp_backward_overlap = request.tp_backward_overlap;
+    setup.training.recompute_modules = request.recompute_modules;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
     for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {

@@ -63,6 +63,8 @@ struct SearchRequest {
   /// TrainingSetup::tp_backward_overlap for every candidate.
   bool tp_backward_overlap = false;
   bool fp32_gradients = false; ///< TrainingSetup::fp32_gradients for every candidate
+  /// TrainingSetup::recompute_modules for every candidate that recomputes none or selectively.
+  std::vector<std::string> recompute_modules;
   int top = 10;
   int threads = 0; ///< 0 = every core
 };

@@ -221,6 +221,21 @@ private slots:
         << 2 << "--gemm-precision: GEMM precision 'fp4' is not known; use bf16 or fp8" << true;
     QTest::newRow("simulate: --fp8 without a model")
         << QStringList{"simulate", "--fp8"} << 2 << "--fp8 needs --model and --hardware" << true;
+    QTest::newRow("simulate: unknown recompute module")
+        << QStringList{"simulate",           "--model",  "llama3-8b",
+                       "--hardware",         "h100-sxm", "--recompute-modules",
+                       "layernorm,attention"}
+        << 2
+        << "--recompute-modules: recompute module 'attention' is not known; use layernorm, "
+           "mla_up_proj, mlp, moe_act, comma-separated (core_attn is recompute selective)"
+        << true;
+    QTest::newRow("simulate: recompute modules under full recomputation")
+        << QStringList{"simulate",    "--model", "llama3-8b",           "--hardware", "h100-sxm",
+                       "--recompute", "full",    "--recompute-modules", "mlp"}
+        << 2
+        << "--recompute-modules go with --recompute none or selective (Megatron's selective "
+           "granularity), not full"
+        << true;
     QTest::newRow("simulate: --no-swiglu-fusion without a model")
         << QStringList{"simulate", "--no-swiglu-fusion"} << 2
         << "--no-swiglu-fusion needs --model and --hardware" << true;

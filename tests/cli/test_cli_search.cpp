@@ -121,6 +121,31 @@ private slots:
                qPrintable(text.out));
   }
 
+  // --recompute-modules reaches every candidate that recomputes none or selectively (and none
+  // under full recomputation), and the saved plan carries it.
+  void recomputeModulesReachTheCandidates() {
+    QTemporaryDir dir;
+    const QString plan_path = dir.filePath("best.json");
+    const Run run =
+        pipescope(kSmallSearch + QStringList{"--json", "--top", "20", "--recompute-modules",
+                                             "mlp,layernorm", "--save-plan", plan_path});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json out = json::parse(run.out.toStdString());
+    int checked = 0;
+    for (const auto &plan : out["plans"]) {
+      const bool applies = plan["recompute"] != "full";
+      QCOMPARE(plan["recompute_modules"],
+               applies ? json::array({"layernorm", "mlp"}) : json::array());
+      ++checked;
+    }
+    QVERIFY(checked > 0);
+    QFile file(plan_path);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const json saved = json::parse(file.readAll().toStdString());
+    if (out["plans"][0]["recompute"] != "full")
+      QCOMPARE(saved["training"]["recompute_modules"], json::array({"layernorm", "mlp"}));
+  }
+
   // The saved best plan simulates to the step time the search reported; the CSV has the rows.
   void savedPlanReproducesTheSearch() {
     QTemporaryDir dir;
