@@ -10,11 +10,13 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
 #include <QRadioButton>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -295,6 +297,23 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
              tr("Each layer keeps only its input and redoes its whole forward in the backward"),
              tr("torchtitan's per-op selective checkpointing: every second matmul's output "
                 "kept, the rest redone")});
+  recompute_modules_ = new QToolButton(model_group_);
+  recompute_modules_->setPopupMode(QToolButton::InstantPopup);
+  auto *modules_menu = new QMenu(recompute_modules_);
+  const QString module_tips[] = {
+      tr("The outputs of the norms that stand alone (before MLA's down-projections and before "
+         "an MoE layer's router) redone in the backward"),
+      tr("MLA's normalized latents and its up-projections' queries, keys and values redone"),
+      tr("A dense layer's whole MLP (with its fused norm) redone"),
+      tr("The routed experts' activation (the down projection's input) redone")};
+  for (std::size_t i = 0; i < recomputeModuleNames().size(); ++i) {
+    QAction *action = modules_menu->addAction(fromStd(recomputeModuleNames()[i]));
+    action->setCheckable(true);
+    action->setToolTip(module_tips[i]);
+  }
+  modules_menu->setToolTipsVisible(true);
+  recompute_modules_->setMenu(modules_menu);
+  showRecomputeModules();
   zero_stage_ = new QComboBox(model_group_);
   zero_stage_->addItem(tr("0 none"), 0);
   zero_stage_->addItem(tr("1 optimizer"), 1);
@@ -411,7 +430,11 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
     device_memory_->setValue(hardware->memory_gib);
   model_form->addRow(tr("model"), model_preset_);
   model_form->addRow(tr("hardware"), hardware_preset_);
-  model_form->addRow(tr("recompute"), recompute_);
+  auto *recompute_row = new QHBoxLayout;
+  recompute_row->setContentsMargins(0, 0, 0, 0);
+  recompute_row->addWidget(recompute_, 1);
+  recompute_row->addWidget(recompute_modules_);
+  model_form->addRow(tr("recompute"), recompute_row);
   model_form->addRow(tr("ZeRO stage"), zero_stage_);
   model_form->addRow(tr("GEMMs"), gemm_precision_);
   // The MoE dispatcher with the FP8-dispatch flag beside it: one row for the all-to-all.
@@ -468,6 +491,11 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_,
                          tp_comm_overlap_, tp_backward_overlap_, fp32_gradients_})
     connect(box, &QCheckBox::toggled, this, edited);
+  for (QAction *action : recompute_modules_->menu()->actions())
+    connect(action, &QAction::toggled, this, [this, edited] {
+      showRecomputeModules();
+      edited();
+    });
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
     // A new GPU brings its memory and node size; the person can still override both.
@@ -624,6 +652,25 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
   tp_comm_overlap_->setChecked(training.tp_comm_overlap);
   tp_backward_overlap_->setChecked(training.tp_backward_overlap);
   fp32_gradients_->setChecked(training.fp32_gradients);
+  for (QAction *action : recompute_modules_->menu()->actions()) {
+    // Setting the checks must not read back as edits of their own.
+    const QSignalBlocker quiet(action);
+    action->setChecked(recomputesModule(training, action->text().toStdString()));
+  }
+  showRecomputeModules();
+}
+
+// The button names the checked modules ("+ layernorm, moe_act"), or offers them.
+void ControlsPanel::showRecomputeModules() {
+  QStringList checked;
+  for (const QAction *action : recompute_modules_->menu()->actions())
+    if (action->isChecked()) checked << action->text();
+  recompute_modules_->setText(checked.isEmpty() ? tr("modules") : tr("+%1").arg(checked.size()));
+  recompute_modules_->setToolTip(
+      tr("Megatron-Core's recompute modules (plan field \"recompute_modules\", its "
+         "--recompute-modules) beside recompute none or selective: each module's outputs "
+         "dropped after the forward and redone in the backward.") +
+      (checked.isEmpty() ? QString() : tr(" On: %1.").arg(checked.join(QStringLiteral(", ")))));
 }
 
 void ControlsPanel::readTraining(TrainingSetup &training) const {
@@ -647,6 +694,9 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   training.tp_comm_overlap = tp_comm_overlap_->isChecked() && training.sequence_parallel;
   training.tp_backward_overlap = tp_backward_overlap_->isChecked();
   training.fp32_gradients = fp32_gradients_->isChecked();
+  training.recompute_modules.clear();
+  for (const QAction *action : recompute_modules_->menu()->actions())
+    if (action->isChecked()) training.recompute_modules.push_back(action->text().toStdString());
 }
 
 void ControlsPanel::readControls() {
@@ -863,6 +913,9 @@ void ControlsPanel::updateTrainingApplicability() {
 
   const bool moe = setup && setup->model.experts > 1;
   const bool fp8 = setup && setup->training.gemm_precision == GemmPrecision::Fp8;
+  // Megatron's modules go with its selective granularity: recompute none or selective.
+  recompute_modules_->setEnabled(setup && (setup->training.recompute == Recompute::None ||
+                                           setup->training.recompute == Recompute::Selective));
   fp8_dispatch_->setEnabled(moe && fp8);
   const bool sequence_parallel = setup && setup->training.sequence_parallel;
   tp_comm_overlap_->setEnabled(sequence_parallel);

@@ -20,6 +20,8 @@ class QRadioButton;
 class QSlider;
 class QSpinBox;
 
+class QToolButton;
+
 namespace pipescope::gui {
 
 class LayerEditor;
@@ -97,6 +99,7 @@ public:
   QComboBox *modelPresetBox() const { return model_preset_; }
   QComboBox *hardwarePresetBox() const { return hardware_preset_; }
   QComboBox *recomputeBox() const { return recompute_; }
+  QToolButton *recomputeModulesButton() const { return recompute_modules_; }
   /// Training options of the model + hardware costs (TrainingSetup), each naming its plan field.
   QComboBox *zeroStageBox() const { return zero_stage_; }
   QComboBox *gemmPrecisionBox() const { return gemm_precision_; }
@@ -149,6 +152,10 @@ private:
   QDoubleSpinBox *forward_ = nullptr, *backward_ = nullptr, *weight_ = nullptr,
                  *overlapped_ = nullptr, *latency_ = nullptr;
   QComboBox *model_preset_ = nullptr, *hardware_preset_ = nullptr, *recompute_ = nullptr;
+  /// Megatron's recompute modules beside recompute none or selective: a menu of checkable
+  /// actions, one per module (recomputeModuleNames()).
+  QToolButton *recompute_modules_ = nullptr;
+  void showRecomputeModules();
   QComboBox *zero_stage_ = nullptr, *gemm_precision_ = nullptr, *collective_algorithm_ = nullptr,
             *cross_entropy_ = nullptr, *moe_dispatcher_ = nullptr;
   QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,

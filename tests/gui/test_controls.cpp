@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QMenu>
 #include <QRadioButton>
 #include <QSettings>
 #include <QSlider>
@@ -15,6 +16,7 @@
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 
 #include "engine/plan_file.h"
@@ -332,8 +334,27 @@ private slots:
     QVERIFY(window.snapshot()->report->step_time_s > fused_step);
     choose(controls->crossEntropyBox(), QStringLiteral("torch-fp32"));
     QCOMPARE(training().cross_entropy, std::string("torch-fp32"));
+    // Megatron's recompute modules: the moe_act module drops the experts' activation outputs,
+    // so the plan keeps fewer activations; the button names how many are on.
+    QToolButton *modules = controls->recomputeModulesButton();
+    QVERIFY(modules->isEnabled());
+    QCOMPARE(modules->text(), QStringLiteral("modules"));
+    QVERIFY(modules->toolTip().contains(QStringLiteral("plan field \"recompute_modules\"")));
+    const double kept_activations = window.snapshot()->report->memory.front().activations_peak;
+    for (QAction *action : modules->menu()->actions())
+      if (action->text() == QStringLiteral("moe_act")) action->setChecked(true);
+    window.settle();
+    QCOMPARE(training().recompute_modules, std::vector<std::string>{"moe_act"});
+    QCOMPARE(modules->text(), QStringLiteral("+1"));
+    QVERIFY(window.snapshot()->report->memory.front().activations_peak < kept_activations);
     choose(controls->recomputeBox(), static_cast<int>(Recompute::Full));
     QCOMPARE(training().recompute, Recompute::Full);
+    // Under full recomputation the modules do not apply: the button is off, the checks stay.
+    QVERIFY(!modules->isEnabled());
+    for (QAction *action : modules->menu()->actions())
+      if (action->text() == QStringLiteral("moe_act")) action->setChecked(false);
+    window.settle();
+    QVERIFY(training().recompute_modules.empty());
     QVERIFY(!controls->tpCommOverlapBox()->isEnabled()); // no SP, nothing to overlap
     controls->sequenceParallelBox()->setChecked(true);
     window.settle();
