@@ -696,6 +696,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   };
   const auto modulesRecomputeUs = [&](const PartWork &work, bool moe_layer) {
     double us = 0;
+    if (training.recompute_modules.empty()) return us; // the planner's usual case: no scan
     for (const auto &op : work.ops) {
       const std::string &n = op.name;
       const bool input_norm = n == "input_rmsnorm" || n == "input_layernorm";
