@@ -124,6 +124,16 @@ const std::vector<std::string> &recomputeModuleNames() {
   return names;
 }
 
+namespace {
+/// The known modules among `given`, in canonical order, each once.
+std::vector<std::string> inCanonicalOrder(const std::vector<std::string> &given) {
+  std::vector<std::string> modules;
+  for (const auto &name : recomputeModuleNames())
+    if (std::find(given.begin(), given.end(), name) != given.end()) modules.push_back(name);
+  return modules;
+}
+} // namespace
+
 Result<std::vector<std::string>> parseRecomputeModules(std::string_view list) {
   const auto &known = recomputeModuleNames();
   std::vector<std::string> given;
@@ -137,10 +147,7 @@ Result<std::vector<std::string>> parseRecomputeModules(std::string_view list) {
     given.push_back(name);
     start = end + 1;
   }
-  std::vector<std::string> modules;
-  for (const auto &name : known)
-    if (std::find(given.begin(), given.end(), name) != given.end()) modules.push_back(name);
-  return modules;
+  return inCanonicalOrder(given);
 }
 
 bool recomputesModule(const TrainingSetup &training, std::string_view name) {
@@ -677,9 +684,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                          joined(known) + " (core_attn is \"recompute\": \"selective\")");
       given.push_back(name);
     }
-    for (const auto &name : known)
-      if (std::find(given.begin(), given.end(), name) != given.end())
-        training.recompute_modules.push_back(name);
+    training.recompute_modules = inCanonicalOrder(given);
   }
   auto collective = parseCollectiveAlgorithm(algorithm);
   if (!collective)
