@@ -146,6 +146,13 @@ json planJson(const SearchPlan &plan, const SearchPlan *best,
               {"memory_per_rank_bytes", plan.memory_per_rank},
               {"peak_memory_bytes", plan.peak_memory},
               {"capacity_bytes", plan.capacity}};
+  if (!plan.alike.empty() || plan.alike_count > 0) {
+    out["alike_count"] = plan.alike_count;
+    json alike = json::array();
+    for (const auto &other : plan.alike)
+      alike.push_back(planJson(other, nullptr));
+    out["alike"] = std::move(alike);
+  }
   if (best) out["why_slower"] = whySlower(plan, *best);
   if (best && accuracy)
     out["within_validated_error"] =
@@ -376,7 +383,7 @@ int runSearch(const std::vector<std::string> &args) {
       std::string csv = "rank,tokens_per_s,step_time_s,mfu,bubble_fraction,peak_memory_bytes,"
                         "capacity_bytes,dp,tp,pp,rank_order,schedule,virtual_stages,microbatches,"
                         "microbatch_size,recompute,zero_stage,sequence_parallel,ep,cp,"
-                        "gemm_precision,collective_algorithm\n";
+                        "gemm_precision,collective_algorithm,alike_count\n";
       for (std::size_t k = 0; k < result->plans.size(); ++k) {
         const auto &p = result->plans[k];
         csv += std::to_string(k + 1) + "," + json(p.tokens_per_s).dump() + "," +
@@ -392,7 +399,8 @@ int runSearch(const std::vector<std::string> &args) {
                (p.training.sequence_parallel ? "true" : "false") + "," + std::to_string(p.mesh.ep) +
                "," + std::to_string(p.mesh.cp) + "," +
                std::string(gemmPrecisionName(p.training.gemm_precision)) + "," +
-               std::string(collectiveAlgorithmName(p.training.collective_algorithm)) + "\n";
+               std::string(collectiveAlgorithmName(p.training.collective_algorithm)) + "," +
+               std::to_string(p.alike_count) + "\n";
       }
       file.write(csv);
     } else {
@@ -449,6 +457,14 @@ int runSearch(const std::vector<std::string> &args) {
             << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';
+  if (std::any_of(result->plans.begin(), result->plans.end(),
+                  [](const SearchPlan &plan) { return plan.alike_count > 0; })) {
+    std::cout << "\nas fast as a ranked plan (the same step time to the nanosecond; the row is the "
+                 "one with the least memory, --json lists them):\n";
+    for (std::size_t k = 0; k < result->plans.size(); ++k)
+      if (result->plans[k].alike_count > 0)
+        std::cout << "  #" << k + 1 << ": " << alikeSummary(result->plans[k]) << '\n';
+  }
   if (result->plans.size() > 1) {
     std::cout << "\nwhy the runners-up lose to #1:\n";
     for (std::size_t k = 1; k < result->plans.size(); ++k)

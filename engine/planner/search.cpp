@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "engine/lowering.h"
 #include "engine/planner/compiled_schedule.h"
@@ -171,13 +172,6 @@ std::vector<const ScheduleFamily *> searchFamilies(const SearchRequest &request)
   return families;
 }
 
-/// Better first: more tokens/s, then less peak memory, then earlier in the enumeration.
-bool better(const SearchPlan &a, const SearchPlan &b) {
-  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-  if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
-  return a.order < b.order;
-}
-
 /// Whether a is at least as good as b on step time and peak memory (ties by enumeration order).
 bool dominates(const SearchPlan &a, const SearchPlan &b) {
   if (a.step_time_s > b.step_time_s || a.peak_memory > b.peak_memory) return false;
@@ -196,12 +190,52 @@ struct Collector {
     offerTop(plan);
     offerPareto(plan);
   }
+  /// Keeps the top K distinct step times: a plan as fast as a kept one joins it as alike (the one
+  /// with less memory stands for both: the other can only be worse), so which plan stands for a
+  /// group, its count and its list do not depend on how the workers split the space.
   void offerTop(const SearchPlan &plan) {
-    if (best.size() < top || better(plan, best.back())) {
-      const auto at = std::upper_bound(best.begin(), best.end(), plan, better);
-      best.insert(at, plan);
-      if (best.size() > top) best.pop_back();
+    const auto key_better = [](const SearchPlan &a, const SearchPlan &b) {
+      return predictionKey(a) < predictionKey(b);
+    };
+    const auto at = std::lower_bound(best.begin(), best.end(), plan, key_better);
+    if (at != best.end() && predictionKey(*at) == predictionKey(plan)) {
+      joinAlike(*at, plan);
+      return;
     }
+    if (best.size() >= top && at == best.end()) return;
+    best.insert(at, plan);
+    if (best.size() > top) best.pop_back();
+  }
+  /// Better first: the shorter step (more tokens/s: every plan of a search runs the same
+  /// tokens), to the nanosecond, so schedules that run the same ops in another order at pp = 1
+  /// (their sums differ in the last bits) are alike.
+  static long long predictionKey(const SearchPlan &plan) {
+    return std::llround(plan.step_time_s * 1e9);
+  }
+  /// Which of two alike plans stands for both: the one with less peak memory (to the byte), then
+  /// the earlier in the enumeration.
+  static bool standsFor(const SearchPlan &a, const SearchPlan &b) {
+    return std::pair(std::llround(a.peak_memory), a.order) <
+           std::pair(std::llround(b.peak_memory), b.order);
+  }
+  static void joinAlike(SearchPlan &kept, const SearchPlan &plan) {
+    std::vector<SearchPlan> members = std::move(kept.alike);
+    members.insert(members.end(), plan.alike.begin(), plan.alike.end());
+    const std::size_t count = kept.alike_count + plan.alike_count + 1;
+    SearchPlan other;
+    if (standsFor(plan, kept)) {
+      other = std::move(kept);
+      kept = plan;
+    } else {
+      other = plan;
+    }
+    other.alike.clear();
+    other.alike_count = 0;
+    members.push_back(std::move(other));
+    std::sort(members.begin(), members.end(), standsFor);
+    if (members.size() > kAlikeListed) members.resize(kAlikeListed);
+    kept.alike = std::move(members);
+    kept.alike_count = count;
   }
   void offerPareto(const SearchPlan &plan) {
     for (const auto &kept : pareto)
@@ -689,6 +723,59 @@ std::string whySlower(const SearchPlan &plan, const SearchPlan &best) {
   std::snprintf(buffer, sizeof buffer,
                 "+%.2f %% step time: ", (plan.step_time_s / best.step_time_s - 1) * 100);
   return buffer + reasons;
+}
+
+std::string alikeSummary(const SearchPlan &plan) {
+  if (plan.alike_count == 0) return {};
+  const auto schedule = [](const SearchPlan &p) {
+    return p.schedule.name +
+           (p.schedule.chunks > 1 ? " V=" + std::to_string(p.schedule.chunks) : std::string());
+  };
+  const auto split = [](const SearchPlan &p) {
+    return meshText(p.mesh) + ", b=" + std::to_string(p.microbatch_size) +
+           " M=" + std::to_string(p.schedule.microbatches);
+  };
+  const auto training = [](const SearchPlan &p) {
+    std::string text = "recompute " + std::string(recomputeName(p.training.recompute));
+    if (p.training.zero_stage > 0) text += ", ZeRO-" + std::to_string(p.training.zero_stage);
+    if (p.training.sequence_parallel) text += ", SP";
+    return text;
+  };
+  struct Field {
+    const char *name;
+    std::function<std::string(const SearchPlan &)> text;
+    std::vector<std::string> values{};
+  };
+  std::vector<Field> fields{{"schedules", schedule},
+                            {"rank orders", [](const SearchPlan &p) { return p.mesh.orderName(); }},
+                            {"meshes", split},
+                            {"settings", training}};
+  for (const auto &other : plan.alike)
+    for (auto &field : fields) {
+      const std::string value = field.text(other);
+      if (value != field.text(plan) &&
+          std::find(field.values.begin(), field.values.end(), value) == field.values.end())
+        field.values.push_back(value);
+    }
+  double most_memory = plan.peak_memory;
+  for (const auto &other : plan.alike)
+    most_memory = std::max(most_memory, other.peak_memory);
+  if (std::llround(most_memory) > std::llround(plan.peak_memory)) {
+    char memory[64];
+    std::snprintf(memory, sizeof memory, "peak memory up to %.1f GiB", most_memory / kGiB);
+    fields.push_back({"", [](const SearchPlan &) { return std::string(); }, {memory}});
+  }
+  std::string text = std::to_string(plan.alike_count) + " more";
+  if (plan.alike_count > plan.alike.size())
+    text += " (" + std::to_string(plan.alike.size()) + " shown)";
+  std::string parts;
+  for (const auto &field : fields) {
+    if (field.values.empty()) continue;
+    parts += (parts.empty() ? "" : "; ") + std::string(field.name) + (*field.name ? " " : "");
+    for (std::size_t i = 0; i < field.values.size(); ++i)
+      parts += (i > 0 ? " | " : "") + field.values[i];
+  }
+  return text + ": " + parts;
 }
 
 } // namespace pipescope

@@ -85,7 +85,19 @@ struct SearchPlan {
   double peak_memory = 0;              ///< the largest of them
   double capacity = 0;                 ///< bytes the device has
   std::uint64_t order = 0;             ///< enumeration order: the tie-break, for determinism
+  /// Other configurations predicted as fast (the same step time to the nanosecond): a ranked
+  /// plan stands for all of them, having the least peak memory (then the earliest in the
+  /// enumeration), so the top K are K distinct step times. Schedules that run the same ops at
+  /// pp = 1, rank orders that give the same links, dp × cp × b splits that give each rank the
+  /// same tokens, or recomputation that saves memory off the critical path often tie.
+  std::size_t alike_count = 0;
+  /// kAlikeListed of them, by least peak memory then enumeration order (their own alike lists
+  /// empty).
+  std::vector<SearchPlan> alike;
 };
+
+/// How many of a ranked plan's alike configurations SearchPlan::alike lists.
+inline constexpr std::size_t kAlikeListed = 8;
 
 struct SearchProgress {
   std::size_t structures_done = 0, structures_total = 0;
@@ -131,5 +143,11 @@ Plan searchPlanToPlan(const SearchRequest &request, const SearchPlan &plan);
 
 /// Why `plan` is slower than `best`, in a few words ("bubble 12.0 % vs 4.1 %; ...").
 std::string whySlower(const SearchPlan &plan, const SearchPlan &best);
+
+/// What a ranked plan's alike configurations change, in a few words ("3 more: schedules 1f1b |
+/// zb-v V=2; rank orders tp-pp-cp-dp; meshes dp 8 × cp 8 × tp 1 × pp 1, b=2 M=8; peak memory up
+/// to 73.5 GiB"): each setting that any of the listed ones sets otherwise, with "(8 shown)"
+/// where not all are listed. Empty where the plan has none.
+std::string alikeSummary(const SearchPlan &plan);
 
 } // namespace pipescope

@@ -30,6 +30,9 @@ namespace pipescope::gui {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// The ranked table's columns: mesh, schedule, tokens/s, step, memory, M, b, recompute, ZeRO and
+/// how many configurations are as fast.
+constexpr int kColumns = 10;
 
 QString scheduleText(const SearchPlan &plan) {
   QString text = QString::fromStdString(plan.schedule.name);
@@ -162,10 +165,13 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   QSplitter *results = results_;
   chart_ = new SearchScatterChart(results);
   table_ = new QTableWidget(results);
-  table_->setColumnCount(9);
+  table_->setColumnCount(kColumns);
   table_->setHorizontalHeaderLabels({tr("mesh"), tr("schedule"), tr("tokens/s"), tr("step ms"),
-                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute"),
-                                     tr("ZeRO")});
+                                     tr("peak GiB"), tr("M"), tr("b"), tr("recompute"), tr("ZeRO"),
+                                     tr("as fast")});
+  table_->horizontalHeaderItem(kColumns - 1)
+      ->setToolTip(tr("Other configurations with this row's step time (to the nanosecond): the "
+                      "row is the one of them with the least memory"));
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -460,15 +466,17 @@ void SearchPanel::showResult() {
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
-    const QString cells[9] = {meshText(plan),
-                              scheduleText(plan),
-                              QString::number(plan.tokens_per_s, 'f', 0),
-                              QString::number(plan.step_time_s * 1e3, 'f', 1),
-                              QString::number(plan.peak_memory / kGiB, 'f', 1),
-                              QString::number(plan.schedule.microbatches),
-                              QString::number(plan.microbatch_size),
-                              QString::fromUtf8(recomputeName(plan.training.recompute).data()),
-                              QString::number(plan.training.zero_stage)};
+    const QString cells[kColumns] = {
+        meshText(plan),
+        scheduleText(plan),
+        QString::number(plan.tokens_per_s, 'f', 0),
+        QString::number(plan.step_time_s * 1e3, 'f', 1),
+        QString::number(plan.peak_memory / kGiB, 'f', 1),
+        QString::number(plan.schedule.microbatches),
+        QString::number(plan.microbatch_size),
+        QString::fromUtf8(recomputeName(plan.training.recompute).data()),
+        QString::number(plan.training.zero_stage),
+        plan.alike_count > 0 ? QStringLiteral("+%1").arg(plan.alike_count) : QString()};
     const bool within =
         row > 0 &&
         withinValidatedError(plan.step_time_s, result_->plans.front().step_time_s, accuracy);
@@ -476,7 +484,9 @@ void SearchPanel::showResult() {
     if (within)
       tooltip += tr("\nWithin the model's mean error (%1) of #1: not known to be slower.")
                      .arg(formatPercent(accuracy.step.mean()));
-    for (int column = 0; column < 9; ++column) {
+    if (plan.alike_count > 0)
+      tooltip += tr("\nAs fast: %1").arg(QString::fromStdString(alikeSummary(plan)));
+    for (int column = 0; column < kColumns; ++column) {
       auto *item = new QTableWidgetItem(cells[column]);
       if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setToolTip(tooltip);

@@ -6,6 +6,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <cmath>
 #include <csignal>
 #include <set>
 #include <string>
@@ -91,6 +92,49 @@ private slots:
     QVERIFY(run.out.contains("Pareto front (step time against peak memory):"));
     // Not a terminal: no progress drawn on stderr.
     QVERIFY(run.err.isEmpty());
+  }
+
+  // The top K are K distinct step times: configurations as fast as a ranked plan (schedules that
+  // run the same ops at pp = 1, orders that give the same links) are listed under it, in the JSON
+  // with their own figures and in the CSV and the text as a count and what they change.
+  void configurationsAsFastShareARankedRow() {
+    QTemporaryDir dir;
+    const QString csv_path = dir.filePath("plans.csv");
+    const Run run =
+        pipescope(kSmallSearch + QStringList{"--json", "--top", "6", "--csv", csv_path});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json plans = json::parse(run.out.toStdString())["plans"];
+    QCOMPARE(plans.size(), std::size_t{6});
+    const auto nanoseconds = [](const json &plan) {
+      return std::llround(plan["step_time_s"].get<double>() * 1e9);
+    };
+    std::size_t alike_total = 0;
+    for (std::size_t k = 0; k < plans.size(); ++k) {
+      if (k > 0) QVERIFY(nanoseconds(plans[k]) > nanoseconds(plans[k - 1]));
+      if (!plans[k].contains("alike_count")) continue;
+      const auto &alike = plans[k]["alike"];
+      alike_total += plans[k]["alike_count"].get<std::size_t>();
+      QVERIFY(!alike.empty());
+      QVERIFY(alike.size() <= plans[k]["alike_count"].get<std::size_t>());
+      for (const auto &other : alike) {
+        QCOMPARE(nanoseconds(other), nanoseconds(plans[k]));
+        QVERIFY(other["peak_memory_bytes"].get<double>() >=
+                plans[k]["peak_memory_bytes"].get<double>());
+      }
+    }
+    QVERIFY(alike_total > 0); // pp = 1 makes 1f1b and zb-h1 alike at least
+    QFile csv(csv_path);
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
+    QVERIFY(lines.front().endsWith(",alike_count"));
+    std::size_t csv_total = 0;
+    for (qsizetype i = 1; i < lines.size(); ++i)
+      csv_total += lines[i].split(',').back().toULongLong();
+    QCOMPARE(csv_total, alike_total);
+    const Run text = pipescope(kSmallSearch + QStringList{"--top", "6"});
+    QVERIFY2(text.out.contains("as fast as a ranked plan (the same step time to the nanosecond"),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(" more"), qPrintable(text.out));
   }
 
   // The planner says how far the model was from published runs like the candidates, and which
@@ -232,7 +276,15 @@ private slots:
     const auto plansOf = [](const QStringList &extra) {
       const Run run = pipescope(kSmallSearch + QStringList{"--json", "--top", "100000"} + extra);
       if (run.exit_code != 0) qFatal("search failed: %s", qPrintable(run.err));
-      return json::parse(run.out.toStdString())["plans"];
+      // The ranked plans and the configurations as fast as them (listed under "alike").
+      const json out = json::parse(run.out.toStdString());
+      json plans = json::array();
+      for (const auto &plan : out["plans"]) {
+        plans.push_back(plan);
+        for (const auto &alike : plan.value("alike", json::array()))
+          plans.push_back(alike);
+      }
+      return plans;
     };
     std::set<int> seen;
     for (const auto &plan : plansOf({"--zero-stage", "0,2"})) {

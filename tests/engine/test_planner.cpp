@@ -8,10 +8,13 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "engine/lowering.h"
 #include "engine/model/layer_layout.h"
@@ -71,6 +74,8 @@ struct BruteForceBest {
   double tokens_per_s = 0;
   double peak_memory = 0;
   std::size_t configurations = 0, fitting = 0;
+  /// Step time (ns) and peak memory of every fitting configuration, for the alike groups.
+  std::vector<std::pair<long long, double>> fitting_steps;
 };
 
 /// Every configuration of smallRequest() through the ordinary path (generate, derive, lower,
@@ -128,6 +133,7 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
                     peak = std::max(peak, memory.total);
                   if (peak > limit_bytes) continue;
                   ++best.fitting;
+                  best.fitting_steps.emplace_back(std::llround(report.step_time_s * 1e9), peak);
                   if (report.tokens_per_s > best.tokens_per_s ||
                       (report.tokens_per_s == best.tokens_per_s && peak < best.peak_memory)) {
                     best.tokens_per_s = report.tokens_per_s;
@@ -140,6 +146,16 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
       }
     }
   return best;
+}
+
+/// The ranked plans and the configurations listed as alike to them.
+std::vector<SearchPlan> rankedAndAlike(const SearchResult &result) {
+  std::vector<SearchPlan> every;
+  for (const auto &plan : result.plans) {
+    every.push_back(plan);
+    every.insert(every.end(), plan.alike.begin(), plan.alike.end());
+  }
+  return every;
 }
 
 } // namespace
@@ -233,6 +249,30 @@ private slots:
       QVERIFY(result->pareto[k].step_time_s < result->pareto[k - 1].step_time_s);
     }
     QCOMPARE(result->pareto.back().tokens_per_s, expected.tokens_per_s);
+    // Each ranked plan stands for every configuration as fast as it (to the nanosecond), and is
+    // the one of them with the least memory: the ranked step times are distinct.
+    for (std::size_t k = 0; k < result->plans.size(); ++k) {
+      const SearchPlan &plan = result->plans[k];
+      const long long step = std::llround(plan.step_time_s * 1e9);
+      if (k > 0) QVERIFY(step > std::llround(result->plans[k - 1].step_time_s * 1e9));
+      std::size_t as_fast = 0;
+      double least_memory = std::numeric_limits<double>::infinity();
+      for (const auto &[other_step, memory] : expected.fitting_steps)
+        if (other_step == step) {
+          ++as_fast;
+          least_memory = std::min(least_memory, memory);
+        }
+      QCOMPARE(plan.alike_count + 1, as_fast);
+      QCOMPARE(plan.peak_memory, least_memory);
+      QCOMPARE(plan.alike.size(), std::min(plan.alike_count, kAlikeListed));
+      for (const auto &other : plan.alike) {
+        QCOMPARE(std::llround(other.step_time_s * 1e9), step);
+        QVERIFY(other.peak_memory >= plan.peak_memory);
+        QVERIFY(other.alike.empty());
+      }
+    }
+    QVERIFY(std::any_of(result->plans.begin(), result->plans.end(),
+                        [](const SearchPlan &plan) { return plan.alike_count > 0; }));
   }
 
   // The saved best plan, simulated the ordinary way, gives the figures the search reported.
@@ -298,7 +338,7 @@ private slots:
     auto result = runSearch(request);
     QVERIFY(result.ok());
     std::array<int, 4> plans_of_stage{};
-    for (const auto &found : result->plans) {
+    for (const auto &found : rankedAndAlike(*result)) {
       Plan plan;
       plan.request = found.schedule;
       plan.mesh = found.mesh;
@@ -537,7 +577,7 @@ private slots:
     QVERIFY2(result.ok(), result.ok() ? "" : result.error().message.c_str());
     std::set<std::string> cp_orders;
     int with_cp = 0;
-    for (const auto &found : result->plans) {
+    for (const auto &found : rankedAndAlike(*result)) {
       QCOMPARE(found.mesh.worldSize(), request.gpus);
       QCOMPARE(found.mesh.ep, 1);
       QCOMPARE(found.schedule.microbatches * found.mesh.dp, request.global_batch);

@@ -129,6 +129,21 @@ void TestSearch::searchShowsPointsAndFront() {
   }
   if (best.training.zero_stage > 0)
     QVERIFY(details.contains(QStringLiteral("ZeRO-%1").arg(best.training.zero_stage)));
+  // The last column counts the configurations as fast as each row; its tooltip says what they
+  // change.
+  QCOMPARE(search->table()->horizontalHeaderItem(9)->text(), QStringLiteral("as fast"));
+  int rows_with_alike = 0;
+  for (int row = 0; row < search->table()->rowCount(); ++row) {
+    const SearchPlan &plan = result.plans[static_cast<std::size_t>(row)];
+    const QTableWidgetItem *item = search->table()->item(row, 9);
+    QCOMPARE(item->text(),
+             plan.alike_count > 0 ? QStringLiteral("+%1").arg(plan.alike_count) : QString());
+    if (plan.alike_count == 0) continue;
+    ++rows_with_alike;
+    QVERIFY2(item->toolTip().contains(QStringLiteral("As fast: %1 more").arg(plan.alike_count)),
+             qPrintable(item->toolTip()));
+  }
+  QVERIFY(rows_with_alike > 0);
   // How far the model was from published runs like these, and the runners-up closer to #1 than
   // that shaded: exactly those the engine says are within the validated error.
   const ValidatedAccuracy accuracy =
