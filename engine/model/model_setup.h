@@ -353,6 +353,7 @@ struct MeshLinks {
   /// The most nodes one TP, EP, DP × CP or expert-data group of p spans (NCCL's tree all-reduce
   /// climbs a binary tree over them; an all-to-all reaches the peers in its node on NVLink).
   std::vector<int> tp_nodes, ep_nodes, dp_cp_nodes, expert_dp_nodes;
+  bool operator==(const MeshLinks &) const = default;
 };
 MeshLinks meshLinks(const Mesh &mesh);
 

@@ -337,6 +337,52 @@ struct Counters {
   std::atomic<std::size_t> structures_done{0}, evaluated{0}, pruned{0}, timings{0};
 };
 
+/// What became of one configuration, kept to replay it for a rank order that derives the same
+/// costs: never derived (its derivation failed), only sized (offered as a footprint, then not
+/// timed), pruned by memory, or evaluated.
+struct Outcome {
+  enum class Kind { NotDerived, SizedOnly, Pruned, Evaluated } kind = Kind::NotDerived;
+  SearchPlan plan; ///< its figures (kinds after NotDerived)
+};
+
+/// The rank orders already searched for one mesh and microbatch size: their links and what each
+/// configuration gave.
+struct OrderOutcomes {
+  MeshLinks links;
+  std::vector<Outcome> outcomes;
+};
+
+/// Whether every pair of pipeline ranks the derivation reads a link for is in MeshLinks: the
+/// stage boundaries between neighbours, the wrap-around pair 0, P − 1, and the embedding and head
+/// ranks (0 and 0 or P − 1 on every placement of the registry). Then two rank orders with equal
+/// MeshLinks derive the same costs, bitwise, and the second is the first's results re-labelled.
+bool linksCoverPlacement(const Placement &placement) {
+  const int P = placement.pp;
+  const auto covered = [P](int a, int b) {
+    const int gap = std::abs(a - b);
+    return gap <= 1 || gap == P - 1;
+  };
+  for (int v = 0; v < placement.stageCount(); ++v) {
+    const int next = placement.nextStage(v);
+    if (next >= 0 && !covered(placement.rankOf(v), placement.rankOf(next))) return false;
+  }
+  return covered(placement.rankOf(0), placement.rankOf(placement.stageCount() - 1));
+}
+
+/// Offers a configuration's outcome again, for another rank order with the same links.
+void replay(const Outcome &outcome, const RankOrder &rank_order, std::uint64_t order,
+            Counters &counters, Collector &collector) {
+  if (outcome.kind == Outcome::Kind::NotDerived) return;
+  SearchPlan plan = outcome.plan;
+  plan.mesh.order = rank_order;
+  plan.order = order;
+  collector.offerFootprint(plan);
+  if (outcome.kind == Outcome::Kind::Pruned) ++counters.pruned;
+  if (outcome.kind != Outcome::Kind::Evaluated) return;
+  ++counters.evaluated;
+  collector.offer(plan);
+}
+
 /// Evaluates every configuration of one structure.
 void searchStructure(const SearchRequest &request, const Structure &structure, double limit_bytes,
                      const SearchCallbacks &callbacks, Counters &counters, Collector &collector,
@@ -347,6 +393,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
   auto compiled = compileSchedule(*schedule, program);
   if (!compiled) return;
   const Placement &placement = schedule->placement;
+  const bool reuse_orders = linksCoverPlacement(placement);
   const int batch = globalBatch(request);
   std::uint64_t order = structure.first_order;
   std::vector<double> peak_activations;
@@ -367,11 +414,27 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.recompute_modules = request.recompute_modules;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);
     if (zero_stages.empty()) continue; // counted as no configuration (configurationsOf)
+    std::vector<OrderOutcomes> searched_orders;
     for (const auto &rank_order : rankOrdersFor(request, variant.mesh)) {
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
       // Which groups cross nodes depends on the mesh alone: classified once for its options.
       const MeshLinks links = meshLinks(mesh);
+      // An order whose links an earlier one had derives its costs: its configurations are that
+      // order's, re-labelled (most orders on one node, many across nodes).
+      const auto same = std::find_if(searched_orders.begin(), searched_orders.end(),
+                                     [&](const OrderOutcomes &o) { return o.links == links; });
+      if (reuse_orders && same != searched_orders.end()) {
+        if (callbacks.cancelled && callbacks.cancelled()) return;
+        for (const Outcome &outcome : same->outcomes)
+          replay(outcome, rank_order, order++, counters, collector);
+        continue;
+      }
+      std::vector<Outcome> outcomes;
+      const auto record = [&](Outcome::Kind kind, const SearchPlan *plan) {
+        if (!reuse_orders) return;
+        outcomes.push_back({kind, plan ? *plan : SearchPlan{}});
+      };
       for (Recompute recompute : request.recompute)
         for (bool sequence_parallel : request.sequence_parallel) {
           if (sequence_parallel && mesh.tp == 1) continue;
@@ -386,6 +449,8 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
           auto derivation = deriveModelCosts(setup, mesh, placement, &links);
           if (!derivation) {
             order += zero_stages.size();
+            for (std::size_t z = 0; z < zero_stages.size(); ++z)
+              record(Outcome::Kind::NotDerived, nullptr);
             continue;
           }
           peakActivationBytes(*compiled, derivation->stage_activation_bytes,
@@ -415,8 +480,11 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
             collector.offerFootprint(plan);
             if (plan.peak_memory > limit_bytes) {
               ++counters.pruned;
+              record(Outcome::Kind::Pruned, &plan);
               continue;
             }
+            // Until timed, a configuration that fails below was only sized.
+            record(Outcome::Kind::SizedOnly, &plan);
             const auto timed_as = static_cast<std::size_t>(zeroStageTimedAs(zero_stage));
             const ModelDerivation *timed = &*derivation;
             if (timed_as != static_cast<std::size_t>(zeroStageTimedAs(zero_stages.front()))) {
@@ -465,8 +533,10 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
             plan.gradient_sync_s = costs.gradient_sync_us * 1e-6;
             ++counters.evaluated;
             collector.offer(plan);
+            if (reuse_orders) outcomes.back() = {Outcome::Kind::Evaluated, plan};
           }
         }
+      if (reuse_orders) searched_orders.push_back({links, std::move(outcomes)});
     }
   }
 }

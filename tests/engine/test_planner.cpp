@@ -629,6 +629,45 @@ private slots:
     QCOMPARE(compared, 216);
   }
 
+  // The planner re-labels a rank order's results for a later order with equal MeshLinks rather
+  // than deriving them again: on every placement of the registry, two orders with equal links
+  // derive equal costs and rank memory (tied embeddings too, whose gradient pair is the first
+  // and last rank), and some orders across nodes do differ.
+  void rankOrdersWithEqualLinksDeriveEqualCosts() {
+    int equal_pairs = 0, differing_pairs = 0;
+    for (const char *model : {"mixtral-8x7b", "gpt3-175b"}) {
+      const ModelSetup setup = presetSetup(model, "h100-sxm");
+      for (const auto &[dp, cp, tp, pp, ep] :
+           {std::tuple{4, 1, 2, 4, 4}, std::tuple{2, 2, 2, 4, 2}, std::tuple{2, 1, 4, 8, 2}})
+        for (PlacementKind kind :
+             {PlacementKind::Loop, PlacementKind::VShape, PlacementKind::Bidirectional}) {
+          const Placement placement = Placement::make(kind, pp, 2, 8);
+          std::vector<std::pair<MeshLinks, ModelDerivation>> derived;
+          for (const RankOrder &order : Mesh::allOrders(2)) {
+            Mesh mesh{dp, tp, pp, 4, order};
+            mesh.cp = cp;
+            mesh.ep = setup.model.experts > 0 ? ep : 1;
+            const MeshLinks links = meshLinks(mesh);
+            auto derivation = deriveModelCosts(setup, mesh, placement, &links);
+            QVERIFY2(derivation.ok(), derivation.ok() ? "" : derivation.error().message.c_str());
+            for (const auto &[other_links, other] : derived) {
+              if (!(other_links == links)) {
+                ++differing_pairs;
+                continue;
+              }
+              ++equal_pairs;
+              QVERIFY(other.costs == derivation->costs);
+              QCOMPARE(other.rank_parameters, derivation->rank_parameters);
+              QCOMPARE(other.stage_activation_bytes, derivation->stage_activation_bytes);
+            }
+            derived.emplace_back(links, std::move(*derivation));
+          }
+        }
+    }
+    QVERIFY(equal_pairs > 100);
+    QVERIFY(differing_pairs > 100);
+  }
+
   // ------------------------------------------------------------------------------------------
   // Uneven stages
 
