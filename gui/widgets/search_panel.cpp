@@ -11,6 +11,7 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -194,6 +195,7 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   connect(chart_, &SearchScatterChart::pointClicked, this, &SearchPanel::loadShownPlan);
   connect(table_, &QTableWidget::cellDoubleClicked, this,
           [this](int row, int /*column*/) { loadShownPlan(row); });
+  connect(results_, &QSplitter::splitterMoved, this, [this] { user_sized_ = true; });
   setRunning(false);
 }
 
@@ -494,6 +496,37 @@ void SearchPanel::showResult() {
       table_->setItem(row, column, item);
     }
   }
+  fitTableWidth();
+}
+
+void SearchPanel::fitTableWidth() {
+  if (user_sized_ || table_->rowCount() == 0) return;
+  table_->resizeColumnsToContents();
+  // Sizes from hints: the headers' own widths are stale until the next layout pass.
+  const int needed = table_->verticalHeader()->sizeHint().width() +
+                     table_->horizontalHeader()->length() + 2 * table_->frameWidth() +
+                     table_->verticalScrollBar()->sizeHint().width();
+  constexpr int kChartMinimum = 380; // its axes, title and legend stay legible
+  const QSize area = results_->size();
+  if (area.width() <= 0) return;
+  if (area.width() >= needed + kChartMinimum) {
+    results_->setOrientation(Qt::Horizontal);
+    results_->setSizes({area.width() - needed, needed});
+    return;
+  }
+  // Too narrow for both side by side: the chart above, the table below at the height of its
+  // rows (at most half), so every column stays readable.
+  const int rows_height = table_->horizontalHeader()->sizeHint().height() +
+                          table_->verticalHeader()->length() + 2 * table_->frameWidth() +
+                          table_->horizontalScrollBar()->sizeHint().height();
+  const int table = std::min(rows_height, area.height() / 2);
+  results_->setOrientation(Qt::Vertical);
+  results_->setSizes({area.height() - table, table});
+}
+
+void SearchPanel::resizeEvent(QResizeEvent *event) {
+  QWidget::resizeEvent(event);
+  fitTableWidth();
 }
 
 void SearchPanel::loadShownPlan(int index) {

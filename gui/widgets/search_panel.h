@@ -71,6 +71,7 @@ public:
 
 protected:
   void showEvent(QShowEvent *event) override;
+  void resizeEvent(QResizeEvent *event) override;
 
 signals:
   void planChosen(const pipescope::Plan &plan);
@@ -80,6 +81,9 @@ private:
   void showProgress(const SearchProgress &progress);
   void finished();
   void showResult();
+  /// Gives the ranked table the width its columns need and the chart the rest, or where that
+  /// leaves no readable chart puts the table under it; until the user moves the splitter.
+  void fitTableWidth();
   ValidatedAccuracy shownAccuracy() const;
   QString validatedAccuracyNote() const;
   void setRunning(bool running);
@@ -105,7 +109,8 @@ private:
   QTableWidget *table_ = nullptr;
   QSplitter *results_ = nullptr;
   bool sized_ = false;
-  QString taken_from_; ///< the controls' settings last taken (takeSettingsFrom)
+  bool user_sized_ = false; ///< the user dragged the splitter: keep their sizes
+  QString taken_from_;      ///< the controls' settings last taken (takeSettingsFrom)
   /// The explorer's GEMM precision and all-reduce algorithm, which every candidate runs with (as
   /// `pipescope search --fp8 --collective-algorithm` pass them through; not searched).
   GemmPrecision gemm_precision_ = GemmPrecision::Bf16;

@@ -3,15 +3,19 @@
 // controls re-simulate, and invalid ones are refused with the engine's message.
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QProgressBar>
+#include <QScrollBar>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QtTest>
 #include <set>
+#include <utility>
 
 #include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
@@ -47,6 +51,7 @@ class TestSearch : public QObject {
   Q_OBJECT
 private slots:
   void searchShowsPointsAndFront();
+  void everyColumnOfTheTableIsReadable();
   void clickingBestLoadsItsPlan();
   void cancelStopsTheSearch();
   void badRequestIsExplained();
@@ -169,6 +174,34 @@ void TestSearch::searchShowsPointsAndFront() {
                  shaded == 1 ? QStringLiteral("1 runner-up (shaded)")
                              : QStringLiteral("%1 runners-up (shaded)").arg(shaded)),
              qPrintable(search->status()->text()));
+}
+
+// The ranked table gets the width its columns need: beside the chart on a wide window, under it
+// where side by side would leave no readable chart; either way no column is scrolled away.
+void TestSearch::everyColumnOfTheTableIsReadable() {
+  for (const auto &[width, orientation] :
+       {std::pair{1600, Qt::Vertical}, std::pair{2600, Qt::Horizontal}}) {
+    MainWindow window(quietOptions());
+    window.setPlan(modelPlan());
+    window.resize(width, 950);
+    window.show();
+    window.settle();
+    SearchPanel *search = window.search();
+    window.tabs()->setCurrentWidget(search);
+    setUpSmallSearch(search, 32);
+    QVERIFY(search->startSearch());
+    search->waitForSearch();
+    QCoreApplication::processEvents();
+    auto *splitter = qobject_cast<QSplitter *>(search->table()->parentWidget());
+    QVERIFY(splitter);
+    QCOMPARE(splitter->orientation(), orientation);
+    QVERIFY(search->table()->width() > 0 && search->chart()->width() > 0);
+    QCOMPARE(search->table()->horizontalScrollBar()->maximum(), 0);
+    QCOMPARE(search->table()->horizontalHeader()->sectionViewportPosition(9) +
+                     search->table()->horizontalHeader()->sectionSize(9) <=
+                 search->table()->viewport()->width(),
+             true);
+  }
 }
 
 void TestSearch::clickingBestLoadsItsPlan() {
