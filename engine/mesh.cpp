@@ -145,8 +145,14 @@ int Mesh::expertIndexOf(const RankCoords &coords) const {
 }
 
 std::vector<int> Mesh::groupOf(MeshGroup group, int rank) const {
-  RankCoords c = coordsOf(rank);
   std::vector<int> members;
+  groupOf(group, rank, members);
+  return members;
+}
+
+void Mesh::groupOf(MeshGroup group, int rank, std::vector<int> &members) const {
+  RankCoords c = coordsOf(rank);
+  members.clear();
   const int size = groupSize(group);
   members.reserve(static_cast<std::size_t>(std::max(size, 1)));
   const auto along = [&](int &coord) {
@@ -179,7 +185,6 @@ std::vector<int> Mesh::groupOf(MeshGroup group, int rank) const {
     break;
   }
   }
-  return members;
 }
 
 bool Mesh::groupInsideNode(MeshGroup group, int rank) const {

@@ -100,6 +100,8 @@ struct Mesh {
   /// The ranks of `rank`'s group (see MeshGroup), in order of the varying coordinate (folded
   /// index for DataCP, EP and ExpertData).
   std::vector<int> groupOf(MeshGroup group, int rank) const;
+  /// The same into `members` (cleared first), for callers that walk many groups.
+  void groupOf(MeshGroup group, int rank, std::vector<int> &members) const;
   /// Whether every rank of that group sits in one node (intra-node link) or not (inter-node).
   bool groupInsideNode(MeshGroup group, int rank) const;
   /// Whether two ranks share a node.

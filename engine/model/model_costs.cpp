@@ -357,18 +357,25 @@ struct GroupSpan {
   Link link = Link::None;
   int nodes = 1;
 };
-GroupSpan groupSpanOf(const Mesh &mesh, MeshGroup group, int p) {
+/// Buffers groupSpanOf reuses across calls (meshLinks walks every group of every pipeline rank).
+struct GroupSpanScratch {
+  std::vector<char> seen;
+  std::vector<int> members, nodes;
+};
+GroupSpan groupSpanOf(const Mesh &mesh, MeshGroup group, int p, GroupSpanScratch &scratch) {
   GroupSpan span;
   if (mesh.groupSize(group) <= 1) return span;
-  std::vector<char> seen(static_cast<std::size_t>(mesh.worldSize()), 0);
-  std::vector<int> nodes;
+  std::vector<char> &seen = scratch.seen;
+  std::vector<int> &nodes = scratch.nodes;
+  seen.assign(static_cast<std::size_t>(mesh.worldSize()), 0);
   for (int d = 0; d < mesh.dp; ++d)
     for (int c = 0; c < mesh.cp; ++c)
       for (int t = 0; t < mesh.tp; ++t) {
         const int rank = mesh.rankOf({d, p, t, c});
         if (seen[static_cast<std::size_t>(rank)]) continue;
         nodes.clear();
-        for (int member : mesh.groupOf(group, rank)) {
+        mesh.groupOf(group, rank, scratch.members);
+        for (int member : scratch.members) {
           seen[static_cast<std::size_t>(member)] = 1;
           nodes.push_back(mesh.nodeOf(member));
         }
@@ -1400,10 +1407,11 @@ MeshLinks meshLinks(const Mesh &mesh) {
     kind->resize(P);
   for (auto *nodes : {&links.tp_nodes, &links.ep_nodes, &links.dp_cp_nodes, &links.expert_dp_nodes})
     nodes->resize(P);
+  GroupSpanScratch scratch;
   for (int p = 0; p < mesh.pp; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const auto span = [&](MeshGroup group, std::vector<int> *nodes) {
-      const GroupSpan found = groupSpanOf(mesh, group, p);
+      const GroupSpan found = groupSpanOf(mesh, group, p, scratch);
       if (nodes) (*nodes)[i] = found.nodes;
       return found.link;
     };
