@@ -837,7 +837,7 @@ std::string alikeSummary(const SearchPlan &plan) {
   }
   std::string text = std::to_string(plan.alike_count) + " more";
   if (plan.alike_count > plan.alike.size())
-    text += " (" + std::to_string(plan.alike.size()) + " shown)";
+    text += " (the " + std::to_string(plan.alike.size()) + " with the least memory shown)";
   std::string parts;
   for (const auto &field : fields) {
     if (field.values.empty()) continue;

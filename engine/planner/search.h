@@ -146,8 +146,8 @@ std::string whySlower(const SearchPlan &plan, const SearchPlan &best);
 
 /// What a ranked plan's alike configurations change, in a few words ("3 more: schedules 1f1b |
 /// zb-v V=2; rank orders tp-pp-cp-dp; meshes dp 8 × cp 8 × tp 1 × pp 1, b=2 M=8; peak memory up
-/// to 73.5 GiB"): each setting that any of the listed ones sets otherwise, with "(8 shown)"
-/// where not all are listed. Empty where the plan has none.
+/// to 73.5 GiB"): each setting that any of the listed ones sets otherwise, with "(the 8 with the
+/// least memory shown)" where not all are listed. Empty where the plan has none.
 std::string alikeSummary(const SearchPlan &plan);
 
 } // namespace pipescope
