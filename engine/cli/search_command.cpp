@@ -80,6 +80,9 @@ stderr on a terminal; Ctrl-C stops and keeps what was found.
                            parameters: FSDP as torchtitan runs it); default 0,1,2,3. Stages above
                            0 only on meshes with dp × cp > 1 (one rank has nothing to shard)
   --zero1                  same as --zero-stage 1
+  --layer-split LIST       even,balanced (default both, balanced only with pp > 1): layers split
+                           evenly over the pipeline, or the split that minimizes the slowest
+                           stage with the embedding and the head counted (balance_layers)
   --rank-orders LIST       e.g. tp-cp-pp-dp,tp-cp-dp-pp (default all: the six of dp, tp and pp
                            without CP, all 24 with it; a three-name order puts cp after tp);
                            orders that differ only where a dimension of size 1 sits number
@@ -98,10 +101,11 @@ stderr on a terminal; Ctrl-C stops and keeps what was found.
 
 Searched: DP, CP, TP, PP, EP (inside DP × CP, or TP × DP × CP with ETP below TP), ETP, rank order, schedule, V, microbatch size and M,
 recomputation (none/selective/full), ZeRO stage 0-3 (FSDP at 3, kept gathered across microbatches
-under PP as torchtitan does) and sequence parallelism. The DP gradient sync is overlapped with
-the backward. Not searched: GEMM precision and collective algorithm (given for every candidate),
-torchtitan's selective-op recomputation, the interleaved microbatch group, uneven layer layouts
-(each plan splits layers evenly), activation offloading, MoE load imbalance (taken as balanced).
+under PP as torchtitan does), sequence parallelism and the layer split (even or balanced). The DP
+gradient sync is overlapped with the backward. Not searched: GEMM precision and collective
+algorithm (given for every candidate), torchtitan's selective-op recomputation, the interleaved
+microbatch group, layouts other than the even and the balanced split, activation offloading, MoE
+load imbalance (taken as balanced).
 )";
 
 std::atomic<bool> interrupted{false};
@@ -136,6 +140,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best,
               {"gemm_precision", gemmPrecisionName(plan.training.gemm_precision)},
               {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
               {"sequence_parallel", plan.training.sequence_parallel},
+              {"balance_layers", plan.training.balance_layers},
               {"moe_dispatcher", plan.training.moe_dispatcher},
               {"tp_comm_overlap", plan.training.tp_comm_overlap},
               {"tp_backward_overlap", plan.training.tp_backward_overlap},
@@ -182,6 +187,7 @@ std::string planLine(const SearchPlan &plan) {
   if (plan.mesh.ep > 1) text += " ep" + std::to_string(plan.mesh.ep);
   if (plan.mesh.expertsFoldTp()) text += " etp" + std::to_string(plan.mesh.etp);
   if (plan.mesh.cp > 1) text += " cp" + std::to_string(plan.mesh.cp);
+  if (plan.training.balance_layers) text += " balanced";
   return text;
 }
 
@@ -279,6 +285,19 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
     return makeError("--zero1 is --zero-stage 1; give one of them");
   if (a.has("zero1")) request.zero_stages = {1};
   if (*zero_stages) request.zero_stages = **zero_stages;
+  if (auto list = a.text("layer-split")) {
+    request.balance_layers.clear();
+    for (const auto &name : splitList(*list)) {
+      if (name != "even" && name != "balanced")
+        return makeError("--layer-split: '" + name +
+                         "' is not a split; use even, balanced or both");
+      const bool balanced = name == "balanced";
+      if (std::find(request.balance_layers.begin(), request.balance_layers.end(), balanced) !=
+          request.balance_layers.end())
+        return makeError("--layer-split: " + name + " is listed twice; give each split once");
+      request.balance_layers.push_back(balanced);
+    }
+  }
   TrainingSetup given;
   if (auto status = applyPrecisionAndCollectiveOptions(a, given); !status) return status.error();
   request.gemm_precision = given.gemm_precision;
@@ -337,6 +356,7 @@ int runSearch(const std::vector<std::string> &args) {
        "recompute-modules",
        "rank-orders",
        "zero-stage",
+       "layer-split",
        "gemm-precision",
        "collective-algorithm",
        "gpus-per-node",
@@ -383,7 +403,7 @@ int runSearch(const std::vector<std::string> &args) {
       std::string csv = "rank,tokens_per_s,step_time_s,mfu,bubble_fraction,peak_memory_bytes,"
                         "capacity_bytes,dp,tp,pp,rank_order,schedule,virtual_stages,microbatches,"
                         "microbatch_size,recompute,zero_stage,sequence_parallel,ep,cp,"
-                        "gemm_precision,collective_algorithm,alike_count\n";
+                        "gemm_precision,collective_algorithm,balance_layers,alike_count\n";
       for (std::size_t k = 0; k < result->plans.size(); ++k) {
         const auto &p = result->plans[k];
         csv += std::to_string(k + 1) + "," + json(p.tokens_per_s).dump() + "," +
@@ -400,6 +420,7 @@ int runSearch(const std::vector<std::string> &args) {
                "," + std::to_string(p.mesh.cp) + "," +
                std::string(gemmPrecisionName(p.training.gemm_precision)) + "," +
                std::string(collectiveAlgorithmName(p.training.collective_algorithm)) + "," +
+               (p.training.balance_layers ? "true" : "false") + "," +
                std::to_string(p.alike_count) + "\n";
       }
       file.write(csv);

@@ -290,7 +290,14 @@ std::size_t configurationsOf(const SearchRequest &request, const Structure::Vari
           ? static_cast<std::size_t>(std::count(request.sequence_parallel.begin(),
                                                 request.sequence_parallel.end(), true))
           : request.sequence_parallel.size();
-  return orders * request.recompute.size() * sp * zeroStagesFor(request, variant.mesh).size();
+  // With pp = 1 only the even split (one pipeline rank has nothing to balance).
+  const std::size_t splits =
+      variant.mesh.pp == 1
+          ? static_cast<std::size_t>(
+                std::count(request.balance_layers.begin(), request.balance_layers.end(), false))
+          : request.balance_layers.size();
+  return orders * request.recompute.size() * sp * splits *
+         zeroStagesFor(request, variant.mesh).size();
 }
 
 std::vector<Structure> enumerateStructures(const SearchRequest &request) {
@@ -436,106 +443,109 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
         outcomes.push_back({kind, plan ? *plan : SearchPlan{}});
       };
       for (Recompute recompute : request.recompute)
-        for (bool sequence_parallel : request.sequence_parallel) {
-          if (sequence_parallel && mesh.tp == 1) continue;
-          if (!sequence_parallel && mesh.expertsFoldTp()) continue; // needs SP (configurationsOf)
-          if (callbacks.cancelled && callbacks.cancelled()) return;
-          setup.training.recompute = recompute;
-          setup.training.sequence_parallel = sequence_parallel;
-          setup.training.tp_comm_overlap = request.tp_comm_overlap && sequence_parallel;
-          // Parameters, layers and activations do not depend on the ZeRO stage: one derivation
-          // (at the first stage tried) gives every stage's memory.
-          setup.training.zero_stage = zero_stages.front();
-          auto derivation = deriveModelCosts(setup, mesh, placement, &links);
-          if (!derivation) {
-            order += zero_stages.size();
-            for (std::size_t z = 0; z < zero_stages.size(); ++z)
-              record(Outcome::Kind::NotDerived, nullptr);
-            continue;
-          }
-          peakActivationBytes(*compiled, derivation->stage_activation_bytes,
-                              derivation->stage_activation_granule_bytes, peak_activations);
-          // The stages' costs differ (ring collectives and the sharded Adam step from stage 1 on,
-          // FSDP's gathers at stage 3), so each stage that fits is derived again for its own
-          // costs, keeping the timing the one `simulate` gives; once per distinct timing
-          // (zeroStageTimedAs: stage 2 times as stage 1), and timed once.
-          std::array<std::optional<ModelDerivation>, 4> timed_derivations;
-          std::array<std::optional<CompiledTiming>, 4> stage_timings;
-          for (int zero_stage : zero_stages) {
-            setup.training.zero_stage = zero_stage;
-            SearchPlan plan;
-            plan.mesh = mesh;
-            plan.schedule = structure.request;
-            plan.microbatch_size = variant.microbatch_size;
-            plan.training = setup.training;
-            plan.order = order++;
-            plan.capacity = request.hardware.memory_gib * kGiB;
-            plan.memory_per_rank.resize(peak_activations.size());
-            for (std::size_t r = 0; r < peak_activations.size(); ++r) {
-              const RankMemory memory =
-                  rankMemory(setup, mesh, *derivation, static_cast<int>(r), peak_activations[r]);
-              plan.memory_per_rank[r] = memory.total;
-              plan.peak_memory = std::max(plan.peak_memory, memory.total);
-            }
-            collector.offerFootprint(plan);
-            if (plan.peak_memory > limit_bytes) {
-              ++counters.pruned;
-              record(Outcome::Kind::Pruned, &plan);
+        for (bool sequence_parallel : request.sequence_parallel)
+          for (bool balanced : request.balance_layers) {
+            if (sequence_parallel && mesh.tp == 1) continue;
+            if (!sequence_parallel && mesh.expertsFoldTp()) continue; // needs SP (configurationsOf)
+            if (balanced && mesh.pp == 1) continue; // one pipeline rank: nothing to balance
+            if (callbacks.cancelled && callbacks.cancelled()) return;
+            setup.training.recompute = recompute;
+            setup.training.sequence_parallel = sequence_parallel;
+            setup.training.balance_layers = balanced;
+            setup.training.tp_comm_overlap = request.tp_comm_overlap && sequence_parallel;
+            // Parameters, layers and activations do not depend on the ZeRO stage: one derivation
+            // (at the first stage tried) gives every stage's memory.
+            setup.training.zero_stage = zero_stages.front();
+            auto derivation = deriveModelCosts(setup, mesh, placement, &links);
+            if (!derivation) {
+              order += zero_stages.size();
+              for (std::size_t z = 0; z < zero_stages.size(); ++z)
+                record(Outcome::Kind::NotDerived, nullptr);
               continue;
             }
-            // Until timed, a configuration that fails below was only sized.
-            record(Outcome::Kind::SizedOnly, &plan);
-            const auto timed_as = static_cast<std::size_t>(zeroStageTimedAs(zero_stage));
-            const ModelDerivation *timed = &*derivation;
-            if (timed_as != static_cast<std::size_t>(zeroStageTimedAs(zero_stages.front()))) {
-              auto &rederived = timed_derivations[timed_as];
-              if (!rederived) {
-                auto costs_of_stage = deriveModelCosts(setup, mesh, placement, &links);
-                if (!costs_of_stage) continue;
-                rederived = std::move(*costs_of_stage);
+            peakActivationBytes(*compiled, derivation->stage_activation_bytes,
+                                derivation->stage_activation_granule_bytes, peak_activations);
+            // The stages' costs differ (ring collectives and the sharded Adam step from stage 1 on,
+            // FSDP's gathers at stage 3), so each stage that fits is derived again for its own
+            // costs, keeping the timing the one `simulate` gives; once per distinct timing
+            // (zeroStageTimedAs: stage 2 times as stage 1), and timed once.
+            std::array<std::optional<ModelDerivation>, 4> timed_derivations;
+            std::array<std::optional<CompiledTiming>, 4> stage_timings;
+            for (int zero_stage : zero_stages) {
+              setup.training.zero_stage = zero_stage;
+              SearchPlan plan;
+              plan.mesh = mesh;
+              plan.schedule = structure.request;
+              plan.microbatch_size = variant.microbatch_size;
+              plan.training = setup.training;
+              plan.order = order++;
+              plan.capacity = request.hardware.memory_gib * kGiB;
+              plan.memory_per_rank.resize(peak_activations.size());
+              for (std::size_t r = 0; r < peak_activations.size(); ++r) {
+                const RankMemory memory =
+                    rankMemory(setup, mesh, *derivation, static_cast<int>(r), peak_activations[r]);
+                plan.memory_per_rank[r] = memory.total;
+                plan.peak_memory = std::max(plan.peak_memory, memory.total);
               }
-              timed = &*rederived;
-            }
-            const Costs &costs = timed->costs;
-            auto &stage_timing = stage_timings[timed_as];
-            if (!stage_timing) {
-              auto times = resolveStageTimes(costs, placement);
-              if (!times) continue;
-              // Neighbouring configurations often price every op alike (rank orders that put
-              // the same groups on the same links, ZeRO stages that change only the gradient
-              // sync and the optimizer step after the last op): the ops' pass is then the same,
-              // and only the sync that follows it differs.
-              const double gradient_sync = times->gradient_sync;
-              if (!(have_last && times->forward == last_times.forward &&
-                    times->input_grad == last_times.input_grad &&
-                    times->full_backward == last_times.full_backward &&
-                    times->weight_grad == last_times.weight_grad &&
-                    times->send_forward == last_times.send_forward &&
-                    times->send_backward == last_times.send_backward &&
-                    times->overlap_factor == last_times.overlap_factor)) {
-                last_ops = timeCompiledOps(*compiled, *times, scratch);
-                ++counters.timings;
-                last_times = std::move(*times);
-                have_last = true;
+              collector.offerFootprint(plan);
+              if (plan.peak_memory > limit_bytes) {
+                ++counters.pruned;
+                record(Outcome::Kind::Pruned, &plan);
+                continue;
               }
-              stage_timing = withGradientSync(last_ops, gradient_sync);
+              // Until timed, a configuration that fails below was only sized.
+              record(Outcome::Kind::SizedOnly, &plan);
+              const auto timed_as = static_cast<std::size_t>(zeroStageTimedAs(zero_stage));
+              const ModelDerivation *timed = &*derivation;
+              if (timed_as != static_cast<std::size_t>(zeroStageTimedAs(zero_stages.front()))) {
+                auto &rederived = timed_derivations[timed_as];
+                if (!rederived) {
+                  auto costs_of_stage = deriveModelCosts(setup, mesh, placement, &links);
+                  if (!costs_of_stage) continue;
+                  rederived = std::move(*costs_of_stage);
+                }
+                timed = &*rederived;
+              }
+              const Costs &costs = timed->costs;
+              auto &stage_timing = stage_timings[timed_as];
+              if (!stage_timing) {
+                auto times = resolveStageTimes(costs, placement);
+                if (!times) continue;
+                // Neighbouring configurations often price every op alike (rank orders that put
+                // the same groups on the same links, ZeRO stages that change only the gradient
+                // sync and the optimizer step after the last op): the ops' pass is then the same,
+                // and only the sync that follows it differs.
+                const double gradient_sync = times->gradient_sync;
+                if (!(have_last && times->forward == last_times.forward &&
+                      times->input_grad == last_times.input_grad &&
+                      times->full_backward == last_times.full_backward &&
+                      times->weight_grad == last_times.weight_grad &&
+                      times->send_forward == last_times.send_forward &&
+                      times->send_backward == last_times.send_backward &&
+                      times->overlap_factor == last_times.overlap_factor)) {
+                  last_ops = timeCompiledOps(*compiled, *times, scratch);
+                  ++counters.timings;
+                  last_times = std::move(*times);
+                  have_last = true;
+                }
+                stage_timing = withGradientSync(last_ops, gradient_sync);
+              }
+              const CompiledTiming &timing = *stage_timing;
+              plan.step_time_s = timing.makespan_us * 1e-6;
+              if (!(plan.step_time_s > 0)) continue;
+              plan.tokens_per_s =
+                  static_cast<double>(batch) * request.model.sequence_length / plan.step_time_s;
+              plan.mfu = static_cast<double>(batch) / variant.microbatch_size * 3 *
+                         derivation->forward_flops_per_microbatch /
+                         (plan.step_time_s * request.gpus * request.hardware.peak_tflops * 1e12);
+              plan.bubble_fraction = timing.bubble_fraction;
+              plan.busiest_rank_s = timing.busiest_rank_us * 1e-6;
+              plan.gradient_sync_s = costs.gradient_sync_us * 1e-6;
+              ++counters.evaluated;
+              collector.offer(plan);
+              if (reuse_orders) outcomes.back() = {Outcome::Kind::Evaluated, plan};
             }
-            const CompiledTiming &timing = *stage_timing;
-            plan.step_time_s = timing.makespan_us * 1e-6;
-            if (!(plan.step_time_s > 0)) continue;
-            plan.tokens_per_s =
-                static_cast<double>(batch) * request.model.sequence_length / plan.step_time_s;
-            plan.mfu = static_cast<double>(batch) / variant.microbatch_size * 3 *
-                       derivation->forward_flops_per_microbatch /
-                       (plan.step_time_s * request.gpus * request.hardware.peak_tflops * 1e12);
-            plan.bubble_fraction = timing.bubble_fraction;
-            plan.busiest_rank_s = timing.busiest_rank_us * 1e-6;
-            plan.gradient_sync_s = costs.gradient_sync_us * 1e-6;
-            ++counters.evaluated;
-            collector.offer(plan);
-            if (reuse_orders) outcomes.back() = {Outcome::Kind::Evaluated, plan};
           }
-        }
       if (reuse_orders) searched_orders.push_back({links, std::move(outcomes)});
     }
   }
@@ -595,8 +605,8 @@ Status checkSearchRequest(const SearchRequest &request) {
                      "FP8 GPU (Hopper: h100-sxm, h200, h800), or give the hardware file's "
                      "peak_fp8_tflops");
   if (request.recompute.empty() || request.zero_stages.empty() ||
-      request.sequence_parallel.empty() || request.microbatch_sizes.empty() ||
-      request.virtual_stages.empty())
+      request.sequence_parallel.empty() || request.balance_layers.empty() ||
+      request.microbatch_sizes.empty() || request.virtual_stages.empty())
     return makeError("the search space is empty: every option needs at least one value");
   if (!meshesFor(request, request.gpus).empty()) return Ok{};
   // Name the nearest GPU counts that have a mesh.
@@ -809,6 +819,7 @@ std::string alikeSummary(const SearchPlan &plan) {
     std::string text = "recompute " + std::string(recomputeName(p.training.recompute));
     if (p.training.zero_stage > 0) text += ", ZeRO-" + std::to_string(p.training.zero_stage);
     if (p.training.sequence_parallel) text += ", SP";
+    if (p.training.balance_layers) text += ", balanced layers";
     return text;
   };
   struct Field {

@@ -137,6 +137,35 @@ private slots:
     QVERIFY2(text.out.contains(" more"), qPrintable(text.out));
   }
 
+  // --layer-split narrows the layer splits searched (both by default); each plan says which it
+  // has in the JSON and the text, and the saved plan keeps it.
+  void layerSplitIsSearchedAndSaved() {
+    const QStringList pipeline = {"--pp", "8", "--schedules", "1f1b", "--top", "40"};
+    const auto splitsOf = [&](const QStringList &extra) {
+      const Run run = pipescope(kSmallSearch.mid(0, 9) + pipeline + QStringList{"--json"} + extra);
+      if (run.exit_code != 0) qFatal("search failed: %s", qPrintable(run.err));
+      const json out = json::parse(run.out.toStdString());
+      std::set<bool> seen;
+      for (const auto &plan : out["plans"])
+        seen.insert(plan["balance_layers"].get<bool>());
+      return seen;
+    };
+    QCOMPARE(splitsOf({"--layer-split", "even"}), (std::set<bool>{false}));
+    QCOMPARE(splitsOf({"--layer-split", "balanced"}), (std::set<bool>{true}));
+    QCOMPARE(splitsOf({}), (std::set<bool>{false, true}));
+    QTemporaryDir dir;
+    const QString plan_path = dir.filePath("best.json");
+    const Run run =
+        pipescope(kSmallSearch.mid(0, 9) +
+                  QStringList{"--pp", "8", "--schedules", "1f1b", "--save-plan", plan_path});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    QVERIFY2(run.out.contains(" balanced\n"), qPrintable(run.out)); // the best, in the table
+    QFile saved(plan_path);
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    const json plan = json::parse(saved.readAll().toStdString());
+    QCOMPARE(plan["training"]["balance_layers"].get<bool>(), true);
+  }
+
   // The planner says how far the model was from published runs like the candidates, and which
   // runners-up are closer to #1 than that: exactly those whose step is within the mean error.
   void runnersUpWithinTheValidatedErrorAreMarked() {
@@ -241,6 +270,12 @@ private slots:
     QTest::newRow("unknown collective algorithm")
         << kSmallSearch + QStringList{"--collective-algorithm", "star"}
         << "--collective-algorithm:";
+    QTest::newRow("unknown layer split")
+        << kSmallSearch + QStringList{"--layer-split", "even,uneven"}
+        << "--layer-split: 'uneven' is not a split; use even, balanced or both";
+    QTest::newRow("layer split twice")
+        << kSmallSearch + QStringList{"--layer-split", "balanced,balanced"}
+        << "--layer-split: balanced is listed twice";
     QTest::newRow("no mesh with the listed tp")
         << kSmallSearch + QStringList{"--tp", "3"} << "(searched: --tp 3)";
     QTest::newRow("layout syntax") << QStringList{"simulate", "--pp", "4"} + kModel +

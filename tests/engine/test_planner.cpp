@@ -107,40 +107,43 @@ BruteForceBest bruteForce(const SearchRequest &request, double limit_bytes) {
               continue;
             numberings.push_back(numbering);
             for (Recompute recompute : request.recompute)
-              for (bool sp : {false, true}) {
-                if (sp && tp == 1) continue;
-                for (int zero_stage : request.zero_stages) {
-                  // One data-parallel rank has nothing to shard: stage 0 only.
-                  if (zero_stage > 0 && dp == 1) continue;
-                  Plan plan;
-                  plan.request = schedule;
-                  plan.mesh = {dp, tp, pp, request.hardware.gpus_per_node, order};
-                  ModelSetup setup{request.model, request.hardware, {}};
-                  setup.model.microbatch_size = b;
-                  setup.training.recompute = recompute;
-                  setup.training.sequence_parallel = sp;
-                  setup.training.zero_stage = zero_stage;
-                  setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
-                  plan.model = setup;
-                  ModelDerivation derivation;
-                  auto evaluation = evaluatePlan(plan, {}, &derivation);
-                  if (!evaluation) continue;
-                  ++best.configurations;
-                  const ModelReport report = reportModel(setup, plan.mesh, evaluation->schedule,
-                                                         derivation, evaluation->simulation);
-                  double peak = 0;
-                  for (const auto &memory : report.memory)
-                    peak = std::max(peak, memory.total);
-                  if (peak > limit_bytes) continue;
-                  ++best.fitting;
-                  best.fitting_steps.emplace_back(std::llround(report.step_time_s * 1e9), peak);
-                  if (report.tokens_per_s > best.tokens_per_s ||
-                      (report.tokens_per_s == best.tokens_per_s && peak < best.peak_memory)) {
-                    best.tokens_per_s = report.tokens_per_s;
-                    best.peak_memory = peak;
+              for (bool sp : {false, true})
+                for (bool balanced : request.balance_layers) {
+                  if (sp && tp == 1) continue;
+                  if (balanced && pp == 1) continue; // one pipeline rank: nothing to balance
+                  for (int zero_stage : request.zero_stages) {
+                    // One data-parallel rank has nothing to shard: stage 0 only.
+                    if (zero_stage > 0 && dp == 1) continue;
+                    Plan plan;
+                    plan.request = schedule;
+                    plan.mesh = {dp, tp, pp, request.hardware.gpus_per_node, order};
+                    ModelSetup setup{request.model, request.hardware, {}};
+                    setup.model.microbatch_size = b;
+                    setup.training.recompute = recompute;
+                    setup.training.sequence_parallel = sp;
+                    setup.training.balance_layers = balanced;
+                    setup.training.zero_stage = zero_stage;
+                    setup.training.overlap_gradient_sync = request.overlap_gradient_sync;
+                    plan.model = setup;
+                    ModelDerivation derivation;
+                    auto evaluation = evaluatePlan(plan, {}, &derivation);
+                    if (!evaluation) continue;
+                    ++best.configurations;
+                    const ModelReport report = reportModel(setup, plan.mesh, evaluation->schedule,
+                                                           derivation, evaluation->simulation);
+                    double peak = 0;
+                    for (const auto &memory : report.memory)
+                      peak = std::max(peak, memory.total);
+                    if (peak > limit_bytes) continue;
+                    ++best.fitting;
+                    best.fitting_steps.emplace_back(std::llround(report.step_time_s * 1e9), peak);
+                    if (report.tokens_per_s > best.tokens_per_s ||
+                        (report.tokens_per_s == best.tokens_per_s && peak < best.peak_memory)) {
+                      best.tokens_per_s = report.tokens_per_s;
+                      best.peak_memory = peak;
+                    }
                   }
                 }
-              }
           }
         }
       }
@@ -627,6 +630,36 @@ private slots:
         }
     }
     QCOMPARE(compared, 216);
+  }
+
+  // The layer split is searched: on a pipeline whose last stage also runs a 128k-vocabulary head,
+  // the balanced split (fewer layers beside the head) beats the even one, and the planner finds
+  // it; with pp = 1 no plan is "balanced" (one rank has nothing to balance).
+  void balancedLayerSplitIsSearched() {
+    SearchRequest request = smallRequest();
+    request.global_batch = 32;
+    request.schedules = {"1f1b"};
+    request.microbatch_sizes = {1};
+    request.pipeline_parallel = {1, 8};
+    request.top = 50;
+    request.balance_layers = {false};
+    auto even = runSearch(request);
+    QVERIFY2(even.ok(), even.ok() ? "" : even.error().message.c_str());
+    request.balance_layers = {false, true};
+    auto both = runSearch(request);
+    QVERIFY2(both.ok(), both.ok() ? "" : both.error().message.c_str());
+    QVERIFY(both->space > even->space);
+    double best_even_pp8 = 0, best_balanced_pp8 = 0;
+    for (const auto *result : {&*even, &*both})
+      for (const auto &plan : rankedAndAlike(*result)) {
+        if (plan.mesh.pp == 1) QVERIFY(!plan.training.balance_layers);
+        if (plan.mesh.pp != 8) continue;
+        double &best = plan.training.balance_layers ? best_balanced_pp8 : best_even_pp8;
+        best = std::max(best, plan.tokens_per_s);
+      }
+    QVERIFY(best_even_pp8 > 0);
+    QVERIFY2(best_balanced_pp8 > 1.05 * best_even_pp8,
+             (std::to_string(best_balanced_pp8) + " vs " + std::to_string(best_even_pp8)).c_str());
   }
 
   // The planner re-labels a rank order's results for a later order with equal MeshLinks rather

@@ -131,6 +131,9 @@ void TestSearch::searchShowsPointsAndFront() {
   for (int row = 0; row < search->table()->rowCount(); ++row) {
     const SearchPlan &plan = result.plans[static_cast<std::size_t>(row)];
     QCOMPARE(search->table()->item(row, 8)->text(), QString::number(plan.training.zero_stage));
+    // A balanced layer split says so beside the schedule.
+    QCOMPARE(search->table()->item(row, 1)->text().endsWith(QStringLiteral(" (balanced)")),
+             plan.training.balance_layers);
   }
   if (best.training.zero_stage > 0)
     QVERIFY(details.contains(QStringLiteral("ZeRO-%1").arg(best.training.zero_stage)));
