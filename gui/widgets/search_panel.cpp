@@ -53,14 +53,16 @@ QString meshText(const SearchPlan &plan) {
 
 // What hovering a point shows: the configuration, then what it achieves.
 QString planDetails(const SearchPlan &plan, int rank) {
-  const QString training = QStringLiteral("%1%2%3%4").arg(
-      QString::fromUtf8(recomputeName(plan.training.recompute).data()),
-      plan.training.zero_stage > 0 ? QStringLiteral(", ZeRO-%1").arg(plan.training.zero_stage)
-                                   : QString(),
-      plan.training.sequence_parallel ? QStringLiteral(", SP") : QString(),
-      plan.training.balance_layers
-          ? QCoreApplication::translate("SearchPanel", ", layers balanced over the stages")
-          : QString());
+  const QString training =
+      QStringLiteral("%1%2%3%4")
+          .arg(QString::fromUtf8(recomputeName(plan.training.recompute).data()),
+               plan.training.zero_stage > 0
+                   ? QStringLiteral(", ZeRO-%1").arg(plan.training.zero_stage)
+                   : QString(),
+               plan.training.sequence_parallel ? QStringLiteral(", SP") : QString(),
+               plan.training.balance_layers
+                   ? QCoreApplication::translate("SearchPanel", ", layers balanced over the stages")
+                   : QString());
   return QCoreApplication::translate(
              "SearchPanel",
              "<b>%1</b>%2<br>mesh %3 (%4)<br>schedule %5, V = %6<br>M = %7, microbatch size %8"
