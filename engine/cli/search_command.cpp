@@ -141,6 +141,7 @@ json planJson(const SearchPlan &plan, const SearchPlan *best,
               {"collective_algorithm", collectiveAlgorithmName(plan.training.collective_algorithm)},
               {"sequence_parallel", plan.training.sequence_parallel},
               {"balance_layers", plan.training.balance_layers},
+              {"megatron_layout", plan.megatron_layout},
               {"moe_dispatcher", plan.training.moe_dispatcher},
               {"tp_comm_overlap", plan.training.tp_comm_overlap},
               {"tp_backward_overlap", plan.training.tp_backward_overlap},
@@ -485,6 +486,13 @@ int runSearch(const std::vector<std::string> &args) {
     for (std::size_t k = 0; k < result->plans.size(); ++k)
       if (result->plans[k].alike_count > 0)
         std::cout << "  #" << k + 1 << ": " << alikeSummary(result->plans[k]) << '\n';
+  }
+  if (std::any_of(result->plans.begin(), result->plans.end(),
+                  [](const SearchPlan &plan) { return !plan.megatron_layout.empty(); })) {
+    std::cout << "\nbalanced layer splits (Megatron's --pipeline-model-parallel-layout):\n";
+    for (std::size_t k = 0; k < result->plans.size(); ++k)
+      if (!result->plans[k].megatron_layout.empty())
+        std::cout << "  #" << k + 1 << ": " << result->plans[k].megatron_layout << '\n';
   }
   if (result->plans.size() > 1) {
     std::cout << "\nwhy the runners-up lose to #1:\n";

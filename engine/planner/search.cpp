@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "engine/lowering.h"
+#include "engine/model/layer_layout.h"
 #include "engine/planner/compiled_schedule.h"
 
 namespace pipescope {
@@ -376,6 +377,18 @@ bool linksCoverPlacement(const Placement &placement) {
   return covered(placement.rankOf(0), placement.rankOf(placement.stageCount() - 1));
 }
 
+/// Sets a balanced plan's Megatron layout string from its derivation: derived again here, for
+/// the few plans a search returns, rather than formatted for every configuration simulated.
+void nameBalancedLayout(const SearchRequest &request, SearchPlan &plan) {
+  if (!plan.training.balance_layers) return;
+  auto schedule = generateSchedule(plan.schedule);
+  if (!schedule) return;
+  ModelSetup setup{request.model, request.hardware, plan.training};
+  setup.model.microbatch_size = plan.microbatch_size;
+  auto derivation = deriveModelCosts(setup, plan.mesh, schedule->placement);
+  if (derivation) plan.megatron_layout = formatMegatronLayout(derivation->model_layout);
+}
+
 /// Offers a configuration's outcome again, for another rank order with the same links.
 void replay(const Outcome &outcome, const RankOrder &rank_order, std::uint64_t order,
             Counters &counters, Collector &collector) {
@@ -730,6 +743,13 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
   result.cancelled = stop.load();
   result.plans = std::move(all.best);
   result.pareto = std::move(all.pareto);
+  for (auto &plan : result.plans) {
+    nameBalancedLayout(request, plan);
+    for (auto &alike : plan.alike)
+      nameBalancedLayout(request, alike);
+  }
+  for (auto &plan : result.pareto)
+    nameBalancedLayout(request, plan);
   std::sort(result.pareto.begin(), result.pareto.end(),
             [](const SearchPlan &a, const SearchPlan &b) { return a.peak_memory < b.peak_memory; });
   result.smallest_footprint = all.smallest;

@@ -90,6 +90,9 @@ struct SearchPlan {
   double peak_memory = 0;              ///< the largest of them
   double capacity = 0;                 ///< bytes the device has
   std::uint64_t order = 0;             ///< enumeration order: the tie-break, for determinism
+  /// A balanced plan's layer split as a Megatron layout string ("Et*5|t*5|...|t*2L", for
+  /// --pipeline-model-parallel-layout), set on the plans a search returns; empty otherwise.
+  std::string megatron_layout;
   /// Other configurations predicted as fast (the same step time to the nanosecond): a ranked
   /// plan stands for all of them, having the least peak memory (then the earliest in the
   /// enumeration), so the top K are K distinct step times. Schedules that run the same ops at

@@ -61,7 +61,9 @@ QString planDetails(const SearchPlan &plan, int rank) {
                    : QString(),
                plan.training.sequence_parallel ? QStringLiteral(", SP") : QString(),
                plan.training.balance_layers
-                   ? QCoreApplication::translate("SearchPanel", ", layers balanced over the stages")
+                   ? QCoreApplication::translate("SearchPanel",
+                                                 ", layers balanced over the stages (%1)")
+                         .arg(QString::fromStdString(plan.megatron_layout).toHtmlEscaped())
                    : QString());
   return QCoreApplication::translate(
              "SearchPanel",

@@ -160,6 +160,9 @@ private slots:
                   QStringList{"--pp", "8", "--schedules", "1f1b", "--save-plan", plan_path});
     QVERIFY2(run.exit_code == 0, qPrintable(run.err));
     QVERIFY2(run.out.contains(" balanced\n"), qPrintable(run.out)); // the best, in the table
+    QVERIFY2(run.out.contains("balanced layer splits (Megatron's --pipeline-model-parallel-layout):"
+                              "\n  #1: E"),
+             qPrintable(run.out));
     QFile saved(plan_path);
     QVERIFY(saved.open(QIODevice::ReadOnly));
     const json plan = json::parse(saved.readAll().toStdString());

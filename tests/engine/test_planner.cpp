@@ -660,6 +660,25 @@ private slots:
     QVERIFY(best_even_pp8 > 0);
     QVERIFY2(best_balanced_pp8 > 1.05 * best_even_pp8,
              (std::to_string(best_balanced_pp8) + " vs " + std::to_string(best_even_pp8)).c_str());
+    // Each balanced plan returned names its split as a Megatron layout string, which run as an
+    // explicit layout gives the plan's own step time; even plans name none.
+    int named = 0;
+    for (const auto &plan : rankedAndAlike(*both)) {
+      if (!plan.training.balance_layers) {
+        QVERIFY(plan.megatron_layout.empty());
+        continue;
+      }
+      auto layout = parseMegatronLayout(plan.megatron_layout);
+      QVERIFY2(layout.ok(), plan.megatron_layout.c_str());
+      Plan explicit_plan = searchPlanToPlan(request, plan);
+      explicit_plan.model->training.balance_layers = false;
+      explicit_plan.model->training.layout = *layout;
+      auto evaluation = evaluatePlan(explicit_plan);
+      QVERIFY2(evaluation.ok(), evaluation.ok() ? "" : evaluation.error().message.c_str());
+      QCOMPARE(evaluation->simulation.makespan_us * 1e-6, plan.step_time_s);
+      ++named;
+    }
+    QVERIFY(named > 0);
   }
 
   // The planner re-labels a rank order's results for a later order with equal MeshLinks rather
