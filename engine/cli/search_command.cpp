@@ -34,14 +34,16 @@ constexpr const char *kSearchHelp =
 The planner: enumerates every mesh dp × cp × tp × pp that uses the N GPUs (tp within a node and
 dividing the heads, KV heads and FFN; pp at most the layers; cp splitting each sequence into
 2·cp chunks; for a mixture-of-experts model the expert-parallel size ep folded into dp × cp, as
-Megatron-Core folds it), × rank order × schedule × V ×
-microbatch size and M × recomputation × ZeRO stage × sequence parallelism; prunes by memory before
+Megatron-Core folds it), × rank order × schedule × V × microbatch size and M × recomputation ×
+ZeRO stage × sequence parallelism × layer split (even or balanced); prunes by memory before
 simulating; simulates each survivor exactly (the event simulation, compiled once per schedule
 structure and re-timed per cost set) and ranks by tokens/s. Prints how far the model was from
 published runs of the same GPU type, precision and kind of model (docs/validation.md), the top K
-with step time, bubble and memory per rank, why the runners-up lose (and which are closer to #1
-than that error), and the Pareto front of step time against peak memory. Progress goes to
-stderr on a terminal; Ctrl-C stops and keeps what was found.
+distinct step times with bubble and memory per rank (each row the least memory of the
+configurations as fast, which it counts and summarizes), the Megatron layout of each balanced
+split, why the runners-up lose (and which are closer to #1 than that error), and the Pareto front
+of step time against peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps
+what was found.
 
   --model NAME|FILE        model preset or JSON file (see 'pipescope presets')
   --hardware NAME|FILE     hardware preset or JSON file
