@@ -37,8 +37,8 @@ struct SearchRequest {
   std::vector<bool> sequence_parallel{false, true}; ///< only with tp > 1
   /// The layer split over the pipeline: even (false) or balanced (true: TrainingSetup::
   /// balance_layers, the split that minimizes the slowest stage with the embedding and the head
-  /// counted, as Megatron's --decoder-first/last-pipeline-num-layers or torchtitan's layer
-  /// counts would set it); balanced only with pp > 1.
+  /// counted, which Megatron takes as --pipeline-model-parallel-layout: SearchPlan::
+  /// megatron_layout); balanced only with pp > 1.
   std::vector<bool> balance_layers{false, true};
   /// Expert-parallel sizes for a mixture-of-experts model (folded into dp × cp, as Megatron-Core
   /// does); empty = every size dividing dp × cp and the expert count. Dense models use 1 only.
