@@ -2,12 +2,14 @@
 
 #include <QComboBox>
 #include <QCoreApplication>
+#include <QCursor>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QListWidget>
+#include <QMenu>
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
@@ -181,7 +183,7 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
                                      tr("as fast")});
   table_->horizontalHeaderItem(kColumns - 1)
       ->setToolTip(tr("Other configurations with this row's step time (to the nanosecond): the "
-                      "row is the one of them with the least memory"));
+                      "row is the one of them with the least memory. Double-click to load one"));
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -202,8 +204,15 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   });
   connect(&watcher_, &QFutureWatcher<void>::finished, this, &SearchPanel::finished);
   connect(chart_, &SearchScatterChart::pointClicked, this, &SearchPanel::loadShownPlan);
-  connect(table_, &QTableWidget::cellDoubleClicked, this,
-          [this](int row, int /*column*/) { loadShownPlan(row); });
+  connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int column) {
+    // The "as fast" cell offers the configurations it counts; any other cell loads the row.
+    if (column == kColumns - 1)
+      if (QMenu *menu = alikeMenu(row)) {
+        menu->popup(QCursor::pos());
+        return;
+      }
+    loadShownPlan(row);
+  });
   connect(results_, &QSplitter::splitterMoved, this, [this] { user_sized_ = true; });
   setRunning(false);
 }
@@ -536,6 +545,38 @@ void SearchPanel::fitTableWidth() {
 void SearchPanel::resizeEvent(QResizeEvent *event) {
   QWidget::resizeEvent(event);
   fitTableWidth();
+}
+
+QMenu *SearchPanel::alikeMenu(int row) {
+  if (!result_ || !shown_request_ || row < 0 || row >= static_cast<int>(result_->plans.size()))
+    return nullptr;
+  const SearchPlan &ranked = result_->plans[static_cast<std::size_t>(row)];
+  if (ranked.alike.empty()) return nullptr;
+  if (alike_menu_) alike_menu_->deleteLater();
+  alike_menu_ = new QMenu(this);
+  QAction *title =
+      alike_menu_->addAction(ranked.alike_count > ranked.alike.size()
+                                 ? tr("As fast as #%1: the %2 with the least memory of %3")
+                                       .arg(row + 1)
+                                       .arg(ranked.alike.size())
+                                       .arg(ranked.alike_count)
+                                 : tr("As fast as #%1").arg(row + 1));
+  title->setEnabled(false);
+  for (const SearchPlan &alike : ranked.alike) {
+    QString text = QStringLiteral("%1 \u00b7 %2 \u00b7 %3 \u00b7 M = %4, b = %5 \u00b7 %6")
+                       .arg(meshText(alike), scheduleText(alike),
+                            QString::fromStdString(alike.mesh.orderName()))
+                       .arg(alike.schedule.microbatches)
+                       .arg(alike.microbatch_size)
+                       .arg(QString::fromUtf8(recomputeName(alike.training.recompute).data()));
+    if (alike.training.zero_stage > 0)
+      text += QStringLiteral(", ZeRO-%1").arg(alike.training.zero_stage);
+    text += QStringLiteral(" \u00b7 %1 GiB").arg(alike.peak_memory / kGiB, 0, 'f', 1);
+    const Plan plan = searchPlanToPlan(*shown_request_, alike);
+    connect(alike_menu_->addAction(text), &QAction::triggered, this,
+            [this, plan] { emit planChosen(plan); });
+  }
+  return alike_menu_;
 }
 
 void SearchPanel::loadShownPlan(int index) {

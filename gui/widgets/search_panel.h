@@ -20,6 +20,7 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QShowEvent;
+class QMenu;
 class QSplitter;
 class QTableWidget;
 
@@ -53,6 +54,10 @@ public:
   const std::vector<SearchPlan> &shownPlans() const { return shown_; }
   /// Loads shown plan `index` into the explorer (what a click on its point or row does).
   void loadShownPlan(int index);
+  /// The configurations as fast as ranked plan `row` (SearchPlan::alike), one action each that
+  /// loads it: what a double-click on the row's "as fast" cell pops up. Null where there are
+  /// none. Rebuilt each call; the panel owns it.
+  QMenu *alikeMenu(int row);
 
   SearchScatterChart *chart() const { return chart_; }
   QTableWidget *table() const { return table_; }
@@ -108,6 +113,7 @@ private:
   SearchScatterChart *chart_ = nullptr;
   QTableWidget *table_ = nullptr;
   QSplitter *results_ = nullptr;
+  QMenu *alike_menu_ = nullptr;
   bool sized_ = false;
   bool user_sized_ = false; ///< the user dragged the splitter: keep their sizes
   QString taken_from_;      ///< the controls' settings last taken (takeSettingsFrom)

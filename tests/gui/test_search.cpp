@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QProgressBar>
 #include <QScrollBar>
 #include <QSpinBox>
@@ -14,6 +15,7 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QtTest>
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -53,6 +55,7 @@ private slots:
   void searchShowsPointsAndFront();
   void everyColumnOfTheTableIsReadable();
   void clickingBestLoadsItsPlan();
+  void anAsFastConfigurationLoads();
   void cancelStopsTheSearch();
   void badRequestIsExplained();
   void numericsFollowTheControls();
@@ -236,6 +239,49 @@ void TestSearch::clickingBestLoadsItsPlan() {
   QVERIFY(qAbs(window.snapshot()->report->tokens_per_s - best.tokens_per_s) <=
           1e-6 * best.tokens_per_s);
   QCOMPARE(window.snapshot()->plan.request.pp, best.mesh.pp);
+}
+
+// The "as fast" cell of a row offers the configurations it counts (the row's alike list, a
+// disabled title first); choosing one loads that configuration, not the row's.
+void TestSearch::anAsFastConfigurationLoads() {
+  MainWindow window(quietOptions());
+  window.setPlan(modelPlan());
+  window.settle();
+  SearchPanel *search = window.search();
+  setUpSmallSearch(search, 16);
+  QVERIFY(search->startSearch());
+  search->waitForSearch();
+  QVERIFY(search->result().has_value());
+  const auto &plans = search->result()->plans;
+  const auto with_alike = std::find_if(plans.begin(), plans.end(),
+                                       [](const SearchPlan &plan) { return !plan.alike.empty(); });
+  QVERIFY(with_alike != plans.end());
+  const int row = static_cast<int>(with_alike - plans.begin());
+  const auto without_alike = std::find_if(
+      plans.begin(), plans.end(), [](const SearchPlan &plan) { return plan.alike.empty(); });
+  if (without_alike != plans.end())
+    QVERIFY(!search->alikeMenu(static_cast<int>(without_alike - plans.begin())));
+  QMenu *menu = search->alikeMenu(row);
+  QVERIFY(menu);
+  const QList<QAction *> actions = menu->actions();
+  QCOMPARE(actions.size(), static_cast<qsizetype>(with_alike->alike.size()) + 1);
+  QVERIFY(!actions.front()->isEnabled());
+  const SearchPlan &chosen = with_alike->alike.back();
+  QVERIFY(actions.back()->text().contains(QString::fromStdString(chosen.schedule.name)));
+  actions.back()->trigger();
+  window.settle();
+  const Plan &shown = window.controls()->plan();
+  QCOMPARE(shown.request.name, chosen.schedule.name);
+  QCOMPARE(shown.request.chunks, chosen.schedule.chunks);
+  QCOMPARE(shown.mesh.dp, chosen.mesh.dp);
+  QCOMPARE(shown.mesh.cp, chosen.mesh.cp);
+  QCOMPARE(shown.mesh.orderName(), chosen.mesh.orderName());
+  QVERIFY(shown.model.has_value());
+  QCOMPARE(shown.model->training.zero_stage, chosen.training.zero_stage);
+  // As fast as its row: the explorer's own simulation gives the row's step.
+  QVERIFY(window.snapshot() && window.snapshot()->report);
+  QVERIFY(qAbs(window.snapshot()->report->step_time_s - with_alike->step_time_s) <=
+          1e-6 * with_alike->step_time_s);
 }
 
 void TestSearch::cancelStopsTheSearch() {
