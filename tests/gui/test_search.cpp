@@ -47,6 +47,17 @@ void setUpSmallSearch(SearchPanel *search, int gpus) {
   search->topBox()->setValue(8);
 }
 
+/// The small search on `gpus` GPUs, run to its end in a window showing the model plan.
+bool runSmallSearch(MainWindow &window, int gpus) {
+  window.setPlan(modelPlan());
+  window.settle();
+  SearchPanel *search = window.search();
+  setUpSmallSearch(search, gpus);
+  if (!search->startSearch()) return false;
+  search->waitForSearch();
+  return search->result().has_value();
+}
+
 } // namespace
 
 class TestSearch : public QObject {
@@ -212,13 +223,8 @@ void TestSearch::everyColumnOfTheTableIsReadable() {
 
 void TestSearch::clickingBestLoadsItsPlan() {
   MainWindow window(quietOptions());
-  window.setPlan(modelPlan());
-  window.settle();
+  QVERIFY(runSmallSearch(window, 16));
   SearchPanel *search = window.search();
-  setUpSmallSearch(search, 16);
-  QVERIFY(search->startSearch());
-  search->waitForSearch();
-  QVERIFY(search->result().has_value());
   const SearchPlan best = search->result()->plans.front();
   // What a click on the best point does (the chart's clicked signal carries its plan index).
   emit search->chart()->pointClicked(0);
@@ -245,13 +251,8 @@ void TestSearch::clickingBestLoadsItsPlan() {
 // disabled title first); choosing one loads that configuration, not the row's.
 void TestSearch::anAsFastConfigurationLoads() {
   MainWindow window(quietOptions());
-  window.setPlan(modelPlan());
-  window.settle();
+  QVERIFY(runSmallSearch(window, 16));
   SearchPanel *search = window.search();
-  setUpSmallSearch(search, 16);
-  QVERIFY(search->startSearch());
-  search->waitForSearch();
-  QVERIFY(search->result().has_value());
   const auto &plans = search->result()->plans;
   const auto with_alike = std::find_if(plans.begin(), plans.end(),
                                        [](const SearchPlan &plan) { return !plan.alike.empty(); });
