@@ -812,13 +812,6 @@ std::string whySlower(const SearchPlan &plan, const SearchPlan &best) {
                   plan.gradient_sync_s * 1e3, best.gradient_sync_s * 1e3);
     add(buffer);
   }
-  if (plan.step_time_s == best.step_time_s && plan.peak_memory == best.peak_memory)
-    return "ties with #1 on step time and memory (listed later in the enumeration)";
-  if (plan.step_time_s == best.step_time_s) {
-    std::snprintf(buffer, sizeof buffer, "same step time, more memory (%.1f vs %.1f GiB)",
-                  plan.peak_memory / kGiB, best.peak_memory / kGiB);
-    return buffer;
-  }
   if (reasons.empty()) reasons = "transfers on the critical path";
   std::snprintf(buffer, sizeof buffer,
                 "+%.2f %% step time: ", (plan.step_time_s / best.step_time_s - 1) * 100);

@@ -149,7 +149,8 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
 /// The plan file of a searched configuration (loadable by `pipescope simulate --plan`).
 Plan searchPlanToPlan(const SearchRequest &request, const SearchPlan &plan);
 
-/// Why `plan` is slower than `best`, in a few words ("bubble 12.0 % vs 4.1 %; ...").
+/// Why `plan` is slower than `best`, in a few words ("bubble 12.0 % vs 4.1 %; ..."). Ranked
+/// runners-up are always slower: a plan as fast as a ranked one is counted under it (alike).
 std::string whySlower(const SearchPlan &plan, const SearchPlan &best);
 
 /// What a ranked plan's alike configurations change, in a few words ("3 more: schedules 1f1b |
