@@ -58,6 +58,38 @@ TimeUnit timeUnitFor(double makespan_us) {
   return {1, "us"};
 }
 
+std::string signedPercent(double fraction) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%+.1f %%", fraction * 100);
+  return buffer;
+}
+
+void printTable(const Table &table, bool markdown) {
+  if (table.empty()) return;
+  std::vector<std::size_t> widths(table.front().size(), 0);
+  for (const auto &row : table)
+    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c)
+      widths[c] = std::max(widths[c], row[c].size());
+  for (std::size_t r = 0; r < table.size(); ++r) {
+    std::string line = markdown ? "|" : "";
+    for (std::size_t c = 0; c < widths.size(); ++c) {
+      const std::string &cell = c < table[r].size() ? table[r][c] : std::string();
+      const std::string padded = cell + std::string(widths[c] - cell.size(), ' ');
+      line += markdown ? " " + padded + " |" : (c ? "   " : "") + padded;
+    }
+    while (!markdown && !line.empty() && line.back() == ' ')
+      line.pop_back();
+    std::cout << line << '\n';
+    if (markdown && r == 0) {
+      std::string rule = "|";
+      for (std::size_t c = 0; c < widths.size(); ++c)
+        rule += (c == 0 ? " :" : " ") + std::string(std::max<std::size_t>(widths[c], 3) - 1, '-') +
+                (c == 0 ? " |" : ": |");
+      std::cout << rule << '\n';
+    }
+  }
+}
+
 std::vector<std::string> splitList(const std::string &text) {
   std::vector<std::string> items;
   std::stringstream stream(text);

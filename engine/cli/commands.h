@@ -49,6 +49,13 @@ struct TimeUnit {
   const char *name; ///< "us", "ms" or "s"
 };
 TimeUnit timeUnitFor(double makespan_us);
+/// "+1.2 %": a signed error.
+std::string signedPercent(double fraction);
+/// Rows of cells, the first row the headers.
+using Table = std::vector<std::vector<std::string>>;
+/// Columns padded to their widest cell, or a Markdown table (the first column left-aligned, the
+/// others right-aligned).
+void printTable(const Table &table, bool markdown);
 /// "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> splitList(const std::string &text);
 

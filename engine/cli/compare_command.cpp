@@ -63,12 +63,6 @@ them with "all") or a "pipescope.validation" file.
                        FILE predicts the row from it, and the explorer opens it to vary it
 )";
 
-std::string signedPercent(double fraction) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%+.1f %%", fraction * 100);
-  return buffer;
-}
-
 std::string percentText(double fraction) {
   return fixed(fraction * 100, 1) + " %";
 }
@@ -84,34 +78,6 @@ std::string durationText(double us) {
   if (std::abs(us) >= 1e6) return fixed(us * 1e-6, 3) + " s";
   if (std::abs(us) >= 1e3) return fixed(us * 1e-3, 3) + " ms";
   return fixed(us, 1) + " us";
-}
-
-using Table = std::vector<std::vector<std::string>>; // first row: the headers
-
-void printTable(const Table &table, bool markdown) {
-  if (table.empty()) return;
-  std::vector<std::size_t> widths(table.front().size(), 0);
-  for (const auto &row : table)
-    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c)
-      widths[c] = std::max(widths[c], row[c].size());
-  for (std::size_t r = 0; r < table.size(); ++r) {
-    std::string line = markdown ? "|" : "";
-    for (std::size_t c = 0; c < widths.size(); ++c) {
-      const std::string &cell = c < table[r].size() ? table[r][c] : std::string();
-      const std::string padded = cell + std::string(widths[c] - cell.size(), ' ');
-      line += markdown ? " " + padded + " |" : (c ? "   " : "") + padded;
-    }
-    while (!markdown && !line.empty() && line.back() == ' ')
-      line.pop_back();
-    std::cout << line << '\n';
-    if (markdown && r == 0) {
-      std::string rule = "|";
-      for (std::size_t c = 0; c < widths.size(); ++c)
-        rule += (c == 0 ? " :" : " ") + std::string(std::max<std::size_t>(widths[c], 3) - 1, '-') +
-                (c == 0 ? " |" : ": |");
-      std::cout << rule << '\n';
-    }
-  }
 }
 
 Table stepTable(const TraceComparison &before, const TraceComparison *after) {
