@@ -2,7 +2,9 @@
 // model_config.yaml of a Megatron-LM CI test) read as a pipescope configuration, predicted, and
 // written as a plan the explorer and `simulate --plan` open (engine/model/megatron_args.h).
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "engine/json_io.h"
 #include "engine/model/megatron_args.h"
 #include "engine/model/validation.h"
+#include "engine/output_file.h"
 #include "engine/plan_file.h"
 
 namespace pipescope::cli {
@@ -26,6 +29,7 @@ constexpr double kGiB = 1073741824.0;
 constexpr const char *kMegatronHelp =
     R"(usage: pipescope megatron FILE [--gpus N] [--gpus-per-node N]
                           [--hardware H] [--vocab N] [--out PLAN] [--json]
+                          [--step-time S [--add-row RUNS [--row-id ID]]]
 
 Reads the arguments of a Megatron-LM launch and predicts the run: its step time, what each stage's
 forward and backward are made of, its communication and its peak memory per GPU. FILE ("-": standard
@@ -49,7 +53,54 @@ so are the ones not read (logging, data, learning rate, checkpoints).
   --out PLAN           write the configuration as a plan file: pipescope simulate --plan PLAN
                        predicts it again, the explorer opens it to vary it
   --json               one JSON object: configuration, assumed, not_priced, not_read, prediction
+  --step-time S        the run's measured seconds per iteration (Megatron-LM logs the elapsed
+                       time per iteration, in ms): the prediction's error against it is printed
+  --add-row RUNS       with --step-time: add the launch and its measured step as a row of the
+                       "pipescope.validation" file RUNS (created if absent; rewritten whole, or
+                       left as it was on any error). pipescope calibrate --published RUNS fits
+                       the hardware's GEMM level to your runs; compare --published RUNS checks it
+  --row-id ID          the row's id in RUNS (default: the launch file's name)
 )";
+
+/// The text of the validation file `path` (created when absent) with one more row: the launch's
+/// configuration, `id`, and its measured step. The file must be a validation file that loads, and
+/// the id new in it.
+Result<std::string> runsWithRow(const std::string &path, const json &configuration,
+                                const std::string &id, const std::string &launch,
+                                double step_time_s) {
+  json runs;
+  if (std::filesystem::exists(path)) {
+    auto text = readTextFile(path);
+    if (!text) return text.error();
+    auto parsed = parseJsonLimited(*text);
+    if (!parsed) return parsed.error();
+    runs = std::move(*parsed);
+    auto set = validationSetFromJson(runs, path);
+    if (!set)
+      return makeError("is not a validation file that loads (" + set.error().message +
+                       "); give a new file or fix it");
+    for (const auto &row : set->cases)
+      if (row.id == id)
+        return makeError("has a row '" + id + "' already; give the new one --row-id ID");
+  } else {
+    runs = {{"format", "pipescope.validation"},
+            {"version", 1},
+            {"title", "Measured runs"},
+            {"source", "Megatron-LM launches read by pipescope megatron, each with the step time "
+                       "its run measured"},
+            {"rows", json::array()}};
+  }
+  json row = configuration;
+  row["id"] = id;
+  row["published"] =
+      "Megatron-LM launch " + launch + ", measured " + number(step_time_s) + " s per iteration";
+  row["measured"] = {{"step_time_s", step_time_s}};
+  runs["rows"].push_back(std::move(row));
+  // What is written must load back as it will be read.
+  if (auto set = validationSetFromJson(runs, path); !set)
+    return makeError("the new row does not load (" + set.error().message + ")");
+  return runs.dump(2) + "\n";
+}
 
 std::string listText(const std::vector<std::string> &names) {
   std::string text;
@@ -65,8 +116,9 @@ int runMegatron(const std::vector<std::string> &args) {
     std::cout << kMegatronHelp;
     return 0;
   }
-  auto parsed = Arguments::parse(args, {"gpus", "gpus-per-node", "hardware", "vocab", "out"},
-                                 {"json"}, "megatron");
+  auto parsed = Arguments::parse(
+      args, {"gpus", "gpus-per-node", "hardware", "vocab", "out", "step-time", "add-row", "row-id"},
+      {"json"}, "megatron");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (a.positional().size() != 1)
@@ -87,6 +139,16 @@ int runMegatron(const std::vector<std::string> &args) {
   target.name = launchName(a.positional().front());
   if (const auto out = a.text("out"); out && *out == "-")
     return fail("megatron: --out - would mix the plan with the report; give a file name");
+  auto step_time = a.number("step-time", 1e-6, 1e9);
+  if (!step_time) return fail(step_time.error().message);
+  const auto runs_path = a.text("add-row");
+  if (runs_path && !*step_time)
+    return fail("megatron: --add-row needs the run's measured --step-time S (seconds per "
+                "iteration; Megatron-LM logs it as \"elapsed time per iteration (ms)\")");
+  if (a.has("row-id") && !runs_path)
+    return fail("megatron: --row-id names the row --add-row RUNS adds; add --add-row");
+  if (runs_path && *runs_path == "-")
+    return fail("megatron: --add-row - would mix the runs file with the report; give a file name");
 
   currentActivity() = "reading " + path;
   auto text = readTextFile(path);
@@ -100,9 +162,24 @@ int runMegatron(const std::vector<std::string> &args) {
   currentActivity() = "predicting the run";
   auto result = predictValidationCase(configuration);
   if (!result) return fail(result.error().message);
+  std::optional<double> step_error;
+  if (*step_time) step_error = (result->predicted_step_s - **step_time) / **step_time;
+  // Both files are checked before either is written, so a refusal leaves both as they were.
+  std::optional<std::string> runs_text;
+  if (runs_path) {
+    const std::string id = a.text("row-id").value_or(target.name);
+    auto runs = runsWithRow(*runs_path, translation.row, id, path, **step_time);
+    if (!runs) return fail("megatron: --add-row " + *runs_path + ": " + runs.error().message);
+    runs_text = std::move(*runs);
+  }
   if (const auto out = a.text("out")) {
     currentActivity() = "writing " + *out;
     if (auto status = savePlan(*out, validationCasePlan(configuration)); !status)
+      return fail("megatron: " + status.error().message);
+  }
+  if (runs_text) {
+    currentActivity() = "writing " + *runs_path;
+    if (auto status = writeTextFile(*runs_path, *runs_text); !status)
       return fail("megatron: " + status.error().message);
   }
 
@@ -122,6 +199,11 @@ int runMegatron(const std::vector<std::string> &args) {
                   {"memory_gib_per_pipeline_rank", memory},
                   {"explanation", explanationJson(*result)}}}};
     if (const auto plan = a.text("out")) out["plan"] = *plan;
+    if (step_error) {
+      out["measured"] = {{"step_time_s", **step_time}};
+      out["prediction"]["step_error"] = *step_error;
+    }
+    if (runs_path) out["runs"] = *runs_path;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -148,7 +230,11 @@ int runMegatron(const std::vector<std::string> &args) {
               << listText(translation.not_read) << '\n';
   std::cout << "\nprediction on " << target.hardware << ": step "
             << fixed(result->predicted_step_s, 3) << " s, " << number(report.tokens_per_s)
-            << " tokens/s\n";
+            << " tokens/s";
+  if (step_error)
+    std::cout << " (measured " << fixed(**step_time, 3) << " s: " << signedPercent(*step_error)
+              << ")";
+  std::cout << '\n';
   for (const auto &line : explanationLines(*result))
     std::cout << "  " << line << '\n';
   std::cout << "  peak memory per GPU by pipeline rank:";
@@ -158,6 +244,9 @@ int runMegatron(const std::vector<std::string> &args) {
   if (const auto out = a.text("out"))
     std::cout << "\nThe plan is written to " << *out << " (pipescope simulate --plan " << *out
               << " predicts it again; the explorer opens it)\n";
+  if (runs_path)
+    std::cout << "\nThe run is a row of " << *runs_path << " (pipescope calibrate --published "
+              << *runs_path << " fits the GEMM level to its rows)\n";
   return 0;
 }
 

@@ -437,7 +437,7 @@ int runSearch(const std::vector<std::string> &args) {
   // How far the model was from published runs like these: runners-up closer to #1 than that
   // are not known to be slower.
   const ValidatedAccuracy accuracy =
-      validatedAccuracy(request->hardware.name, request->gemm_precision, isMoe(request->model));
+      validatedAccuracy(request->hardware, request->gemm_precision, isMoe(request->model));
   std::size_t within_error = 0;
   for (std::size_t k = 1; k < result->plans.size(); ++k)
     if (withinValidatedError(result->plans[k].step_time_s, best.step_time_s, accuracy))

@@ -289,6 +289,12 @@ nlohmann::json toJson(const HardwareSpec &hw) {
     out["gemm_efficiency_fp8"] = curveJson(hw.gemm_efficiency_fp8);
     out["gemm_efficiency_fp8_source"] = hw.gemm_efficiency_fp8_source;
   }
+  if (const auto &c = hw.calibration)
+    out["calibration"] = {{"runs", c->runs},
+                          {"held_out_mean_abs_step_error", c->mean_abs_step_error},
+                          {"held_out_worst_abs_step_error", c->worst_abs_step_error},
+                          {"held_out_mean_step_error", c->mean_step_error},
+                          {"sets", c->sets}};
   return out;
 }
 
@@ -534,7 +540,8 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "peak_fp8_tflops",
                           "gemm_efficiency_fp8",
                           "gemm_efficiency_fp8_source",
-                          "sm_count"});
+                          "sm_count",
+                          "calibration"});
       !s)
     return s.error();
   HardwareSpec hw;
@@ -567,7 +574,31 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
   const auto *fp8_curve = fields.array("gemm_efficiency_fp8");
   fields.text("gemm_efficiency_fp8_source", hw.gemm_efficiency_fp8_source)
       .number("peak_fp8_tflops", hw.peak_fp8_tflops, 0, kHuge);
+  const auto *calibration = fields.object("calibration");
   if (!fields.ok()) return fields.error();
+  if (calibration) {
+    const std::string at = pointer + "/calibration";
+    if (auto s = checkKeys(*calibration, at,
+                           {"runs", "held_out_mean_abs_step_error", "held_out_worst_abs_step_error",
+                            "held_out_mean_step_error", "sets"});
+        !s)
+      return s.error();
+    HardwareCalibration c;
+    // Errors are fractions of the measured step; 1000 (100 000 %) bounds what a fit can report.
+    constexpr double kMaxError = 1e3;
+    JsonFields calibration_fields(*calibration, at);
+    calibration_fields.integer("runs", c.runs, 1, 1 << 20, true)
+        .number("held_out_mean_abs_step_error", c.mean_abs_step_error, 0, kMaxError, true)
+        .number("held_out_worst_abs_step_error", c.worst_abs_step_error, 0, kMaxError, true)
+        .number("held_out_mean_step_error", c.mean_step_error, -kMaxError, kMaxError, true)
+        .text("sets", c.sets);
+    if (!calibration_fields.ok()) return calibration_fields.error();
+    if (c.worst_abs_step_error < c.mean_abs_step_error ||
+        std::abs(c.mean_step_error) > c.mean_abs_step_error * (1 + 1e-12))
+      return makeError(at + ": the worst |error| is below the mean, or the signed mean above "
+                            "the mean |error|: these figures cannot come from one set of runs");
+    hw.calibration = c;
+  }
   if (curve) {
     auto points = gemmCurveFromJson(*curve, pointer + "/gemm_efficiency");
     if (!points) return points.error();

@@ -86,6 +86,18 @@ struct ModelSpec {
 };
 
 /// One GPU type and the links of the cluster it sits in.
+/// What `pipescope calibrate` fitted a hardware file's GEMM levels on (docs/cost-model.md,
+/// "Calibrating the GEMM level to your runs"): the measured runs, and their step error with each
+/// one held out (predicted on the levels the other runs give). A plan on the file quotes this as
+/// the error to expect, in place of the published runs of its GPU type.
+struct HardwareCalibration {
+  int runs = 0;                    ///< runs held out (each predicted without it)
+  double mean_abs_step_error = 0;  ///< their mean |(predicted − measured) / measured|
+  double worst_abs_step_error = 0; ///< and worst
+  double mean_step_error = 0;      ///< signed mean: + = predicted slow
+  std::string sets;                ///< the validation files or sets they came from
+};
+
 struct HardwareSpec {
   std::string name;
   std::string source;
@@ -123,6 +135,8 @@ struct HardwareSpec {
   /// beside an overlapped F&B pair's compute (dispatcherSmShare) are not priced.
   int sm_count = 0;
   std::string notes;
+  /// Set by `pipescope calibrate` (absent from the presets).
+  std::optional<HardwareCalibration> calibration;
 };
 
 /// Activation recomputation. Selective: Megatron's (Korthikanti et al. 2022, §5: the attention

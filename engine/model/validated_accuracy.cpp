@@ -82,8 +82,24 @@ ValidatedAccuracy validatedAccuracy(const std::string &hardware_name, GemmPrecis
   return accuracy;
 }
 
+ValidatedAccuracy validatedAccuracy(const HardwareSpec &hardware, GemmPrecision precision,
+                                    bool moe) {
+  ValidatedAccuracy accuracy = validatedAccuracy(hardware.name, precision, moe);
+  if (const auto &calibration = hardware.calibration) {
+    accuracy.calibrated = true;
+    accuracy.scope = "calibrated on " + calibration->sets + " by pipescope calibrate";
+    accuracy.step = {};
+    accuracy.step.runs = calibration->runs;
+    accuracy.step.sum = calibration->mean_abs_step_error * calibration->runs;
+    accuracy.step.worst = calibration->worst_abs_step_error;
+    accuracy.mean_signed_step_error = calibration->mean_step_error;
+    accuracy.sets = {calibration->sets};
+  }
+  return accuracy;
+}
+
 ValidatedAccuracy validatedAccuracy(const ModelSetup &setup) {
-  return validatedAccuracy(setup.hardware.name, setup.training.gemm_precision, isMoe(setup.model));
+  return validatedAccuracy(setup.hardware, setup.training.gemm_precision, isMoe(setup.model));
 }
 
 bool withinValidatedError(double step_s, double best_step_s, const ValidatedAccuracy &accuracy) {
@@ -102,7 +118,15 @@ std::string validatedAccuracyText(const ValidatedAccuracy &accuracy) {
     for (const std::string &set : accuracy.sets)
       sets += (sets.empty() ? "" : ", ") + set;
     const char *direction = accuracy.mean_signed_step_error >= 0 ? "slow" : "fast";
-    if (accuracy.step.runs == 1)
+    if (accuracy.calibrated)
+      std::snprintf(text, sizeof text,
+                    "on the %d measured run%s this hardware file was calibrated on (%s), each "
+                    "predicted on the level the others give, the step time was off by %.1f %% "
+                    "mean, %.1f %% worst, %.1f %% %s on average",
+                    accuracy.step.runs, accuracy.step.runs == 1 ? "" : "s", sets.c_str(),
+                    accuracy.step.mean() * 100, accuracy.step.worst * 100,
+                    std::abs(accuracy.mean_signed_step_error) * 100, direction);
+    else if (accuracy.step.runs == 1)
       std::snprintf(text, sizeof text,
                     "on 1 published run (%s: %s) the predicted step time was %.1f %% %s",
                     accuracy.scope.c_str(), sets.c_str(), accuracy.step.worst * 100, direction);
@@ -128,6 +152,7 @@ std::string validatedAccuracyText(const ValidatedAccuracy &accuracy) {
 nlohmann::json validatedAccuracyJson(const ValidatedAccuracy &accuracy) {
   return {{"scope", accuracy.scope},
           {"hardware", accuracy.hardware},
+          {"calibrated", accuracy.calibrated},
           {"runs", accuracy.step.runs},
           {"mean_abs_step_error", accuracy.step.mean()},
           {"worst_abs_step_error", accuracy.step.worst},

@@ -26,6 +26,9 @@ struct ValidatedAccuracy {
   StepErrorSummary memory;
   std::vector<std::string> sets; ///< the validation sets the time rows come from
   std::string hardware;          ///< the GPU type (hardware preset name) they ran on
+  /// The step figures are the hardware file's own calibration (pipescope calibrate): the user's
+  /// runs, each held out, not the published ones.
+  bool calibrated = false;
 };
 
 /// The rows of the shipped sets that match `hardware_name` (a preset name; a plan's own hardware
@@ -34,7 +37,12 @@ struct ValidatedAccuracy {
 /// calls reuse it (thread-safe).
 ValidatedAccuracy validatedAccuracy(const std::string &hardware_name, GemmPrecision precision,
                                     bool moe);
-/// The same for a plan's model setup (its hardware name, training precision and experts).
+/// The same for a plan's hardware, precision and kind of model; a hardware file that `pipescope
+/// calibrate` fitted answers with its calibration's held-out step error instead (the published
+/// runs still give the memory figures).
+ValidatedAccuracy validatedAccuracy(const HardwareSpec &hardware, GemmPrecision precision,
+                                    bool moe);
+/// The same for a plan's model setup (its hardware, training precision and experts).
 ValidatedAccuracy validatedAccuracy(const ModelSetup &setup);
 
 /// Whether a plan with step time `step_s` is within the validated mean |error| of the best
@@ -44,9 +52,10 @@ bool withinValidatedError(double step_s, double best_step_s, const ValidatedAccu
 
 /// One line for a summary: "on 16 published runs (h100-sxm, fp8, dense: nemo-h100,
 /// megatron-bridge-h100) the step time was off by 5.5 % mean, 14.4 % worst, 1.2 % slow on
-/// average", or that no published run checks the GPU type.
+/// average", the same for the runs a calibrated file was fitted on, or that no published run
+/// checks the GPU type.
 std::string validatedAccuracyText(const ValidatedAccuracy &accuracy);
-/// {"scope", "hardware", "runs", "mean_abs_step_error", "worst_abs_step_error",
+/// {"scope", "hardware", "calibrated", "runs", "mean_abs_step_error", "worst_abs_step_error",
 /// "mean_step_error", "sets", "memory_runs", "mean_abs_memory_error", "worst_abs_memory_error"}.
 nlohmann::json validatedAccuracyJson(const ValidatedAccuracy &accuracy);
 

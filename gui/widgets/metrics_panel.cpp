@@ -189,8 +189,13 @@ void MetricsPanel::showValidatedAccuracy(const ValidatedAccuracy &accuracy) {
                  palette::badValue().name()));
     return;
   }
-  const QString on = accuracy.step.runs == 1 ? tr("on 1 published run")
-                                             : tr("on %1 published runs").arg(accuracy.step.runs);
+  QString on;
+  if (accuracy.calibrated)
+    on = accuracy.step.runs == 1 ? tr("on 1 measured run, held out")
+                                 : tr("on %1 measured runs, each held out").arg(accuracy.step.runs);
+  else
+    on = accuracy.step.runs == 1 ? tr("on 1 published run")
+                                 : tr("on %1 published runs").arg(accuracy.step.runs);
   label->setText(
       tr("%1 mean, %2 worst error %3")
           .arg(formatPercent(accuracy.step.mean()), formatPercent(accuracy.step.worst), on) +

@@ -411,7 +411,7 @@ void SearchPanel::finished() {
 
 ValidatedAccuracy SearchPanel::shownAccuracy() const {
   const SearchRequest &request = *shown_request_;
-  return validatedAccuracy(request.hardware.name, request.gemm_precision, isMoe(request.model));
+  return validatedAccuracy(request.hardware, request.gemm_precision, isMoe(request.model));
 }
 
 // How far the model was from published runs like these, and how many runners-up are closer to
@@ -427,11 +427,16 @@ QString SearchPanel::validatedAccuracyNote() const {
   for (std::size_t k = 1; k < result_->plans.size(); ++k)
     within += withinValidatedError(result_->plans[k].step_time_s, best, accuracy) ? 1 : 0;
   QString note =
-      (accuracy.step.runs == 1
-           ? tr(" On the 1 published run like these (%2) the model was off by %3")
-           : tr(" On %1 published runs like these (%2) the model was off by %3 mean"))
-          .arg(accuracy.step.runs)
-          .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()));
+      accuracy.calibrated
+          ? tr(" On the %1 measured runs the hardware file was calibrated on, each held out, the "
+               "model was off by %2 mean")
+                .arg(accuracy.step.runs)
+                .arg(formatPercent(accuracy.step.mean()))
+          : (accuracy.step.runs == 1
+                 ? tr(" On the 1 published run like these (%2) the model was off by %3")
+                 : tr(" On %1 published runs like these (%2) the model was off by %3 mean"))
+                .arg(accuracy.step.runs)
+                .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()));
   if (within > 0)
     note += (within == 1 ? tr("; 1 runner-up (shaded) is closer to #1 than that, so not known "
                               "to be slower")

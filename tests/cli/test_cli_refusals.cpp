@@ -240,6 +240,36 @@ private slots:
         << QStringList{"simulate", "--no-swiglu-fusion"} << 2
         << "--no-swiglu-fusion needs --model and --hardware" << true;
 
+    // `calibrate`: what it cannot fit, and what the fix is.
+    QTest::newRow("calibrate: rows on three GPU types")
+        << QStringList{"calibrate", "--published", "all"} << 2
+        << "one hardware file is fitted at a time: pick the rows of one with --rows, or give "
+           "--hardware H"
+        << true;
+    QTest::newRow("calibrate: FP8 level without FP8 rows")
+        << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "fp8"} << 2
+        << "no FP8 row to fit the FP8 level on" << true;
+    QTest::newRow("calibrate: both levels on FP8 rows alone")
+        << QStringList{"calibrate", "--published", "nemo-h100", "--fit", "level,fp8"} << 2
+        << "no BF16 row to fit the BF16 level on: every row runs FP8 GEMMs" << true;
+    QTest::newRow("calibrate: FP8 rows on an A100")
+        << QStringList{"calibrate", "--published", "nemo-h100", "--hardware", "a100-80gb"} << 2
+        << "row gpt3-5b runs FP8 GEMMs, but a100-80gb has no FP8 peak" << true;
+    QTest::newRow("calibrate: unknown fit")
+        << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "speed"} << 2
+        << "--fit takes level, fp8 or level,fp8, each once; got 'speed'" << true;
+    QTest::newRow("calibrate: unknown row")
+        << QStringList{"calibrate", "--published", "megatron-core-h100", "--rows", "gpt-2"} << 2
+        << "--rows names 'gpt-2', which is not a row of megatron-core-h100" << true;
+    QTest::newRow("calibrate: memory-only rows")
+        << QStringList{"calibrate", "--published", "megatron-lm-ci-h100"} << 2
+        << "no row of megatron-lm-ci-h100 has a measured step time" << true;
+    QTest::newRow("calibrate: hardware file to standard output")
+        << QStringList{"calibrate", "--published", "megatron-core-h100", "--save-hardware", "-"}
+        << 2 << "--save-hardware needs a file name" << true;
+    QTest::newRow("calibrate: no rows given")
+        << QStringList{"calibrate"} << 2 << "give the measured runs with --published SET" << true;
+
     // Usage errors of validate go to stderr.
     QTest::newRow("validate without file")
         << QStringList{"validate"} << 2 << "validate needs the FILE to check" << true;

@@ -1,0 +1,288 @@
+// `pipescope calibrate`: a hardware file's GEMM level fitted to measured steps (a
+// "pipescope.validation" file of the user's own runs, or the shipped sets), so the planner's
+// predictions follow the user's cluster and software (docs/cost-model.md, "Calibrating the GEMM
+// level to your runs").
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/arguments.h"
+#include "engine/cli/commands.h"
+#include "engine/model/hardware_fit.h"
+#include "engine/model/validation.h"
+#include "engine/output_file.h"
+
+namespace pipescope::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char *kCalibrateHelp =
+    R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
+                           [--fit level|fp8|level,fp8] [--save-hardware FILE] [--json]
+
+Fits the hardware's GEMM efficiency to measured step times, so that predictions, and the planner's
+ranking, follow your cluster and software instead of the published runs the presets were fitted
+on. The curve keeps its shape (efficiency over GEMM size) and takes one level, its plateau, in
+steps of 0.01 of peak: the level with the least mean |error| over the rows. Every row is then
+predicted again with the level fitted on the other rows alone, which says how far off to expect a
+run the fit has not seen. The shipped presets were fitted this way (docs/validation.md): with the
+same rows this reproduces their levels.
+
+SET is a "pipescope.validation" file (docs/validation.md: one row per run, its model, mesh,
+schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope megatron LAUNCH
+--json` gives a launch's "configuration" in that form), a shipped set, or "all". Rows that check
+memory only are left out.
+
+  --rows ID,...        only these rows (by id)
+  --hardware H         the hardware preset or file to fit, which every row then runs on
+                       (default: the one the rows name; rows naming different ones are refused)
+  --fit WHAT           level (default): the BF16 curve's level, the FP8 curve moved with it,
+                       fitted on every row; fp8: the FP8 curve's level alone, on the FP8 rows, at
+                       most the BF16 level; level,fp8 (the default when the rows mix BF16 and FP8
+                       GEMMs): the level on the BF16 rows, then the FP8 level on the FP8 rows
+  --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
+                       simulate, search and megatron take it with --hardware FILE
+  --json               one JSON object: the levels, every row's error before, after and held
+                       out, their means and worst, and the fitted hardware
+)";
+
+/// "all", one set or a comma-separated list of sets.
+Result<std::vector<ValidationSet>> loadSets(const std::string &which) {
+  std::vector<std::string> names = which == "all" ? validationSetNames() : splitList(which);
+  if (names.empty()) return makeError("calibrate: --published needs a set or a file");
+  std::vector<ValidationSet> sets;
+  for (const auto &name : names) {
+    auto set = loadValidationSet(name);
+    if (!set) return makeError("calibrate: " + set.error().message);
+    sets.push_back(std::move(*set));
+  }
+  return sets;
+}
+
+std::string levelText(double level) {
+  return fixed(level, 2);
+}
+
+/// "1 FP8 row", "3 rows".
+std::string rowsText(int count, const std::string &kind) {
+  return std::to_string(count) + " " + kind + (count == 1 ? "row" : "rows");
+}
+
+json fitJson(const HardwareFit &fit, const std::string &base_name, bool level, bool fp8) {
+  json rows = json::array();
+  for (const auto &row : fit.rows) {
+    json item = {{"set", row.set},
+                 {"id", row.validation_case->id},
+                 {"gemm_precision", row.fp8 ? "fp8" : "bf16"},
+                 {"measured_step_s", row.validation_case->measured_step_s},
+                 {"error_before", row.before},
+                 {"error_after", row.after}};
+    item["error_held_out"] = row.held_out ? json(*row.held_out) : json(nullptr);
+    rows.push_back(std::move(item));
+  }
+  const auto summary = [](const StepErrorSummary &s) {
+    return json{
+        {"runs", s.runs}, {"mean_abs_step_error", s.mean()}, {"worst_abs_step_error", s.worst}};
+  };
+  json out = {{"base_hardware", base_name},
+              {"fitted", json::array()},
+              {"level", {{"before", fit.level_before}, {"after", fit.level_after}}},
+              {"rows", rows},
+              {"before", summary(fit.before)},
+              {"after", summary(fit.after)},
+              {"held_out", summary(fit.held_out)},
+              {"hardware", toJson(fit.hardware)}};
+  if (level) out["fitted"].push_back("level");
+  if (fp8) out["fitted"].push_back("fp8");
+  if (level) out["level"]["rows"] = fit.level_rows;
+  if (fit.fp8_level_before > 0) {
+    out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
+    if (fp8) {
+      out["fp8_level"]["rows"] = fit.fp8_rows;
+      out["fp8_level"]["held_at_bf16_level"] = fit.fp8_held_at_level;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+int runCalibrate(const std::vector<std::string> &args) {
+  if (wantsHelp(args)) {
+    std::cout << kCalibrateHelp;
+    return 0;
+  }
+  auto parsed = Arguments::parse(args, {"published", "rows", "hardware", "fit", "save-hardware"},
+                                 {"json"}, "calibrate");
+  if (!parsed) return fail(parsed.error().message);
+  const Arguments &a = *parsed;
+  if (!a.positional().empty())
+    return fail("calibrate: unexpected argument '" + a.positional().front() +
+                "'; the rows come from --published SET (see pipescope calibrate --help)");
+  const auto which = a.text("published");
+  if (!which)
+    return fail("calibrate: give the measured runs with --published SET (a pipescope.validation "
+                "file, a shipped set or all; see pipescope calibrate --help)");
+  const auto save_path = a.text("save-hardware");
+  // The report goes to standard output, so the hardware file needs a file of its own.
+  if (save_path && isStandardOutput(*save_path))
+    return fail("calibrate: --save-hardware needs a file name: standard output carries the "
+                "report");
+
+  auto sets = loadSets(*which);
+  if (!sets) return fail(sets.error().message);
+
+  // The rows: every row of the sets, or the ones --rows names (each must exist).
+  std::vector<FitRow> rows;
+  std::set<std::string> wanted, found;
+  if (const auto ids = a.text("rows")) {
+    for (const auto &id : splitList(*ids))
+      wanted.insert(id);
+    if (wanted.empty())
+      return fail("calibrate: --rows needs row ids, e.g. --rows gpt-1.7b,gpt-7.1b");
+  }
+  for (const auto &set : *sets)
+    for (const auto &validation_case : set.cases)
+      if (wanted.empty() || wanted.count(validation_case.id)) {
+        rows.push_back({&validation_case, set.name});
+        found.insert(validation_case.id);
+      }
+  for (const auto &id : wanted)
+    if (!found.count(id)) {
+      std::string ids;
+      for (const auto &set : *sets)
+        for (const auto &validation_case : set.cases)
+          ids += (ids.empty() ? "" : ", ") + validation_case.id;
+      return fail("calibrate: --rows names '" + id + "', which is not a row of " + *which +
+                  "; its rows are " + ids);
+    }
+
+  // One hardware file is fitted: --hardware's, else the one every timed row names.
+  std::string base_name;
+  if (const auto hardware = a.text("hardware")) {
+    base_name = *hardware;
+  } else {
+    std::vector<std::pair<std::string, int>> names; // hardware, timed rows on it
+    for (const auto &row : rows) {
+      if (row.validation_case->measured_step_s <= 0) continue;
+      const std::string &name = row.validation_case->hardware_name;
+      auto it = std::find_if(names.begin(), names.end(),
+                             [&](const auto &entry) { return entry.first == name; });
+      if (it == names.end())
+        names.push_back({name, 1});
+      else
+        ++it->second;
+    }
+    if (names.size() > 1) {
+      std::string listed;
+      for (const auto &[name, count] : names)
+        listed += (listed.empty() ? "" : ", ") + name + " (" + std::to_string(count) +
+                  (count == 1 ? " row)" : " rows)");
+      return fail("calibrate: the rows run on " + listed +
+                  "; one hardware file is fitted at a time: pick the rows of one with --rows, or "
+                  "give --hardware H to run them all on H");
+    }
+    if (!names.empty()) base_name = names.front().first;
+  }
+  if (base_name.empty())
+    return fail("calibrate: no row of " + *which +
+                " has a measured step time (rows with memory_gib alone check memory); add rows "
+                "whose \"measured\" gives step_time_s");
+  auto base = loadHardwareSpec(base_name);
+  if (!base)
+    return fail(std::string("calibrate: ") + (a.has("hardware") ? "--hardware: " : "") +
+                base.error().message);
+
+  // What to fit: --fit, else the level, and the FP8 level after it when the rows mix precisions.
+  HardwareFitOptions options;
+  if (const auto what = a.text("fit")) {
+    options.level = options.fp8 = false;
+    const auto items = splitList(*what);
+    for (const auto &item : items) {
+      if (item == "level" && !options.level)
+        options.level = true;
+      else if (item == "fp8" && !options.fp8)
+        options.fp8 = true;
+      else
+        return fail("calibrate: --fit takes level, fp8 or level,fp8, each once; got '" + *what +
+                    "'");
+    }
+    if (items.empty()) return fail("calibrate: --fit takes level, fp8 or level,fp8");
+  } else {
+    bool bf16 = false, fp8 = false;
+    for (const auto &row : rows)
+      if (row.validation_case->measured_step_s > 0)
+        (row.validation_case->setup.training.gemm_precision == GemmPrecision::Fp8 ? fp8 : bf16) =
+            true;
+    options.fp8 = bf16 && fp8;
+  }
+
+  currentActivity() = "fitting the GEMM level";
+  auto fit = fitHardware(rows, *base, options);
+  if (!fit) return fail("calibrate: " + fit.error().message);
+
+  if (save_path) {
+    currentActivity() = "writing " + *save_path;
+    if (auto status = writeTextFile(*save_path, toJson(fit->hardware).dump(2) + "\n"); !status)
+      return fail("calibrate: " + status.error().message);
+  }
+
+  if (a.has("json")) {
+    json out = fitJson(*fit, base_name, options.level, options.fp8);
+    if (save_path) out["saved_hardware"] = *save_path;
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+
+  std::cout << "calibrating " << base_name << " on " << fit->rows.size() << " measured step"
+            << (fit->rows.size() == 1 ? "" : "s") << " (" << *which << ")\n";
+  if (options.level)
+    std::cout << "GEMM level (the BF16 curve's plateau, of peak): " << levelText(fit->level_before)
+              << " -> " << levelText(fit->level_after) << ", fitted on "
+              << rowsText(fit->level_rows, options.fp8 ? "BF16 " : "")
+              << (fit->fp8_level_before > 0 && !options.fp8
+                      ? " (the FP8 curve moved with it: " + levelText(fit->fp8_level_before) +
+                            " -> " + levelText(fit->fp8_level_after) + " of the FP8 peak)"
+                      : "")
+              << '\n';
+  if (options.fp8)
+    std::cout << "FP8 GEMM level (of the FP8 peak): " << levelText(fit->fp8_level_before) << " -> "
+              << levelText(fit->fp8_level_after) << ", fitted on "
+              << rowsText(fit->fp8_rows, "FP8 ")
+              << (fit->fp8_held_at_level
+                      ? "; held at the BF16 level, which the rows would have it pass (FP8 GEMMs "
+                        "reach no larger a share of their peak than BF16 ones)"
+                      : "")
+              << '\n';
+  std::cout << '\n';
+  Table table{{"set", "run", "GEMMs", "measured", "before", "after", "held out"}};
+  for (const auto &row : fit->rows)
+    table.push_back({row.set, row.validation_case->id, row.fp8 ? "fp8" : "bf16",
+                     fixed(row.validation_case->measured_step_s, 3) + " s",
+                     signedPercent(row.before), signedPercent(row.after),
+                     row.held_out ? signedPercent(*row.held_out) : "-"});
+  printTable(table, false);
+  const auto line = [](const char *what, const StepErrorSummary &s) {
+    std::cout << what << ": mean |error| " << fixed(100 * s.mean(), 1) << " %, worst "
+              << fixed(100 * s.worst, 1) << " % (" << rowsText(s.runs, "") << ")\n";
+  };
+  std::cout << '\n';
+  line("before", fit->before);
+  line("after", fit->after);
+  if (fit->held_out.runs > 0)
+    line("held out (each row on the level fitted on the others)", fit->held_out);
+  if (save_path)
+    std::cout << "\nThe fitted hardware is written to " << *save_path
+              << " (pipescope simulate, search and megatron take it with --hardware " << *save_path
+              << ")\n";
+  return 0;
+}
+
+} // namespace pipescope::cli

@@ -1,0 +1,75 @@
+#pragma once
+// The GEMM level of a hardware file fitted to measured steps (`pipescope calibrate`,
+// docs/cost-model.md "Calibrating the GEMM level to your runs"). The shipped presets' levels were
+// fitted this way on published runs (docs/validation.md); a user's own runs, on their cluster and
+// software, fit their own. The curve keeps its shape (efficiency over GEMM size) and takes one
+// level, as the shipped fits do: a handful of step times cannot tell a curve's shape, and one
+// factor is what they do determine.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_setup.h"
+#include "engine/model/validation.h"
+#include "engine/result.h"
+
+namespace pipescope {
+
+/// What to fit. `level`: the BF16 curve's level, the FP8 curve moved with it (so its ratio to
+/// the BF16 curve stays). `fp8`: the FP8 curve's level alone, never above the BF16 level (FP8
+/// GEMMs reach no larger a share of their peak than BF16 ones, docs/cost-model.md). Both: the
+/// level on the BF16 rows, then the FP8 level on the FP8 rows, as the H100 presets were fitted.
+struct HardwareFitOptions {
+  bool level = true;
+  bool fp8 = false;
+};
+
+/// The levels are fitted in steps of this much of peak, from one step up to 1, as the shipped
+/// fits are (docs/measurements/fit_h100_levels.py).
+inline constexpr double kHardwareFitStep = 0.01;
+
+/// One timed row and its step error on the hardware before and after the fit.
+struct FittedRow {
+  const ValidationCase *validation_case = nullptr;
+  std::string set; ///< the validation set it came from
+  bool fp8 = false;
+  double before = 0; ///< (predicted − measured) / measured on the base hardware
+  double after = 0;  ///< the same on the fitted hardware
+  /// The same with the levels fitted on the other rows alone (leave one out): the error to
+  /// expect on a run the fit has not seen. None when no other row fits its level.
+  std::optional<double> held_out;
+};
+
+struct HardwareFit {
+  HardwareSpec hardware; ///< the base with the fitted curves (and sources that say so)
+  /// The BF16 curve's plateau (its largest efficiency; the flat factor without a curve), of the
+  /// BF16 peak, before and after; equal when the level was not fitted.
+  double level_before = 0, level_after = 0;
+  /// The same for the FP8 curve (the BF16 curve's where the file has none), of the FP8 peak; 0
+  /// without an FP8 peak.
+  double fp8_level_before = 0, fp8_level_after = 0;
+  /// The FP8 fit would have gone above the BF16 level and was held at it.
+  bool fp8_held_at_level = false;
+  int level_rows = 0, fp8_rows = 0; ///< the rows each level was fitted on
+  std::vector<FittedRow> rows;
+  StepErrorSummary before, after, held_out;
+};
+
+/// A row to fit on: the case and the set it came from.
+struct FitRow {
+  const ValidationCase *validation_case = nullptr;
+  std::string set;
+};
+
+/// Fits `base`'s GEMM levels to the rows' measured steps (each row predicted on `base`, whatever
+/// hardware it names), minimizing the mean |step error| over the rows each level applies to.
+/// Rows without a measured step are ignored. Errors name what is missing: no timed row, no BF16
+/// row for the level when the FP8 level is fitted too, no FP8 row (or FP8 peak) for the FP8
+/// level, or a row that cannot be predicted.
+Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
+                                const HardwareFitOptions &options);
+
+/// The largest efficiency of a curve (`flat` when it is empty).
+double curvePlateau(const std::vector<GemmEfficiencyPoint> &curve, double flat);
+
+} // namespace pipescope

@@ -1,0 +1,280 @@
+// `pipescope calibrate`: the GEMM level fitted to measured steps. It must find a level it was
+// given (rows made at a known level come back to it, with no error left), reproduce the shipped
+// presets' levels from the rows docs/validation.md says they were fitted on, and write a hardware
+// file that predicts the rows as its report says.
+#include <QtTest>
+
+#include <QFile>
+#include <QTemporaryDir>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_process.h"
+
+using nlohmann::json;
+
+namespace {
+
+using cli_test::pipescope;
+using cli_test::Run;
+
+json readJson(const QString &path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+  return json::parse(file.readAll().toStdString());
+}
+
+void writeJson(const QString &path, const json &value) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(path));
+  const std::string text = value.dump(2);
+  file.write(text.data(), static_cast<qint64>(text.size()));
+}
+
+json runJson(const QStringList &args) {
+  const Run run = pipescope(args);
+  if (run.exit_code != 0) qFatal("pipescope failed: %s", qPrintable(run.err));
+  return json::parse(run.out.toStdString());
+}
+
+const QString kResources = QStringLiteral(PIPESCOPE_RESOURCES);
+
+/// The rows of a shipped validation set with these ids.
+json shippedRows(const QString &set, const std::vector<std::string> &ids) {
+  const json file = readJson(kResources + "/validation/" + set + ".json");
+  json rows = json::array();
+  for (const auto &row : file["rows"])
+    if (std::find(ids.begin(), ids.end(), row["id"].get<std::string>()) != ids.end())
+      rows.push_back(row);
+  return rows;
+}
+
+json validationFile(const json &rows) {
+  return {{"format", "pipescope.validation"},
+          {"version", 1},
+          {"title", "test rows"},
+          {"source", "made by test_cli_calibrate"},
+          {"rows", rows}};
+}
+
+} // namespace
+
+class TestCliCalibrate : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString path(const QString &name) const { return dir_.filePath(name); }
+
+private slots:
+  void initTestCase() { QVERIFY(dir_.isValid()); }
+
+  // Steps predicted on h100-sxm's curve at level 0.62 (not the shipped 0.55) are the
+  // measurements; fitting h100-sxm to them must find 0.62 and leave no error, every row held
+  // out included (each of the others alone determines the same level).
+  void findsTheLevelTheStepsWereMadeAt() {
+    json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
+    const double factor = 0.62 / 0.55;
+    for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
+      for (auto &point : hardware[curve])
+        point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
+    hardware["efficiency"] = 0.62;
+    writeJson(path("h100-at-0.62.json"), hardware);
+
+    json rows = shippedRows("megatron-core-h100",
+                            {"gpt-1.7b", "gpt-16b", "gpt-70b", "gpt-177b-strong-4608"});
+    QCOMPARE(rows.size(), std::size_t{4});
+    for (auto &row : rows)
+      row["hardware"] = path("h100-at-0.62.json").toStdString();
+    writeJson(path("at-0.62.json"), validationFile(rows));
+    const json predicted = runJson({"compare", "--published", path("at-0.62.json"), "--json"});
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
+    writeJson(path("at-0.62.json"), validationFile(rows));
+
+    const json fit = runJson(
+        {"calibrate", "--published", path("at-0.62.json"), "--hardware", "h100-sxm", "--json"});
+    QCOMPARE(fit["level"]["before"].get<double>(), 0.55);
+    QCOMPARE(fit["level"]["after"].get<double>(), 0.62);
+    QCOMPARE(fit["level"]["rows"].get<int>(), 4);
+    QCOMPARE(fit["rows"].size(), std::size_t{4});
+    for (const auto &row : fit["rows"]) {
+      // The shipped level is off on every row; the fitted one on none.
+      QVERIFY2(std::abs(row["error_before"].get<double>()) > 0.02, row.dump().c_str());
+      QVERIFY2(std::abs(row["error_after"].get<double>()) < 1e-9, row.dump().c_str());
+      QVERIFY2(std::abs(row["error_held_out"].get<double>()) < 1e-9, row.dump().c_str());
+    }
+    QVERIFY(fit["after"]["mean_abs_step_error"].get<double>() < 1e-9);
+    QVERIFY(fit["before"]["mean_abs_step_error"].get<double>() > 0.05);
+    // The FP8 curve moved with the level (the rows are BF16, so nothing else decides it).
+    QCOMPARE(fit["fp8_level"]["after"].get<double>(), 0.62);
+  }
+
+  // The shipped levels come back from the rows they were fitted on (docs/validation.md):
+  // a100-80gb's 0.70 on both A100 tables, h100-sxm's 0.55 on the three Megatron-Core rows whose
+  // step is that level's alone, and its FP8 level, held at 0.55, on the four dense
+  // Megatron-Bridge rows after them.
+  void reproducesTheShippedLevels() {
+    const json a100 =
+        runJson({"calibrate", "--published", "megatron-sc21-a100,megatron-mlsys23-a100", "--json"});
+    QCOMPARE(a100["base_hardware"].get<std::string>(), std::string("a100-80gb"));
+    QCOMPARE(a100["level"]["rows"].get<int>(), 18);
+    QCOMPARE(a100["level"]["after"].get<double>(), 0.70);
+    QVERIFY(!a100.contains("fp8_level")); // the A100 has no FP8 tensor cores
+
+    const QString fit_rows = QStringLiteral("gpt-1.7b,gpt-7.1b,gpt-177b-strong-96,") +
+                             "llama3-70b-gbs128,llama3-70b-gbs256,llama3.1-405b-gbs512," +
+                             "llama3.1-405b-gbs1536";
+    const json h100 =
+        runJson({"calibrate", "--published", "megatron-core-h100,megatron-bridge-h100", "--rows",
+                 fit_rows, "--json"});
+    QCOMPARE(h100["fitted"], json::array({"level", "fp8"})); // the rows mix BF16 and FP8
+    QCOMPARE(h100["level"]["rows"].get<int>(), 3);
+    QCOMPARE(h100["level"]["after"].get<double>(), 0.55);
+    QCOMPARE(h100["fp8_level"]["rows"].get<int>(), 4);
+    QCOMPARE(h100["fp8_level"]["after"].get<double>(), 0.55);
+    QVERIFY(h100["fp8_level"]["held_at_bf16_level"].get<bool>());
+    // Held out, each BF16 row is predicted on the level the other two give.
+    int held_out = 0;
+    for (const auto &row : h100["rows"])
+      if (row["gemm_precision"] == "bf16") {
+        QVERIFY(!row["error_held_out"].is_null());
+        QVERIFY(std::abs(row["error_held_out"].get<double>()) >=
+                std::abs(row["error_after"].get<double>()) - 1e-12);
+        ++held_out;
+      }
+    QCOMPARE(held_out, 3);
+  }
+
+  // The written hardware file predicts the rows with the errors the report gave after the fit,
+  // and says in its source what it was fitted on.
+  void savedHardwarePredictsAsReported() {
+    const QString saved = path("nemo-fit.json");
+    const json fit = runJson({"calibrate", "--published", "nemo-h100", "--fit", "level",
+                              "--save-hardware", saved, "--json"});
+    QCOMPARE(fit["saved_hardware"].get<std::string>(), saved.toStdString());
+    const json hardware = readJson(saved);
+    QCOMPARE(hardware["format"].get<std::string>(), std::string("pipescope.hardware"));
+    QVERIFY(hardware["gemm_efficiency_source"].get<std::string>().find(
+                "fitted by pipescope calibrate") != std::string::npos);
+    QVERIFY(hardware["gemm_efficiency_source"].get<std::string>().find("nemotron-340b") !=
+            std::string::npos);
+
+    json rows = readJson(kResources + "/validation/nemo-h100.json")["rows"];
+    for (auto &row : rows)
+      row["hardware"] = saved.toStdString();
+    writeJson(path("nemo-on-fit.json"), validationFile(rows));
+    const json compared = runJson({"compare", "--published", path("nemo-on-fit.json"), "--json"});
+    QCOMPARE(compared["rows"].size(), fit["rows"].size());
+    for (std::size_t i = 0; i < fit["rows"].size(); ++i)
+      QVERIFY2(std::abs(compared["rows"][i]["step_error"].get<double>() -
+                        fit["rows"][i]["error_after"].get<double>()) < 1e-12,
+               fit["rows"][i]["id"].get<std::string>().c_str());
+    // The file carries its held-out error, and a plan on it quotes that as the error to expect
+    // (not the published runs'); a calibration that cannot come from one set of runs is refused.
+    QCOMPARE(hardware["calibration"]["runs"].get<int>(), fit["held_out"]["runs"].get<int>());
+    QCOMPARE(hardware["calibration"]["held_out_mean_abs_step_error"].get<double>(),
+             fit["held_out"]["mean_abs_step_error"].get<double>());
+    const json simulated = runJson({"simulate", "--model", "llama3-8b", "--hardware", saved, "--pp",
+                                    "2", "--microbatches", "8", "--json"});
+    QVERIFY(simulated["validated_accuracy"]["calibrated"].get<bool>());
+    QCOMPARE(simulated["validated_accuracy"]["runs"].get<int>(), 12);
+    QCOMPARE(simulated["validated_accuracy"]["mean_abs_step_error"].get<double>(),
+             fit["held_out"]["mean_abs_step_error"].get<double>());
+    const json shipped = runJson({"simulate", "--model", "llama3-8b", "--hardware", "h100-sxm",
+                                  "--pp", "2", "--microbatches", "8", "--json"});
+    QVERIFY(!shipped["validated_accuracy"]["calibrated"].get<bool>());
+    json corrupt = hardware;
+    corrupt["calibration"]["held_out_worst_abs_step_error"] = 0.001;
+    writeJson(path("corrupt.json"), corrupt);
+    const Run refused =
+        pipescope({"simulate", "--model", "llama3-8b", "--hardware", path("corrupt.json")});
+    QCOMPARE(refused.exit_code, 2);
+    QVERIFY2(
+        refused.err.contains(QStringLiteral("/calibration: the worst |error| is below the mean")),
+        qPrintable(refused.err));
+    // One row fits its level exactly and holds nothing out: no calibration to quote.
+    const json alone = runJson({"calibrate", "--published", "nemo-h100", "--rows", "llama3-8b",
+                                "--save-hardware", path("alone.json"), "--json"});
+    QCOMPARE(alone["held_out"]["runs"].get<int>(), 0);
+    QVERIFY(!readJson(path("alone.json")).contains("calibration"));
+
+    // The text report names the file and how to use it.
+    const Run text =
+        pipescope({"calibrate", "--published", "nemo-h100", "--save-hardware", path("again.json")});
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains(QStringLiteral("--hardware ") + path("again.json")),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QStringLiteral("held out")), qPrintable(text.out));
+  }
+
+  // `megatron LAUNCH --step-time S --add-row RUNS` keeps the user's runs as validation rows:
+  // each loads back with its measured step and the same prediction, a second row with the same
+  // id or a file that is not a validation file is refused with the file left as it was, and
+  // calibrate fits on what was added.
+  void aLaunchWithItsStepBecomesARow() {
+    const QString launch =
+        QStringLiteral(PIPESCOPE_TEST_DATA) + "/megatron_examples/train_gpt3_175b_distributed.sh";
+    const QString runs = path("my-runs.json");
+    const json first = runJson(
+        {"megatron", launch, "--gpus", "1024", "--step-time", "9.5", "--add-row", runs, "--json"});
+    QCOMPARE(first["runs"].get<std::string>(), runs.toStdString());
+    const double error = first["prediction"]["step_error"].get<double>();
+    QVERIFY(std::abs(error - (first["prediction"]["step_time_s"].get<double>() - 9.5) / 9.5) <
+            1e-12);
+    const json compared = runJson({"compare", "--published", runs, "--json"});
+    QCOMPARE(compared["rows"].size(), std::size_t{1});
+    QCOMPARE(compared["rows"][0]["id"].get<std::string>(),
+             std::string("train_gpt3_175b_distributed"));
+    QCOMPARE(compared["rows"][0]["measured_step_s"].get<double>(), 9.5);
+    QVERIFY(std::abs(compared["rows"][0]["step_error"].get<double>() - error) < 1e-12);
+
+    // The same id again: refused, the file untouched.
+    QFile file(runs);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QByteArray before = file.readAll();
+    file.close();
+    const Run again =
+        pipescope({"megatron", launch, "--gpus", "1024", "--step-time", "9.7", "--add-row", runs});
+    QCOMPARE(again.exit_code, 2);
+    QVERIFY2(again.err.contains(QStringLiteral(
+                 "has a row 'train_gpt3_175b_distributed' already; give the new one --row-id ID")),
+             qPrintable(again.err));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QCOMPARE(file.readAll(), before);
+    file.close();
+
+    // Under another id it is a second row, and calibrate fits the level on both.
+    QCOMPARE(pipescope({"megatron", launch, "--gpus", "512", "--step-time", "18.6", "--add-row",
+                        runs, "--row-id", "gpt3-175b-512"})
+                 .exit_code,
+             0);
+    const json fit = runJson({"calibrate", "--published", runs, "--json"});
+    QCOMPARE(fit["rows"].size(), std::size_t{2});
+    QCOMPARE(fit["rows"][1]["id"].get<std::string>(), std::string("gpt3-175b-512"));
+    QVERIFY(fit["after"]["mean_abs_step_error"].get<double>() <=
+            fit["before"]["mean_abs_step_error"].get<double>());
+
+    // A file that is not a validation file is not rewritten.
+    writeJson(path("plan.json"), {{"format", "pipescope.plan"}, {"version", 1}});
+    const Run wrong = pipescope({"megatron", launch, "--gpus", "1024", "--step-time", "9.5",
+                                 "--add-row", path("plan.json")});
+    QCOMPARE(wrong.exit_code, 2);
+    QVERIFY2(wrong.err.contains(QStringLiteral("is not a validation file that loads")),
+             qPrintable(wrong.err));
+    QCOMPARE(readJson(path("plan.json"))["format"].get<std::string>(),
+             std::string("pipescope.plan"));
+
+    // A row needs its measurement.
+    const Run unmeasured = pipescope({"megatron", launch, "--gpus", "1024", "--add-row", runs});
+    QCOMPARE(unmeasured.exit_code, 2);
+    QVERIFY2(unmeasured.err.contains(QStringLiteral("--add-row needs the run's measured "
+                                                    "--step-time S")),
+             qPrintable(unmeasured.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliCalibrate)
+#include "test_cli_calibrate.moc"
