@@ -10,6 +10,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QImage>
 #include <QLabel>
 #include <QPainter>
@@ -427,6 +428,15 @@ int main(int argc, char *argv[]) {
   auto planned = plannedFromFlags(parser, flags, window.controls()->plan());
   if (!planned) return fail(QString::fromStdString(planned.error().message));
   if (*planned) window.setPlan(**planned);
+  // A hardware file (not a preset) joins the hardware box, as File > Open hardware file adds it,
+  // so the box names the file the costs come from.
+  if (const auto hardware = flags.plan_options.find("hardware");
+      hardware != flags.plan_options.end() && parser.isSet(hardware->second)) {
+    const QString value = parser.value(hardware->second);
+    if (QFileInfo(value).isFile())
+      if (auto added = window.controls()->addHardwareFile(value); !added)
+        return fail(QString::fromStdString(added.error().message));
+  }
 
   if (parser.isSet(flags.size)) {
     const QStringList parts = parser.value(flags.size).split(QLatin1Char('x'));

@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -426,7 +427,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   device_memory_->setSuffix(QStringLiteral(" GiB"));
   device_memory_->setKeyboardTracking(false);
   device_memory_->setToolTip(tr("Device memory per GPU (starts at the hardware preset's)"));
-  if (auto hardware = loadHardwareSpec(hardware_preset_->currentText().toStdString()))
+  if (auto hardware = loadHardwareSpec(hardwareKey()))
     device_memory_->setValue(hardware->memory_gib);
   model_form->addRow(tr("model"), model_preset_);
   model_form->addRow(tr("hardware"), hardware_preset_);
@@ -499,7 +500,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   connect(hardware_preset_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
     // A new GPU brings its memory and node size; the person can still override both.
-    if (auto hardware = loadHardwareSpec(hardware_preset_->currentText().toStdString())) {
+    if (auto hardware = loadHardwareSpec(hardwareKey())) {
       updating_ = true;
       device_memory_->setValue(hardware->memory_gib);
       gpus_per_node_->setValue(hardware->gpus_per_node);
@@ -612,6 +613,43 @@ void ControlsPanel::showStageCosts(const Costs &costs) {
   stage_costs_note_->setVisible(true);
 }
 
+std::string ControlsPanel::hardwareKey() const {
+  const QString path = hardware_preset_->currentData().toString();
+  return (path.isEmpty() ? hardware_preset_->currentText() : path).toStdString();
+}
+
+Status ControlsPanel::addHardwareFile(const QString &path) {
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  auto hardware = loadHardwareSpec(absolute.toStdString());
+  if (!hardware) return hardware.error();
+  int index = hardware_preset_->findData(absolute);
+  if (index < 0) {
+    // The file's name, then the GPU it describes and whether its levels were fitted to runs.
+    QString text = QFileInfo(absolute).fileName() + QStringLiteral(" (") +
+                   QString::fromStdString(hardware->name) +
+                   (hardware->calibration ? tr(", calibrated") : QString()) + QLatin1Char(')');
+    hardware_preset_->addItem(text, absolute);
+    index = hardware_preset_->count() - 1;
+    QString tip = absolute;
+    if (const auto &c = hardware->calibration)
+      tip += tr("\nGEMM level fitted by pipescope calibrate on %1 measured runs (%2); each held "
+                "out, the step was off by %3 % mean, %4 % worst")
+                 .arg(c->runs)
+                 .arg(QString::fromStdString(c->sets))
+                 .arg(c->mean_abs_step_error * 100, 0, 'f', 1)
+                 .arg(c->worst_abs_step_error * 100, 0, 'f', 1);
+    hardware_preset_->setItemData(index, tip, Qt::ToolTipRole);
+  }
+  // The file may have changed since it was added: load it again.
+  hardware_source_.clear();
+  if (!model_button_->isChecked()) model_button_->setChecked(true);
+  if (hardware_preset_->currentIndex() == index)
+    readControls();
+  else
+    hardware_preset_->setCurrentIndex(index);
+  return Ok{};
+}
+
 void ControlsPanel::selectModelPresets() {
   if (!remembered_model_) return;
   const int model_index =
@@ -624,6 +662,9 @@ void ControlsPanel::selectModelPresets() {
   if (hardware_index < 0 && !remembered_model_->hardware.name.empty())
     hardware_preset_->addItem(QString::fromStdString(remembered_model_->hardware.name));
   hardware_preset_->setCurrentText(QString::fromStdString(remembered_model_->hardware.name));
+  // The plan's own hardware stands for the name it carries (a calibrated file keeps its
+  // preset's name): it is what the box shows until the box changes.
+  hardware_source_ = hardwareKey();
   showTraining(remembered_model_->training);
   device_memory_->setValue(remembered_model_->hardware.memory_gib);
 }
@@ -743,11 +784,14 @@ void ControlsPanel::readControls() {
     const bool fresh = !remembered_model_;
     ModelSetup setup = remembered_model_.value_or(ModelSetup{});
     const std::string model_name = model_preset_->currentText().toStdString();
-    const std::string hardware_name = hardware_preset_->currentText().toStdString();
+    const std::string hardware_key = hardwareKey();
     if (fresh || setup.model.name != model_name)
       if (auto model = loadModelSpec(model_name)) setup.model = *model;
-    if (fresh || setup.hardware.name != hardware_name)
-      if (auto hardware = loadHardwareSpec(hardware_name)) setup.hardware = *hardware;
+    if (fresh || hardware_source_ != hardware_key)
+      if (auto hardware = loadHardwareSpec(hardware_key)) {
+        setup.hardware = *hardware;
+        hardware_source_ = hardware_key;
+      }
     readTraining(setup.training);
     // FP8 GEMMs need FP8 tensor cores: switching to a GPU without them (A100) falls back to bf16
     // rather than to the engine's refusal.

@@ -98,6 +98,10 @@ public:
   QRadioButton *modelButton() const { return model_button_; }
   QComboBox *modelPresetBox() const { return model_preset_; }
   QComboBox *hardwarePresetBox() const { return hardware_preset_; }
+  /// Adds a hardware file (one `pipescope calibrate` or `pipescope-backend --save-hardware`
+  /// wrote, say) to the hardware box beside the presets, selects it and turns on the model +
+  /// hardware costs. A file that does not load is refused with the reason; nothing changes.
+  Status addHardwareFile(const QString &path);
   QComboBox *recomputeBox() const { return recompute_; }
   QToolButton *recomputeModulesButton() const { return recompute_modules_; }
   /// Training options of the model + hardware costs (TrainingSetup), each naming its plan field.
@@ -140,6 +144,11 @@ private:
   bool updating_ = false;
   /// The last model used, restored when switching back from op times.
   std::optional<ModelSetup> remembered_model_;
+  /// Where remembered_model_'s hardware came from: the hardware box's key (a preset name or a
+  /// file's path) it was loaded for, so it is loaded again only when the box changes.
+  std::string hardware_source_;
+  /// The hardware box's current choice: a file item's path, else the preset name shown.
+  std::string hardwareKey() const;
 
   QComboBox *schedule_ = nullptr;
   QLabel *schedule_summary_ = nullptr;

@@ -68,6 +68,11 @@ bool DocumentActions::openPlan(const QString &path) {
   return true;
 }
 
+bool DocumentActions::openHardwareFile(const QString &path) {
+  return report(parts_.controls->addHardwareFile(path),
+                tr("Hardware %1: the costs now come from its curves and links").arg(path));
+}
+
 bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
   auto text = readTextFile(path.toStdString());
   if (!text) {
@@ -305,6 +310,9 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
         from_file > 0 ? from_file : 8, 1, kMaxWorldSize, 1, &ok);
     if (ok) openMegatronLaunch(path, gpus);
   });
+  add(tr("Open &hardware file\u2026"), QKeySequence(),
+      opening(tr("Open hardware file: a pipescope.hardware JSON, e.g. from pipescope calibrate"),
+              tr("Hardware files (*.json);;All files (*)"), &DocumentActions::openHardwareFile));
   add(tr("&Save plan\u2026"), QKeySequence::Save,
       saving(tr("Save plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"),
              &DocumentActions::savePlanTo));

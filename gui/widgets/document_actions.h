@@ -50,6 +50,9 @@ public:
   /// emits planOpened; the status line counts the Megatron defaults taken and names the
   /// arguments not priced. False (failed emitted, nothing changed) when it cannot be read.
   bool openMegatronLaunch(const QString &path, int gpus);
+  /// Adds a hardware file to the hardware box and selects it (ControlsPanel::addHardwareFile);
+  /// false (failed emitted, nothing changed) when it does not load.
+  bool openHardwareFile(const QString &path);
   /// GPUs the launch's torchrun line gives (--nproc-per-node × --nnodes), 0 if none.
   static int launchGpus(const QString &path);
   bool savePlanTo(const QString &path);

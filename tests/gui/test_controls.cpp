@@ -19,6 +19,7 @@
 #include <QToolButton>
 #include <QtTest>
 
+#include "engine/output_file.h"
 #include "engine/plan_file.h"
 #include "gui/charts/charts.h"
 #include "gui/widgets/compare_view.h"
@@ -389,6 +390,69 @@ private slots:
     QVERIFY(!controls->fp8DispatchBox()->isEnabled());
     QVERIFY(controls->fp8DispatchBox()->toolTip().contains(QStringLiteral("mixture-of-experts")));
     QVERIFY(!controls->moeDispatcherBox()->isEnabled());
+  }
+
+  // File > Open hardware file: a calibrated file joins the hardware box beside the presets, its
+  // curves price the plan (and keep pricing it as other controls move), and the metrics quote
+  // its own held-out error; a file that does not load changes nothing.
+  void aHardwareFileJoinsThePresets() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    auto preset = loadHardwareSpec("h100-sxm");
+    QVERIFY(preset.ok());
+    HardwareSpec slower = *preset;
+    for (auto &point : slower.gemm_efficiency)
+      point.efficiency *= 0.8;
+    for (auto &point : slower.gemm_efficiency_fp8)
+      point.efficiency *= 0.8;
+    slower.calibration = HardwareCalibration{3, 0.012, 0.021, -0.004, "my-runs"};
+    const QString path = dir.filePath(QStringLiteral("my-h100.json"));
+    QVERIFY(writeTextFile(path.toStdString(), toJson(slower).dump(2)).ok());
+
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    auto *controls = window.controls();
+    controls->modelButton()->setChecked(true);
+    window.settle();
+    const double preset_step = window.snapshot()->evaluation->simulation.makespan_us;
+    const int items = controls->hardwarePresetBox()->count();
+
+    QVERIFY(controls->addHardwareFile(path).ok());
+    window.settle();
+    QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
+    QCOMPARE(controls->hardwarePresetBox()->currentText(),
+             QStringLiteral("my-h100.json (h100-sxm, calibrated)"));
+    const auto step_on = [&] { return window.snapshot()->evaluation->simulation.makespan_us; };
+    QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
+    QVERIFY2(step_on() > preset_step * 1.05, "the file's slower GEMMs price the plan");
+    QVERIFY2(window.metrics()
+                 ->valueText(QStringLiteral("validated"))
+                 .startsWith(QStringLiteral(
+                     "1.20 % mean, 2.10 % worst error on 3 measured runs, each held out")),
+             qPrintable(window.metrics()->valueText(QStringLiteral("validated"))));
+
+    // Other controls keep the file's hardware; another preset and back again reload it.
+    controls->microbatches()->setValue(controls->microbatches()->value() + 1);
+    window.settle();
+    QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
+    controls->hardwarePresetBox()->setCurrentText(QStringLiteral("h200"));
+    window.settle();
+    QVERIFY(!window.snapshot()->plan.model->hardware.calibration.has_value());
+    QVERIFY(controls->addHardwareFile(path).ok()); // the same file: selected, not added twice
+    window.settle();
+    QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
+    QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
+
+    // A file that is not a hardware file: the reason, and the box as it was.
+    const QString bad = dir.filePath(QStringLiteral("plan.json"));
+    QVERIFY(writeTextFile(bad.toStdString(), R"({"format": "pipescope.plan", "version": 1})").ok());
+    const auto refused = controls->addHardwareFile(bad);
+    QVERIFY(!refused.ok());
+    QVERIFY2(QString::fromStdString(refused.error().message).contains(QStringLiteral("plan.json")),
+             refused.error().message.c_str());
+    QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
+    QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
   }
 
   void fp8IsRefusedOnGpusWithoutIt() {
