@@ -1,5 +1,5 @@
-// `pipescope calibrate`: a hardware file's GEMM level fitted to measured steps (a
-// "pipescope.validation" file of the user's own runs, or the shipped sets), so the planner's
+// `pipescope calibrate`: a hardware file's GEMM levels (and MoE host time) fitted to measured steps
+// (a "pipescope.validation" file of the user's own runs, or the shipped sets), so the planner's
 // predictions follow the user's cluster and software (docs/cost-model.md, "Calibrating the GEMM
 // level to your runs").
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
 #include "engine/model/hardware_fit.h"
+#include "engine/model/moe.h"
 #include "engine/model/validation.h"
 #include "engine/output_file.h"
 
@@ -25,15 +26,16 @@ using nlohmann::json;
 
 constexpr const char *kCalibrateHelp =
     R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
-                           [--fit level|fp8|level,fp8] [--save-hardware FILE] [--json]
+                           [--fit level,fp8,moe-host] [--save-hardware FILE] [--json]
 
-Fits the hardware's GEMM efficiency to measured step times, so that predictions, and the planner's
-ranking, follow your cluster and software instead of the published runs the presets were fitted
-on. The curve keeps its shape (efficiency over GEMM size) and takes one level, its plateau, in
-steps of 0.01 of peak: the level with the least mean |error| over the rows. Every row is then
-predicted again with the level fitted on the other rows alone, which says how far off to expect a
-run the fit has not seen. The shipped presets were fitted this way (docs/validation.md): with the
-same rows this reproduces their levels.
+Fits the hardware's GEMM efficiency (and, for mixture-of-experts runs, the MoE layers' host time)
+to measured step times, so that predictions, and the planner's ranking, follow your cluster and
+software instead of the published runs the presets were fitted on. The curve keeps its shape
+(efficiency over GEMM size) and takes one level, its plateau, in steps of 0.01 of peak: the level
+with the least mean |error| over the rows. Every row is then predicted again with the figure
+fitted on the other rows alone, which says how far off to expect a run the fit has not seen. The
+shipped presets were fitted this way (docs/validation.md): with the same rows this reproduces
+their levels.
 
 SET is a "pipescope.validation" file (docs/validation.md: one row per run, its model, mesh,
 schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope megatron LAUNCH
@@ -43,10 +45,15 @@ memory only are left out.
   --rows ID,...        only these rows (by id)
   --hardware H         the hardware preset or file to fit, which every row then runs on
                        (default: the one the rows name; rows naming different ones are refused)
-  --fit WHAT           level (default): the BF16 curve's level, the FP8 curve moved with it,
-                       fitted on every row; fp8: the FP8 curve's level alone, on the FP8 rows, at
-                       most the BF16 level; level,fp8 (the default when the rows mix BF16 and FP8
-                       GEMMs): the level on the BF16 rows, then the FP8 level on the FP8 rows
+  --fit WHAT           what to fit, a comma-separated list, each on its own rows:
+                         level     the BF16 curve's level, the FP8 curve moved with it, on the
+                                   rows no other figure takes
+                         fp8       the FP8 curve's level alone, at most the BF16 level, on the
+                                   FP8 rows
+                         moe-host  the MoE layers' host time per layer and microbatch (steps of
+                                   0.5 ms), on the MoE rows that leave theirs unset
+                       Default: level; with fp8 when the dense rows mix BF16 and FP8 GEMMs; with
+                       moe-host when there are MoE rows (moe-host alone when every row is MoE)
   --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
                        simulate, search and megatron take it with --hardware FILE
   --json               one JSON object: the levels, every row's error before, after and held
@@ -75,7 +82,9 @@ std::string rowsText(int count, const std::string &kind) {
   return std::to_string(count) + " " + kind + (count == 1 ? "row" : "rows");
 }
 
-json fitJson(const HardwareFit &fit, const std::string &base_name, bool level, bool fp8) {
+json fitJson(const HardwareFit &fit, const std::string &base_name,
+             const HardwareFitOptions &options) {
+  const bool level = options.level, fp8 = options.fp8;
   json rows = json::array();
   for (const auto &row : fit.rows) {
     json item = {{"set", row.set},
@@ -102,6 +111,9 @@ json fitJson(const HardwareFit &fit, const std::string &base_name, bool level, b
   if (level) out["fitted"].push_back("level");
   if (fp8) out["fitted"].push_back("fp8");
   if (level) out["level"]["rows"] = fit.level_rows;
+  if (options.moe_host) out["fitted"].push_back("moe-host");
+  out["moe_host_us"] = {{"before", fit.moe_host_before_us}, {"after", fit.moe_host_after_us}};
+  if (options.moe_host) out["moe_host_us"]["rows"] = fit.moe_host_rows;
   if (fit.fp8_level_before > 0) {
     out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
     if (fp8) {
@@ -200,31 +212,41 @@ int runCalibrate(const std::vector<std::string> &args) {
     return fail(std::string("calibrate: ") + (a.has("hardware") ? "--hardware: " : "") +
                 base.error().message);
 
-  // What to fit: --fit, else the level, and the FP8 level after it when the rows mix precisions.
+  // What to fit: --fit, else by the rows: each kind of row fits its own figure.
   HardwareFitOptions options;
   if (const auto what = a.text("fit")) {
-    options.level = options.fp8 = false;
+    options.level = false;
     const auto items = splitList(*what);
     for (const auto &item : items) {
-      if (item == "level" && !options.level)
-        options.level = true;
-      else if (item == "fp8" && !options.fp8)
-        options.fp8 = true;
-      else
-        return fail("calibrate: --fit takes level, fp8 or level,fp8, each once; got '" + *what +
-                    "'");
+      bool *flag = item == "level"      ? &options.level
+                   : item == "fp8"      ? &options.fp8
+                   : item == "moe-host" ? &options.moe_host
+                                        : nullptr;
+      if (!flag || *flag)
+        return fail("calibrate: --fit takes level, fp8 and moe-host, comma-separated, each once; "
+                    "got '" +
+                    *what + "'");
+      *flag = true;
     }
-    if (items.empty()) return fail("calibrate: --fit takes level, fp8 or level,fp8");
+    if (items.empty()) return fail("calibrate: --fit takes level, fp8 and moe-host");
   } else {
-    bool bf16 = false, fp8 = false;
-    for (const auto &row : rows)
-      if (row.validation_case->measured_step_s > 0)
-        (row.validation_case->setup.training.gemm_precision == GemmPrecision::Fp8 ? fp8 : bf16) =
-            true;
+    bool bf16 = false, fp8 = false, dense = false, moe = false;
+    for (const auto &row : rows) {
+      const ValidationCase &c = *row.validation_case;
+      if (c.measured_step_s <= 0) continue;
+      if (isMoe(c.setup.model) && c.setup.training.moe_layer_host_us < 0) {
+        moe = true;
+        continue;
+      }
+      dense = true;
+      (c.setup.training.gemm_precision == GemmPrecision::Fp8 ? fp8 : bf16) = true;
+    }
+    options.level = dense;
     options.fp8 = bf16 && fp8;
+    options.moe_host = moe;
   }
 
-  currentActivity() = "fitting the GEMM level";
+  currentActivity() = "fitting the hardware to the rows";
   auto fit = fitHardware(rows, *base, options);
   if (!fit) return fail("calibrate: " + fit.error().message);
 
@@ -235,7 +257,7 @@ int runCalibrate(const std::vector<std::string> &args) {
   }
 
   if (a.has("json")) {
-    json out = fitJson(*fit, base_name, options.level, options.fp8);
+    json out = fitJson(*fit, base_name, options);
     if (save_path) out["saved_hardware"] = *save_path;
     std::cout << out.dump(2) << '\n';
     return 0;
@@ -261,6 +283,11 @@ int runCalibrate(const std::vector<std::string> &args) {
                         "reach no larger a share of their peak than BF16 ones)"
                       : "")
               << '\n';
+  if (options.moe_host)
+    std::cout << "MoE layers' host time (per layer and microbatch): "
+              << fixed(fit->moe_host_before_us / 1000, 1) << " -> "
+              << fixed(fit->moe_host_after_us / 1000, 1) << " ms, fitted on "
+              << rowsText(fit->moe_host_rows, "MoE ") << '\n';
   std::cout << '\n';
   Table table{{"set", "run", "GEMMs", "measured", "before", "after", "held out"}};
   for (const auto &row : fit->rows)
@@ -277,7 +304,7 @@ int runCalibrate(const std::vector<std::string> &args) {
   line("before", fit->before);
   line("after", fit->after);
   if (fit->held_out.runs > 0)
-    line("held out (each row on the level fitted on the others)", fit->held_out);
+    line("held out (each row on the figure fitted on the others)", fit->held_out);
   if (save_path)
     std::cout << "\nThe fitted hardware is written to " << *save_path
               << " (pipescope simulate, search and megatron take it with --hardware " << *save_path

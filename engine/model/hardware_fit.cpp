@@ -1,6 +1,8 @@
 // `pipescope calibrate`: a hardware file's GEMM levels fitted to measured steps.
 #include "engine/model/hardware_fit.h"
 
+#include "engine/model/moe.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -62,49 +64,69 @@ std::vector<double> levelGrid(double highest) {
   return levels;
 }
 
-/// errors[row][candidate]: each row's step error on each candidate hardware.
+/// errors[k][candidate]: the k-th member row's step error on each candidate hardware.
 using ErrorTable = std::vector<std::vector<double>>;
 
 Result<ErrorTable> errorTable(const std::vector<const ValidationCase *> &cases,
+                              const std::vector<int> &members,
                               const std::vector<HardwareSpec> &candidates) {
-  ErrorTable table(cases.size(), std::vector<double>(candidates.size()));
-  for (std::size_t r = 0; r < cases.size(); ++r) {
-    ValidationCase c = *cases[r];
+  ErrorTable table(members.size(), std::vector<double>(candidates.size()));
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    ValidationCase c = *cases[static_cast<std::size_t>(members[k])];
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       c.setup.hardware = candidates[i];
       auto result = predictValidationCase(c);
       if (!result) return result.error();
-      table[r][i] = *result->step_error;
+      table[k][i] = *result->step_error;
     }
   }
   return table;
 }
 
-/// The candidate with the least mean |error| over `members` (indices into the table's rows,
-/// `skip` left out); ties go to the one nearest `prefer`. -1 when no member is left.
-int bestCandidate(const ErrorTable &table, const std::vector<int> &members, int skip,
-                  const std::vector<double> &levels, double prefer) {
+/// The candidate with the least mean |error| over the table's rows (`skip` left out, -1: none);
+/// ties go to the one nearest `prefer`. -1 when no row is left.
+int bestCandidate(const ErrorTable &table, int skip, const std::vector<double> &grid,
+                  double prefer) {
   int best = -1;
   double best_sum = std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < levels.size(); ++i) {
+  for (std::size_t i = 0; i < grid.size(); ++i) {
     double sum = 0;
     int count = 0;
-    for (const int r : members)
-      if (r != skip) {
-        sum += std::abs(table[r][i]);
+    for (std::size_t k = 0; k < table.size(); ++k)
+      if (static_cast<int>(k) != skip) {
+        sum += std::abs(table[k][i]);
         ++count;
       }
     if (count == 0) return -1;
     // Sums of the same rows compare as means; a relative margin keeps rounding out of ties.
     const bool better = sum < best_sum * (1 - 1e-12);
     const bool tied = !better && sum <= best_sum * (1 + 1e-12);
-    if (better || (tied && std::abs(levels[i] - prefer) <
-                               std::abs(levels[static_cast<std::size_t>(best)] - prefer))) {
+    if (better || (tied && std::abs(grid[i] - prefer) <
+                               std::abs(grid[static_cast<std::size_t>(best)] - prefer))) {
       best = static_cast<int>(i);
       best_sum = sum;
     }
   }
   return best;
+}
+
+/// One figure fitted: its rows, its grid of values and the hardware each value makes.
+struct FitStage {
+  std::vector<int> members;
+  std::vector<double> grid;
+  double before = 0;
+  std::vector<HardwareSpec> candidates;
+  ErrorTable table;
+  int best = -1;
+};
+
+/// Fills the stage's table and best value; the fitted hardware is candidates[best].
+Status runStage(FitStage &stage, const std::vector<const ValidationCase *> &cases) {
+  auto table = errorTable(cases, stage.members, stage.candidates);
+  if (!table) return table.error();
+  stage.table = std::move(*table);
+  stage.best = bestCandidate(stage.table, -1, stage.grid, stage.before);
+  return Ok{};
 }
 
 std::string levelText(double level) {
@@ -146,100 +168,144 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     return makeError("no row with a measured step time to fit on (rows with memory_gib alone "
                      "check memory); add rows whose \"measured\" gives step_time_s or "
                      "tokens_per_s_per_gpu");
-  if (!options.level && !options.fp8) return makeError("nothing to fit: ask for level or fp8");
+  if (!options.level && !options.fp8 && !options.moe_host)
+    return makeError("nothing to fit: ask for level, fp8 or moe-host");
 
   std::vector<const ValidationCase *> cases;
-  std::vector<int> bf16_rows, fp8_rows, every_row;
+  std::vector<int> fp8_rows, moe_rows, level_rows, fp8_members;
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    cases.push_back(rows[r].validation_case);
-    const bool fp8 = rows[r].validation_case->setup.training.gemm_precision == GemmPrecision::Fp8;
-    (fp8 ? fp8_rows : bf16_rows).push_back(static_cast<int>(r));
-    every_row.push_back(static_cast<int>(r));
+    const ValidationCase &c = *rows[r].validation_case;
+    cases.push_back(&c);
+    const int index = static_cast<int>(r);
+    const bool fp8 = c.setup.training.gemm_precision == GemmPrecision::Fp8;
+    if (fp8) fp8_rows.push_back(index);
+    // Each row fits one figure: the host time if it is an MoE row that leaves its host time to
+    // the hardware, else the FP8 level if it runs FP8 GEMMs, else the level.
+    if (options.moe_host && isMoe(c.setup.model) && c.setup.training.moe_layer_host_us < 0)
+      moe_rows.push_back(index);
+    else if (options.fp8 && fp8)
+      fp8_members.push_back(index);
+    else
+      level_rows.push_back(index);
   }
   if (!fp8_rows.empty() && base.peak_fp8_tflops <= 0)
     return makeError("row " + cases[static_cast<std::size_t>(fp8_rows[0])]->id +
                      " runs FP8 GEMMs, but " + base.name +
                      " has no FP8 peak (peak_fp8_tflops); give a hardware file with one, or leave "
                      "the FP8 rows out");
-  if (options.fp8 && fp8_rows.empty())
-    return makeError("no FP8 row to fit the FP8 level on (no row sets training.gemm_precision "
-                     "\"fp8\"); fit the level alone (--fit level)");
-  if (options.level && options.fp8 && bf16_rows.empty())
-    return makeError("no BF16 row to fit the BF16 level on: every row runs FP8 GEMMs; fit the FP8 "
-                     "level alone (--fit fp8), or move both curves on every row (--fit level)");
+  if (options.moe_host && moe_rows.empty())
+    return makeError("no MoE row to fit the MoE layers' host time on (a model with experts whose "
+                     "training leaves moe_layer_host_us unset); leave moe-host out of --fit");
+  if (options.fp8 && fp8_members.empty())
+    return makeError(
+        "no FP8 row to fit the FP8 level on (no row sets training.gemm_precision "
+        "\"fp8\"" +
+        std::string(options.moe_host ? " but for the MoE rows the host time takes" : "") +
+        "); fit the level alone (--fit level)");
+  if (options.level && level_rows.empty())
+    return makeError(std::string("no row left to fit the BF16 level on: every row ") +
+                     (options.fp8 ? "runs FP8 GEMMs" : "") +
+                     (options.fp8 && options.moe_host ? " or " : "") +
+                     (options.moe_host ? "is an MoE row the host time takes" : "") +
+                     "; leave level out of --fit, or fit it alone (--fit level moves both curves "
+                     "on every row)");
 
   HardwareFit fit;
   fit.level_before = curvePlateau(base.gemm_efficiency, base.efficiency);
   const bool has_fp8 = base.peak_fp8_tflops > 0;
   fit.fp8_level_before = has_fp8 ? curvePlateau(effectiveFp8Curve(base), base.efficiency) : 0;
+  fit.moe_host_before_us = defaultMoeLayerHostUs(base);
   if (fit.level_before <= 0) return makeError(base.name + " has no GEMM efficiency to scale");
-
-  // The level: the BF16 curve at each plateau of the grid (the FP8 curve moved along, so no
-  // level may lift it above 1), fitted on the BF16 rows when the FP8 level is fitted after it,
-  // else on every row.
-  const std::vector<int> &level_members = options.fp8 ? bf16_rows : every_row;
-  std::vector<double> levels =
-      levelGrid(std::min(1.0, fit.level_before / std::max(fit.level_before, fit.fp8_level_before)));
-  std::vector<HardwareSpec> level_candidates;
-  level_candidates.reserve(options.level ? levels.size() : 0);
-  if (options.level)
-    for (const double level : levels)
-      level_candidates.push_back(withLevel(base, fit.level_before, level));
-  ErrorTable level_table;
   HardwareSpec fitted = base;
+
+  // The level: the BF16 curve at each plateau of the grid, the FP8 curve moved along (so no
+  // level may lift it above 1).
+  FitStage level;
+  level.members = level_rows;
+  level.before = fit.level_before;
   fit.level_after = fit.level_before;
-  int level_index = -1;
   if (options.level) {
-    auto table = errorTable(cases, level_candidates);
-    if (!table) return table.error();
-    level_table = std::move(*table);
-    level_index = bestCandidate(level_table, level_members, -1, levels, fit.level_before);
-    fit.level_after = levels[static_cast<std::size_t>(level_index)];
-    fitted = level_candidates[static_cast<std::size_t>(level_index)];
-    fit.level_rows = static_cast<int>(level_members.size());
+    level.grid = levelGrid(
+        std::min(1.0, fit.level_before / std::max(fit.level_before, fit.fp8_level_before)));
+    level.candidates.reserve(level.grid.size());
+    for (const double value : level.grid)
+      level.candidates.push_back(withLevel(fitted, fit.level_before, value));
+    if (auto status = runStage(level, cases); !status) return status.error();
+    fit.level_after = level.grid[static_cast<std::size_t>(level.best)];
+    fitted = level.candidates[static_cast<std::size_t>(level.best)];
+    fit.level_rows = static_cast<int>(level.members.size());
   }
   fit.fp8_level_after = has_fp8 ? curvePlateau(effectiveFp8Curve(fitted), fitted.efficiency) : 0;
 
-  // The FP8 level over the FP8 rows, at the level just fitted, never above it.
-  ErrorTable fp8_table;
-  std::vector<double> fp8_levels;
-  int fp8_index = -1;
+  // The FP8 level over its rows, at the level just fitted, never above it.
+  FitStage fp8;
+  fp8.members = fp8_members;
+  fp8.before = fit.fp8_level_after;
   if (options.fp8) {
-    fp8_levels = levelGrid(std::min(1.0, fit.level_after));
-    std::vector<HardwareSpec> candidates;
-    candidates.reserve(fp8_levels.size());
-    for (const double level : fp8_levels)
-      candidates.push_back(withFp8Level(fitted, level));
-    auto table = errorTable(cases, candidates);
-    if (!table) return table.error();
-    fp8_table = std::move(*table);
-    fp8_index = bestCandidate(fp8_table, fp8_rows, -1, fp8_levels, fit.fp8_level_after);
-    fit.fp8_level_after = fp8_levels[static_cast<std::size_t>(fp8_index)];
-    fitted = candidates[static_cast<std::size_t>(fp8_index)];
-    fit.fp8_rows = static_cast<int>(fp8_rows.size());
+    fp8.grid = levelGrid(std::min(1.0, fit.level_after));
+    fp8.candidates.reserve(fp8.grid.size());
+    for (const double value : fp8.grid)
+      fp8.candidates.push_back(withFp8Level(fitted, value));
+    if (auto status = runStage(fp8, cases); !status) return status.error();
+    fit.fp8_level_after = fp8.grid[static_cast<std::size_t>(fp8.best)];
+    fitted = fp8.candidates[static_cast<std::size_t>(fp8.best)];
+    fit.fp8_rows = static_cast<int>(fp8.members.size());
     // Held at the BF16 level: would the grid have gone on falling past its top?
-    if (fp8_index + 1 == static_cast<int>(fp8_levels.size())) {
-      HardwareSpec above = withFp8Level(fitted, std::min(1.0, fit.level_after + kHardwareFitStep));
+    if (fp8.best + 1 == static_cast<int>(fp8.grid.size()) && fit.level_after < 1) {
+      const HardwareSpec above =
+          withFp8Level(fitted, std::min(1.0, fit.level_after + kHardwareFitStep));
+      auto table = errorTable(cases, fp8.members, {above});
+      if (!table) return table.error();
       double sum_at = 0, sum_above = 0;
-      for (const int r : fp8_rows) {
-        ValidationCase c = *cases[static_cast<std::size_t>(r)];
-        c.setup.hardware = above;
-        auto result = predictValidationCase(c);
-        if (!result) return result.error();
-        sum_above += std::abs(*result->step_error);
-        sum_at +=
-            std::abs(fp8_table[static_cast<std::size_t>(r)][static_cast<std::size_t>(fp8_index)]);
+      for (std::size_t k = 0; k < fp8.members.size(); ++k) {
+        sum_at += std::abs(fp8.table[k][static_cast<std::size_t>(fp8.best)]);
+        sum_above += std::abs((*table)[k][0]);
       }
-      fit.fp8_held_at_level = fit.level_after < 1 && sum_above < sum_at;
+      fit.fp8_held_at_level = sum_above < sum_at;
     }
   }
 
-  // Before and after, and each row held out: its levels refitted on the other rows (the table
-  // already holds every candidate's errors, so this is a search over it, not a new fit).
-  auto before = errorTable(cases, {base});
+  // The MoE layers' host time over the MoE rows, at the levels just fitted.
+  FitStage host;
+  host.members = moe_rows;
+  host.before = fit.moe_host_before_us;
+  fit.moe_host_after_us = fit.moe_host_before_us;
+  if (options.moe_host) {
+    for (double us = 0; us <= kMoeHostFitMaxUs + 1e-6; us += kMoeHostFitStepUs)
+      host.grid.push_back(us);
+    host.candidates.reserve(host.grid.size());
+    for (const double value : host.grid) {
+      HardwareSpec candidate = fitted;
+      candidate.moe_layer_host_us = value;
+      host.candidates.push_back(std::move(candidate));
+    }
+    if (auto status = runStage(host, cases); !status) return status.error();
+    fit.moe_host_after_us = host.grid[static_cast<std::size_t>(host.best)];
+    fitted = host.candidates[static_cast<std::size_t>(host.best)];
+    fit.moe_host_rows = static_cast<int>(host.members.size());
+  }
+
+  // Before and after, and each row held out: the figure its row fits refitted on the other rows
+  // of that figure (the stage's table holds every candidate's errors, so this is a search over
+  // it, not a new fit; the stages' rows are disjoint, so nothing else moves).
+  const std::vector<int> every_row = [&] {
+    std::vector<int> every(rows.size());
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      every[r] = static_cast<int>(r);
+    return every;
+  }();
+  auto before = errorTable(cases, every_row, {base});
   if (!before) return before.error();
-  auto after = errorTable(cases, {fitted});
+  auto after = errorTable(cases, every_row, {fitted});
   if (!after) return after.error();
+  const auto heldOut = [](const FitStage &stage, int row) -> std::optional<double> {
+    const auto at = std::find(stage.members.begin(), stage.members.end(), row);
+    if (stage.best < 0 || at == stage.members.end()) return std::nullopt;
+    const int k = static_cast<int>(at - stage.members.begin());
+    const int i = bestCandidate(stage.table, k, stage.grid, stage.before);
+    if (i < 0) return std::nullopt;
+    return stage.table[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)];
+  };
   for (std::size_t r = 0; r < rows.size(); ++r) {
     FittedRow row;
     row.validation_case = cases[r];
@@ -248,18 +314,15 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     row.before = (*before)[r][0];
     row.after = (*after)[r][0];
     const int self = static_cast<int>(r);
-    const bool in_level = options.level && std::find(level_members.begin(), level_members.end(),
-                                                     self) != level_members.end();
-    const bool in_fp8 = options.fp8 && row.fp8;
-    if (in_level) {
-      const int i = bestCandidate(level_table, level_members, self, levels, fit.level_before);
-      if (i >= 0) row.held_out = level_table[r][static_cast<std::size_t>(i)];
-    } else if (in_fp8) {
-      const int j = bestCandidate(fp8_table, fp8_rows, self, fp8_levels, fit.fp8_level_after);
-      if (j >= 0) row.held_out = fp8_table[r][static_cast<std::size_t>(j)];
-    } else if (!(options.fp8 && row.fp8)) {
+    const FitStage *owner = nullptr;
+    for (const FitStage *stage : {&level, &fp8, &host})
+      if (stage->best >= 0 &&
+          std::find(stage->members.begin(), stage->members.end(), self) != stage->members.end())
+        owner = stage;
+    if (owner)
+      row.held_out = heldOut(*owner, self);
+    else
       row.held_out = row.after; // no fit saw this row
-    }
     fit.before.add(row.before);
     fit.after.add(row.after);
     if (row.held_out) fit.held_out.add(*row.held_out);
@@ -283,8 +346,8 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     fitted.gemm_efficiency_source =
         "Level " + levelText(fit.level_after) +
         " of peak at the plateau, fitted by pipescope calibrate in steps of 0.01 on " +
-        std::to_string(level_members.size()) + " measured steps (" + rowList(rows, level_members) +
-        "; " + summary(level_members) + "). The shape, and the level " +
+        std::to_string(level.members.size()) + " measured steps (" + rowList(rows, level.members) +
+        "; " + summary(level.members) + "). The shape, and the level " +
         levelText(fit.level_before) + " before the fit, are " + base.name +
         "'s: " + base.gemm_efficiency_source;
   if (options.fp8)
@@ -292,14 +355,24 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
         "Level " + levelText(fit.fp8_level_after) +
         " of the FP8 peak at the plateau, fitted by pipescope calibrate in steps of 0.01, at most "
         "the BF16 level, on " +
-        std::to_string(fp8_rows.size()) + " measured FP8 steps (" + rowList(rows, fp8_rows) + "; " +
-        summary(fp8_rows) + "). The shape is " + base.name + "'s: " +
+        std::to_string(fp8.members.size()) + " measured FP8 steps (" + rowList(rows, fp8.members) +
+        "; " + summary(fp8.members) + "). The shape is " + base.name + "'s: " +
         (base.gemm_efficiency_fp8_source.empty() ? base.gemm_efficiency_source
                                                  : base.gemm_efficiency_fp8_source);
   else if (options.level && !fitted.gemm_efficiency_fp8.empty())
     fitted.gemm_efficiency_fp8_source =
         "Moved with the BF16 level, from " + levelText(fit.level_before) + " to " +
         levelText(fit.level_after) + ", by pipescope calibrate. " + base.gemm_efficiency_fp8_source;
+  if (options.moe_host) {
+    char host_time[32];
+    std::snprintf(host_time, sizeof host_time, "%.1f ms", fit.moe_host_after_us / 1000);
+    fitted.notes = std::string("moe_layer_host_us: ") + host_time +
+                   " per MoE layer and microbatch, fitted by pipescope calibrate in steps of "
+                   "0.5 ms on " +
+                   std::to_string(host.members.size()) + " measured MoE steps (" +
+                   rowList(rows, host.members) + "; " + summary(host.members) + ")." +
+                   (base.notes.empty() ? "" : " " + base.notes);
+  }
   // What plans on the file quote as the error to expect: the held-out errors (none when every
   // level had one row, which a fit matches by construction).
   fitted.calibration.reset();

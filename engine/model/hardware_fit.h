@@ -15,18 +15,28 @@
 
 namespace pipescope {
 
-/// What to fit. `level`: the BF16 curve's level, the FP8 curve moved with it (so its ratio to
-/// the BF16 curve stays). `fp8`: the FP8 curve's level alone, never above the BF16 level (FP8
-/// GEMMs reach no larger a share of their peak than BF16 ones, docs/cost-model.md). Both: the
-/// level on the BF16 rows, then the FP8 level on the FP8 rows, as the H100 presets were fitted.
+/// What to fit, each on its own rows and in this order, each at the fits before it (as the
+/// shipped figures were fitted: the H100 level on BF16 dense rows, the FP8 level on FP8 dense
+/// rows, the MoE host time on MoE rows):
+/// - `moe_host`: the MoE layers' host time (HardwareSpec::moe_layer_host_us), on the MoE rows
+///   that leave theirs to the hardware (training.moe_layer_host_us unset);
+/// - `fp8`: the FP8 curve's level alone, never above the BF16 level (FP8 GEMMs reach no larger a
+///   share of their peak than BF16 ones, docs/cost-model.md), on the FP8 rows the host time
+///   does not take;
+/// - `level`: the BF16 curve's level, the FP8 curve moved with it (so its ratio to the BF16
+///   curve stays), on every other row.
 struct HardwareFitOptions {
   bool level = true;
   bool fp8 = false;
+  bool moe_host = false;
 };
 
 /// The levels are fitted in steps of this much of peak, from one step up to 1, as the shipped
 /// fits are (docs/measurements/fit_h100_levels.py).
 inline constexpr double kHardwareFitStep = 0.01;
+/// The MoE host time is fitted in steps of 0.5 ms from 0 to 30 ms, as the shipped one was
+/// (docs/measurements/fit_moe_host.py).
+inline constexpr double kMoeHostFitStepUs = 500, kMoeHostFitMaxUs = 30000;
 
 /// One timed row and its step error on the hardware before and after the fit.
 struct FittedRow {
@@ -50,7 +60,9 @@ struct HardwareFit {
   double fp8_level_before = 0, fp8_level_after = 0;
   /// The FP8 fit would have gone above the BF16 level and was held at it.
   bool fp8_held_at_level = false;
-  int level_rows = 0, fp8_rows = 0; ///< the rows each level was fitted on
+  /// The MoE layers' host time (µs) plans on the hardware take by default, before and after.
+  double moe_host_before_us = 0, moe_host_after_us = 0;
+  int level_rows = 0, fp8_rows = 0, moe_host_rows = 0; ///< the rows each figure was fitted on
   std::vector<FittedRow> rows;
   StepErrorSummary before, after, held_out;
 };
@@ -63,9 +75,10 @@ struct FitRow {
 
 /// Fits `base`'s GEMM levels to the rows' measured steps (each row predicted on `base`, whatever
 /// hardware it names), minimizing the mean |step error| over the rows each level applies to.
-/// Rows without a measured step are ignored. Errors name what is missing: no timed row, no BF16
-/// row for the level when the FP8 level is fitted too, no FP8 row (or FP8 peak) for the FP8
-/// level, or a row that cannot be predicted.
+/// Rows without a measured step are ignored. Errors name what is missing: no timed row, no row
+/// left for a figure asked for (e.g. no BF16 row for the level when the FP8 level is fitted too,
+/// no FP8 row or FP8 peak for the FP8 level, no MoE row for the host time), or a row that cannot
+/// be predicted.
 Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
                                 const HardwareFitOptions &options);
 

@@ -692,7 +692,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   }
   // The host time an MoE layer leaves the GPU waiting (moeLayerHostUs), a third in each pass;
   // full recomputation launches the forward's kernels again in the backward.
-  const double moe_host_pass = isMoe(m) ? moeLayerHostUs(training) / 3 : 0.0;
+  const double moe_host_pass = isMoe(m) ? moeLayerHostUs(training, hw) / 3 : 0.0;
   const double moe_host_recompute = training.recompute == Recompute::Full ? moe_host_pass : 0.0;
   // Megatron's --recompute-modules (TrainingSetup::recompute_modules), with its selective
   // granularity only (full recomputation already rebuilds everything): the forward time of the

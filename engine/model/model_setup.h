@@ -135,6 +135,10 @@ struct HardwareSpec {
   /// beside an overlapped F&B pair's compute (dispatcherSmShare) are not priced.
   int sm_count = 0;
   std::string notes;
+  /// The MoE layers' host time on this machine (TrainingSetup::moe_layer_host_us where a plan
+  /// leaves it at its default): what `pipescope calibrate --fit moe-host` fits to your MoE runs.
+  /// Negative (the presets): kDefaultMoeLayerHostUs.
+  double moe_layer_host_us = -1;
   /// Set by `pipescope calibrate` (absent from the presets).
   std::optional<HardwareCalibration> calibration;
 };
@@ -254,8 +258,9 @@ struct TrainingSetup {
   /// Host time of one MoE layer for one microbatch, forward and backward together, that the GPU
   /// waits out (moeLayerHostUs): the framework launching the layer's many small kernels (router,
   /// permutations, one grouped GEMM per direction and local expert) and the dispatcher's host
-  /// synchronization on the token counts. Negative: the default, kDefaultMoeLayerHostUs; 0: not
-  /// priced (e.g. a run that captures its MoE layers in CUDA graphs and syncs nowhere).
+  /// synchronization on the token counts. Negative: the default, the hardware file's
+  /// moe_layer_host_us, else kDefaultMoeLayerHostUs; 0: not priced (e.g. a run that captures its
+  /// MoE layers in CUDA graphs and syncs nowhere).
   double moe_layer_host_us = -1;
 };
 
@@ -304,12 +309,19 @@ double dispatcherSmShare(const HardwareSpec &hardware, const TrainingSetup &trai
 /// MoE rows (Megatron-Bridge FP8, DeepSeek-V3) check it.
 inline constexpr double kDefaultMoeLayerHostUs = 3500;
 
-/// The host time one MoE layer adds per microbatch (TrainingSetup::moe_layer_host_us, its
-/// default when negative), split evenly over the forward, input-grad and weight-grad passes (a
-/// third each: the backward launches about twice the forward's kernels, half of them the
-/// weight gradients'); recomputation's forward pays its third again.
-inline double moeLayerHostUs(const TrainingSetup &training) {
-  return training.moe_layer_host_us < 0 ? kDefaultMoeLayerHostUs : training.moe_layer_host_us;
+/// The MoE host time a plan on `hardware` takes when its training leaves it at the default: the
+/// hardware file's (a calibrated machine's), else kDefaultMoeLayerHostUs.
+inline double defaultMoeLayerHostUs(const HardwareSpec &hardware) {
+  return hardware.moe_layer_host_us < 0 ? kDefaultMoeLayerHostUs : hardware.moe_layer_host_us;
+}
+
+/// The host time one MoE layer adds per microbatch (TrainingSetup::moe_layer_host_us, the
+/// hardware's default when negative), split evenly over the forward, input-grad and weight-grad
+/// passes (a third each: the backward launches about twice the forward's kernels, half of them
+/// the weight gradients'); recomputation's forward pays its third again.
+inline double moeLayerHostUs(const TrainingSetup &training, const HardwareSpec &hardware) {
+  return training.moe_layer_host_us < 0 ? defaultMoeLayerHostUs(hardware)
+                                        : training.moe_layer_host_us;
 }
 
 struct ModelSetup {

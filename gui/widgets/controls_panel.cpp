@@ -504,6 +504,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
       updating_ = true;
       device_memory_->setValue(hardware->memory_gib);
       gpus_per_node_->setValue(hardware->gpus_per_node);
+      showMoeHostDefault(*hardware);
       updating_ = false;
     }
     readControls();
@@ -613,6 +614,16 @@ void ControlsPanel::showStageCosts(const Costs &costs) {
   stage_costs_note_->setVisible(true);
 }
 
+void ControlsPanel::showMoeHostDefault(const HardwareSpec &hardware) {
+  // A host time left at the old hardware's default follows the new one's.
+  const double old_default = moe_host_default_us_;
+  moe_host_default_us_ = defaultMoeLayerHostUs(hardware);
+  if (std::abs(moe_host_->value() * 1000 - old_default) < 0.5) {
+    const QSignalBlocker quiet(moe_host_);
+    moe_host_->setValue(moe_host_default_us_ / 1000);
+  }
+}
+
 std::string ControlsPanel::hardwareKey() const {
   const QString path = hardware_preset_->currentData().toString();
   return (path.isEmpty() ? hardware_preset_->currentText() : path).toStdString();
@@ -665,6 +676,7 @@ void ControlsPanel::selectModelPresets() {
   // The plan's own hardware stands for the name it carries (a calibrated file keeps its
   // preset's name): it is what the box shows until the box changes.
   hardware_source_ = hardwareKey();
+  moe_host_default_us_ = defaultMoeLayerHostUs(remembered_model_->hardware);
   showTraining(remembered_model_->training);
   device_memory_->setValue(remembered_model_->hardware.memory_gib);
 }
@@ -685,7 +697,9 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
     dispatcher_sms_->setValue(training.moe_dispatcher_sms > 0 ? training.moe_dispatcher_sms
                                                               : kDefaultDispatcherSms);
     const QSignalBlocker quiet_host(moe_host_);
-    moe_host_->setValue(moeLayerHostUs(training) / 1000);
+    moe_host_->setValue(
+        (training.moe_layer_host_us < 0 ? moe_host_default_us_ : training.moe_layer_host_us) /
+        1000);
   }
   fp8_dispatch_->setChecked(training.fp8_dispatch);
   sequence_parallel_->setChecked(training.sequence_parallel);
@@ -725,9 +739,10 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   // The default stays unwritten (0), so a plan saved here means what it meant before.
   training.moe_dispatcher_sms =
       dispatcher_sms_->value() == kDefaultDispatcherSms ? 0 : dispatcher_sms_->value();
-  // Likewise the MoE host time: the default stays unwritten (negative).
+  // Likewise the MoE host time: the hardware's default stays unwritten (negative), so a
+  // calibrated file's own host time follows the file.
   const double host_us = moe_host_->value() * 1000;
-  training.moe_layer_host_us = std::abs(host_us - kDefaultMoeLayerHostUs) < 0.5 ? -1 : host_us;
+  training.moe_layer_host_us = std::abs(host_us - moe_host_default_us_) < 0.5 ? -1 : host_us;
   training.fp8_dispatch = fp8_dispatch_->isChecked();
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
@@ -992,7 +1007,10 @@ void ControlsPanel::updateTrainingApplicability() {
          "launching the layer's many small kernels and the dispatcher's sync on the token "
          "counts, a third in each of F, I and W (plan field \"moe_layer_host_us\" in \u00b5s). "
          "3.5 ms is eager Megatron-Core's, fitted on its published Qwen3-235B-A22B H100 runs "
-         "(docs/validation.md); 0 for a run that captures its MoE layers in CUDA graphs") +
+         "(docs/validation.md); a hardware file fitted to your runs by pipescope calibrate "
+         "brings its own (this one's: %1 ms); 0 for a run that captures its MoE layers in CUDA "
+         "graphs")
+          .arg(moe_host_default_us_ / 1000) +
       (moe ? QString() : tr("; applies to mixture-of-experts models.")));
   const QString dispatch_tip =
       tr("MoE dispatch all-to-alls carry FP8 activations, combine stays bf16, as DeepSeek-V3 "

@@ -149,6 +149,11 @@ private:
   std::string hardware_source_;
   /// The hardware box's current choice: a file item's path, else the preset name shown.
   std::string hardwareKey() const;
+  /// The MoE host time a plan on the current hardware takes by default (its file's, else
+  /// pipescope's), which the MoE host box shows and leaves unwritten.
+  double moe_host_default_us_ = kDefaultMoeLayerHostUs;
+  /// Takes `hardware`'s default MoE host time; a box left at the old default follows it.
+  void showMoeHostDefault(const HardwareSpec &hardware);
 
   QComboBox *schedule_ = nullptr;
   QLabel *schedule_summary_ = nullptr;

@@ -71,45 +71,61 @@ class TestCliCalibrate : public QObject {
 private slots:
   void initTestCase() { QVERIFY(dir_.isValid()); }
 
-  // Steps predicted on h100-sxm's curve at level 0.62 (not the shipped 0.55) are the
-  // measurements; fitting h100-sxm to them must find 0.62 and leave no error, every row held
-  // out included (each of the others alone determines the same level).
-  void findsTheLevelTheStepsWereMadeAt() {
+  // Steps predicted on h100-sxm's curve at level 0.62 (not the shipped 0.55) and with 6 ms of
+  // host time per MoE layer (not the default 3.5) are the measurements; fitting h100-sxm to them
+  // must find both, the level on the dense rows and the host time on the MoE rows, and leave no
+  // error, every row held out included (each of the others alone determines the same figure).
+  void findsTheFiguresTheStepsWereMadeAt() {
     json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
     const double factor = 0.62 / 0.55;
     for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
       for (auto &point : hardware[curve])
         point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
     hardware["efficiency"] = 0.62;
-    writeJson(path("h100-at-0.62.json"), hardware);
+    hardware["moe_layer_host_us"] = 6000;
+    writeJson(path("h100-made.json"), hardware);
 
     json rows = shippedRows("megatron-core-h100",
                             {"gpt-1.7b", "gpt-16b", "gpt-70b", "gpt-177b-strong-4608"});
-    QCOMPARE(rows.size(), std::size_t{4});
+    for (const auto &row :
+         shippedRows("megatron-bridge-h100", {"qwen3-30b-a3b-gbs1024-ep16", "deepseek-v3-gbs8192"}))
+      rows.push_back(row);
+    QCOMPARE(rows.size(), std::size_t{6});
     for (auto &row : rows)
-      row["hardware"] = path("h100-at-0.62.json").toStdString();
-    writeJson(path("at-0.62.json"), validationFile(rows));
-    const json predicted = runJson({"compare", "--published", path("at-0.62.json"), "--json"});
+      row["hardware"] = path("h100-made.json").toStdString();
+    writeJson(path("made.json"), validationFile(rows));
+    const json predicted = runJson({"compare", "--published", path("made.json"), "--json"});
     for (std::size_t i = 0; i < rows.size(); ++i)
       rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
-    writeJson(path("at-0.62.json"), validationFile(rows));
+    writeJson(path("made.json"), validationFile(rows));
 
     const json fit = runJson(
-        {"calibrate", "--published", path("at-0.62.json"), "--hardware", "h100-sxm", "--json"});
+        {"calibrate", "--published", path("made.json"), "--hardware", "h100-sxm", "--json"});
+    QCOMPARE(fit["fitted"], json::array({"level", "moe-host"})); // dense and MoE rows
     QCOMPARE(fit["level"]["before"].get<double>(), 0.55);
     QCOMPARE(fit["level"]["after"].get<double>(), 0.62);
     QCOMPARE(fit["level"]["rows"].get<int>(), 4);
-    QCOMPARE(fit["rows"].size(), std::size_t{4});
+    QCOMPARE(fit["moe_host_us"]["before"].get<double>(), 3500.0);
+    QCOMPARE(fit["moe_host_us"]["after"].get<double>(), 6000.0);
+    QCOMPARE(fit["moe_host_us"]["rows"].get<int>(), 2);
+    QCOMPARE(fit["rows"].size(), std::size_t{6});
     for (const auto &row : fit["rows"]) {
-      // The shipped level is off on every row; the fitted one on none.
+      // The shipped figures are off on every row; the fitted ones on none.
       QVERIFY2(std::abs(row["error_before"].get<double>()) > 0.02, row.dump().c_str());
       QVERIFY2(std::abs(row["error_after"].get<double>()) < 1e-9, row.dump().c_str());
       QVERIFY2(std::abs(row["error_held_out"].get<double>()) < 1e-9, row.dump().c_str());
     }
     QVERIFY(fit["after"]["mean_abs_step_error"].get<double>() < 1e-9);
-    QVERIFY(fit["before"]["mean_abs_step_error"].get<double>() > 0.05);
-    // The FP8 curve moved with the level (the rows are BF16, so nothing else decides it).
+    // The FP8 curve moved with the level; the file carries the host time.
     QCOMPARE(fit["fp8_level"]["after"].get<double>(), 0.62);
+    QCOMPARE(fit["hardware"]["moe_layer_host_us"].get<double>(), 6000.0);
+
+    // The MoE rows alone fit the host time alone, at the shipped level.
+    const json moe_only =
+        runJson({"calibrate", "--published", path("made.json"), "--hardware", "h100-sxm", "--rows",
+                 "qwen3-30b-a3b-gbs1024-ep16,deepseek-v3-gbs8192", "--json"});
+    QCOMPARE(moe_only["fitted"], json::array({"moe-host"}));
+    QCOMPARE(moe_only["level"]["after"].get<double>(), 0.55);
   }
 
   // The shipped levels come back from the rows they were fitted on (docs/validation.md):

@@ -251,13 +251,16 @@ private slots:
         << "no FP8 row to fit the FP8 level on" << true;
     QTest::newRow("calibrate: both levels on FP8 rows alone")
         << QStringList{"calibrate", "--published", "nemo-h100", "--fit", "level,fp8"} << 2
-        << "no BF16 row to fit the BF16 level on: every row runs FP8 GEMMs" << true;
+        << "no row left to fit the BF16 level on: every row runs FP8 GEMMs" << true;
+    QTest::newRow("calibrate: host time without MoE rows")
+        << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "moe-host"} << 2
+        << "no MoE row to fit the MoE layers' host time on" << true;
     QTest::newRow("calibrate: FP8 rows on an A100")
         << QStringList{"calibrate", "--published", "nemo-h100", "--hardware", "a100-80gb"} << 2
         << "row gpt3-5b runs FP8 GEMMs, but a100-80gb has no FP8 peak" << true;
     QTest::newRow("calibrate: unknown fit")
         << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "speed"} << 2
-        << "--fit takes level, fp8 or level,fp8, each once; got 'speed'" << true;
+        << "--fit takes level, fp8 and moe-host, comma-separated, each once; got 'speed'" << true;
     QTest::newRow("calibrate: unknown row")
         << QStringList{"calibrate", "--published", "megatron-core-h100", "--rows", "gpt-2"} << 2
         << "--rows names 'gpt-2', which is not a row of megatron-core-h100" << true;

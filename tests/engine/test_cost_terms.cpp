@@ -950,7 +950,7 @@ private slots:
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
-    QCOMPARE(moeLayerHostUs(setup.training), kDefaultMoeLayerHostUs);
+    QCOMPARE(moeLayerHostUs(setup.training, setup.hardware), kDefaultMoeLayerHostUs);
     QCOMPARE(kDefaultMoeLayerHostUs, 3500.0);
     setup.training.moe_dispatcher = "deepep";
     auto schedule = generateSchedule({"dualpipe", 4, 16, 1, 0});
@@ -1009,6 +1009,25 @@ private slots:
     json["moe_layer_host_us"] = -5;
     const std::string refused = refusal(trainingSetupFromJson(json, "/training"));
     QVERIFY2(refused.find("/training/moe_layer_host_us") != std::string::npos, refused.c_str());
+    // A hardware file's own host time (pipescope calibrate --fit moe-host) is the default for
+    // plans that leave theirs unset, and only for them; it round-trips, a negative one is refused.
+    ModelSetup calibrated = setup;
+    calibrated.hardware.moe_layer_host_us = 6000;
+    calibrated.training.moe_layer_host_us = -1;
+    QCOMPARE(moeLayerHostUs(calibrated.training, calibrated.hardware), 6000.0);
+    calibrated.training.moe_layer_host_us = 0;
+    QCOMPARE(moeLayerHostUs(calibrated.training, calibrated.hardware), 0.0);
+    calibrated.training.moe_layer_host_us = -1;
+    auto on_file = deriveModelCosts(calibrated, mesh, schedule->placement);
+    QVERIFY2(on_file, on_file ? "" : on_file.error().message.c_str());
+    QVERIFY(near(on_file->stage_breakdown[1].forward.host_us, 8 * 2000.0));
+    nlohmann::json hardware_json = toJson(calibrated.hardware);
+    QCOMPARE(hardwareSpecFromJson(hardware_json, "/hardware")->moe_layer_host_us, 6000.0);
+    QVERIFY(!toJson(setup.hardware).contains("moe_layer_host_us")); // presets leave it unset
+    hardware_json["moe_layer_host_us"] = -1;
+    const std::string refused_hardware = refusal(hardwareSpecFromJson(hardware_json, "/hardware"));
+    QVERIFY2(refused_hardware.find("/hardware/moe_layer_host_us") != std::string::npos,
+             refused_hardware.c_str());
   }
 
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps

@@ -406,6 +406,7 @@ private slots:
     for (auto &point : slower.gemm_efficiency_fp8)
       point.efficiency *= 0.8;
     slower.calibration = HardwareCalibration{3, 0.012, 0.021, -0.004, "my-runs"};
+    slower.moe_layer_host_us = 6000; // a host time fitted to MoE runs
     const QString path = dir.filePath(QStringLiteral("my-h100.json"));
     QVERIFY(writeTextFile(path.toStdString(), toJson(slower).dump(2)).ok());
 
@@ -426,6 +427,9 @@ private slots:
     const auto step_on = [&] { return window.snapshot()->evaluation->simulation.makespan_us; };
     QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
     QVERIFY2(step_on() > preset_step * 1.05, "the file's slower GEMMs price the plan");
+    // The MoE host box shows the file's host time as the default, which plans leave unwritten.
+    QCOMPARE(controls->moeHostBox()->value(), 6.0);
+    QCOMPARE(window.snapshot()->plan.model->training.moe_layer_host_us, -1.0);
     QVERIFY2(window.metrics()
                  ->valueText(QStringLiteral("validated"))
                  .startsWith(QStringLiteral(
@@ -439,7 +443,8 @@ private slots:
     controls->hardwarePresetBox()->setCurrentText(QStringLiteral("h200"));
     window.settle();
     QVERIFY(!window.snapshot()->plan.model->hardware.calibration.has_value());
-    QVERIFY(controls->addHardwareFile(path).ok()); // the same file: selected, not added twice
+    QCOMPARE(controls->moeHostBox()->value(), 3.5); // back to pipescope's default
+    QVERIFY(controls->addHardwareFile(path).ok());  // the same file: selected, not added twice
     window.settle();
     QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
     QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
