@@ -39,8 +39,8 @@ their levels.
 
 SET is a "pipescope.validation" file (docs/validation.md: one row per run, its model, mesh,
 schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope megatron LAUNCH
---json` gives a launch's "configuration" in that form), a shipped set, or "all". Rows that check
-memory only are left out.
+--step-time S --add-row FILE` adds a Megatron-LM launch and its measured step to one), a shipped
+set, or "all". Rows that check memory only are left out.
 
   --rows ID,...        only these rows (by id)
   --hardware H         the hardware preset or file to fit, which every row then runs on
