@@ -35,7 +35,6 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 /// The ranked table's columns: mesh, schedule, tokens/s, step, memory, M, b, recompute, ZeRO and
 /// how many configurations are as fast.
-constexpr int kColumns = 10;
 
 QString scheduleText(const SearchPlan &plan) {
   QString text = QString::fromStdString(plan.schedule.name);
@@ -177,18 +176,21 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   QSplitter *results = results_;
   chart_ = new SearchScatterChart(results);
   table_ = new QTableWidget(results);
-  table_->setColumnCount(kColumns);
-  table_->setHorizontalHeaderLabels({tr("mesh"), tr("schedule"), tr("tokens/s"), tr("step ms"),
+  table_->setColumnCount(kColumnCount);
+  table_->setHorizontalHeaderLabels({tr("tokens/s"), tr("step ms"), tr("mesh"), tr("schedule"),
                                      tr("peak GiB"), tr("M"), tr("b"), tr("recompute"), tr("ZeRO"),
                                      tr("as fast")});
-  table_->horizontalHeaderItem(kColumns - 1)
-      ->setToolTip(tr("Other configurations with this row's step time (to the nanosecond): the "
-                      "row is the one of them with the least memory. Double-click to load one"));
+  table_->horizontalHeaderItem(kAsFast)->setToolTip(
+      tr("Other configurations with this row's step time (to the nanosecond): the "
+         "row is the one of them with the least memory. Double-click to load one"));
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->setDefaultSectionSize(20);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // The schedule names are the longest cells ("interleaved-1f1b V=4 (balanced)"): the one
+  // column that gives way, elided, where the window is a little too narrow for all of them.
+  table_->horizontalHeader()->setSectionResizeMode(kSchedule, QHeaderView::Interactive);
   table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
   results->addWidget(chart_);
   results->addWidget(table_);
@@ -206,7 +208,7 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   connect(chart_, &SearchScatterChart::pointClicked, this, &SearchPanel::loadShownPlan);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int column) {
     // The "as fast" cell offers the configurations it counts; any other cell loads the row.
-    if (column == kColumns - 1)
+    if (column == kAsFast)
       if (QMenu *menu = alikeMenu(row)) {
         menu->popup(QCursor::pos());
         return;
@@ -491,11 +493,11 @@ void SearchPanel::showResult() {
   table_->setRowCount(static_cast<int>(result_->plans.size()));
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
-    const QString cells[kColumns] = {
-        meshText(plan),
-        scheduleText(plan),
+    const QString cells[kColumnCount] = {
         QString::number(plan.tokens_per_s, 'f', 0),
         QString::number(plan.step_time_s * 1e3, 'f', 1),
+        meshText(plan),
+        scheduleText(plan),
         QString::number(plan.peak_memory / kGiB, 'f', 1),
         QString::number(plan.schedule.microbatches),
         QString::number(plan.microbatch_size),
@@ -511,9 +513,10 @@ void SearchPanel::showResult() {
                      .arg(formatPercent(accuracy.step.mean()));
     if (plan.alike_count > 0)
       tooltip += tr("\nAs fast: %1").arg(QString::fromStdString(alikeSummary(plan)));
-    for (int column = 0; column < kColumns; ++column) {
+    for (int column = 0; column < kColumnCount; ++column) {
       auto *item = new QTableWidgetItem(cells[column]);
-      if (column >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      const bool text = column == kMesh || column == kSchedule || column == kRecompute;
+      if (!text) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setToolTip(tooltip);
       if (within) item->setBackground(palette::withinErrorShade());
       table_->setItem(row, column, item);
@@ -545,6 +548,14 @@ void SearchPanel::fitTableWidth() {
   const int table = std::min(rows_height, area.height() / 2);
   results_->setOrientation(Qt::Vertical);
   results_->setSizes({area.height() - table, table});
+  // Still a little too narrow: the schedule column gives the difference (its cells elide; each
+  // row's tooltip names the schedule in full), down to a width that still tells them apart.
+  constexpr int kScheduleMinimum = 140;
+  const int overflow = needed - area.width();
+  if (overflow > 0)
+    table_->setColumnWidth(kSchedule,
+                           std::max(std::min(kScheduleMinimum, table_->columnWidth(kSchedule)),
+                                    table_->columnWidth(kSchedule) - overflow));
 }
 
 void SearchPanel::resizeEvent(QResizeEvent *event) {

@@ -34,6 +34,22 @@ public:
   explicit SearchPanel(QWidget *parent = nullptr);
   ~SearchPanel() override;
 
+  /// The ranked table's columns: the figures a ranking is read by first, so a narrow window
+  /// still shows them, then the configuration (each row's tooltip has all of it).
+  enum Column {
+    kTokensPerSecond,
+    kStepMs,
+    kMesh,
+    kSchedule,
+    kPeakGib,
+    kMicrobatches,
+    kMicrobatchSize,
+    kRecompute,
+    kZeroStage,
+    kAsFast, ///< configurations as fast as the row (double-click lists them)
+    kColumnCount
+  };
+
   /// Takes the model, hardware, GPUs (DP × TP × PP), sequence and memory of a plan as the
   /// search's starting point (plans without a model keep the current presets); settings taken
   /// before are left alone, so edits made in the tab stay.

@@ -139,25 +139,32 @@ void TestSearch::searchShowsPointsAndFront() {
   QVERIFY(details.contains(QStringLiteral("peak memory")));
   // The ranked table: the top K, best first.
   QCOMPARE(search->table()->rowCount(), static_cast<int>(result.plans.size()));
-  QCOMPARE(search->table()->item(0, 2)->text(), QString::number(best.tokens_per_s, 'f', 0));
+  QCOMPARE(search->table()->item(0, SearchPanel::kTokensPerSecond)->text(),
+           QString::number(best.tokens_per_s, 'f', 0));
   // Its ZeRO column gives each plan's stage, as the hover details do.
-  QCOMPARE(search->table()->horizontalHeaderItem(8)->text(), QStringLiteral("ZeRO"));
+  QCOMPARE(search->table()->horizontalHeaderItem(SearchPanel::kZeroStage)->text(),
+           QStringLiteral("ZeRO"));
   for (int row = 0; row < search->table()->rowCount(); ++row) {
     const SearchPlan &plan = result.plans[static_cast<std::size_t>(row)];
-    QCOMPARE(search->table()->item(row, 8)->text(), QString::number(plan.training.zero_stage));
+    QCOMPARE(search->table()->item(row, SearchPanel::kZeroStage)->text(),
+             QString::number(plan.training.zero_stage));
     // A balanced layer split says so beside the schedule.
-    QCOMPARE(search->table()->item(row, 1)->text().endsWith(QStringLiteral(" (balanced)")),
+    QCOMPARE(search->table()
+                 ->item(row, SearchPanel::kSchedule)
+                 ->text()
+                 .endsWith(QStringLiteral(" (balanced)")),
              plan.training.balance_layers);
   }
   if (best.training.zero_stage > 0)
     QVERIFY(details.contains(QStringLiteral("ZeRO-%1").arg(best.training.zero_stage)));
   // The last column counts the configurations as fast as each row; its tooltip says what they
   // change.
-  QCOMPARE(search->table()->horizontalHeaderItem(9)->text(), QStringLiteral("as fast"));
+  QCOMPARE(search->table()->horizontalHeaderItem(SearchPanel::kAsFast)->text(),
+           QStringLiteral("as fast"));
   int rows_with_alike = 0;
   for (int row = 0; row < search->table()->rowCount(); ++row) {
     const SearchPlan &plan = result.plans[static_cast<std::size_t>(row)];
-    const QTableWidgetItem *item = search->table()->item(row, 9);
+    const QTableWidgetItem *item = search->table()->item(row, SearchPanel::kAsFast);
     QCOMPARE(item->text(),
              plan.alike_count > 0 ? QStringLiteral("+%1").arg(plan.alike_count) : QString());
     if (plan.alike_count == 0) continue;
