@@ -26,7 +26,8 @@ using nlohmann::json;
 
 constexpr const char *kCalibrateHelp =
     R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
-                           [--fit level,fp8,moe-host] [--save-hardware FILE] [--json]
+                           [--fit level,fp8,moe-host] [--save-hardware FILE]
+                           [--markdown | --json]
 
 Fits the hardware's GEMM efficiency (and, for mixture-of-experts runs, the MoE layers' host time)
 to measured step times, so that predictions, and the planner's ranking, follow your cluster and
@@ -42,7 +43,8 @@ schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope
 --step-time S --add-row FILE` adds a Megatron-LM launch and its measured step to one), a shipped
 set, or "all". Rows that check memory only are left out.
 
-  --rows ID,...        only these rows (by id)
+  --rows ID,...        only these rows: each an id, or SET/ID where sets share ids
+  --markdown           the table in Markdown
   --hardware H         the hardware preset or file to fit, which every row then runs on
                        (default: the one the rows name; rows naming different ones are refused)
   --fit WHAT           what to fit, a comma-separated list, each on its own rows:
@@ -132,7 +134,7 @@ int runCalibrate(const std::vector<std::string> &args) {
     return 0;
   }
   auto parsed = Arguments::parse(args, {"published", "rows", "hardware", "fit", "save-hardware"},
-                                 {"json"}, "calibrate");
+                                 {"json", "markdown"}, "calibrate");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())
@@ -142,6 +144,8 @@ int runCalibrate(const std::vector<std::string> &args) {
   if (!which)
     return fail("calibrate: give the measured runs with --published SET (a pipescope.validation "
                 "file, a shipped set or all; see pipescope calibrate --help)");
+  if (a.has("markdown") && a.has("json"))
+    return fail("calibrate: choose one of --markdown and --json");
   const auto save_path = a.text("save-hardware");
   // The report goes to standard output, so the hardware file needs a file of its own.
   if (save_path && isStandardOutput(*save_path))
@@ -151,7 +155,8 @@ int runCalibrate(const std::vector<std::string> &args) {
   auto sets = loadSets(*which);
   if (!sets) return fail(sets.error().message);
 
-  // The rows: every row of the sets, or the ones --rows names (each must exist).
+  // The rows: every row of the sets, or the ones --rows names (each must exist), by id or, where
+  // ids repeat across sets (gpt-1.7b is on A100 and on H100), as SET/ID.
   std::vector<FitRow> rows;
   std::set<std::string> wanted, found;
   if (const auto ids = a.text("rows")) {
@@ -161,11 +166,15 @@ int runCalibrate(const std::vector<std::string> &args) {
       return fail("calibrate: --rows needs row ids, e.g. --rows gpt-1.7b,gpt-7.1b");
   }
   for (const auto &set : *sets)
-    for (const auto &validation_case : set.cases)
-      if (wanted.empty() || wanted.count(validation_case.id)) {
-        rows.push_back({&validation_case, set.name});
-        found.insert(validation_case.id);
-      }
+    for (const auto &validation_case : set.cases) {
+      const std::string qualified = set.name + "/" + validation_case.id;
+      const bool by_id = wanted.count(validation_case.id) != 0;
+      const bool by_set = wanted.count(qualified) != 0;
+      if (!wanted.empty() && !by_id && !by_set) continue;
+      rows.push_back({&validation_case, set.name});
+      if (by_id) found.insert(validation_case.id);
+      if (by_set) found.insert(qualified);
+    }
   for (const auto &id : wanted)
     if (!found.count(id)) {
       std::string ids;
@@ -197,9 +206,10 @@ int runCalibrate(const std::vector<std::string> &args) {
       for (const auto &[name, count] : names)
         listed += (listed.empty() ? "" : ", ") + name + " (" + std::to_string(count) +
                   (count == 1 ? " row)" : " rows)");
-      return fail("calibrate: the rows run on " + listed +
-                  "; one hardware file is fitted at a time: pick the rows of one with --rows, or "
-                  "give --hardware H to run them all on H");
+      return fail(
+          "calibrate: the rows run on " + listed +
+          "; one hardware file is fitted at a time: pick the rows of one with --rows (SET/ID "
+          "where sets share ids), or give --hardware H to run them all on H");
     }
     if (!names.empty()) base_name = names.front().first;
   }
@@ -295,7 +305,7 @@ int runCalibrate(const std::vector<std::string> &args) {
                      fixed(row.validation_case->measured_step_s, 3) + " s",
                      signedPercent(row.before), signedPercent(row.after),
                      row.held_out ? signedPercent(*row.held_out) : "-"});
-  printTable(table, false);
+  printTable(table, a.has("markdown"));
   const auto line = [](const char *what, const StepErrorSummary &s) {
     std::cout << what << ": mean |error| " << fixed(100 * s.mean(), 1) << " %, worst "
               << fixed(100 * s.worst, 1) << " % (" << rowsText(s.runs, "") << ")\n";

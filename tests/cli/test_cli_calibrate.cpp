@@ -139,6 +139,15 @@ private slots:
     QCOMPARE(a100["level"]["rows"].get<int>(), 18);
     QCOMPARE(a100["level"]["after"].get<double>(), 0.70);
     QVERIFY(!a100.contains("fp8_level")); // the A100 has no FP8 tensor cores
+    // The same H100 rows picked out of every set by SET/ID (gpt-1.7b is an A100 row too).
+    const QString h100_fit_rows = QStringLiteral("megatron-core-h100/gpt-1.7b,") +
+                                  "megatron-core-h100/gpt-7.1b," +
+                                  "megatron-core-h100/gpt-177b-strong-96";
+    const json by_set =
+        runJson({"calibrate", "--published", "all", "--rows", h100_fit_rows, "--json"});
+    QCOMPARE(by_set["base_hardware"].get<std::string>(), std::string("h100-sxm"));
+    QCOMPARE(by_set["level"]["rows"].get<int>(), 3);
+    QCOMPARE(by_set["level"]["after"].get<double>(), 0.55);
 
     const QString fit_rows = QStringLiteral("gpt-1.7b,gpt-7.1b,gpt-177b-strong-96,") +
                              "llama3-70b-gbs128,llama3-70b-gbs256,llama3.1-405b-gbs512," +

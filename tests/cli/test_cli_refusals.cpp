@@ -243,8 +243,8 @@ private slots:
     // `calibrate`: what it cannot fit, and what the fix is.
     QTest::newRow("calibrate: rows on three GPU types")
         << QStringList{"calibrate", "--published", "all"} << 2
-        << "one hardware file is fitted at a time: pick the rows of one with --rows, or give "
-           "--hardware H"
+        << "one hardware file is fitted at a time: pick the rows of one with --rows (SET/ID "
+           "where sets share ids), or give --hardware H"
         << true;
     QTest::newRow("calibrate: FP8 level without FP8 rows")
         << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "fp8"} << 2
