@@ -245,6 +245,16 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
   moe_dispatcher_ = plan.model ? plan.model->training.moe_dispatcher : std::string("alltoall");
   moe_dispatcher_sms_ = plan.model ? plan.model->training.moe_dispatcher_sms : 0;
   moe_layer_host_us_ = plan.model ? plan.model->training.moe_layer_host_us : -1;
+  if (plan.model)
+    plan_hardware_ = plan.model->hardware;
+  else
+    plan_hardware_.reset();
+  hardware_->setToolTip(plan_hardware_ && plan_hardware_->calibration
+                            ? tr("%1 as the explorer has it: calibrated on %2 by pipescope "
+                                 "calibrate (its curves and host time, not the preset's)")
+                                  .arg(QString::fromStdString(plan_hardware_->name),
+                                       QString::fromStdString(plan_hardware_->calibration->sets))
+                            : QString());
   tp_comm_overlap_ = plan.model && plan.model->training.tp_comm_overlap;
   tp_backward_overlap_ = plan.model && plan.model->training.tp_backward_overlap;
   fp32_gradients_ = plan.model && plan.model->training.fp32_gradients;
@@ -286,7 +296,12 @@ Result<SearchRequest> SearchPanel::request() const {
   SearchRequest request;
   auto model = loadModelSpec(model_->currentText().toStdString());
   if (!model) return model.error();
-  auto hardware = loadHardwareSpec(hardware_->currentText().toStdString());
+  // The explorer's hardware where the box shows its name (a calibrated file keeps its preset's
+  // name and differs from it), else the preset chosen here.
+  const std::string hardware_name = hardware_->currentText().toStdString();
+  auto hardware = plan_hardware_ && plan_hardware_->name == hardware_name
+                      ? Result<HardwareSpec>(*plan_hardware_)
+                      : loadHardwareSpec(hardware_name);
   if (!hardware) return hardware.error();
   request.model = std::move(*model);
   request.hardware = std::move(*hardware);

@@ -141,6 +141,9 @@ private:
   int moe_dispatcher_sms_ = 0;
   double moe_layer_host_us_ = -1;
   bool tp_comm_overlap_ = false, tp_backward_overlap_ = false, fp32_gradients_ = false;
+  /// The explorer's own hardware (a file it opened, e.g. one pipescope calibrate fitted, keeps
+  /// its preset's name): the search runs on it while the hardware box shows its name.
+  std::optional<HardwareSpec> plan_hardware_;
 };
 
 } // namespace pipescope::gui

@@ -354,6 +354,27 @@ void TestSearch::numericsFollowTheControls() {
   QVERIFY2(a100.ok(), a100.ok() ? "" : a100.error().message.c_str());
   QVERIFY(a100->gemm_precision == GemmPrecision::Bf16);
   QVERIFY(a100->collective_algorithm == CollectiveAlgorithm::Tree);
+
+  // The explorer's hardware file (a calibrated one keeps its preset's name) is what the search
+  // runs on while the box shows that name, and what it quotes as the error to expect.
+  Plan calibrated = modelPlan();
+  for (auto &point : calibrated.model->hardware.gemm_efficiency)
+    point.efficiency *= 0.8;
+  calibrated.model->hardware.calibration = HardwareCalibration{4, 0.02, 0.05, 0.01, "my-runs"};
+  window.setPlan(calibrated);
+  window.settle();
+  window.tabs()->setCurrentIndex(0); // the tab takes the controls' settings when it opens
+  window.tabs()->setCurrentWidget(search);
+  search->hardwareBox()->setCurrentText(QStringLiteral("h100-sxm")); // the tab's edit undone
+  auto on_file = search->request();
+  QVERIFY2(on_file.ok(), on_file.ok() ? "" : on_file.error().message.c_str());
+  QVERIFY(on_file->hardware.calibration.has_value());
+  QCOMPARE(on_file->hardware.gemm_efficiency.back().efficiency,
+           calibrated.model->hardware.gemm_efficiency.back().efficiency);
+  QVERIFY(validatedAccuracy(on_file->hardware, on_file->gemm_precision, false).calibrated);
+  QVERIFY(search->hardwareBox()->toolTip().contains(QStringLiteral("my-runs")));
+  search->hardwareBox()->setCurrentText(QStringLiteral("h200"));
+  QVERIFY(!search->request()->hardware.calibration.has_value());
 }
 
 void TestSearch::layerEditorAppliesLayout() {
