@@ -191,6 +191,10 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   // The schedule names are the longest cells ("interleaved-1f1b V=4 (balanced)"): the one
   // column that gives way, elided, where the window is a little too narrow for all of them.
   table_->horizontalHeader()->setSectionResizeMode(kSchedule, QHeaderView::Interactive);
+  // Elided in the middle (on one line: wrapped, a cell shows only its first words), a schedule
+  // keeps its family and its "(balanced)" mark.
+  table_->setWordWrap(false);
+  table_->setTextElideMode(Qt::ElideMiddle);
   table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
   results->addWidget(chart_);
   results->addWidget(table_);
