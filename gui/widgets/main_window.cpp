@@ -164,7 +164,8 @@ QWidget *MainWindow::buildCentralArea() {
     const int total = splitter->height();
     const bool tall = tabs_->widget(index) == compare_ || tabs_->widget(index) == run_panel_ ||
                       tabs_->widget(index) == search_;
-    // The search starts from the model, hardware and GPUs in the controls.
+    // The search starts from the model, hardware and GPUs in the controls (and follows them while
+    // it is open: requestEvaluation).
     if (tabs_->widget(index) == search_) search_->takeSettingsFrom(controls_->plan());
     splitter->setSizes(
         {tall ? total * 2 / 5 : total * 3 / 5, tall ? total * 3 / 5 : total * 2 / 5});
@@ -408,6 +409,9 @@ void MainWindow::openPublishedRun(const PublishedRun &run) {
 
 void MainWindow::requestEvaluation(const Plan &plan) {
   evaluator_.request(plan);
+  // An open Search tab follows the controls as it does when it opens (a hardware file opened
+  // meanwhile, say); settings the controls did not change keep the tab's edits.
+  if (tabs_ && tabs_->currentWidget() == search_) search_->takeSettingsFrom(controls_->plan());
 }
 
 QString MainWindow::errorMessage() const {

@@ -363,8 +363,6 @@ void TestSearch::numericsFollowTheControls() {
   calibrated.model->hardware.calibration = HardwareCalibration{4, 0.02, 0.05, 0.01, "my-runs"};
   window.setPlan(calibrated);
   window.settle();
-  window.tabs()->setCurrentIndex(0); // the tab takes the controls' settings when it opens
-  window.tabs()->setCurrentWidget(search);
   search->hardwareBox()->setCurrentText(QStringLiteral("h100-sxm")); // the tab's edit undone
   auto on_file = search->request();
   QVERIFY2(on_file.ok(), on_file.ok() ? "" : on_file.error().message.c_str());
