@@ -1,6 +1,8 @@
 #include "gui/widgets/published_runs_dialog.h"
 
 #include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
@@ -28,12 +30,12 @@ constexpr double kWorstStepErrorGoal = 0.08;
 constexpr int kSetRole = Qt::UserRole;
 constexpr int kCaseRole = Qt::UserRole + 1;
 
-std::vector<ValidationSet> loadShippedSets(QString &problems) {
-  std::vector<ValidationSet> sets;
+std::vector<std::shared_ptr<const ValidationSet>> loadShippedSets(QString &problems) {
+  std::vector<std::shared_ptr<const ValidationSet>> sets;
   for (const auto &name : validationSetNames()) {
     auto set = loadValidationSet(name);
     if (set)
-      sets.push_back(std::move(*set));
+      sets.push_back(std::make_shared<const ValidationSet>(std::move(*set)));
     else
       problems += QString::fromStdString(set.error().message) + QLatin1Char('\n');
   }
@@ -47,13 +49,26 @@ QString seconds(double s) {
 } // namespace
 
 Result<PublishedRun> findPublishedRun(const std::string &set_and_id) {
-  const std::size_t slash = set_and_id.find('/');
+  // Ids have no slash, so the last one ends the set (which may be a runs file's path).
+  const std::size_t slash = set_and_id.rfind('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == set_and_id.size())
     return makeError("--published: expected SET/ID, e.g. megatron-core-h100/gpt-70b (pipescope "
-                     "compare --published all lists them)");
+                     "compare --published all lists them), or RUNS.json/ID for a runs file");
   const std::string set_name = set_and_id.substr(0, slash), id = set_and_id.substr(slash + 1);
   const auto names = validationSetNames();
-  if (std::find(names.begin(), names.end(), set_name) == names.end()) {
+  const bool shipped = std::find(names.begin(), names.end(), set_name) != names.end();
+  if (!shipped && QFileInfo(QString::fromStdString(set_name)).isFile()) {
+    auto runs = loadValidationSet(set_name);
+    if (!runs) return makeError("--published: " + runs.error().message);
+    std::string ids;
+    for (const auto &row : runs->cases) {
+      if (row.id == id) return PublishedRun{runs->name, runs->title, row};
+      ids += (ids.empty() ? "" : ", ") + row.id;
+    }
+    return makeError("--published: '" + id + "' is not a row of " + set_name + "; its rows are " +
+                     ids);
+  }
+  if (!shipped) {
     std::string known;
     for (const auto &known_name : names)
       known += (known.empty() ? "" : ", ") + known_name;
@@ -76,7 +91,8 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   auto *intro = new QLabel(
       tr("Runs that someone measured and published, each with its source "
          "(docs/validation.md). pipescope predicts each with the shipped preset of its GPU type; "
-         "open one to see it in the explorer as it was run, then vary it."),
+         "open one to see it in the explorer as it was run, then vary it. Add runs file adds "
+         "your own runs (pipescope megatron LAUNCH --step-time S --add-row FILE writes them)."),
       this);
   intro->setWordWrap(true);
   layout->addWidget(intro);
@@ -103,6 +119,15 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   layout->addWidget(details_);
 
   auto *buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);
+  QPushButton *add = buttons->addButton(tr("Add runs file\u2026"), QDialogButtonBox::ActionRole);
+  connect(add, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Add runs file: a pipescope.validation JSON of measured runs"), QString(),
+        tr("Runs files (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    if (auto added = addRunsFile(path); !added)
+      details_->setText(QString::fromStdString(added.error().message).toHtmlEscaped());
+  });
   open_ = buttons->addButton(tr("Open"), QDialogButtonBox::AcceptRole);
   open_->setEnabled(false);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -110,31 +135,8 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   layout->addWidget(buttons);
 
   QString problems;
-  sets_ = std::make_shared<const std::vector<ValidationSet>>(loadShippedSets(problems));
-  for (int s = 0; s < static_cast<int>(sets_->size()); ++s) {
-    const ValidationSet &set = (*sets_)[static_cast<std::size_t>(s)];
-    auto *set_item = new QTreeWidgetItem(tree_);
-    set_item->setText(kRun, QString::fromStdString(set.title));
-    set_item->setToolTip(kRun, QString::fromStdString(set.source));
-    set_item->setFirstColumnSpanned(true);
-    set_item->setData(kRun, kSetRole, s);
-    set_item->setData(kRun, kCaseRole, -1);
-    set_item->setFlags(Qt::ItemIsEnabled);
-    for (int c = 0; c < static_cast<int>(set.cases.size()); ++c) {
-      const ValidationCase &row = set.cases[static_cast<std::size_t>(c)];
-      auto *item = new QTreeWidgetItem(set_item);
-      item->setText(kRun, QString::fromStdString(row.id));
-      item->setText(kGpus, QString::number(row.mesh.worldSize()));
-      item->setText(kHardware, QString::fromStdString(row.hardware_name));
-      item->setText(kMeasured,
-                    row.measured_step_s > 0 ? seconds(row.measured_step_s) : tr("memory only"));
-      item->setText(kPredicted, QStringLiteral("\u2026"));
-      for (int column = kGpus; column < kColumns; ++column)
-        item->setTextAlignment(column, Qt::AlignRight | Qt::AlignVCenter);
-      item->setData(kRun, kSetRole, s);
-      item->setData(kRun, kCaseRole, c);
-    }
-  }
+  for (const auto &set : loadShippedSets(problems))
+    addSet(set);
   tree_->expandAll();
   if (!problems.isEmpty())
     details_->setText(tr("Some sets could not be read: %1").arg(problems.toHtmlEscaped()));
@@ -143,47 +145,91 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   connect(tree_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
     if (item && item->data(kRun, kCaseRole).toInt() >= 0) accept();
   });
-
-  // Each prediction is a whole evaluation (a 6144-GPU mesh among them): off the GUI thread.
-  watcher_ = new QFutureWatcher<std::vector<PublishedPrediction>>(this);
-  connect(watcher_, &QFutureWatcherBase::finished, this, &PublishedRunsDialog::showPredictions);
-  watcher_->setFuture(QtConcurrent::run([sets = sets_] {
-    std::vector<PublishedPrediction> predictions;
-    for (const auto &set : *sets)
-      for (const auto &row : set.cases) {
-        PublishedPrediction prediction;
-        if (auto result = predictValidationCase(row)) {
-          prediction.step_s = result->predicted_step_s;
-          prediction.step_error = result->step_error;
-        } else {
-          prediction.error = QString::fromStdString(result.error().message);
-        }
-        predictions.push_back(std::move(prediction));
-      }
-    return predictions;
-  }));
   resize(760, 560);
 }
 
-// The worker holds its own reference to the sets, so closing the dialog early is safe.
+// Each worker holds its own reference to its set, so closing the dialog early is safe.
 PublishedRunsDialog::~PublishedRunsDialog() = default;
 
-void PublishedRunsDialog::waitForPredictions() {
-  watcher_->waitForFinished();
-  showPredictions(); // the finished signal may still be queued
+void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set) {
+  const int s = static_cast<int>(sets_.size());
+  sets_.push_back(set);
+  auto *set_item = new QTreeWidgetItem(tree_);
+  set_item->setText(kRun, QString::fromStdString(set->title));
+  set_item->setToolTip(kRun, QString::fromStdString(set->source));
+  set_item->setFirstColumnSpanned(true);
+  set_item->setData(kRun, kSetRole, s);
+  set_item->setData(kRun, kCaseRole, -1);
+  set_item->setFlags(Qt::ItemIsEnabled);
+  for (int c = 0; c < static_cast<int>(set->cases.size()); ++c) {
+    const ValidationCase &row = set->cases[static_cast<std::size_t>(c)];
+    auto *item = new QTreeWidgetItem(set_item);
+    item->setText(kRun, QString::fromStdString(row.id));
+    item->setText(kGpus, QString::number(row.mesh.worldSize()));
+    item->setText(kHardware, QString::fromStdString(row.hardware_name));
+    item->setText(kMeasured,
+                  row.measured_step_s > 0 ? seconds(row.measured_step_s) : tr("memory only"));
+    item->setText(kPredicted, QStringLiteral("\u2026"));
+    for (int column = kGpus; column < kColumns; ++column)
+      item->setTextAlignment(column, Qt::AlignRight | Qt::AlignVCenter);
+    item->setData(kRun, kSetRole, s);
+    item->setData(kRun, kCaseRole, c);
+  }
+  // Each prediction is a whole evaluation (a 6144-GPU mesh among them): off the GUI thread.
+  auto *watcher = new QFutureWatcher<std::vector<PublishedPrediction>>(this);
+  watchers_.push_back(watcher);
+  shown_.push_back(false);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, s] { showPredictions(s); });
+  watcher->setFuture(QtConcurrent::run([set] {
+    std::vector<PublishedPrediction> predictions;
+    for (const auto &row : set->cases) {
+      PublishedPrediction prediction;
+      if (auto result = predictValidationCase(row)) {
+        prediction.step_s = result->predicted_step_s;
+        prediction.step_error = result->step_error;
+      } else {
+        prediction.error = QString::fromStdString(result.error().message);
+      }
+      predictions.push_back(std::move(prediction));
+    }
+    return predictions;
+  }));
 }
 
-void PublishedRunsDialog::showPredictions() {
-  if (predictions_shown_ || !watcher_->isFinished()) return;
-  predictions_shown_ = true;
-  const std::vector<PublishedPrediction> predictions = watcher_->result();
-  std::size_t index = 0;
-  for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
+Status PublishedRunsDialog::addRunsFile(const QString &path) {
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  for (int s = 0; s < static_cast<int>(runs_files_.size()); ++s)
+    if (runs_files_[static_cast<std::size_t>(s)] == absolute) return Ok{};
+  auto set = loadValidationSet(absolute.toStdString());
+  if (!set) return set.error();
+  const bool empty = set->cases.empty();
+  runs_files_.push_back(absolute);
+  addSet(std::make_shared<const ValidationSet>(std::move(*set)));
+  QTreeWidgetItem *set_item = tree_->topLevelItem(tree_->topLevelItemCount() - 1);
+  set_item->setExpanded(true);
+  if (!empty) tree_->setCurrentItem(set_item->child(0));
+  tree_->scrollToItem(set_item);
+  return Ok{};
+}
+
+void PublishedRunsDialog::waitForPredictions() {
+  for (std::size_t s = 0; s < watchers_.size(); ++s) {
+    watchers_[s]->waitForFinished();
+    showPredictions(static_cast<int>(s)); // the finished signal may still be queued
+  }
+}
+
+void PublishedRunsDialog::showPredictions(int s) {
+  auto *watcher = watchers_[static_cast<std::size_t>(s)];
+  if (shown_[static_cast<std::size_t>(s)] || !watcher->isFinished()) return;
+  shown_[static_cast<std::size_t>(s)] = true;
+  const std::vector<PublishedPrediction> predictions = watcher->result();
+  {
     QTreeWidgetItem *set_item = tree_->topLevelItem(s);
     StepErrorSummary set_errors;
-    for (int c = 0; c < set_item->childCount() && index < predictions.size(); ++c, ++index) {
+    for (int c = 0; c < set_item->childCount() && c < static_cast<int>(predictions.size()); ++c) {
       QTreeWidgetItem *item = set_item->child(c);
-      const PublishedPrediction &prediction = predictions[index];
+      const PublishedPrediction &prediction = predictions[static_cast<std::size_t>(c)];
       if (prediction.error.isEmpty() && prediction.step_error)
         set_errors.add(*prediction.step_error);
       if (!prediction.error.isEmpty()) {
@@ -219,8 +265,8 @@ std::optional<PublishedRun> PublishedRunsDialog::selected() const {
   const QTreeWidgetItem *item = tree_->currentItem();
   if (!item) return std::nullopt;
   const int s = item->data(kRun, kSetRole).toInt(), c = item->data(kRun, kCaseRole).toInt();
-  if (c < 0 || s < 0 || s >= static_cast<int>(sets_->size())) return std::nullopt;
-  const ValidationSet &set = (*sets_)[static_cast<std::size_t>(s)];
+  if (c < 0 || s < 0 || s >= static_cast<int>(sets_.size())) return std::nullopt;
+  const ValidationSet &set = *sets_[static_cast<std::size_t>(s)];
   if (c >= static_cast<int>(set.cases.size())) return std::nullopt;
   return PublishedRun{set.name, set.title, set.cases[static_cast<std::size_t>(c)]};
 }
@@ -229,7 +275,7 @@ bool PublishedRunsDialog::select(const QString &set, const QString &id) {
   for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
     QTreeWidgetItem *set_item = tree_->topLevelItem(s);
     const int index = set_item->data(kRun, kSetRole).toInt();
-    if (QString::fromStdString((*sets_)[static_cast<std::size_t>(index)].name) != set) continue;
+    if (QString::fromStdString(sets_[static_cast<std::size_t>(index)]->name) != set) continue;
     for (int c = 0; c < set_item->childCount(); ++c)
       if (set_item->child(c)->text(kRun) == id) {
         tree_->setCurrentItem(set_item->child(c));

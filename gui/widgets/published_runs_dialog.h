@@ -48,19 +48,27 @@ public:
   bool select(const QString &set, const QString &id);
   /// Blocks until the predictions are in the list (tests, screenshots).
   void waitForPredictions();
+  /// Adds a runs file (a "pipescope.validation" JSON of the user's measured runs, as `pipescope
+  /// megatron --add-row` writes) below the shipped sets, predicted the same way, and selects
+  /// its first run; a file that does not load is refused with the reason, nothing added. A
+  /// file added before is not added twice.
+  Status addRunsFile(const QString &path);
   QTreeWidget *tree() const { return tree_; }
 
 private:
-  void showPredictions();
+  /// A set's item and its rows' items, and its predictions started on a worker thread.
+  void addSet(const std::shared_ptr<const ValidationSet> &set);
+  void showPredictions(int set);
   void showDetails();
 
-  std::shared_ptr<const std::vector<ValidationSet>> sets_;
+  std::vector<std::shared_ptr<const ValidationSet>> sets_; ///< in the order of the tree
+  std::vector<QString> runs_files_;                        ///< the added files' paths
   QTreeWidget *tree_ = nullptr;
   QLabel *details_ = nullptr;
   QPushButton *open_ = nullptr;
-  /// One prediction per row, in the order of sets_ and their cases.
-  QFutureWatcher<std::vector<PublishedPrediction>> *watcher_ = nullptr;
-  bool predictions_shown_ = false;
+  /// One prediction per row of each set, and whether they are shown yet.
+  std::vector<QFutureWatcher<std::vector<PublishedPrediction>> *> watchers_;
+  std::vector<bool> shown_;
 };
 
 } // namespace pipescope::gui

@@ -138,6 +138,53 @@ private slots:
   // File > Open published run: the dialog lists every published row with the table's
   // prediction; opening one shows its configuration, and Metrics sets the measurement beside the
   // prediction (the same error as `compare --published`) until the settings leave it.
+  // Add runs file: the user's own runs (a validation file, as `pipescope megatron --add-row`
+  // writes) join the shipped sets, predicted the same way, and open as a published run does
+  // (also as RUNS.json/ID on the command line); a file that does not load is refused, nothing
+  // added.
+  void aRunsFileJoinsThePublishedRuns() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    // One run of someone's own: a GPT 7.1B on 96 H100s, measured at 0.81 s a step.
+    const QString runs = dir.filePath(QStringLiteral("my-runs.json"));
+    const std::string text = R"({"format": "pipescope.validation", "version": 1,
+      "title": "My runs", "source": "measured on our cluster", "rows": [
+      {"id": "run-a", "published": "our 7.1B run", "hardware": "h100-sxm",
+       "model": {"name": "gpt-7.1b", "layers": 30, "hidden": 4096, "ffn_hidden": 16384,
+                 "heads": 32, "kv_heads": 32, "vocab": 131072, "sequence_length": 4096,
+                 "microbatch_size": 1, "position_embeddings": 4096, "attention": "flash"},
+       "mesh": {"dp": 48, "tp": 2, "pp": 1},
+       "training": {"zero1": true, "sequence_parallel": true, "overlap_gradient_sync": true,
+                    "tp_comm_overlap": true, "fp32_gradients": true},
+       "schedule": {"name": "1f1b", "microbatches": 4},
+       "measured": {"step_time_s": 0.81}}]})";
+    QVERIFY(writeFile(runs, QByteArray::fromStdString(text)));
+
+    PublishedRunsDialog dialog;
+    const int sets = dialog.tree()->topLevelItemCount();
+    QVERIFY(!dialog.addRunsFile(dir.filePath(QStringLiteral("missing.json"))).ok());
+    QCOMPARE(dialog.tree()->topLevelItemCount(), sets);
+    QVERIFY(dialog.addRunsFile(runs).ok());
+    QVERIFY(dialog.addRunsFile(runs).ok()); // once only
+    QCOMPARE(dialog.tree()->topLevelItemCount(), sets + 1);
+    dialog.waitForPredictions();
+    const auto chosen = dialog.selected(); // the file's first run is selected
+    QVERIFY(chosen.has_value());
+    QCOMPARE(chosen->set_name, std::string("my-runs"));
+    QCOMPARE(chosen->row.id, std::string("run-a"));
+    auto predicted = predictValidationCase(chosen->row);
+    QVERIFY(predicted.ok());
+    const QTreeWidgetItem *item = dialog.tree()->currentItem();
+    QCOMPARE(item->text(4), formatDuration(predicted->predicted_step_s * 1e6));
+    QCOMPARE(item->text(5), formatSignedPercent(*predicted->step_error));
+    QVERIFY(dialog.tree()->topLevelItem(sets)->text(0).startsWith(QStringLiteral("My runs")));
+    // The command line's SET/ID takes the file's path as the set.
+    auto by_path = findPublishedRun(runs.toStdString() + "/run-a");
+    QVERIFY2(by_path.ok(), by_path.ok() ? "" : by_path.error().message.c_str());
+    QCOMPARE(by_path->row.measured_step_s, 0.81);
+    QVERIFY(!findPublishedRun(runs.toStdString() + "/run-b").ok());
+  }
+
   void publishedRunOpensAsItRan() {
     auto set = loadValidationSet("megatron-core-h100");
     QVERIFY(set.ok());
