@@ -64,7 +64,8 @@ struct Flags {
   QCommandLineOption published =
       valued("published",
              "Open a published run (File > Open published run; `pipescope compare --published all` "
-             "lists them) as SET/ID, e.g. megatron-core-h100/gpt-70b.",
+             "lists them) as SET/ID, e.g. megatron-core-h100/gpt-70b, or one of your runs as "
+             "RUNS.json/ID (a runs file, as pipescope megatron --add-row writes).",
              "SET/ID");
   QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
   QCommandLineOption bench_json =
