@@ -57,25 +57,15 @@ Result<PublishedRun> findPublishedRun(const std::string &set_and_id) {
   const std::string set_name = set_and_id.substr(0, slash), id = set_and_id.substr(slash + 1);
   const auto names = validationSetNames();
   const bool shipped = std::find(names.begin(), names.end(), set_name) != names.end();
-  if (!shipped && QFileInfo(QString::fromStdString(set_name)).isFile()) {
-    auto runs = loadValidationSet(set_name);
-    if (!runs) return makeError("--published: " + runs.error().message);
-    std::string ids;
-    for (const auto &row : runs->cases) {
-      if (row.id == id) return PublishedRun{runs->name, runs->title, row};
-      ids += (ids.empty() ? "" : ", ") + row.id;
-    }
-    return makeError("--published: '" + id + "' is not a row of " + set_name + "; its rows are " +
-                     ids);
-  }
-  if (!shipped) {
+  if (!shipped && !QFileInfo(QString::fromStdString(set_name)).isFile()) {
     std::string known;
     for (const auto &known_name : names)
       known += (known.empty() ? "" : ", ") + known_name;
-    return makeError("--published: no set '" + set_name + "'; the shipped sets are " + known);
+    return makeError("--published: no set '" + set_name + "'; the shipped sets are " + known +
+                     ", or give a runs file's path");
   }
   auto set = loadValidationSet(set_name);
-  if (!set) return set.error();
+  if (!set) return makeError("--published: " + set.error().message);
   std::string ids;
   for (const auto &row : set->cases) {
     if (row.id == id) return PublishedRun{set->name, set->title, row};
