@@ -14,7 +14,6 @@
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
 #include "engine/model/hardware_fit.h"
-#include "engine/model/moe.h"
 #include "engine/model/validation.h"
 #include "engine/output_file.h"
 
@@ -190,28 +189,12 @@ int runCalibrate(const std::vector<std::string> &args) {
   if (const auto hardware = a.text("hardware")) {
     base_name = *hardware;
   } else {
-    std::vector<std::pair<std::string, int>> names; // hardware, timed rows on it
-    for (const auto &row : rows) {
-      if (row.validation_case->measured_step_s <= 0) continue;
-      const std::string &name = row.validation_case->hardware_name;
-      auto it = std::find_if(names.begin(), names.end(),
-                             [&](const auto &entry) { return entry.first == name; });
-      if (it == names.end())
-        names.push_back({name, 1});
-      else
-        ++it->second;
-    }
-    if (names.size() > 1) {
-      std::string listed;
-      for (const auto &[name, count] : names)
-        listed += (listed.empty() ? "" : ", ") + name + " (" + std::to_string(count) +
-                  (count == 1 ? " row)" : " rows)");
-      return fail(
-          "calibrate: the rows run on " + listed +
-          "; one hardware file is fitted at a time: pick the rows of one with --rows (SET/ID "
-          "where sets share ids), or give --hardware H to run them all on H");
-    }
-    if (!names.empty()) base_name = names.front().first;
+    auto common = commonHardwareName(rows);
+    if (!common)
+      return fail("calibrate: " + common.error().message +
+                  ": pick the rows of one with --rows (SET/ID where sets share ids), or give "
+                  "--hardware H to run them all on H");
+    base_name = *common;
   }
   if (base_name.empty())
     return fail("calibrate: no row of " + *which +
@@ -240,20 +223,7 @@ int runCalibrate(const std::vector<std::string> &args) {
     }
     if (items.empty()) return fail("calibrate: --fit takes level, fp8 and moe-host");
   } else {
-    bool bf16 = false, fp8 = false, dense = false, moe = false;
-    for (const auto &row : rows) {
-      const ValidationCase &c = *row.validation_case;
-      if (c.measured_step_s <= 0) continue;
-      if (isMoe(c.setup.model) && c.setup.training.moe_layer_host_us < 0) {
-        moe = true;
-        continue;
-      }
-      dense = true;
-      (c.setup.training.gemm_precision == GemmPrecision::Fp8 ? fp8 : bf16) = true;
-    }
-    options.level = dense;
-    options.fp8 = bf16 && fp8;
-    options.moe_host = moe;
+    options = defaultFitOptions(rows);
   }
 
   currentActivity() = "fitting the hardware to the rows";

@@ -10,6 +10,47 @@
 
 namespace pipescope {
 
+HardwareFitOptions defaultFitOptions(const std::vector<FitRow> &rows) {
+  bool bf16 = false, fp8 = false, dense = false, moe = false;
+  for (const auto &row : rows) {
+    const ValidationCase &c = *row.validation_case;
+    if (c.measured_step_s <= 0) continue;
+    if (isMoe(c.setup.model) && c.setup.training.moe_layer_host_us < 0) {
+      moe = true;
+      continue;
+    }
+    dense = true;
+    (c.setup.training.gemm_precision == GemmPrecision::Fp8 ? fp8 : bf16) = true;
+  }
+  HardwareFitOptions options;
+  options.level = dense;
+  options.fp8 = bf16 && fp8;
+  options.moe_host = moe;
+  return options;
+}
+
+Result<std::string> commonHardwareName(const std::vector<FitRow> &rows) {
+  std::vector<std::pair<std::string, int>> names; // hardware, timed rows on it
+  for (const auto &row : rows) {
+    if (row.validation_case->measured_step_s <= 0) continue;
+    const std::string &name = row.validation_case->hardware_name;
+    auto it = std::find_if(names.begin(), names.end(),
+                           [&](const auto &entry) { return entry.first == name; });
+    if (it == names.end())
+      names.emplace_back(name, 1);
+    else
+      ++it->second;
+  }
+  if (names.size() > 1) {
+    std::string listed;
+    for (const auto &[name, count] : names)
+      listed += (listed.empty() ? "" : ", ") + name + " (" + std::to_string(count) +
+                (count == 1 ? " row)" : " rows)");
+    return makeError("the rows run on " + listed + "; one hardware file is fitted at a time");
+  }
+  return names.empty() ? std::string() : names.front().first;
+}
+
 double curvePlateau(const std::vector<GemmEfficiencyPoint> &curve, double flat) {
   if (curve.empty()) return flat;
   double plateau = 0;

@@ -82,6 +82,16 @@ struct FitRow {
 Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
                                 const HardwareFitOptions &options);
 
+/// What the rows ask to fit when the user does not say: the level on dense rows, the FP8 level
+/// too when the dense rows mix BF16 and FP8 GEMMs, the MoE host time on MoE rows that leave theirs
+/// unset (only the host time when every timed row is such an MoE row).
+HardwareFitOptions defaultFitOptions(const std::vector<FitRow> &rows);
+
+/// The hardware (preset name or file) every timed row names: the one a fit starts from. Empty
+/// when no row is timed; an error listing the names and their row counts ("h800 (1 row),
+/// a100-80gb (18 rows)") when they differ.
+Result<std::string> commonHardwareName(const std::vector<FitRow> &rows);
+
 /// The largest efficiency of a curve (`flat` when it is empty).
 double curvePlateau(const std::vector<GemmEfficiencyPoint> &curve, double flat);
 

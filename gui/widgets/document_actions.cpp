@@ -291,6 +291,9 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
   recent_menu_ = file->addMenu(tr("Open &recent"));
   add(tr("Open p&ublished run\u2026"), QKeySequence(tr("Ctrl+Shift+O")), [this, dialogs] {
     PublishedRunsDialog dialog(dialogs);
+    // A hardware file calibrated on the user's runs joins the hardware box at once.
+    connect(&dialog, &PublishedRunsDialog::hardwareCalibrated, this,
+            [this](const QString &path) { openHardwareFile(path); });
     if (dialog.exec() != QDialog::Accepted) return;
     if (auto run = dialog.selected()) emit publishedRunChosen(*run);
   });

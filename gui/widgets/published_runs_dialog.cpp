@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/output_file.h"
 #include "gui/explorer/labels.h"
 #include "gui/run/measurement.h"
 #include "gui/timeline/palette.h"
@@ -118,6 +119,25 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
     if (auto added = addRunsFile(path); !added)
       details_->setText(QString::fromStdString(added.error().message).toHtmlEscaped());
   });
+  calibrate_ = buttons->addButton(tr("Calibrate hardware\u2026"), QDialogButtonBox::ActionRole);
+  calibrate_->setToolTip(tr("Fit the hardware's GEMM level (and MoE host time) to the selected "
+                            "runs file's measured steps, as pipescope calibrate does, save it and "
+                            "use it in the explorer"));
+  calibrate_->setEnabled(false);
+  connect(calibrate_, &QPushButton::clicked, this, [this] {
+    const int s = tree_->currentItem() ? tree_->currentItem()->data(kRun, kSetRole).toInt() : -1;
+    const int file = s - (static_cast<int>(sets_.size()) - static_cast<int>(runs_files_.size()));
+    if (file < 0) return;
+    const QString runs = runs_files_[static_cast<std::size_t>(file)];
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save the calibrated hardware file"),
+        QFileInfo(runs).dir().filePath(QFileInfo(runs).completeBaseName() +
+                                       QStringLiteral("-hardware.json")),
+        tr("Hardware files (*.json)"));
+    if (path.isEmpty()) return;
+    if (auto fit = calibrateRunsFile(runs, path); !fit)
+      details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
+  });
   open_ = buttons->addButton(tr("Open"), QDialogButtonBox::AcceptRole);
   open_->setEnabled(false);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -202,6 +222,58 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
   return Ok{};
 }
 
+Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_path,
+                                                           const QString &save_path) {
+  const QString absolute = QFileInfo(runs_path).absoluteFilePath();
+  const auto at = std::find(runs_files_.begin(), runs_files_.end(), absolute);
+  if (at == runs_files_.end())
+    return makeError(absolute.toStdString() + " is not a runs file of this list; add it first");
+  const std::size_t s =
+      sets_.size() - runs_files_.size() + static_cast<std::size_t>(at - runs_files_.begin());
+  const ValidationSet &set = *sets_[s];
+  std::vector<FitRow> rows;
+  for (const auto &row : set.cases)
+    rows.push_back({&row, set.name});
+  auto base_name = commonHardwareName(rows);
+  if (!base_name) return makeError(set.name + ": " + base_name.error().message);
+  if (base_name->empty())
+    return makeError(set.name + ": no run has a measured step time to fit on");
+  auto base = loadHardwareSpec(*base_name);
+  if (!base) return base.error();
+  auto fit = fitHardware(rows, *base, defaultFitOptions(rows));
+  if (!fit) return makeError(set.name + ": " + fit.error().message);
+  if (auto written = writeTextFile(save_path.toStdString(), toJson(fit->hardware).dump(2) + "\n");
+      !written)
+    return written.error();
+  // What changed, in the details pane: each figure fitted, and the errors it leaves.
+  QStringList figures;
+  if (fit->level_rows > 0)
+    figures << tr("GEMM level %1 \u2192 %2")
+                   .arg(fit->level_before, 0, 'f', 2)
+                   .arg(fit->level_after, 0, 'f', 2);
+  if (fit->fp8_rows > 0)
+    figures << tr("FP8 level %1 \u2192 %2")
+                   .arg(fit->fp8_level_before, 0, 'f', 2)
+                   .arg(fit->fp8_level_after, 0, 'f', 2);
+  if (fit->moe_host_rows > 0)
+    figures << tr("MoE host time %1 \u2192 %2 ms")
+                   .arg(fit->moe_host_before_us / 1000, 0, 'f', 1)
+                   .arg(fit->moe_host_after_us / 1000, 0, 'f', 1);
+  QString text =
+      tr("<b>%1 calibrated on %2 runs of %3</b>: %4; mean |error| %5 before, %6 after")
+          .arg(QString::fromStdString(base->name).toHtmlEscaped())
+          .arg(fit->rows.size())
+          .arg(QString::fromStdString(set.name).toHtmlEscaped(), figures.join(QStringLiteral(", ")),
+               formatPercent(fit->before.mean()), formatPercent(fit->after.mean()));
+  if (fit->held_out.runs > 0)
+    text += tr(", %1 with each run held out").arg(formatPercent(fit->held_out.mean()));
+  text += tr(".<br>Written to %1; the explorer now prices plans with it.")
+              .arg(save_path.toHtmlEscaped());
+  details_->setText(text);
+  emit hardwareCalibrated(save_path);
+  return fit;
+}
+
 void PublishedRunsDialog::waitForPredictions() {
   for (std::size_t s = 0; s < watchers_.size(); ++s) {
     watchers_[s]->waitForFinished();
@@ -279,6 +351,9 @@ bool PublishedRunsDialog::select(const QString &set, const QString &id) {
 void PublishedRunsDialog::showDetails() {
   const auto run = selected();
   open_->setEnabled(run.has_value());
+  // Calibrate applies to the runs files added here (the shipped sets fitted the presets).
+  const int s = tree_->currentItem() ? tree_->currentItem()->data(kRun, kSetRole).toInt() : -1;
+  calibrate_->setEnabled(s >= static_cast<int>(sets_.size() - runs_files_.size()));
   if (!run) {
     details_->clear();
     return;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/hardware_fit.h"
 #include "engine/model/validation.h"
 
 class QLabel;
@@ -53,7 +54,16 @@ public:
   /// its first run; a file that does not load is refused with the reason, nothing added. A
   /// file added before is not added twice.
   Status addRunsFile(const QString &path);
+  /// Fits the hardware to an added runs file's timed rows as `pipescope calibrate --published
+  /// RUNS` does (the figures the rows ask for), writes it to `save_path`, says in the details
+  /// what changed and emits hardwareCalibrated. The error names what is missing (the file was
+  /// not added, its rows run on several GPU types or have no measured step) or why it fails.
+  Result<HardwareFit> calibrateRunsFile(const QString &runs_path, const QString &save_path);
   QTreeWidget *tree() const { return tree_; }
+
+signals:
+  /// Calibrate hardware wrote a hardware file: the explorer adds it to its hardware box.
+  void hardwareCalibrated(const QString &path);
 
 private:
   /// A set's item and its rows' items, and its predictions started on a worker thread.
@@ -66,6 +76,7 @@ private:
   QTreeWidget *tree_ = nullptr;
   QLabel *details_ = nullptr;
   QPushButton *open_ = nullptr;
+  QPushButton *calibrate_ = nullptr;
   /// One prediction per row of each set, and whether they are shown yet.
   std::vector<QFutureWatcher<std::vector<PublishedPrediction>> *> watchers_;
   std::vector<bool> shown_;

@@ -7,6 +7,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTreeWidget>
@@ -157,7 +158,16 @@ private slots:
        "training": {"zero1": true, "sequence_parallel": true, "overlap_gradient_sync": true,
                     "tp_comm_overlap": true, "fp32_gradients": true},
        "schedule": {"name": "1f1b", "microbatches": 4},
-       "measured": {"step_time_s": 0.81}}]})";
+       "measured": {"step_time_s": 0.81}},
+      {"id": "run-b", "published": "the same on 48 GPUs", "hardware": "h100-sxm",
+       "model": {"name": "gpt-7.1b", "layers": 30, "hidden": 4096, "ffn_hidden": 16384,
+                 "heads": 32, "kv_heads": 32, "vocab": 131072, "sequence_length": 4096,
+                 "microbatch_size": 1, "position_embeddings": 4096, "attention": "flash"},
+       "mesh": {"dp": 24, "tp": 2, "pp": 1},
+       "training": {"zero1": true, "sequence_parallel": true, "overlap_gradient_sync": true,
+                    "tp_comm_overlap": true, "fp32_gradients": true},
+       "schedule": {"name": "1f1b", "microbatches": 8},
+       "measured": {"step_time_s": 1.58}}]})";
     QVERIFY(writeFile(runs, QByteArray::fromStdString(text)));
 
     PublishedRunsDialog dialog;
@@ -182,7 +192,28 @@ private slots:
     auto by_path = findPublishedRun(runs.toStdString() + "/run-a");
     QVERIFY2(by_path.ok(), by_path.ok() ? "" : by_path.error().message.c_str());
     QCOMPARE(by_path->row.measured_step_s, 0.81);
-    QVERIFY(!findPublishedRun(runs.toStdString() + "/run-b").ok());
+    QVERIFY(!findPublishedRun(runs.toStdString() + "/run-c").ok());
+
+    // Calibrate hardware: the runs file's level fitted as `pipescope calibrate --published` fits
+    // it, the file written, and the explorer told to use it.
+    QSignalSpy calibrated(&dialog, &PublishedRunsDialog::hardwareCalibrated);
+    const QString hardware = dir.filePath(QStringLiteral("my-hardware.json"));
+    QVERIFY(!dialog.calibrateRunsFile(dir.filePath(QStringLiteral("other.json")), hardware).ok());
+    QCOMPARE(calibrated.count(), 0);
+    auto fit = dialog.calibrateRunsFile(runs, hardware);
+    QVERIFY2(fit.ok(), fit.ok() ? "" : fit.error().message.c_str());
+    QCOMPARE(calibrated.count(), 1);
+    QCOMPARE(calibrated.front().front().toString(), hardware);
+    QCOMPARE(fit->level_rows, 2);
+    QVERIFY(fit->after.mean() < fit->before.mean());
+    auto saved = loadHardwareSpec(hardware.toStdString());
+    QVERIFY2(saved.ok(), saved.ok() ? "" : saved.error().message.c_str());
+    QVERIFY(saved->calibration.has_value());
+    QCOMPARE(saved->calibration->runs, 2);
+    const QString details =
+        dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
+    QVERIFY2(details.contains(QStringLiteral("calibrated on 2 runs of my-runs")),
+             qPrintable(details));
   }
 
   void publishedRunOpensAsItRan() {
