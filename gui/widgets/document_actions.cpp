@@ -290,7 +290,7 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
       opening(tr("Open plan"), tr("Plans (*.json);;All files (*)"), &DocumentActions::openPlan));
   recent_menu_ = file->addMenu(tr("Open &recent"));
   add(tr("Open p&ublished run\u2026"), QKeySequence(tr("Ctrl+Shift+O")), [this, dialogs] {
-    PublishedRunsDialog dialog(dialogs);
+    PublishedRunsDialog dialog(dialogs, use_settings_);
     // A hardware file calibrated on the user's runs joins the hardware box at once.
     connect(&dialog, &PublishedRunsDialog::hardwareCalibrated, this,
             [this](const QString &path) { openHardwareFile(path); });

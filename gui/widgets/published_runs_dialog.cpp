@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QSettings>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -26,6 +27,10 @@ enum Column { kRun, kGpus, kHardware, kMeasured, kPredicted, kError, kColumns };
 /// The bound on the worst step error (#13; docs/validation.md): a row past it is shown
 /// in the out-of-bounds colour.
 constexpr double kWorstStepErrorGoal = 0.08;
+
+/// Where the runs files added persist (with remember_runs_files), and how many.
+const QString kRunsFilesKey = QStringLiteral("files/runs");
+constexpr int kRememberedRunsFiles = 8;
 
 // Item data: which set and row an item is (-1 for a set's own item).
 constexpr int kSetRole = Qt::UserRole;
@@ -76,7 +81,8 @@ Result<PublishedRun> findPublishedRun(const std::string &set_and_id) {
                    ids);
 }
 
-PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
+PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_files)
+    : QDialog(parent), remember_runs_files_(remember_runs_files) {
   setWindowTitle(tr("Open published run"));
   auto *layout = new QVBoxLayout(this);
   auto *intro = new QLabel(
@@ -148,6 +154,15 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent) : QDialog(parent) {
   for (const auto &set : loadShippedSets(problems))
     addSet(set);
   tree_->expandAll();
+  if (remember_runs_files_) {
+    // The runs files added before, oldest first; one that no longer loads is dropped.
+    const QStringList remembered = QSettings().value(kRunsFilesKey).toStringList();
+    for (const QString &path : remembered)
+      if (auto added = addRunsFile(path); !added)
+        problems += QString::fromStdString(added.error().message) + QLatin1Char('\n');
+    rememberRunsFiles(); // without the ones dropped
+    tree_->setCurrentItem(nullptr);
+  }
   if (!problems.isEmpty())
     details_->setText(tr("Some sets could not be read: %1").arg(problems.toHtmlEscaped()));
 
@@ -206,6 +221,16 @@ void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set
   }));
 }
 
+void PublishedRunsDialog::rememberRunsFiles() const {
+  if (!remember_runs_files_) return;
+  QStringList files;
+  for (const QString &file : runs_files_)
+    files << file;
+  while (files.size() > kRememberedRunsFiles)
+    files.removeFirst();
+  QSettings().setValue(kRunsFilesKey, files);
+}
+
 Status PublishedRunsDialog::addRunsFile(const QString &path) {
   const QString absolute = QFileInfo(path).absoluteFilePath();
   for (int s = 0; s < static_cast<int>(runs_files_.size()); ++s)
@@ -214,6 +239,7 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
   if (!set) return set.error();
   const bool empty = set->cases.empty();
   runs_files_.push_back(absolute);
+  rememberRunsFiles();
   addSet(std::make_shared<const ValidationSet>(std::move(*set)));
   QTreeWidgetItem *set_item = tree_->topLevelItem(tree_->topLevelItemCount() - 1);
   set_item->setExpanded(true);

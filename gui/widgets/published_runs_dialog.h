@@ -40,7 +40,9 @@ struct PublishedPrediction {
 class PublishedRunsDialog : public QDialog {
   Q_OBJECT
 public:
-  explicit PublishedRunsDialog(QWidget *parent = nullptr);
+  /// With `remember_runs_files`, the runs files added (the last eight) persist in QSettings and
+  /// are listed again the next time; one that no longer loads is dropped, the details say why.
+  explicit PublishedRunsDialog(QWidget *parent = nullptr, bool remember_runs_files = false);
   ~PublishedRunsDialog() override;
 
   /// The selected run (what Open opens), if a run is selected.
@@ -69,10 +71,13 @@ private:
   /// A set's item and its rows' items, and its predictions started on a worker thread.
   void addSet(const std::shared_ptr<const ValidationSet> &set);
   void showPredictions(int set);
+  /// Keeps the runs files added in QSettings (with remember_runs_files).
+  void rememberRunsFiles() const;
   void showDetails();
 
   std::vector<std::shared_ptr<const ValidationSet>> sets_; ///< in the order of the tree
   std::vector<QString> runs_files_;                        ///< the added files' paths
+  bool remember_runs_files_ = false;                       ///< the added files persist in QSettings
   QTreeWidget *tree_ = nullptr;
   QLabel *details_ = nullptr;
   QPushButton *open_ = nullptr;

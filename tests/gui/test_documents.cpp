@@ -194,6 +194,30 @@ private slots:
     QCOMPARE(by_path->row.measured_step_s, 0.81);
     QVERIFY(!findPublishedRun(runs.toStdString() + "/run-c").ok());
 
+    // Remembered where asked (the explorer's own dialog): listed again next time, not otherwise.
+    QSettings().clear();
+    {
+      PublishedRunsDialog remembering(nullptr, true);
+      QCOMPARE(remembering.tree()->topLevelItemCount(), sets);
+      QVERIFY(remembering.addRunsFile(runs).ok());
+    }
+    {
+      PublishedRunsDialog again(nullptr, true);
+      QCOMPARE(again.tree()->topLevelItemCount(), sets + 1);
+      again.waitForPredictions();
+    }
+    QCOMPARE(PublishedRunsDialog().tree()->topLevelItemCount(), sets);
+    QSettings().setValue(QStringLiteral("files/runs"),
+                         QStringList{dir.filePath(QStringLiteral("gone.json")), runs});
+    {
+      PublishedRunsDialog dropped(nullptr, true); // a file no longer there is dropped
+      QCOMPARE(dropped.tree()->topLevelItemCount(), sets + 1);
+      dropped.waitForPredictions();
+    }
+    QCOMPARE(QSettings().value(QStringLiteral("files/runs")).toStringList(),
+             QStringList{QFileInfo(runs).absoluteFilePath()});
+    QSettings().clear();
+
     // Calibrate hardware: the runs file's level fitted as `pipescope calibrate --published` fits
     // it, the file written, and the explorer told to use it.
     QSignalSpy calibrated(&dialog, &PublishedRunsDialog::hardwareCalibrated);
