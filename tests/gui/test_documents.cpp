@@ -148,26 +148,43 @@ private slots:
     QVERIFY(dir.isValid());
     // One run of someone's own: a GPT 7.1B on 96 H100s, measured at 0.81 s a step.
     const QString runs = dir.filePath(QStringLiteral("my-runs.json"));
-    const std::string text = R"({"format": "pipescope.validation", "version": 1,
-      "title": "My runs", "source": "measured on our cluster", "rows": [
-      {"id": "run-a", "published": "our 7.1B run", "hardware": "h100-sxm",
-       "model": {"name": "gpt-7.1b", "layers": 30, "hidden": 4096, "ffn_hidden": 16384,
-                 "heads": 32, "kv_heads": 32, "vocab": 131072, "sequence_length": 4096,
-                 "microbatch_size": 1, "position_embeddings": 4096, "attention": "flash"},
-       "mesh": {"dp": 48, "tp": 2, "pp": 1},
-       "training": {"zero1": true, "sequence_parallel": true, "overlap_gradient_sync": true,
-                    "tp_comm_overlap": true, "fp32_gradients": true},
-       "schedule": {"name": "1f1b", "microbatches": 4},
-       "measured": {"step_time_s": 0.81}},
-      {"id": "run-b", "published": "the same on 48 GPUs", "hardware": "h100-sxm",
-       "model": {"name": "gpt-7.1b", "layers": 30, "hidden": 4096, "ffn_hidden": 16384,
-                 "heads": 32, "kv_heads": 32, "vocab": 131072, "sequence_length": 4096,
-                 "microbatch_size": 1, "position_embeddings": 4096, "attention": "flash"},
-       "mesh": {"dp": 24, "tp": 2, "pp": 1},
-       "training": {"zero1": true, "sequence_parallel": true, "overlap_gradient_sync": true,
-                    "tp_comm_overlap": true, "fp32_gradients": true},
-       "schedule": {"name": "1f1b", "microbatches": 8},
-       "measured": {"step_time_s": 1.58}}]})";
+    nlohmann::json run_a = {{"id", "run-a"},
+                            {"published", "our 7.1B run"},
+                            {"hardware", "h100-sxm"},
+                            {"model",
+                             {{"name", "gpt-7.1b"},
+                              {"layers", 30},
+                              {"hidden", 4096},
+                              {"ffn_hidden", 16384},
+                              {"heads", 32},
+                              {"kv_heads", 32},
+                              {"vocab", 131072},
+                              {"sequence_length", 4096},
+                              {"microbatch_size", 1},
+                              {"position_embeddings", 4096},
+                              {"attention", "flash"}}},
+                            {"mesh", {{"dp", 48}, {"tp", 2}, {"pp", 1}}},
+                            {"training",
+                             {{"zero1", true},
+                              {"sequence_parallel", true},
+                              {"overlap_gradient_sync", true},
+                              {"tp_comm_overlap", true},
+                              {"fp32_gradients", true}}},
+                            {"schedule", {{"name", "1f1b"}, {"microbatches", 4}}},
+                            {"measured", {{"step_time_s", 0.81}}}};
+    // The same model on half the GPUs, twice the microbatches.
+    nlohmann::json run_b = run_a;
+    run_b["id"] = "run-b";
+    run_b["published"] = "the same on 48 GPUs";
+    run_b["mesh"]["dp"] = 24;
+    run_b["schedule"]["microbatches"] = 8;
+    run_b["measured"]["step_time_s"] = 1.58;
+    const std::string text = nlohmann::json{
+        {"format", "pipescope.validation"},
+        {"version", 1},
+        {"title", "My runs"},
+        {"source", "measured on our cluster"},
+        {"rows", {run_a, run_b}}}.dump();
     QVERIFY(writeFile(runs, QByteArray::fromStdString(text)));
 
     PublishedRunsDialog dialog;
