@@ -42,7 +42,8 @@ schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope
 --step-time S --add-row FILE` adds a Megatron-LM launch and its measured step to one), a shipped
 set, or "all". Rows that check memory only are left out.
 
-  --rows ID,...        only these rows: each an id, or SET/ID where sets share ids
+  --rows ID,...        only these rows: each an id, or SET/ID where sets share ids (a row
+                       whose measured time is set aside is fitted on only when named here)
   --markdown           the table in Markdown
   --hardware H         the hardware preset or file to fit, which every row then runs on
                        (default: the one the rows name; rows naming different ones are refused)
@@ -157,6 +158,7 @@ int runCalibrate(const std::vector<std::string> &args) {
   // The rows: every row of the sets, or the ones --rows names (each must exist), by id or, where
   // ids repeat across sets (gpt-1.7b is on A100 and on H100), as SET/ID.
   std::vector<FitRow> rows;
+  std::vector<std::string> set_aside; // rows left out as their measured time is set aside
   std::set<std::string> wanted, found;
   if (const auto ids = a.text("rows")) {
     for (const auto &id : splitList(*ids))
@@ -170,6 +172,12 @@ int runCalibrate(const std::vector<std::string> &args) {
       const bool by_id = wanted.count(validation_case.id) != 0;
       const bool by_set = wanted.count(qualified) != 0;
       if (!wanted.empty() && !by_id && !by_set) continue;
+      // A row whose time is set aside (not what its configuration costs) is fitted on only
+      // when --rows names it.
+      if (wanted.empty() && !validation_case.set_aside.empty()) {
+        set_aside.push_back(qualified);
+        continue;
+      }
       rows.push_back({&validation_case, set.name});
       if (by_id) found.insert(validation_case.id);
       if (by_set) found.insert(qualified);
@@ -239,12 +247,20 @@ int runCalibrate(const std::vector<std::string> &args) {
   if (a.has("json")) {
     json out = fitJson(*fit, base_name, options);
     if (save_path) out["saved_hardware"] = *save_path;
+    out["set_aside"] = set_aside;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
 
   std::cout << "calibrating " << base_name << " on " << fit->rows.size() << " measured step"
             << (fit->rows.size() == 1 ? "" : "s") << " (" << *which << ")\n";
+  if (!set_aside.empty()) {
+    std::string listed;
+    for (const auto &id : set_aside)
+      listed += (listed.empty() ? "" : ", ") + id;
+    std::cout << "not fitted on, as their measured time is set aside (--rows fits on them too): "
+              << listed << '\n';
+  }
   if (options.level)
     std::cout << "GEMM level (the BF16 curve's plateau, of peak): " << levelText(fit->level_before)
               << " -> " << levelText(fit->level_after) << ", fitted on "

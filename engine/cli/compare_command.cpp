@@ -51,8 +51,10 @@ row of the set, the configuration, the measured iteration time (and memory where
 prediction from the shipped hardware preset of its GPU type, and the error; then the mean and the
 worst |error| of the iteration time (over all rows and, with several sets, per set; "by_set" in
 the JSON) and of the peak memory. A row may check memory only (its
-published rate is no check, e.g. on a GPU whose peak is unknown). SET is a shipped set (all of
-them with "all") or a "pipescope.validation" file.
+published rate is no check, e.g. on a GPU whose peak is unknown). A row whose measured time is
+set aside (its "measured" says why, e.g. its software's maintainers filed that figure as a
+regression) is shown with its error but kept out of the mean and worst, which are then also
+given with it. SET is a shipped set (all of them with "all") or a "pipescope.validation" file.
 
   --row ID             only the row ID, and what its prediction is made of: each stage's F, I
                        and W by part (GEMM, attention, memory-bound, TP, ...), the communication
@@ -193,6 +195,14 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   // so one mean over all of them hides which set a prediction is good or bad on.
   std::vector<std::pair<std::string, StepErrorSummary>> by_set;
   int memory_count = 0;
+  // Timed rows kept out of the figures over rows (ValidationCase::set_aside), listed after them
+  // with what the figures would be with them in.
+  struct SetAside {
+    std::string set;
+    const ValidationCase *validation_case = nullptr;
+    double step_error = 0;
+  };
+  std::vector<SetAside> set_aside;
   if (only_row) {
     std::string ids;
     std::vector<std::string> holders; // the sets with a row of that id
@@ -219,10 +229,12 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       if (save_plan)
         if (auto status = savePlan(*save_plan, validationCasePlan(validation_case)); !status)
           return fail("compare: " + status.error().message);
-      if (result->step_error) {
+      if (countsInStepAccuracy(*result)) {
         steps.add(*result->step_error);
         if (by_set.empty() || by_set.back().first != set.name) by_set.push_back({set.name, {}});
         by_set.back().second.add(*result->step_error);
+      } else if (result->step_error) {
+        set_aside.push_back({set.name, &validation_case, *result->step_error});
       }
       if (result->memory_error) {
         memory_sum += std::abs(*result->memory_error);
@@ -240,7 +252,10 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                        std::to_string(validation_case.mesh.worldSize()),
                        timed ? fixed(validation_case.measured_step_s, 3) + " s" : "(memory only)",
                        fixed(result->predicted_step_s, 3) + " s",
-                       timed ? signedPercent(*result->step_error) : "-", memory});
+                       timed ? signedPercent(*result->step_error) +
+                                   (validation_case.set_aside.empty() ? "" : " (set aside)")
+                             : "-",
+                       memory});
       json row = {{"set", set.name},
                   {"id", validation_case.id},
                   {"published", validation_case.published},
@@ -252,6 +267,7 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
         row["measured_step_s"] = validation_case.measured_step_s;
         row["measured_how"] = validation_case.measured_how;
         row["step_error"] = *result->step_error;
+        if (!validation_case.set_aside.empty()) row["set_aside"] = validation_case.set_aside;
       }
       if (validation_case.measured_memory_gib) {
         row["measured_memory_gib"] = *validation_case.measured_memory_gib;
@@ -282,6 +298,13 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                          {"mean_abs_step_error", summary.mean()},
                          {"worst_abs_step_error", summary.worst}});
     out["by_set"] = std::move(per_set);
+    json aside = json::array();
+    for (const auto &row : set_aside)
+      aside.push_back({{"set", row.set},
+                       {"id", row.validation_case->id},
+                       {"step_error", row.step_error},
+                       {"set_aside", row.validation_case->set_aside}});
+    out["set_aside"] = std::move(aside);
     if (save_plan) out["saved_plan"] = *save_plan;
     if (ranking.pairs > 0)
       out["layout_ranking"] = {{"pairs", ranking.pairs},
@@ -310,6 +333,19 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
       std::cout << (markdown ? "- " : "  ") << name << ": " << summary.runs
                 << (summary.runs == 1 ? " run" : " runs") << ", mean |error| "
                 << percentText(summary.mean()) << ", worst " << percentText(summary.worst) << '\n';
+  if (!set_aside.empty()) {
+    StepErrorSummary with_them = steps;
+    for (const auto &row : set_aside)
+      with_them.add(row.step_error);
+    std::cout << (markdown ? "\n" : "") << set_aside.size()
+              << (set_aside.size() == 1 ? " run" : " runs")
+              << " set aside, not in the figures above (with them, over " << with_them.runs
+              << " runs: mean |error| " << percentText(with_them.mean()) << ", worst "
+              << percentText(with_them.worst) << "):\n";
+    for (const auto &row : set_aside)
+      std::cout << (markdown ? "- " : "  ") << row.set << "/" << row.validation_case->id << " ("
+                << signedPercent(row.step_error) << "): " << row.validation_case->set_aside << '\n';
+  }
   if (ranking.pairs > 0) {
     std::cout << (markdown ? "\n" : "")
               << "layouts of one workload (model, GPUs, tokens per step) ordered as measured: "

@@ -89,7 +89,8 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
       .text("flops_formula", formula)
       .number("memory_gib", memory_gib, 0, 1e6)
       .text("memory_how", c.memory_how)
-      .integer("memory_pipeline_rank", c.memory_pipeline_rank, 0, c.mesh.pp - 1);
+      .integer("memory_pipeline_rank", c.memory_pipeline_rank, 0, c.mesh.pp - 1)
+      .text("set_aside", c.set_aside);
   if (!measured_fields.ok()) return measured_fields.error();
   if (memory_gib > 0) c.measured_memory_gib = memory_gib;
   const double step_tokens = stepTokens(c);
@@ -126,6 +127,9 @@ Result<ValidationCase> caseFromJson(const nlohmann::json &row, const std::string
                                "\"narayanan-2021\" or \"megatron-core-2024\", or memory_gib (a "
                                "row that checks memory only)");
   }
+  if (!c.set_aside.empty() && c.measured_step_s <= 0)
+    return makeError(pointer + "/measured/set_aside: only a measured time is set aside, and this "
+                               "row has none; remove set_aside or give the row's step time");
   return c;
 }
 
@@ -219,7 +223,7 @@ LayoutRanking layoutRanking(const std::vector<ValidationResult> &results) {
   for (std::size_t i = 0; i < results.size(); ++i)
     for (std::size_t j = i + 1; j < results.size(); ++j) {
       const ValidationCase &a = *results[i].validation_case, &b = *results[j].validation_case;
-      if (!results[i].step_error || !results[j].step_error) continue;
+      if (!countsInStepAccuracy(results[i]) || !countsInStepAccuracy(results[j])) continue;
       if (a.setup.model.name != b.setup.model.name || a.hardware_name != b.hardware_name ||
           a.mesh.worldSize() != b.mesh.worldSize() || stepTokens(a) != stepTokens(b) ||
           a.measured_step_s == b.measured_step_s)

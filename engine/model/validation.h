@@ -27,6 +27,11 @@ struct ValidationCase {
   /// only (its published rate is no check, e.g. on a GPU whose peak is not published).
   double measured_step_s = 0;
   std::string measured_how; ///< how measured_step_s follows from the published figure
+  /// Why the measured time is not what the configuration costs, with the source that says so
+  /// (e.g. the software's maintainers filing it as a regression of that release); empty for a
+  /// row that counts. A row set aside is still predicted and shown with its error, but kept out
+  /// of every mean and worst over rows, the layout ranking and the rows a fit uses by default.
+  std::string set_aside;
   std::optional<double> measured_memory_gib; ///< peak memory per GPU (GiB) where published
   std::string memory_how; ///< what the published memory figure is (e.g. peak reserved)
   /// The pipeline rank whose GPU the published memory is from (-1: the busiest rank). Megatron
@@ -116,6 +121,13 @@ struct StepErrorSummary {
   }
   double mean() const { return runs > 0 ? sum / runs : 0; }
 };
+
+/// Whether a row's time error counts in the figures over rows (compare's mean and worst, a
+/// plan's validated accuracy, the layout ranking): it has one, and the row is not set aside.
+inline bool countsInStepAccuracy(const ValidationResult &result) {
+  return result.step_error.has_value() && result.validation_case != nullptr &&
+         result.validation_case->set_aside.empty();
+}
 
 /// Tokens one step of the row trains on: microbatches × microbatch size × sequence × DP.
 double stepTokens(const ValidationCase &validation_case);

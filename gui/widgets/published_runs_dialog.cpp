@@ -315,18 +315,29 @@ void PublishedRunsDialog::showPredictions(int s) {
   {
     QTreeWidgetItem *set_item = tree_->topLevelItem(s);
     StepErrorSummary set_errors;
+    int aside = 0; // timed runs set aside
     for (int c = 0; c < set_item->childCount() && c < static_cast<int>(predictions.size()); ++c) {
       QTreeWidgetItem *item = set_item->child(c);
       const PublishedPrediction &prediction = predictions[static_cast<std::size_t>(c)];
-      if (prediction.error.isEmpty() && prediction.step_error)
+      const std::string &set_aside =
+          sets_[static_cast<std::size_t>(s)]->cases[static_cast<std::size_t>(c)].set_aside;
+      if (prediction.error.isEmpty() && prediction.step_error && set_aside.empty())
         set_errors.add(*prediction.step_error);
+      if (prediction.error.isEmpty() && prediction.step_error && !set_aside.empty()) ++aside;
       if (!prediction.error.isEmpty()) {
         item->setText(kPredicted, tr("cannot predict"));
         item->setToolTip(kPredicted, prediction.error);
         continue;
       }
       item->setText(kPredicted, seconds(prediction.step_s));
-      if (prediction.step_error) {
+      if (prediction.step_error && !set_aside.empty()) {
+        // Shown, but its measured time is not what the configuration costs: not in the set's
+        // figure, not marked as the model's miss.
+        item->setText(kError,
+                      tr("%1 (set aside)").arg(formatSignedPercent(*prediction.step_error)));
+        item->setToolTip(kError,
+                         tr("Not in the set's mean: %1").arg(QString::fromStdString(set_aside)));
+      } else if (prediction.step_error) {
         item->setText(kError, formatSignedPercent(*prediction.step_error));
         if (std::abs(*prediction.step_error) > kWorstStepErrorGoal) {
           item->setForeground(kError, palette::badValue());
@@ -346,6 +357,8 @@ void PublishedRunsDialog::showPredictions(int s) {
                         set_item->text(kRun) + tr(" \u2014 mean |error| %1 % over %2 timed runs")
                                                    .arg(set_errors.mean() * 100, 0, 'f', 1)
                                                    .arg(set_errors.runs));
+    if (aside > 0)
+      set_item->setText(kRun, set_item->text(kRun) + tr(" (%n set aside)", nullptr, aside));
   }
 }
 
@@ -393,6 +406,9 @@ void PublishedRunsDialog::showDetails() {
     text += QStringLiteral("<br><span style='color:%1'>%2</span>")
                 .arg(palette::hintText().name(),
                      QString::fromStdString(row.measured_how).toHtmlEscaped());
+  if (!row.set_aside.empty())
+    text += tr("<br>Set aside, not in the set's mean: %1")
+                .arg(QString::fromStdString(row.set_aside).toHtmlEscaped());
   details_->setText(text);
 }
 

@@ -173,6 +173,27 @@ private slots:
     QCOMPARE(held_out, 3);
   }
 
+  // A row whose measured time is set aside (a regression its software's maintainers filed) is
+  // not fitted on when a whole set is, and is when --rows names it.
+  void setAsideRowsAreFittedOnlyWhenNamed() {
+    const json bridge = runJson(
+        {"calibrate", "--published", "megatron-bridge-h100", "--fit", "moe-host", "--json"});
+    QCOMPARE(bridge["set_aside"], json::array({"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"}));
+    QCOMPARE(bridge["rows"].size(), std::size_t{8});
+    for (const auto &row : bridge["rows"])
+      QVERIFY(row["id"] != "qwen3-30b-a3b-gbs512-pp2");
+    // The four MoE rows left give the shipped host time back.
+    QCOMPARE(bridge["moe_host_us"]["rows"].get<int>(), 4);
+    QCOMPARE(bridge["moe_host_us"]["after"].get<double>(), 3500.0);
+
+    const json named = runJson({"calibrate", "--published", "megatron-bridge-h100", "--rows",
+                                "qwen3-30b-a3b-gbs512-pp2", "--fit", "moe-host", "--json"});
+    QCOMPARE(named["set_aside"], json::array());
+    QCOMPARE(named["rows"].size(), std::size_t{1});
+    // The regressed figure wants six times the host time to be met.
+    QVERIFY2(named["moe_host_us"]["after"].get<double>() > 15000, named.dump().c_str());
+  }
+
   // The written hardware file predicts the rows with the errors the report gave after the fit,
   // and says in its source what it was fitted on.
   void savedHardwarePredictsAsReported() {

@@ -93,8 +93,9 @@ const std::map<std::string, double> kStepErrorBounds = {
     // time of the Megatron-MoE-ModelZoo rows below: -2.6 %, -3.3 %, +2.7 %, DeepSeek-V3 -8.9 %
     // (-1.2 %, -2.7 %, +2.7 %, -7.4 % while their loss was priced as Megatron's native fused one
     // instead of Transformer Engine's, which their recipes run: a cheaper loss, so faster).
-    // The 25.11 figure of the PP 2 configuration (5113 tokens/s/GPU, against 9058 in 26.02.01
-    // for the same settings) stays -58 %: software moved it more than any model term.
+    // The 25.11 figure of the PP 2 configuration (5275 tokens/s/GPU) stays -58 %, set aside:
+    // Megatron-Bridge's maintainers filed it as 25.11's 2x regression of this model (issue
+    // #1998), and 25.09 measured the same layout at 10494. Pinned all the same.
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.59},
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.03},
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.035},
@@ -190,9 +191,13 @@ constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
 /// NeMo 24.07's FP8 table, held out of every fit: today 5.1 % mean, 14.4 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
 constexpr double kHeldOutFp8MeanBound = 0.055, kHeldOutFp8WorstBound = 0.15;
-/// Every row: today 6.2 % mean, 58.3 % worst (the issue's 3.5 % / 8 % goal is not met over
-/// all rows; docs/validation.md says why). Regression guards only.
-constexpr double kAllMeanBound = 0.065, kAllWorstBound = 0.585;
+/// Every row but the one set aside: today 5.3 % mean, 34.3 % worst (the issue's 3.5 % / 8 %
+/// goal is not met over all rows; docs/validation.md says why). With it, 6.2 % and 58.3 %.
+/// Regression guards only.
+constexpr double kAllMeanBound = 0.055, kAllWorstBound = 0.35;
+constexpr double kWithSetAsideMeanBound = 0.065, kWithSetAsideWorstBound = 0.585;
+/// The timed rows whose measured time is set aside (ValidationCase::set_aside).
+const std::set<std::string> kSetAsideRows = {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"};
 
 } // namespace
 
@@ -334,7 +339,7 @@ private slots:
   }
 
   void everyRowWithinItsBound() {
-    StepErrorSummary all, goal, fit, bf16_fit, a100, held_out_fp8;
+    StepErrorSummary all, with_set_aside, goal, fit, bf16_fit, a100, held_out_fp8;
     int memory_rows = 0;
     for (const auto &name : validationSetNames()) {
       auto set = loadValidationSet(name);
@@ -360,6 +365,10 @@ private slots:
         QVERIFY2(std::abs(error) <= bound, (key + ": |error| " + std::to_string(std::abs(error)) +
                                             " above its bound " + std::to_string(bound))
                                                .c_str());
+        with_set_aside.add(error);
+        QCOMPARE(!c.set_aside.empty(), kSetAsideRows.count(key) == 1);
+        QCOMPARE(countsInStepAccuracy(*result), c.set_aside.empty());
+        if (!c.set_aside.empty()) continue;
         all.add(error);
         if (kFitRows.count(key) != 0) fit.add(error);
         if (kBf16FitRows.count(key) != 0) bf16_fit.add(error);
@@ -368,7 +377,12 @@ private slots:
         if (kGoalSets.count(name) != 0) goal.add(error);
       }
     }
-    QCOMPARE(all.runs, static_cast<int>(kStepErrorBounds.size()));
+    QCOMPARE(with_set_aside.runs, static_cast<int>(kStepErrorBounds.size()));
+    QCOMPARE(all.runs, static_cast<int>(kStepErrorBounds.size() - kSetAsideRows.size()));
+    QVERIFY2(with_set_aside.mean() <= kWithSetAsideMeanBound,
+             std::to_string(with_set_aside.mean()).c_str());
+    QVERIFY2(with_set_aside.worst <= kWithSetAsideWorstBound,
+             std::to_string(with_set_aside.worst).c_str());
     QVERIFY(memory_rows >= static_cast<int>(kMemoryErrorBounds.size()));
     QVERIFY(goal.runs > 0);
     QVERIFY2(goal.mean() <= kMeanStepErrorBound, std::to_string(goal.mean()).c_str());
@@ -465,7 +479,7 @@ private slots:
     const auto fp8_moe = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, true);
     QCOMPARE(fp8_moe.scope, std::string("h100-sxm, fp8, MoE"));
     QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
-    QCOMPARE(fp8_moe.step.runs, 5);
+    QCOMPARE(fp8_moe.step.runs, 4); // the five less the 25.11 Qwen3 row, set aside
     const auto fp8_dense = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, false);
     QCOMPARE(fp8_dense.step.runs, 16); // NeMo's 12 and Megatron-Bridge's 4 Llama rows
 
@@ -542,6 +556,9 @@ private slots:
     b.predicted_step_s = 1.6;
     QCOMPARE(layoutRanking({a, b}).ordered, 1);
     slower.mesh.dp *= 2; // twice the tokens: another workload
+    QCOMPARE(layoutRanking({a, b}).pairs, 0);
+    slower.mesh.dp /= 2;
+    slower.set_aside = "a regression of its release"; // no longer a measurement of its layout
     QCOMPARE(layoutRanking({a, b}).pairs, 0);
   }
 
@@ -644,6 +661,45 @@ private slots:
     QVERIFY2(no_rank.error().message.find("/rows/0/measured/memory_pipeline_rank") !=
                  std::string::npos,
              no_rank.error().message.c_str());
+    // Only a measured time can be set aside: a memory-only row has none.
+    row["measured"] = {{"memory_gib", 10}, {"set_aside", "a regression"}};
+    auto aside_memory = validationSetFromJson({{"format", "pipescope.validation"},
+                                               {"version", 1},
+                                               {"title", "t"},
+                                               {"source", "s"},
+                                               {"rows", {row}}},
+                                              "x");
+    QVERIFY(!aside_memory);
+    QVERIFY2(aside_memory.error().message.find("/rows/0/measured/set_aside") != std::string::npos,
+             aside_memory.error().message.c_str());
+    row["measured"] = {{"step_time_s", 2.0}, {"set_aside", 7}};
+    auto aside_number = validationSetFromJson({{"format", "pipescope.validation"},
+                                               {"version", 1},
+                                               {"title", "t"},
+                                               {"source", "s"},
+                                               {"rows", {row}}},
+                                              "x");
+    QVERIFY(!aside_number);
+    QVERIFY2(aside_number.error().message.find("set_aside") != std::string::npos,
+             aside_number.error().message.c_str());
+  }
+
+  // A measured time the software's own maintainers filed as a regression is not what its
+  // configuration costs: the row keeps its prediction and error, and says why it is set aside.
+  void setAsideRowsSayWhy() {
+    auto set = loadValidationSet("megatron-bridge-h100");
+    QVERIFY(set.ok());
+    const auto row = std::find_if(set->cases.begin(), set->cases.end(),
+                                  [](const auto &c) { return c.id == "qwen3-30b-a3b-gbs512-pp2"; });
+    QVERIFY(row != set->cases.end());
+    QVERIFY(row->set_aside.find("Megatron-Bridge issue #1998") != std::string::npos);
+    QVERIFY(row->set_aside.find("10494") != std::string::npos);
+    auto result = predictValidationCase(*row);
+    QVERIFY(result.ok() && result->step_error);
+    QVERIFY(!countsInStepAccuracy(*result));
+    // Every other timed row of the set counts.
+    for (const auto &c : set->cases)
+      if (c.id != row->id) QVERIFY2(c.set_aside.empty(), c.id.c_str());
   }
 
   // Megatron-LM's CI measures the peak of allocated bytes, what pipescope predicts: the memory

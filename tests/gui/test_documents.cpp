@@ -301,6 +301,17 @@ private slots:
     for (int s = 0; s < dialog.tree()->topLevelItemCount(); ++s)
       summed = summed || dialog.tree()->topLevelItem(s)->text(0).endsWith(mean);
     QVERIFY2(summed, qPrintable(mean));
+    // A row whose measured time is set aside shows its error, marked, out of its set's mean.
+    QVERIFY(dialog.select(QStringLiteral("megatron-bridge-h100"),
+                          QStringLiteral("qwen3-30b-a3b-gbs512-pp2")));
+    const QTreeWidgetItem *aside = dialog.tree()->currentItem();
+    QVERIFY2(aside->text(5).endsWith(QStringLiteral(" (set aside)")), qPrintable(aside->text(5)));
+    QVERIFY(aside->toolTip(5).contains(QStringLiteral("#1998")));
+    QVERIFY2(aside->parent()->text(0).endsWith(QStringLiteral("over 8 timed runs (1 set aside)")),
+             qPrintable(aside->parent()->text(0)));
+    QVERIFY(dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))
+                ->text()
+                .contains(QStringLiteral("Set aside, not in the set's mean: a regression")));
 
     MainWindow window(quietOptions());
     window.show();
