@@ -381,6 +381,7 @@ Result<MegatronArguments> parseShell(std::string_view text) {
   // First the words as the shell would pass them: variables assigned and expanded top to bottom.
   ShellVariables variables;
   std::vector<std::string> w;
+  bool in_array = false; // between NAME=( and its closing parenthesis
   for (std::size_t i = 0; i < parsed->size(); ++i) {
     std::string word = (*parsed)[i];
     const bool exported = word == "export" && i + 1 < parsed->size();
@@ -388,12 +389,29 @@ Result<MegatronArguments> parseShell(std::string_view text) {
     const auto eq = word.find('=');
     if (eq != std::string::npos && ShellVariables::isName(std::string_view(word).substr(0, eq))) {
       const std::string value = word.substr(eq + 1);
-      if (value.starts_with("(")) continue; // an array: its elements are words of their own
-      const std::string expanded = variables.expand(value);
-      variables.assign(word.substr(0, eq), expanded);
-      if (exported) out.environment.emplace_back(word.substr(0, eq), expanded);
-      continue;
+      if (value.starts_with("(")) {
+        // An array: its elements are words of their own, the first one on the same line as
+        // NAME=( where it is written there (ARGS=(--mock-data --split 100,0,0)).
+        in_array = true;
+        word = value.substr(1);
+      } else {
+        const std::string expanded = variables.expand(value);
+        variables.assign(word.substr(0, eq), expanded);
+        if (exported) out.environment.emplace_back(word.substr(0, eq), expanded);
+        continue;
+      }
     }
+    if (in_array) {
+      // The array closes at the word with one ')' more than it opens ($((N*2))) closes
+      // nothing); the parenthesis is not part of the element.
+      const auto opens = std::count(word.begin(), word.end(), '(');
+      const auto closes = std::count(word.begin(), word.end(), ')');
+      if (closes > opens && word.ends_with(')')) {
+        word.pop_back();
+        in_array = false;
+      }
+    }
+    if (word.empty()) continue;
     for (auto &part : splitArgumentWords(variables.expand(word)))
       w.push_back(std::move(part));
   }
@@ -850,7 +868,8 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
     if (gpus <= 0)
       return makeError("the number of GPUs is not in the arguments; give pipescope --gpus N "
                        "(torchrun's --nproc-per-node × --nnodes)");
-    assumed.push_back(std::to_string(gpus) + " GPUs: torchrun's --nproc-per-node × --nnodes");
+    assumed.push_back(std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") +
+                      ": torchrun's --nproc-per-node × --nnodes");
   }
   const long long model_parallel = tp * pp * cp;
   if (gpus % model_parallel != 0)

@@ -249,6 +249,18 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(expanded.row["model"]["layers"].get<int>(), 8);
     QCOMPARE(expanded.row["model"]["hidden"].get<int>(), 1024);
     QCOMPARE(expanded.row["model"]["sequence_length"].get<int>(), 2048);
+    // Arrays written on one line: the first element is not lost to NAME=(, the last keeps no
+    // parenthesis; an arithmetic element inside one closes nothing.
+    const MegatronTranslation arrays =
+        translated("A=(--num-layers $((2*3)) --hidden-size 1024)\nB=(--num-attention-heads 16\n"
+                   "  --seq-length 2048)\nC=(--vocab-size 100)\n"
+                   "torchrun pretrain_gpt.py ${A[@]} ${B[@]} \"${C[@]}\" --micro-batch-size 2\n",
+                   1);
+    QCOMPARE(arrays.row["model"]["layers"].get<int>(), 6);
+    QCOMPARE(arrays.row["model"]["hidden"].get<int>(), 1024);
+    QCOMPARE(arrays.row["model"]["heads"].get<int>(), 16);
+    QCOMPARE(arrays.row["model"]["sequence_length"].get<int>(), 2048);
+    QCOMPARE(arrays.row["model"]["microbatch_size"].get<int>(), 2);
     QVERIFY(errorOf(std::string(kSmall) + "--seq-length $(( 4 / 0 ))").find("shell variable") !=
             std::string::npos);
     // Parentheses nested past any script's are refused, not recursed into without end.
