@@ -14,6 +14,7 @@
 #include "engine/cli/commands.h"
 #include "engine/json_io.h"
 #include "engine/model/megatron_args.h"
+#include "engine/model/megatron_log.h"
 #include "engine/model/validation.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
@@ -38,7 +39,11 @@ input) is one of
     continuations, quotes, --name=value, argument arrays, and the script's variables:
     NAME=value, $NAME, ${NAME:-default}, $(( )) arithmetic; conditionals are not evaluated,
     so every branch's arguments are read and the last one given counts),
-  - a Megatron-LM CI test's model_config.yaml (its MODEL_ARGS and ENV_VARS).
+  - a Megatron-LM CI test's model_config.yaml (its MODEL_ARGS and ENV_VARS),
+  - a Megatron-LM training log (pretrain_gpt.py's output on its first rank): the arguments as the
+    run resolved them, the vocabulary it padded, its world size, and its measured step, the
+    median "elapsed time per iteration" of the logged lines after the first fifth (start-up,
+    allocation and compilation); --step-time overrides it.
 Where the arguments are silent, Megatron-LM's own defaults apply (FFN 4h, LayerNorm, biases,
 learned positions, dropout 0.1, the vocabulary padded to 128 × TP, fp32 gradient reduction under
 bf16, no loss fusion) and the output lists each one taken. Arguments that change time or memory
@@ -54,8 +59,9 @@ so are the ones not read (logging, data, learning rate, checkpoints).
                        predicts it again, the explorer opens it to vary it
   --json               one JSON object: configuration, assumed, not_priced, not_read, prediction
   --step-time S        the run's measured seconds per iteration (Megatron-LM logs the elapsed
-                       time per iteration, in ms): the prediction's error against it is printed
-  --add-row RUNS       with --step-time: add the launch and its measured step as a row of the
+                       time per iteration, in ms; read from FILE when it is a log): the
+                       prediction's error against it is printed
+  --add-row RUNS       with a measured step: add the launch and its measured step as a row of the
                        "pipescope.validation" file RUNS (created if absent; rewritten whole, or
                        left as it was on any error). pipescope calibrate --published RUNS fits
                        the hardware's GEMM level to your runs; compare --published RUNS checks it
@@ -66,7 +72,7 @@ so are the ones not read (logging, data, learning rate, checkpoints).
 /// configuration, `id`, and its measured step. The file must be a validation file that loads, and
 /// the id new in it.
 Result<std::string> runsWithRow(const std::string &path, const json &configuration,
-                                const std::string &id, const std::string &launch,
+                                const std::string &id, const std::string &published,
                                 double step_time_s) {
   json runs;
   if (std::filesystem::exists(path)) {
@@ -92,8 +98,7 @@ Result<std::string> runsWithRow(const std::string &path, const json &configurati
   }
   json row = configuration;
   row["id"] = id;
-  row["published"] =
-      "Megatron-LM launch " + launch + ", measured " + number(step_time_s) + " s per iteration";
+  row["published"] = published;
   row["measured"] = {{"step_time_s", step_time_s}};
   runs["rows"].push_back(std::move(row));
   // What is written must load back as it will be read.
@@ -139,12 +144,10 @@ int runMegatron(const std::vector<std::string> &args) {
   target.name = launchName(a.positional().front());
   if (const auto out = a.text("out"); out && *out == "-")
     return fail("megatron: --out - would mix the plan with the report; give a file name");
-  auto step_time = a.number("step-time", 1e-6, 1e9);
-  if (!step_time) return fail(step_time.error().message);
+  auto given_step_time = a.number("step-time", 1e-6, 1e9);
+  if (!given_step_time) return fail(given_step_time.error().message);
+  std::optional<double> step_time = *given_step_time;
   const auto runs_path = a.text("add-row");
-  if (runs_path && !*step_time)
-    return fail("megatron: --add-row needs the run's measured --step-time S (seconds per "
-                "iteration; Megatron-LM logs it as \"elapsed time per iteration (ms)\")");
   if (a.has("row-id") && !runs_path)
     return fail("megatron: --row-id names the row --add-row RUNS adds; add --add-row");
   if (runs_path && *runs_path == "-")
@@ -153,7 +156,31 @@ int runMegatron(const std::vector<std::string> &args) {
   currentActivity() = "reading " + path;
   auto text = readTextFile(path);
   if (!text) return fail(text.error().message);
-  auto read = readMegatronLaunch(*text, target);
+  // A training log: its arguments block is the launch, and its iteration lines the measured step.
+  std::optional<MegatronLog> log;
+  std::optional<MegatronLogStep> logged_step;
+  std::string log_step_problem;
+  if (looksLikeMegatronLog(*text)) {
+    auto parsed_log = parseMegatronLog(*text);
+    if (!parsed_log) return fail(path + ": " + parsed_log.error().message);
+    log = std::move(*parsed_log);
+    if (!target.gpus) target.gpus = log->world_size;
+    if (!target.vocab && log->tokenizer_vocab > 0) {
+      target.vocab = static_cast<int>(log->tokenizer_vocab);
+      target.vocab_source = "the tokenizer's size the log gives, \"padded vocab (size: " +
+                            std::to_string(log->tokenizer_vocab) + ")\"";
+    }
+    if (auto measured = measuredStep(*log))
+      logged_step = *measured;
+    else
+      log_step_problem = measured.error().message;
+    if (!step_time && logged_step) step_time = logged_step->step_s;
+  }
+  if (runs_path && !step_time)
+    return fail("megatron: --add-row needs the run's measured step: --step-time S (seconds per "
+                "iteration; Megatron-LM logs it as \"elapsed time per iteration (ms)\")" +
+                (log_step_problem.empty() ? std::string() : ", as " + log_step_problem));
+  auto read = log ? launchFromArguments(log->arguments, target) : readMegatronLaunch(*text, target);
   if (!read) return fail(path + ": " + read.error().message);
   const MegatronArguments &launch = read->arguments;
   const MegatronTranslation &translation = read->translation;
@@ -163,12 +190,24 @@ int runMegatron(const std::vector<std::string> &args) {
   auto result = predictValidationCase(configuration);
   if (!result) return fail(result.error().message);
   std::optional<double> step_error;
-  if (*step_time) step_error = (result->predicted_step_s - **step_time) / **step_time;
+  if (step_time) step_error = (result->predicted_step_s - *step_time) / *step_time;
+  // Where the measured step comes from, as the runs file's row and the report say it.
+  const bool step_from_log = log && logged_step && !*given_step_time;
+  std::string measured_how;
+  if (step_from_log)
+    measured_how = "the median of iterations " + std::to_string(logged_step->first_kept) + "-" +
+                   std::to_string(logged_step->last_kept) + " (" +
+                   std::to_string(logged_step->kept) + " logged lines, " +
+                   fixed(logged_step->fastest_s, 3) + "-" + fixed(logged_step->slowest_s, 3) +
+                   " s; the first " + std::to_string(logged_step->skipped) + " left out)";
   // Both files are checked before either is written, so a refusal leaves both as they were.
   std::optional<std::string> runs_text;
   if (runs_path) {
     const std::string id = a.text("row-id").value_or(target.name);
-    auto runs = runsWithRow(*runs_path, translation.row, id, path, **step_time);
+    const std::string published = std::string(log ? "Megatron-LM log " : "Megatron-LM launch ") +
+                                  path + ", measured " + number(*step_time) + " s per iteration" +
+                                  (step_from_log ? ", " + measured_how : "");
+    auto runs = runsWithRow(*runs_path, translation.row, id, published, *step_time);
     if (!runs) return fail("megatron: --add-row " + *runs_path + ": " + runs.error().message);
     runs_text = std::move(*runs);
   }
@@ -200,15 +239,33 @@ int runMegatron(const std::vector<std::string> &args) {
                   {"explanation", explanationJson(*result)}}}};
     if (const auto plan = a.text("out")) out["plan"] = *plan;
     if (step_error) {
-      out["measured"] = {{"step_time_s", **step_time}};
+      out["measured"] = {{"step_time_s", *step_time}};
+      if (step_from_log)
+        out["measured"]["from_log"] = {{"iterations", logged_step->kept},
+                                       {"first_iteration", logged_step->first_kept},
+                                       {"last_iteration", logged_step->last_kept},
+                                       {"left_out", logged_step->skipped},
+                                       {"fastest_s", logged_step->fastest_s},
+                                       {"slowest_s", logged_step->slowest_s}};
       out["prediction"]["step_error"] = *step_error;
     }
+    if (log)
+      out["log"] = {{"logged_arguments", log->logged_arguments},
+                    {"iteration_lines", log->iterations.size()},
+                    {"world_size", log->world_size},
+                    {"tokenizer_vocab", log->tokenizer_vocab}};
     if (runs_path) out["runs"] = *runs_path;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
   const json &row = translation.row;
-  std::cout << "Megatron-LM launch " << path << " (" << launch.arguments.size() << " arguments)\n";
+  if (log)
+    std::cout << "Megatron-LM log " << path << " (" << log->logged_arguments
+              << " logged arguments, " << launch.arguments.size() << " of them set; "
+              << log->iterations.size() << " iteration lines)\n";
+  else
+    std::cout << "Megatron-LM launch " << path << " (" << launch.arguments.size()
+              << " arguments)\n";
   for (const char *part : {"model", "mesh", "schedule", "training"})
     std::cout << "  " << part << std::string(10 - std::string(part).size(), ' ') << row[part].dump()
               << '\n';
@@ -224,17 +281,25 @@ int runMegatron(const std::vector<std::string> &args) {
     for (const auto &line : translation.not_priced)
       std::cout << "  - " << line << '\n';
   }
-  if (!translation.not_read.empty())
+  // A log sets every argument Megatron has; naming the hundreds not read would bury the rest.
+  if (!translation.not_read.empty() && log)
+    std::cout << "\nnot read: " << translation.not_read.size()
+              << " of the logged settings (logging, data, optimizer hyper-parameters, "
+                 "checkpoints and the like; --json lists them)\n";
+  else if (!translation.not_read.empty())
     std::cout << "\nnot read (" << translation.not_read.size()
               << "; logging, data, optimizer hyper-parameters, checkpoints and the like): "
               << listText(translation.not_read) << '\n';
+  if (log && !logged_step && !*given_step_time)
+    std::cout << "\nno measured step: " << log_step_problem << '\n';
   std::cout << "\nprediction on " << target.hardware << ": step "
             << fixed(result->predicted_step_s, 3) << " s, " << number(report.tokens_per_s)
             << " tokens/s";
   if (step_error)
-    std::cout << " (measured " << fixed(**step_time, 3) << " s: " << signedPercent(*step_error)
+    std::cout << " (measured " << fixed(*step_time, 3) << " s: " << signedPercent(*step_error)
               << ")";
   std::cout << '\n';
+  if (step_from_log) std::cout << "  measured: " << measured_how << '\n';
   for (const auto &line : explanationLines(*result))
     std::cout << "  " << line << '\n';
   std::cout << "  peak memory per GPU by pipeline rank:";

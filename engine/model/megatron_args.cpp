@@ -720,11 +720,15 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   std::string vocab_why;
   if (target.vocab > 0) {
     vocab = target.vocab;
-    vocab_why = "the --vocab given";
+    vocab_why = target.vocab_source;
   } else if (vocab_size && (!tokenizer || *tokenizer == "NullTokenizer")) {
-    // NullTokenizer's vocab_size is --vocab-size plus its end-of-document token.
+    // NullTokenizer's vocab_size was --vocab-size plus its end-of-document token until
+    // Megatron-LM c9dfe34798 (2026-04-22, "Enable NullTokenizer for pretraining"), which takes
+    // the end-of-document token from inside the vocabulary; a log's "padded vocab" line settles
+    // it (megatron_log.h).
     vocab = *vocab_size + 1;
-    vocab_why = "--vocab-size + 1 (NullTokenizer's end-of-document token)";
+    vocab_why = "--vocab-size + 1 (NullTokenizer's end-of-document token before Megatron-LM "
+                "2026-04; later ones take --vocab-size as it is: give --vocab N)";
   } else if (vocab_size) {
     vocab = *vocab_size;
     vocab_why = "--vocab-size";
@@ -784,8 +788,9 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   READ(r.text("--attention-backend"), backend);
   READ(r.text("--transformer-impl"), impl);
   const bool local = impl && *impl == "local";
+  // With Megatron's own layers, "auto" (the default) is their unfused attention too.
   const bool unfused = (backend && (*backend == "unfused" || *backend == "local")) ||
-                       (local && !r.flag("--use-flash-attn") && !backend);
+                       (local && !r.flag("--use-flash-attn") && (!backend || *backend == "auto"));
   model["attention"] = unfused ? "materialized" : "flash";
   std::optional<double> hidden_dropout, attention_dropout;
   READ(r.number("--hidden-dropout"), hidden_dropout);
@@ -882,9 +887,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   auto hardware = loadHardwareSpec(target.hardware);
   if (!hardware)
     return makeError("--hardware " + target.hardware + ": " + hardware.error().message);
-  mesh["gpus_per_node"] = target.gpus_per_node > 0 ? target.gpus_per_node
-                          : nproc                  ? static_cast<int>(*nproc)
-                                                   : hardware->gpus_per_node;
+  // A world smaller than a node fills part of one.
+  mesh["gpus_per_node"] =
+      target.gpus_per_node > 0 ? target.gpus_per_node
+      : nproc                  ? static_cast<int>(*nproc)
+              : static_cast<int>(std::min<long long>(gpus, hardware->gpus_per_node));
   if (experts) {
     mesh["ep"] = ep_arg.value_or(1);
     mesh["etp"] = etp_arg.value_or(tp);
@@ -1134,26 +1141,31 @@ int torchrunWorldSize(const MegatronArguments &arguments) {
 
 std::string launchName(std::string_view path) {
   std::string name(path.substr(path.find_last_of('/') + 1));
-  for (const std::string_view suffix : {".sh", ".yaml", ".yml", ".txt", ".model_config"})
+  for (const std::string_view suffix : {".sh", ".yaml", ".yml", ".txt", ".log", ".model_config"})
     if (name.size() > suffix.size() && name.ends_with(suffix))
       name.resize(name.size() - suffix.size());
   return name.empty() ? std::string("megatron-args") : name;
 }
 
 Result<MegatronLaunch> readMegatronLaunch(std::string_view text, const MegatronTarget &target) {
-  MegatronLaunch launch;
   auto arguments = parseMegatronArguments(text);
   if (!arguments) return arguments.error();
   if (arguments->arguments.empty())
     return makeError("no --arguments found; give a training script, a command line or a "
                      "Megatron-LM CI model_config.yaml");
-  auto translation = translateMegatronArguments(*arguments, target);
+  return launchFromArguments(std::move(*arguments), target);
+}
+
+Result<MegatronLaunch> launchFromArguments(MegatronArguments arguments,
+                                           const MegatronTarget &target) {
+  MegatronLaunch launch;
+  auto translation = translateMegatronArguments(arguments, target);
   if (!translation) return translation.error();
   auto configuration = configurationFromJson(translation->row, "");
   if (!configuration)
     return makeError("the arguments make a configuration pipescope refuses: " +
                      configuration.error().message);
-  launch.arguments = std::move(*arguments);
+  launch.arguments = std::move(arguments);
   launch.translation = std::move(*translation);
   launch.configuration = std::move(*configuration);
   return launch;

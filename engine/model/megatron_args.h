@@ -51,6 +51,7 @@ struct MegatronTarget {
   /// The tokenizer's vocabulary before Megatron pads it, for tokenizers that read it from their
   /// files (HuggingFace, SentencePiece, TikToken); 0: from --vocab-size or the GPT-2 BPE files.
   int vocab = 0;
+  std::string vocab_source = "the --vocab given"; ///< where `vocab` comes from, as said
 };
 
 // nlohmann::json's destructor checks its invariants with assertions, not exceptions, which
@@ -83,7 +84,7 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
 int torchrunWorldSize(const MegatronArguments &arguments);
 
 /// A name for the launch in `path`: its file name without the folder and the extensions a launch
-/// file has (.sh, .yaml, .yml, .txt, .model_config).
+/// file has (.sh, .yaml, .yml, .txt, .log, .model_config).
 std::string launchName(std::string_view path);
 
 /// A launch read whole: its arguments, their translation and the configuration they make, checked
@@ -95,5 +96,8 @@ struct MegatronLaunch {
   ValidationCase configuration;
 };
 Result<MegatronLaunch> readMegatronLaunch(std::string_view text, const MegatronTarget &target);
+/// The same for arguments already read (a Megatron-LM log's arguments block, megatron_log.h).
+Result<MegatronLaunch> launchFromArguments(MegatronArguments arguments,
+                                           const MegatronTarget &target);
 
 } // namespace pipescope

@@ -317,8 +317,53 @@ private slots:
     const Run unmeasured = pipescope({"megatron", launch, "--gpus", "1024", "--add-row", runs});
     QCOMPARE(unmeasured.exit_code, 2);
     QVERIFY2(unmeasured.err.contains(QStringLiteral("--add-row needs the run's measured "
-                                                    "--step-time S")),
+                                                    "step: --step-time S")),
              qPrintable(unmeasured.err));
+  }
+
+  // A Megatron-LM training log is its own row: the launch it resolved and the step it measured
+  // (two real runs on one H100, tests/data/megatron_h100_run), and calibrate fits them.
+  void aTrainingLogBecomesARow() {
+    const QString logs = QStringLiteral(PIPESCOPE_TEST_DATA) + "/megatron_h100_run/";
+    const QString runs = path("h100-logs.json");
+    const json first =
+        runJson({"megatron", logs + "train_gpt_1.7b.log", "--add-row", runs, "--json"});
+    QVERIFY(std::abs(first["measured"]["step_time_s"].get<double>() - 1.22685) < 1e-9);
+    QCOMPARE(first["measured"]["from_log"]["iterations"].get<int>(), 32);
+    QCOMPARE(first["measured"]["from_log"]["first_iteration"].get<int>(), 9);
+    QCOMPARE(first["log"]["world_size"].get<int>(), 1);
+    QCOMPARE(first["configuration"]["model"]["vocab"].get<int>(), 131072);
+    QVERIFY(runJson({"megatron", logs + "train_gpt_1.7b_mbs2.log", "--add-row", runs, "--json"})
+                .contains("measured"));
+    const json rows = readJson(runs)["rows"];
+    QCOMPARE(rows.size(), std::size_t{2});
+    QCOMPARE(rows[0]["id"].get<std::string>(), std::string("train_gpt_1.7b"));
+    QVERIFY2(rows[0]["published"].get<std::string>().find("the median of iterations 9-40") !=
+                 std::string::npos,
+             rows[0]["published"].dump().c_str());
+    QCOMPARE(rows[1]["measured"]["step_time_s"].get<double>(), 1.50315);
+    const json fit = runJson({"calibrate", "--published", runs, "--json"});
+    QCOMPARE(fit["level"]["rows"].get<int>(), 2);
+    QVERIFY(fit["after"]["mean_abs_step_error"].get<double>() <
+            fit["before"]["mean_abs_step_error"].get<double>());
+
+    // --step-time wins over the log's own.
+    const json given =
+        runJson({"megatron", logs + "train_gpt_1.7b.log", "--step-time", "1.5", "--json"});
+    QCOMPARE(given["measured"]["step_time_s"].get<double>(), 1.5);
+    QVERIFY(!given["measured"].contains("from_log"));
+    // A log cut inside its arguments is refused, naming why.
+    QFile whole(logs + "train_gpt_1.7b.log");
+    QVERIFY(whole.open(QIODevice::ReadOnly));
+    const QByteArray text = whole.readAll();
+    QFile cut(path("cut.log"));
+    QVERIFY(cut.open(QIODevice::WriteOnly));
+    cut.write(text.left(text.indexOf("end of arguments")));
+    cut.close();
+    const Run refused = pipescope({"megatron", path("cut.log")});
+    QCOMPARE(refused.exit_code, 2);
+    QVERIFY2(refused.err.contains(QStringLiteral("the arguments block does not end")),
+             qPrintable(refused.err));
   }
 };
 

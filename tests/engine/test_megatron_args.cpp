@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/model/megatron_args.h"
+#include "engine/model/megatron_log.h"
 #include "engine/model/validation.h"
 #include "engine/plan_file.h"
 
@@ -335,11 +336,133 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(interleaved.row["training"]["zero_stage"].get<int>(), 3);
   }
 
+  // A real Megatron-LM log (pretrain_gpt.py on one H100, tests/data/megatron_h100_run): the
+  // arguments block reads as the launch that wrote it, the vocabulary as the run padded it (this
+  // Megatron-LM's NullTokenizer keeps --vocab-size), and the measured step as the median of the
+  // iteration lines after the first fifth.
+  void aTrainingLogReadsAsItsLaunch() {
+    const std::string text = readSource("tests/data/megatron_h100_run/train_gpt_1.7b.log");
+    QVERIFY(looksLikeMegatronLog(text));
+    QVERIFY(!looksLikeMegatronLog(readSource("tests/data/megatron_h100_run/train_gpt_1.7b.sh")));
+    auto log = parseMegatronLog(text);
+    QVERIFY2(log, log ? "" : log.error().message.c_str());
+    QCOMPARE(log->logged_arguments, 834);
+    QCOMPARE(log->world_size, 1);
+    QCOMPARE(log->tokenizer_vocab, 131072LL);
+    QCOMPARE(log->iterations.size(), std::size_t{40});
+    QCOMPARE(log->iterations.front().iteration, 1LL);
+    QCOMPARE(log->iterations.back().iteration, 40LL);
+    QCOMPARE(log->iterations.back().elapsed_ms, 1018.5);
+    auto step = measuredStep(*log);
+    QVERIFY(step);
+    QCOMPARE(step->skipped, 8);
+    QCOMPARE(step->kept, 32);
+    QCOMPARE(step->first_kept, 9LL);
+    QCOMPARE(step->last_kept, 40LL);
+    QVERIFY(std::abs(step->step_s - 1.22685) < 1e-9);
+    QVERIFY(step->fastest_s <= step->step_s && step->step_s <= step->slowest_s);
+
+    MegatronTarget target;
+    target.gpus = log->world_size;
+    target.vocab = static_cast<int>(log->tokenizer_vocab);
+    auto from_log = launchFromArguments(log->arguments, target);
+    QVERIFY2(from_log, from_log ? "" : from_log.error().message.c_str());
+    // The launch script that ran, with the vocabulary the run padded: the same configuration.
+    target.gpus = 0;
+    auto from_script =
+        readMegatronLaunch(readSource("tests/data/megatron_h100_run/train_gpt_1.7b.sh"), target);
+    QVERIFY2(from_script, from_script ? "" : from_script.error().message.c_str());
+    QCOMPARE(planOf(from_log->translation.row).dump(), planOf(from_script->translation.row).dump());
+    const json &model = from_log->translation.row["model"];
+    QCOMPARE(model["attention"].get<std::string>(), std::string("materialized"));
+    QCOMPARE(model["vocab"].get<int>(), 131072);
+    QCOMPARE(from_log->translation.row["mesh"]["gpus_per_node"].get<int>(), 1);
+    // The fusions the run turned off are named; the defaults of features it does not use are
+    // not (no rotary embeddings: no --no-rope-fusion; no experts: no --moe-* settings).
+    std::string unpriced;
+    for (const auto &line : from_log->translation.not_priced)
+      unpriced += line + "\n";
+    QVERIFY2(unpriced.find("--no-gradient-accumulation-fusion") != std::string::npos,
+             unpriced.c_str());
+    QVERIFY2(unpriced.find("--no-masked-softmax-fusion") != std::string::npos, unpriced.c_str());
+    QVERIFY2(unpriced.find("rope") == std::string::npos, unpriced.c_str());
+    QVERIFY2(unpriced.find("--moe") == std::string::npos, unpriced.c_str());
+
+    // The second run: two sequences a microbatch.
+    auto mbs2 =
+        parseMegatronLog(readSource("tests/data/megatron_h100_run/train_gpt_1.7b_mbs2.log"));
+    QVERIFY(mbs2);
+    QCOMPARE(mbs2->iterations.size(), std::size_t{30});
+    QVERIFY(std::abs(measuredStep(*mbs2)->step_s - 1.50315) < 1e-9);
+    target.gpus = mbs2->world_size;
+    auto read2 = launchFromArguments(mbs2->arguments, target);
+    QVERIFY(read2);
+    QCOMPARE(read2->translation.row["model"]["microbatch_size"].get<int>(), 2);
+  }
+
+  // What a log's block says, line by line: launcher prefixes, lists, enums, flags turned off;
+  // and what it cannot say.
+  void logBlocksAndTheirFaults() {
+    const std::string block =
+        "[rank0]: ------------------------ arguments ------------------------\n"
+        "[rank0]:   num_layers ...................................... 4\n"
+        "[rank0]:   hidden_size ..................................... 1024\n"
+        "  num_attention_heads ............................. 16\n"
+        "  seq_length ...................................... 2048\n"
+        "  vocab_size ...................................... 1000\n"
+        "  tokenizer_type .................................. NullTokenizer\n"
+        "  recompute_modules ............................... ['core_attn', 'mlp']\n"
+        "  recompute_granularity ........................... selective\n"
+        "  attention_backend ............................... AttnBackend.flash\n"
+        "  add_bias_linear ................................. False\n"
+        "  swiglu .......................................... True\n"
+        "  num_experts ..................................... None\n"
+        "  moe_router_topk ................................. 2\n"
+        "  world_size ...................................... 16\n"
+        "  encoder_num_layers .............................. 4\n"
+        "-------------------- end of arguments ---------------------\n";
+    auto log = parseMegatronLog(block + " iteration        1/      10 | elapsed time per "
+                                        "iteration (ms): 900.5 |\n");
+    QVERIFY2(log, log ? "" : log.error().message.c_str());
+    QCOMPARE(log->world_size, 16);
+    const auto value = [&](const std::string &name) -> std::optional<std::string> {
+      for (const auto &argument : log->arguments.arguments)
+        if (argument.name == name) return argument.value;
+      return std::nullopt;
+    };
+    QCOMPARE(value("--num-layers"), std::optional<std::string>("4"));
+    QCOMPARE(value("--hidden-size"), std::optional<std::string>("1024"));
+    QCOMPARE(value("--recompute-modules"), std::optional<std::string>("core_attn mlp"));
+    QCOMPARE(value("--attention-backend"), std::optional<std::string>("flash"));
+    QCOMPARE(value("--disable-bias-linear"), std::optional<std::string>(""));
+    QCOMPARE(value("--swiglu"), std::optional<std::string>(""));
+    QVERIFY(!value("--num-experts") && !value("--moe-router-topk"));
+    QVERIFY(!value("--encoder-num-layers") && !value("--world-size"));
+    MegatronTarget target;
+    target.gpus = log->world_size;
+    auto read = launchFromArguments(log->arguments, target);
+    QVERIFY2(read, read ? "" : read.error().message.c_str());
+    QVERIFY(!read->translation.row["model"]["linear_biases"].get<bool>());
+    QVERIFY(read->translation.row["model"]["gated_mlp"].get<bool>());
+    // One iteration line is no step.
+    auto step = measuredStep(*log);
+    QVERIFY(!step);
+    QVERIFY2(step.error().message.find("--step-time") != std::string::npos,
+             step.error().message.c_str());
+    // A block cut short, and none at all.
+    auto cut = parseMegatronLog(block.substr(0, block.find("-------------------- end")));
+    QVERIFY(!cut);
+    QVERIFY2(cut.error().message.find("does not end") != std::string::npos,
+             cut.error().message.c_str());
+    QVERIFY(!parseMegatronLog("iteration 1/ 2 | elapsed time per iteration (ms): 3\n"));
+  }
+
   // A launch's name is its file's, without the launch files' extensions.
   void launchesAreNamedAfterTheirFiles() {
     QCOMPARE(launchName("tests/gpt3_7b_tp4_pp1_memory_speed.model_config.yaml"),
              std::string("gpt3_7b_tp4_pp1_memory_speed"));
     QCOMPARE(launchName("/runs/train_llama.sh"), std::string("train_llama"));
+    QCOMPARE(launchName("/runs/train_llama.log"), std::string("train_llama"));
     QCOMPARE(launchName("-"), std::string("-"));
     QCOMPARE(launchName("/runs/.sh"), std::string(".sh"));
   }
