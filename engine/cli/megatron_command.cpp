@@ -158,18 +158,11 @@ int runMegatron(const std::vector<std::string> &args) {
   if (!text) return fail(text.error().message);
   // A training log: its arguments block is the launch, and its iteration lines the measured step.
   std::optional<MegatronLog> log;
+  auto read = readMegatronLaunchOrLog(*text, target, &log);
+  if (!read) return fail(path + ": " + read.error().message);
   std::optional<MegatronLogStep> logged_step;
   std::string log_step_problem;
-  if (looksLikeMegatronLog(*text)) {
-    auto parsed_log = parseMegatronLog(*text);
-    if (!parsed_log) return fail(path + ": " + parsed_log.error().message);
-    log = std::move(*parsed_log);
-    if (!target.gpus) target.gpus = log->world_size;
-    if (!target.vocab && log->tokenizer_vocab > 0) {
-      target.vocab = static_cast<int>(log->tokenizer_vocab);
-      target.vocab_source = "the tokenizer's size the log gives, \"padded vocab (size: " +
-                            std::to_string(log->tokenizer_vocab) + ")\"";
-    }
+  if (log) {
     if (auto measured = measuredStep(*log))
       logged_step = *measured;
     else
@@ -180,8 +173,6 @@ int runMegatron(const std::vector<std::string> &args) {
     return fail("megatron: --add-row needs the run's measured step: --step-time S (seconds per "
                 "iteration; Megatron-LM logs it as \"elapsed time per iteration (ms)\")" +
                 (log_step_problem.empty() ? std::string() : ", as " + log_step_problem));
-  auto read = log ? launchFromArguments(log->arguments, target) : readMegatronLaunch(*text, target);
-  if (!read) return fail(path + ": " + read.error().message);
   const MegatronArguments &launch = read->arguments;
   const MegatronTranslation &translation = read->translation;
   ValidationCase &configuration = read->configuration;

@@ -251,4 +251,21 @@ Result<MegatronLogStep> measuredStep(const MegatronLog &log) {
   return step;
 }
 
+Result<MegatronLaunch> readMegatronLaunchOrLog(std::string_view text, MegatronTarget target,
+                                               std::optional<MegatronLog> *log) {
+  if (log) log->reset();
+  if (!looksLikeMegatronLog(text)) return readMegatronLaunch(text, target);
+  auto parsed = parseMegatronLog(text);
+  if (!parsed) return parsed.error();
+  if (target.gpus <= 0) target.gpus = parsed->world_size;
+  if (target.vocab <= 0 && parsed->tokenizer_vocab > 0) {
+    target.vocab = static_cast<int>(parsed->tokenizer_vocab);
+    target.vocab_source = "the tokenizer's size the log gives, \"padded vocab (size: " +
+                          std::to_string(parsed->tokenizer_vocab) + ")\"";
+  }
+  auto launch = launchFromArguments(parsed->arguments, target);
+  if (launch && log) *log = std::move(*parsed);
+  return launch;
+}
+
 } // namespace pipescope

@@ -7,6 +7,7 @@
 // dummy tokens (new size: M)"), and on its last rank one line per --log-interval iterations with
 // "iteration  I/ T | ... | elapsed time per iteration (ms): X | ..." (megatron/training/
 // training.py, training_log). A log of several starts (a job restarted) is read from its last.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,5 +53,12 @@ struct MegatronLogStep {
 };
 /// Errors: fewer than two logged iteration lines, naming what to do.
 Result<MegatronLogStep> measuredStep(const MegatronLog &log);
+
+/// A launch file or a training log, whichever `text` is (what `pipescope megatron FILE` and the
+/// explorer's File > Open Megatron-LM launch read): a log's world size and padded vocabulary
+/// fill what `target` leaves at 0. `log`, when given, receives the log (left empty for a
+/// launch file).
+Result<MegatronLaunch> readMegatronLaunchOrLog(std::string_view text, MegatronTarget target,
+                                               std::optional<MegatronLog> *log = nullptr);
 
 } // namespace pipescope

@@ -12,8 +12,10 @@
 
 #include "engine/json_io.h"
 #include "engine/model/megatron_args.h"
+#include "engine/model/megatron_log.h"
 #include "engine/output_file.h"
 #include "engine/trace_file.h"
+#include "gui/explorer/labels.h"
 #include "gui/timeline/svg_export.h"
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/run_panel.h"
@@ -82,7 +84,8 @@ bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
   MegatronTarget target;
   target.gpus = gpus;
   target.name = launchName(path.toStdString());
-  auto launch = readMegatronLaunch(*text, target);
+  std::optional<MegatronLog> log;
+  auto launch = readMegatronLaunchOrLog(*text, target, &log);
   if (!launch) {
     emit failed(path + QStringLiteral(": ") + QString::fromStdString(launch.error().message));
     return false;
@@ -91,14 +94,21 @@ bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
   QStringList unpriced;
   for (const auto &line : launch->translation.not_priced)
     unpriced << QString::fromStdString(line.substr(0, line.find(':')));
-  emit message(tr("Opened the Megatron-LM launch %1 on %2 GPUs: %3 of Megatron's defaults "
-                  "taken%4 (pipescope megatron lists them)")
-                   .arg(path)
-                   .arg(launch->configuration.mesh.worldSize())
+  // A log also says what a step took.
+  QString measured;
+  if (log)
+    if (auto step = measuredStep(*log))
+      measured = tr("; the log measured %1 a step").arg(formatDuration(step->step_s * 1e6));
+  const int world = launch->configuration.mesh.worldSize();
+  emit message(tr("Opened the Megatron-LM %1 %2 on %3: %4 of Megatron's defaults taken%5 "
+                  "(pipescope megatron lists them)%6")
+                   .arg(log ? tr("log") : tr("launch"), path,
+                        world == 1 ? tr("1 GPU") : tr("%1 GPUs").arg(world))
                    .arg(launch->translation.assumed.size())
                    .arg(unpriced.isEmpty()
                             ? QString()
-                            : tr("; not priced: %1").arg(unpriced.join(QStringLiteral(", ")))),
+                            : tr("; not priced: %1").arg(unpriced.join(QStringLiteral(", "))),
+                        measured),
                kMessageMs);
   return true;
 }
@@ -106,6 +116,10 @@ bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
 int DocumentActions::launchGpus(const QString &path) {
   auto text = readTextFile(path.toStdString());
   if (!text) return 0;
+  if (looksLikeMegatronLog(*text)) {
+    auto log = parseMegatronLog(*text);
+    return log ? log->world_size : 0;
+  }
   auto arguments = parseMegatronArguments(*text);
   return arguments ? torchrunWorldSize(*arguments) : 0;
 }
@@ -300,16 +314,16 @@ void DocumentActions::addToMenu(QMenu *file, QWidget *shortcut_owner) {
   add(tr("Open &Megatron-LM launch\u2026"), QKeySequence(), [this, dialogs] {
     const QString path = QFileDialog::getOpenFileName(
         dialogs,
-        tr("Open Megatron-LM launch: a training script, a command line or a CI "
-           "model_config.yaml"),
-        QString(), tr("Launches (*.sh *.yaml *.yml *.txt);;All files (*)"));
+        tr("Open Megatron-LM launch: a training script, a command line, a CI "
+           "model_config.yaml or a training log"),
+        QString(), tr("Launches and logs (*.sh *.yaml *.yml *.txt *.log);;All files (*)"));
     if (path.isEmpty()) return;
     const int from_file = launchGpus(path);
     bool ok = false;
     const int gpus = QInputDialog::getInt(
         dialogs, tr("GPUs of the launch"),
         tr("World size (GPUs) the launch runs on%1:")
-            .arg(from_file > 0 ? tr(" (torchrun's, from the file)") : QString()),
+            .arg(from_file > 0 ? tr(" (from the file: torchrun's, or the log's)") : QString()),
         from_file > 0 ? from_file : 8, 1, kMaxWorldSize, 1, &ok);
     if (ok) openMegatronLaunch(path, gpus);
   });

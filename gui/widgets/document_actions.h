@@ -45,15 +45,17 @@ public:
 
   /// Loads a plan file and emits planOpened; false (failed emitted) when it cannot be read.
   bool openPlan(const QString &path);
-  /// Reads a Megatron-LM launch (a training script, a command line or a CI model_config.yaml;
-  /// engine/model/megatron_args.h) on `gpus` GPUs (0: torchrun's, from the file) as a plan and
-  /// emits planOpened; the status line counts the Megatron defaults taken and names the
-  /// arguments not priced. False (failed emitted, nothing changed) when it cannot be read.
+  /// Reads a Megatron-LM launch (a training script, a command line, a CI model_config.yaml or
+  /// a training log; engine/model/megatron_args.h, megatron_log.h) on `gpus` GPUs (0: torchrun's
+  /// or the log's, from the file) as a plan and emits planOpened; the status line counts the
+  /// Megatron defaults taken, names the arguments not priced and gives a log's measured step.
+  /// False (failed emitted, nothing changed) when it cannot be read.
   bool openMegatronLaunch(const QString &path, int gpus);
   /// Adds a hardware file to the hardware box and selects it (ControlsPanel::addHardwareFile);
   /// false (failed emitted, nothing changed) when it does not load.
   bool openHardwareFile(const QString &path);
-  /// GPUs the launch's torchrun line gives (--nproc-per-node × --nnodes), 0 if none.
+  /// GPUs the launch's torchrun line gives (--nproc-per-node × --nnodes) or a log's world size,
+  /// 0 if none.
   static int launchGpus(const QString &path);
   bool savePlanTo(const QString &path);
   bool exportPng(const QString &path);

@@ -387,6 +387,23 @@ private slots:
     QVERIFY2(window.errorMessage().contains(QStringLiteral("TP 3")),
              qPrintable(window.errorMessage()));
     QCOMPARE(window.snapshot()->plan.request.pp, 4); // still the launch opened before
+
+    // A training log opens as its run: the log's world size, and its measured step said.
+    const QString log = QStringLiteral(PIPESCOPE_TEST_DATA "/megatron_h100_run/train_gpt_1.7b.log");
+    QCOMPARE(DocumentActions::launchGpus(log), 1);
+    QSignalSpy said(window.documents(), &DocumentActions::message);
+    QVERIFY(window.documents()->openMegatronLaunch(log, 0));
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    QCOMPARE(window.snapshot()->plan.model->model.layers, 24);
+    QCOMPARE(window.snapshot()->plan.model->model.vocab, 131072);
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 8);
+    QVERIFY(!said.isEmpty());
+    const QString text = said.back().front().toString();
+    QVERIFY2(text.contains(QStringLiteral("Megatron-LM log")) &&
+                 text.contains(QStringLiteral("on 1 GPU: ")) &&
+                 text.endsWith(QStringLiteral("; the log measured 1.227 s a step")),
+             qPrintable(text));
   }
 
   // Every shipped published run opens in the explorer and shows the table's error: the 1T
