@@ -89,7 +89,8 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
       tr("Runs that someone measured and published, each with its source "
          "(docs/validation.md). pipescope predicts each with the shipped preset of its GPU type; "
          "open one to see it in the explorer as it was run, then vary it. Add runs file adds "
-         "your own runs (pipescope megatron LAUNCH --step-time S --add-row FILE writes them)."),
+         "your own runs (pipescope megatron TRAIN.log --add-row FILE writes them from a "
+         "Megatron-LM log, or LAUNCH --step-time S from a launch)."),
       this);
   intro->setWordWrap(true);
   layout->addWidget(intro);
@@ -131,10 +132,8 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
                             "use it in the explorer"));
   calibrate_->setEnabled(false);
   connect(calibrate_, &QPushButton::clicked, this, [this] {
-    const int s = tree_->currentItem() ? tree_->currentItem()->data(kRun, kSetRole).toInt() : -1;
-    const int file = s - (static_cast<int>(sets_.size()) - static_cast<int>(runs_files_.size()));
-    if (file < 0) return;
-    const QString runs = runs_files_[static_cast<std::size_t>(file)];
+    const QString runs = currentRunsFile();
+    if (runs.isEmpty()) return;
     const QString path = QFileDialog::getSaveFileName(
         this, tr("Save the calibrated hardware file"),
         QFileInfo(runs).dir().filePath(QFileInfo(runs).completeBaseName() +
@@ -144,6 +143,11 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
     if (auto fit = calibrateRunsFile(runs, path); !fit)
       details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
   });
+  remove_ = buttons->addButton(tr("Remove runs file"), QDialogButtonBox::ActionRole);
+  remove_->setObjectName(QStringLiteral("remove_runs_file"));
+  remove_->setToolTip(tr("Take the selected runs file off this list (the file itself stays)"));
+  remove_->setEnabled(false);
+  connect(remove_, &QPushButton::clicked, this, [this] { removeRunsFile(currentRunsFile()); });
   open_ = buttons->addButton(tr("Open"), QDialogButtonBox::AcceptRole);
   open_->setEnabled(false);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -179,6 +183,7 @@ PublishedRunsDialog::~PublishedRunsDialog() = default;
 void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set) {
   const int s = static_cast<int>(sets_.size());
   sets_.push_back(set);
+  set_files_.emplace_back(); // a runs file's path, set by addRunsFile
   auto *set_item = new QTreeWidgetItem(tree_);
   set_item->setText(kRun, QString::fromStdString(set->title));
   set_item->setToolTip(kRun, QString::fromStdString(set->source));
@@ -241,6 +246,7 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
   runs_files_.push_back(absolute);
   rememberRunsFiles();
   addSet(std::make_shared<const ValidationSet>(std::move(*set)));
+  set_files_.back() = absolute;
   QTreeWidgetItem *set_item = tree_->topLevelItem(tree_->topLevelItemCount() - 1);
   set_item->setExpanded(true);
   if (!empty) tree_->setCurrentItem(set_item->child(0));
@@ -251,15 +257,14 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
 Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_path,
                                                            const QString &save_path) {
   const QString absolute = QFileInfo(runs_path).absoluteFilePath();
-  const auto at = std::find(runs_files_.begin(), runs_files_.end(), absolute);
-  if (at == runs_files_.end())
+  const int s = runsFileSet(absolute);
+  if (s < 0)
     return makeError(absolute.toStdString() + " is not a runs file of this list; add it first");
-  const std::size_t s =
-      sets_.size() - runs_files_.size() + static_cast<std::size_t>(at - runs_files_.begin());
-  const ValidationSet &set = *sets_[s];
+  const ValidationSet &set = *sets_[static_cast<std::size_t>(s)];
+  // As pipescope calibrate fits a set: its rows set aside left out.
   std::vector<FitRow> rows;
   for (const auto &row : set.cases)
-    rows.push_back({&row, set.name});
+    if (row.set_aside.empty()) rows.push_back({&row, set.name});
   auto base_name = commonHardwareName(rows);
   if (!base_name) return makeError(set.name + ": " + base_name.error().message);
   if (base_name->empty())
@@ -376,7 +381,9 @@ bool PublishedRunsDialog::select(const QString &set, const QString &id) {
   for (int s = 0; s < tree_->topLevelItemCount(); ++s) {
     QTreeWidgetItem *set_item = tree_->topLevelItem(s);
     const int index = set_item->data(kRun, kSetRole).toInt();
-    if (QString::fromStdString(sets_[static_cast<std::size_t>(index)]->name) != set) continue;
+    if (set_item->isHidden() ||
+        QString::fromStdString(sets_[static_cast<std::size_t>(index)]->name) != set)
+      continue;
     for (int c = 0; c < set_item->childCount(); ++c)
       if (set_item->child(c)->text(kRun) == id) {
         tree_->setCurrentItem(set_item->child(c));
@@ -387,12 +394,45 @@ bool PublishedRunsDialog::select(const QString &set, const QString &id) {
   return false;
 }
 
+int PublishedRunsDialog::runsFileSet(const QString &absolute) const {
+  for (std::size_t s = 0; s < set_files_.size(); ++s)
+    if (!absolute.isEmpty() && set_files_[s] == absolute &&
+        !tree_->topLevelItem(static_cast<int>(s))->isHidden())
+      return static_cast<int>(s);
+  return -1;
+}
+
+QString PublishedRunsDialog::currentRunsFile() const {
+  const int s = tree_->currentItem() ? tree_->currentItem()->data(kRun, kSetRole).toInt() : -1;
+  return s >= 0 ? set_files_[static_cast<std::size_t>(s)] : QString();
+}
+
+bool PublishedRunsDialog::removeRunsFile(const QString &path) {
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  const int s = runsFileSet(absolute);
+  if (s < 0) return false;
+  // The set's item is hidden rather than deleted: the items' set indices and the predictions
+  // still arriving for them stay as they are.
+  QTreeWidgetItem *set_item = tree_->topLevelItem(s);
+  if (set_item->isSelected() || tree_->currentItem() == set_item ||
+      (tree_->currentItem() && tree_->currentItem()->parent() == set_item))
+    tree_->setCurrentItem(nullptr);
+  set_item->setHidden(true);
+  runs_files_.erase(std::find(runs_files_.begin(), runs_files_.end(), absolute));
+  rememberRunsFiles();
+  details_->setText(
+      tr("Removed %1 from the list (the file itself is unchanged).").arg(absolute.toHtmlEscaped()));
+  return true;
+}
+
 void PublishedRunsDialog::showDetails() {
   const auto run = selected();
   open_->setEnabled(run.has_value());
-  // Calibrate applies to the runs files added here (the shipped sets fitted the presets).
-  const int s = tree_->currentItem() ? tree_->currentItem()->data(kRun, kSetRole).toInt() : -1;
-  calibrate_->setEnabled(s >= static_cast<int>(sets_.size() - runs_files_.size()));
+  // Calibrate and Remove apply to the runs files added here (the shipped sets fitted the
+  // presets, and stay).
+  const bool runs_file = !currentRunsFile().isEmpty();
+  calibrate_->setEnabled(runs_file);
+  remove_->setEnabled(runs_file);
   if (!run) {
     details_->clear();
     return;

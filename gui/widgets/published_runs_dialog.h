@@ -61,6 +61,9 @@ public:
   /// what changed and emits hardwareCalibrated. The error names what is missing (the file was
   /// not added, its rows run on several GPU types or have no measured step) or why it fails.
   Result<HardwareFit> calibrateRunsFile(const QString &runs_path, const QString &save_path);
+  /// Takes an added runs file off the list (and off the remembered ones); the file itself is
+  /// left as it is. False if it is not on the list.
+  bool removeRunsFile(const QString &path);
   QTreeWidget *tree() const { return tree_; }
 
 signals:
@@ -74,14 +77,20 @@ private:
   /// Keeps the runs files added in QSettings (with remember_runs_files).
   void rememberRunsFiles() const;
   void showDetails();
+  /// The set of the runs file at `absolute` still on the list, or -1.
+  int runsFileSet(const QString &absolute) const;
+  /// The runs file of the selected set or row; empty for a shipped set or no selection.
+  QString currentRunsFile() const;
 
   std::vector<std::shared_ptr<const ValidationSet>> sets_; ///< in the order of the tree
-  std::vector<QString> runs_files_;                        ///< the added files' paths
-  bool remember_runs_files_ = false;                       ///< the added files persist in QSettings
+  std::vector<QString> runs_files_;                        ///< the files on the list, in order
+  std::vector<QString> set_files_;   ///< per set, its runs file ("" for a shipped set)
+  bool remember_runs_files_ = false; ///< the added files persist in QSettings
   QTreeWidget *tree_ = nullptr;
   QLabel *details_ = nullptr;
   QPushButton *open_ = nullptr;
   QPushButton *calibrate_ = nullptr;
+  QPushButton *remove_ = nullptr;
   /// One prediction per row of each set, and whether they are shown yet.
   std::vector<QFutureWatcher<std::vector<PublishedPrediction>> *> watchers_;
   std::vector<bool> shown_;

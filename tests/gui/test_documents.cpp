@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QImage>
 #include <QLabel>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -255,6 +256,33 @@ private slots:
         dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
     QVERIFY2(details.contains(QStringLiteral("calibrated on 2 runs of my-runs")),
              qPrintable(details));
+
+    // Remove runs file: off the list and off the remembered files, the file itself unchanged;
+    // a shipped set has nothing to remove. Added again, it is listed again.
+    QVERIFY(!dialog.removeRunsFile(QStringLiteral("megatron-core-h100")));
+    QVERIFY(dialog.select(QStringLiteral("my-runs"), QStringLiteral("run-b")));
+    auto *remove = dialog.findChild<QPushButton *>(QStringLiteral("remove_runs_file"));
+    QVERIFY(remove && remove->isEnabled());
+    remove->click();
+    QVERIFY(dialog.tree()->topLevelItem(sets)->isHidden());
+    QVERIFY(!dialog.selected());
+    QVERIFY(!dialog.select(QStringLiteral("my-runs"), QStringLiteral("run-a")));
+    QVERIFY(!dialog.calibrateRunsFile(runs, hardware).ok());
+    QVERIFY(!dialog.removeRunsFile(runs));
+    QVERIFY(QFileInfo::exists(runs));
+    QVERIFY(dialog.select(QStringLiteral("megatron-core-h100"), QStringLiteral("gpt-70b")));
+    QVERIFY(!remove->isEnabled());
+    QVERIFY(dialog.addRunsFile(runs).ok());
+    QVERIFY(dialog.select(QStringLiteral("my-runs"), QStringLiteral("run-a")));
+    {
+      QSettings().clear();
+      PublishedRunsDialog remembering(nullptr, true);
+      QVERIFY(remembering.addRunsFile(runs).ok());
+      QVERIFY(remembering.removeRunsFile(runs));
+      QCOMPARE(QSettings().value(QStringLiteral("files/runs")).toStringList(), QStringList{});
+      remembering.waitForPredictions();
+    }
+    QSettings().clear();
   }
 
   void publishedRunOpensAsItRan() {
