@@ -28,7 +28,7 @@ using nlohmann::json;
 constexpr double kGiB = 1073741824.0;
 
 constexpr const char *kMegatronHelp =
-    R"(usage: pipescope megatron FILE [--gpus N] [--gpus-per-node N]
+    R"(usage: pipescope megatron FILE [MORE_LOGS...] [--gpus N] [--gpus-per-node N]
                           [--hardware H] [--vocab N] [--out PLAN] [--json]
                           [--step-time S [--add-row RUNS [--row-id ID]]]
 
@@ -43,7 +43,9 @@ input) is one of
   - a Megatron-LM training log (pretrain_gpt.py's output on its first rank): the arguments as the
     run resolved them, the vocabulary it padded, its world size, and its measured step, the
     median "elapsed time per iteration" of the logged lines after the first fifth (start-up,
-    allocation and compilation); --step-time overrides it.
+    allocation and compilation); --step-time overrides it. Megatron-LM prints the arguments on
+    its first rank and the iteration lines on its last: with one log per node, name them all
+    (MORE_LOGS), and the step comes from the one with the most iteration lines.
 Where the arguments are silent, Megatron-LM's own defaults apply (FFN 4h, LayerNorm, biases,
 learned positions, dropout 0.1, the vocabulary padded to 128 × TP, fp32 gradient reduction under
 bf16, no loss fusion) and the output lists each one taken. Arguments that change time or memory
@@ -126,10 +128,24 @@ int runMegatron(const std::vector<std::string> &args) {
       {"json"}, "megatron");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
-  if (a.positional().size() != 1)
-    return fail("megatron: name one file with the launch's arguments (a script, a command line "
-                "or a CI model_config.yaml; - for standard input)");
-  const std::string &path = a.positional().front();
+  if (a.positional().empty())
+    return fail("megatron: name one file with the launch's arguments (a script, a command line, "
+                "a CI model_config.yaml or a training log; - for standard input)");
+  // Several files: the logs of one run (one per node); the launch is the one with the arguments
+  // block, the step the one with the most iteration lines.
+  std::vector<std::string> texts;
+  for (const auto &file : a.positional()) {
+    currentActivity() = "reading " + file;
+    auto read_file = readTextFile(file);
+    if (!read_file) return fail(read_file.error().message);
+    texts.push_back(std::move(*read_file));
+  }
+  // The launch: the log with the arguments block, else the first file (a script or YAML).
+  const auto with_block = std::find_if(
+      texts.begin(), texts.end(), [](const std::string &t) { return looksLikeMegatronLog(t); });
+  const std::size_t main_file =
+      with_block == texts.end() ? 0 : static_cast<std::size_t>(with_block - texts.begin());
+  const std::string &path = a.positional()[main_file];
   MegatronTarget target;
   auto gpus = a.integer("gpus", 1, kMaxWorldSize);
   if (!gpus) return fail(gpus.error().message);
@@ -141,7 +157,7 @@ int runMegatron(const std::vector<std::string> &args) {
   target.gpus_per_node = per_node->value_or(0);
   target.vocab = vocab->value_or(0);
   target.hardware = a.text("hardware").value_or("h100-sxm");
-  target.name = launchName(a.positional().front());
+  target.name = launchName(path);
   if (const auto out = a.text("out"); out && *out == "-")
     return fail("megatron: --out - would mix the plan with the report; give a file name");
   auto given_step_time = a.number("step-time", 1e-6, 1e9);
@@ -153,17 +169,31 @@ int runMegatron(const std::vector<std::string> &args) {
   if (runs_path && *runs_path == "-")
     return fail("megatron: --add-row - would mix the runs file with the report; give a file name");
 
-  currentActivity() = "reading " + path;
-  auto text = readTextFile(path);
-  if (!text) return fail(text.error().message);
   // A training log: its arguments block is the launch, and its iteration lines the measured step.
   std::optional<MegatronLog> log;
-  auto read = readMegatronLaunchOrLog(*text, target, &log);
+  auto read = readMegatronLaunchOrLog(texts[main_file], target, &log);
   if (!read) return fail(path + ": " + read.error().message);
+  // The iteration lines: the log's own, or another file's with more (the last rank's log).
+  MegatronLog lines;
+  if (log) lines.iterations = log->iterations;
+  std::string step_file = path; // the file the step is read from
+  for (std::size_t f = 0; f < texts.size(); ++f)
+    if (f != main_file) {
+      auto iterations = megatronLogIterations(texts[f]);
+      if (iterations.size() > lines.iterations.size()) {
+        lines.iterations = std::move(iterations);
+        step_file = a.positional()[f];
+      }
+    }
+  if (texts.size() > 1 && lines.iterations.empty())
+    return fail("megatron: no file given has Megatron-LM's iteration lines (\"elapsed time per "
+                "iteration (ms)\"), which its last rank prints; name the run's logs, or give "
+                "one launch or log alone");
+  const bool logged = log || texts.size() > 1; // a measured step is looked for
   std::optional<MegatronLogStep> logged_step;
   std::string log_step_problem;
-  if (log) {
-    if (auto measured = measuredStep(*log))
+  if (logged) {
+    if (auto measured = measuredStep(lines))
       logged_step = *measured;
     else
       log_step_problem = measured.error().message;
@@ -183,10 +213,11 @@ int runMegatron(const std::vector<std::string> &args) {
   std::optional<double> step_error;
   if (step_time) step_error = (result->predicted_step_s - *step_time) / *step_time;
   // Where the measured step comes from, as the runs file's row and the report say it.
-  const bool step_from_log = log && logged_step && !*given_step_time;
+  const bool step_from_log = logged_step && !*given_step_time;
   std::string measured_how;
   if (step_from_log)
-    measured_how = "the median of iterations " + std::to_string(logged_step->first_kept) + "-" +
+    measured_how = (step_file != path ? step_file + ": " : std::string()) +
+                   "the median of iterations " + std::to_string(logged_step->first_kept) + "-" +
                    std::to_string(logged_step->last_kept) + " (" +
                    std::to_string(logged_step->kept) + " logged lines, " +
                    fixed(logged_step->fastest_s, 3) + "-" + fixed(logged_step->slowest_s, 3) +
@@ -232,7 +263,8 @@ int runMegatron(const std::vector<std::string> &args) {
     if (step_error) {
       out["measured"] = {{"step_time_s", *step_time}};
       if (step_from_log)
-        out["measured"]["from_log"] = {{"iterations", logged_step->kept},
+        out["measured"]["from_log"] = {{"file", step_file},
+                                       {"iterations", logged_step->kept},
                                        {"first_iteration", logged_step->first_kept},
                                        {"last_iteration", logged_step->last_kept},
                                        {"left_out", logged_step->skipped},
@@ -281,7 +313,7 @@ int runMegatron(const std::vector<std::string> &args) {
     std::cout << "\nnot read (" << translation.not_read.size()
               << "; logging, data, optimizer hyper-parameters, checkpoints and the like): "
               << listText(translation.not_read) << '\n';
-  if (log && !logged_step && !*given_step_time)
+  if (logged && !logged_step && !*given_step_time)
     std::cout << "\nno measured step: " << log_step_problem << '\n';
   std::cout << "\nprediction on " << target.hardware << ": step "
             << fixed(result->predicted_step_s, 3) << " s, " << number(report.tokens_per_s)

@@ -204,16 +204,21 @@ Result<MegatronLog> parseMegatronLog(std::string_view text) {
   log.arguments = blockArguments(block);
   log.arguments.scripts.emplace_back("pretrain_gpt.py"); // the block is pretrain_gpt.py's form
 
-  std::string_view rest = text.substr(block_end);
-  while (!rest.empty()) {
-    const auto eol = rest.find('\n');
-    const std::string_view line = rest.substr(0, eol);
-    rest.remove_prefix(eol == std::string_view::npos ? rest.size() : eol + 1);
-    if (const auto at = line.find(kPaddedVocab); at != std::string_view::npos) {
-      const long long vocab = leadingNumber(line.substr(at + kPaddedVocab.size()));
-      if (vocab > 0 && vocab <= (1 << 30)) log.tokenizer_vocab = vocab;
-      continue;
-    }
+  const std::string_view rest = text.substr(block_end);
+  if (const auto at = rest.find(kPaddedVocab); at != std::string_view::npos) {
+    const long long vocab = leadingNumber(rest.substr(at + kPaddedVocab.size()));
+    if (vocab > 0 && vocab <= (1 << 30)) log.tokenizer_vocab = vocab;
+  }
+  log.iterations = megatronLogIterations(rest);
+  return log;
+}
+
+std::vector<MegatronLogIteration> megatronLogIterations(std::string_view text) {
+  std::vector<MegatronLogIteration> iterations;
+  while (!text.empty()) {
+    const auto eol = text.find('\n');
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
     const auto elapsed = line.find(kElapsed);
     if (elapsed == std::string_view::npos) continue;
     std::string_view number = trimmedView(line.substr(elapsed + kElapsed.size()));
@@ -223,9 +228,9 @@ Result<MegatronLog> parseMegatronLog(std::string_view text) {
     long long iteration = 0;
     if (const auto it = line.find("iteration "); it != std::string_view::npos && it < elapsed)
       iteration = leadingNumber(line.substr(it + 10));
-    log.iterations.push_back({std::max(0LL, iteration), ms});
+    iterations.push_back({std::max(0LL, iteration), ms});
   }
-  return log;
+  return iterations;
 }
 
 Result<MegatronLogStep> measuredStep(const MegatronLog &log) {
@@ -233,8 +238,9 @@ Result<MegatronLogStep> measuredStep(const MegatronLog &log) {
   if (logged < 2)
     return makeError("the log has " + std::to_string(logged) + " iteration line" +
                      (logged == 1 ? "" : "s") +
-                     " (\"elapsed time per iteration (ms)\") after its arguments; a step needs "
-                     "two or more: let the run log more iterations, or give --step-time S");
+                     " (\"elapsed time per iteration (ms)\"); a step needs two or more: let "
+                     "the run log more iterations, name its last rank's log too (Megatron-LM "
+                     "prints them there), or give --step-time S");
   MegatronLogStep step;
   step.skipped = std::max(1, logged / 5);
   std::vector<double> kept;

@@ -37,6 +37,11 @@ struct MegatronLog {
   std::vector<MegatronLogIteration> iterations;
 };
 
+/// The "elapsed time per iteration" lines anywhere in `text`, in order: a log of another rank
+/// of the same run (Megatron-LM prints the arguments on its first rank, the iteration lines on
+/// its last; with one log per node they are in different files).
+std::vector<MegatronLogIteration> megatronLogIterations(std::string_view text);
+
 /// Whether `text` holds a Megatron-LM arguments block.
 bool looksLikeMegatronLog(std::string_view text);
 

@@ -347,6 +347,37 @@ private slots:
     QVERIFY(fit["after"]["mean_abs_step_error"].get<double>() <
             fit["before"]["mean_abs_step_error"].get<double>());
 
+    // One log per node: the arguments on the first rank's, the iteration lines on the last
+    // rank's; named together, in either order, or beside the launch script.
+    QFile source(logs + "train_gpt_1.7b.log");
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    QByteArray first_rank, last_rank;
+    for (const QByteArray &line : source.readAll().split('\n'))
+      (line.contains("elapsed time per iteration") ? last_rank : first_rank) += line + '\n';
+    QFile first_file(path("rank0.log")), last_file(path("rank15.log"));
+    QVERIFY(first_file.open(QIODevice::WriteOnly) && last_file.open(QIODevice::WriteOnly));
+    first_file.write(first_rank);
+    last_file.write(last_rank);
+    first_file.close();
+    last_file.close();
+    for (const QStringList &files : {QStringList{path("rank15.log"), path("rank0.log")},
+                                     QStringList{logs + "train_gpt_1.7b.sh", path("rank15.log")}}) {
+      const json split = runJson(QStringList{"megatron"} + files + QStringList{"--json"});
+      QVERIFY(std::abs(split["measured"]["step_time_s"].get<double>() - 1.22685) < 1e-9);
+      QCOMPARE(split["measured"]["from_log"]["file"].get<std::string>(),
+               path("rank15.log").toStdString());
+    }
+    const Run alone = pipescope({"megatron", path("rank0.log"), "--add-row", path("x.json")});
+    QCOMPARE(alone.exit_code, 2);
+    QVERIFY2(alone.err.contains(QStringLiteral("name its last rank's log too")),
+             qPrintable(alone.err));
+    const Run two_launches =
+        pipescope({"megatron", logs + "train_gpt_1.7b.sh", logs + "train_gpt_1.7b_mbs2.sh"});
+    QCOMPARE(two_launches.exit_code, 2);
+    QVERIFY2(two_launches.err.contains(QStringLiteral("no file given has Megatron-LM's iteration "
+                                                      "lines")),
+             qPrintable(two_launches.err));
+
     // --step-time wins over the log's own.
     const json given =
         runJson({"megatron", logs + "train_gpt_1.7b.log", "--step-time", "1.5", "--json"});
