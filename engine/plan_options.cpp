@@ -61,6 +61,12 @@ std::span<const PlanOption> planOptions() {
       {"no-swiglu-fusion", nullptr,
        "A gated MLP's SwiGLU as eager PyTorch keeps it (silu's output too: 8 bytes x ffn a "
        "token, torchtitan) instead of Megatron's fused SwiGLU (6) (with --model)."},
+      {"no-gradient-accumulation-fusion", nullptr,
+       "Each weight gradient added into the gradient buffer by a separate kernel every "
+       "microbatch, as Megatron-LM runs without Apex or Transformer Engine (with --model)."},
+      {"no-masked-softmax-fusion", nullptr,
+       "Materialized attention's causal mask as its own pass over the scores, forward and "
+       "backward, as Megatron-LM's unfused softmax runs it (with --model)."},
       {"tp-comm-overlap", nullptr,
        "Overlap the TP all-gathers and reduce-scatters with their GEMMs (Megatron's "
        "--tp-comm-overlap; needs --seq-parallel) (with --model)."},
@@ -269,6 +275,9 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
     if (a.has("tp-backward-overlap")) setup.training.tp_backward_overlap = true;
     if (a.has("fp32-gradients")) setup.training.fp32_gradients = true;
     if (a.has("no-swiglu-fusion")) setup.training.swiglu_fusion = false;
+    if (a.has("no-gradient-accumulation-fusion"))
+      setup.training.gradient_accumulation_fusion = false;
+    if (a.has("no-masked-softmax-fusion")) setup.training.masked_softmax_fusion = false;
     auto imbalance = a.number("expert-imbalance", 1, 1e6);
     if (!imbalance) return imbalance.error();
     if (*imbalance) setup.training.expert_load_imbalance = **imbalance;
@@ -295,12 +304,27 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
       return status.error();
     plan.model = std::move(setup);
   } else {
-    for (const char *name :
-         {"recompute", "recompute-modules", "zero1", "zero-stage", "seq-parallel", "balance",
-          "overlap-dp", "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients",
-          "no-swiglu-fusion", "expert-imbalance", "cross-entropy", "moe-dispatcher",
-          "moe-dispatcher-sms", "moe-layer-host-us", "collective-algorithm", "gemm-precision",
-          "fp8"})
+    for (const char *name : {"recompute",
+                             "recompute-modules",
+                             "zero1",
+                             "zero-stage",
+                             "seq-parallel",
+                             "balance",
+                             "overlap-dp",
+                             "tp-comm-overlap",
+                             "tp-backward-overlap",
+                             "fp32-gradients",
+                             "no-swiglu-fusion",
+                             "no-gradient-accumulation-fusion",
+                             "no-masked-softmax-fusion",
+                             "expert-imbalance",
+                             "cross-entropy",
+                             "moe-dispatcher",
+                             "moe-dispatcher-sms",
+                             "moe-layer-host-us",
+                             "collective-algorithm",
+                             "gemm-precision",
+                             "fp8"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

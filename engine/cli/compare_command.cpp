@@ -325,9 +325,11 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
               << *save_plan << " predicts it again; the explorer opens it)\n";
   if (only_row) return 0;
-  std::cout << (markdown ? "\n" : "") << "iteration time over " << steps.runs
-            << " runs: mean |error| " << percentText(steps.mean()) << ", worst "
-            << percentText(steps.worst) << '\n';
+  // A set that checks memory only has no time figures to give.
+  if (steps.runs > 0)
+    std::cout << (markdown ? "\n" : "") << "iteration time over " << steps.runs
+              << " runs: mean |error| " << percentText(steps.mean()) << ", worst "
+              << percentText(steps.worst) << '\n';
   if (by_set.size() > 1)
     for (const auto &[name, summary] : by_set)
       std::cout << (markdown ? "- " : "  ") << name << ": " << summary.runs

@@ -71,6 +71,9 @@ model (derives every cost from the model, hardware and mesh):
   --tp-backward-overlap (column-parallel layers' backward TP collectives beside their GEMMs,
   Megatron-LM since 2021) --fp32-gradients (gradients accumulated and reduced in fp32)
   --no-swiglu-fusion (a gated MLP keeps silu's output too, as eager PyTorch does)
+  --no-gradient-accumulation-fusion (each weight's gradient added into its buffer by a kernel
+  of its own every microbatch) --no-masked-softmax-fusion (materialized attention's mask as a
+  pass of its own, forward and backward), as Megatron-LM runs without Apex or TE
 )" + std::string(kLayoutHelp) + R"(output:
   --json                   one JSON object instead of the text summary
   --ops                    with --json: every op with its start and end

@@ -388,6 +388,14 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
     work.add(std::move(scores));
     const double score_elements = b * heads * s * keys;
     work.add(memoryOp("softmax", 2 * dt * score_elements, 3 * dt * score_elements, hardware, true));
+    // Unfused (--no-masked-softmax-fusion), the causal mask is a masked_fill of its own over the
+    // scores, read and written, and its backward another: two 16-bit passes beside the softmax
+    // kernels, as one H100's profile of Megatron-LM's local layers shows (two elementwise
+    // kernels per layer and microbatch over the scores; docs/measurements/
+    // megatron-h100-local.md).
+    if (shape.unfused_softmax)
+      work.add(memoryOp("attention_mask", 2 * dt * score_elements, 2 * dt * score_elements,
+                        hardware, true));
     if (m.dropout)
       work.add(memoryOp("attention_dropout", (2 * dt + mask) * score_elements,
                         (2 * dt + mask) * score_elements, hardware, true));
@@ -412,7 +420,16 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
                     (2 * dt + mask) * hidden_elements, hardware));
   if (shape.fp8_gemms)
     work.add(fp8QuantizeOp("fp8_quantize", quantized_forward, quantized_backward, hardware));
+  if (shape.gradient_add_bytes > 0 && shape.params > 0)
+    work.add(gradientAccumulationOp(shape.params, shape.gradient_add_bytes, hardware));
   return work;
+}
+
+LayerOp gradientAccumulationOp(double params, double bytes_per_param,
+                               const HardwareSpec &hardware) {
+  LayerOp op = memoryOp("gradient_accumulation", 0, 0, hardware);
+  op.weight_grad_us = memoryBoundUs(params * bytes_per_param, hardware);
+  return op;
 }
 
 PartWork embeddingWork(const ModelSpec &m, const HardwareSpec &hardware, const LayerShape &shape,

@@ -70,6 +70,14 @@ struct LayerShape {
   /// hidden state), attention output, MLP up and down, and the input-grad of attention output
   /// and MLP down. 1: whole GEMMs.
   int tp_overlap_chunks = 1;
+  /// Bytes per parameter of the separate gradient add each microbatch when the gradient-
+  /// accumulation fusion is off (TrainingSetup::gradient_accumulation_fusion): the 16-bit
+  /// gradient read, the buffer read and written. 0: fused, nothing beyond the GEMM. With it
+  /// the layer's parameters on this rank (`params`), whose W pass the add joins.
+  double gradient_add_bytes = 0;
+  double params = 0;
+  /// Materialized attention's mask as its own pass (TrainingSetup::masked_softmax_fusion off).
+  bool unfused_softmax = false;
 };
 
 /// The GEMMs beside a layer's four SP collectives, which TP overlap hides the collectives
@@ -98,6 +106,10 @@ inline constexpr double kFp8QuantizeBytesPerElement = 6;
 /// `elements_backward` output-gradient elements in the input-grad pass (one op per part).
 LayerOp fp8QuantizeOp(std::string name, double elements_forward, double elements_backward,
                       const HardwareSpec &hardware);
+
+/// The separate gradient add of `params` parameters in the W pass (LayerShape::
+/// gradient_add_bytes per parameter), when the gradient-accumulation fusion is off.
+LayerOp gradientAccumulationOp(double params, double bytes_per_param, const HardwareSpec &hardware);
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
                               const LayerShape &shape);

@@ -444,8 +444,6 @@ Result<MegatronArguments> parseShell(std::string_view text) {
 const std::map<std::string, std::string> &unpricedArguments() {
   static const std::map<std::string, std::string> what = {
       {"--deterministic-mode", "deterministic kernels, slower than the default ones"},
-      {"--no-gradient-accumulation-fusion",
-       "weight gradients accumulated by a separate add, not in the GEMM"},
       {"--cuda-graph-impl", "CUDA graphs: less host time per layer"},
       {"--cuda-graph-scope", "CUDA graphs: less host time per layer"},
       {"--enable-cuda-graph", "CUDA graphs: less host time per layer"},
@@ -461,7 +459,6 @@ const std::map<std::string, std::string> &unpricedArguments() {
       {"--no-rope-fusion", "rotary embeddings as unfused PyTorch ops"},
       {"--no-bias-gelu-fusion", "GeLU as unfused PyTorch ops"},
       {"--no-bias-dropout-fusion", "dropout and residual as unfused PyTorch ops"},
-      {"--no-masked-softmax-fusion", "softmax as unfused PyTorch ops"},
       {"--no-overlap-p2p-communication", "pipeline sends and receives not overlapped"},
       {"--moe-router-dtype", "the router in fp32"},
       {"--moe-aux-loss-coeff", "the load-balancing loss (a few small kernels)"},
@@ -1031,6 +1028,11 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   training["fp32_gradients"] = grads_fp32;
   // SwiGLU fused by default (arguments.py: bias_swiglu_fusion, passed on as the config's
   // bias_activation_fusion): without it autograd keeps silu's output too.
+  // The weight gradients' separate add and the unfused softmax's mask pass are priced
+  // (TrainingSetup::gradient_accumulation_fusion, masked_softmax_fusion).
+  if (r.flag("--no-gradient-accumulation-fusion")) training["gradient_accumulation_fusion"] = false;
+  if (r.flag("--no-masked-softmax-fusion") && model["attention"] == "materialized")
+    training["masked_softmax_fusion"] = false;
   if (r.flag("--no-bias-swiglu-fusion")) {
     training["swiglu_fusion"] = false;
     out.not_priced.push_back("--no-bias-swiglu-fusion: the activations it keeps are priced, its "

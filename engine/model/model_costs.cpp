@@ -635,14 +635,30 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const bool fp8 = training.gemm_precision == GemmPrecision::Fp8;
   // TP overlap (tp_comm_overlap below) splits the GEMMs beside TP collectives into t chunks.
   const int overlap_chunks = training.tp_comm_overlap && t > 1 ? t : 1;
-  const LayerShape shape{t, sp, true, cp, fp8, overlap_chunks};
+  LayerShape shape{t, sp, true, cp, fp8, overlap_chunks};
+  // Without the gradient-accumulation fusion each weight's 16-bit gradient is added into the
+  // buffer by a kernel of its own every microbatch (TrainingSetup::gradient_accumulation_fusion):
+  // the gradient read, the buffer read and written.
+  const double gradient_add_bytes =
+      training.gradient_accumulation_fusion ? 0.0 : dt + 2 * gradient_bytes;
+  shape.gradient_add_bytes = gradient_add_bytes;
+  shape.params = layerParams(m).perTpRank(t);
+  shape.unfused_softmax = !training.masked_softmax_fusion;
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
   // all-to-alls in F (dispatch, combine) and two in I on the EP group's link.
   const int ep = mesh.ep;
   PartWork moe_work; // dense models have no MoE layer to price
   if (isMoe(m)) {
-    moe_work = transformerLayerWork(local, hw, {t, sp, false, cp, fp8, overlap_chunks});
+    LayerShape moe_shape = shape;
+    moe_shape.dense_mlp = false;
+    // The layer's attention and norms, its shared experts and router (split like a dense MLP)
+    // and its routed experts (over ETP and EP).
+    moe_shape.params =
+        shape.params +
+        (sharedAndRouterParams(m) - (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden) / t +
+        routedExpertParams(m) / (mesh.expertTpSize() * static_cast<double>(mesh.ep));
+    moe_work = transformerLayerWork(local, hw, moe_shape);
     for (auto &op :
          moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance, mesh.expertTpSize()).ops)
       moe_work.add(std::move(op));
@@ -731,7 +747,14 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                                                     : 0.0) +
       modulesRecomputeUs(moe_work, true);
   const PartWork embedding_work = embeddingWork(local, hw, shape, gradient_bytes);
-  const PartWork head_work = headWork(local, hw, shape, training.cross_entropy);
+  const PartWork head_work = [&] {
+    PartWork work = headWork(local, hw, shape, training.cross_entropy);
+    // An untied head's weight has its own gradient add; a tied one's is the embedding table's,
+    // priced with it (embedding_table_grad).
+    if (gradient_add_bytes > 0 && !m.tied_embeddings)
+      work.add(gradientAccumulationOp(V * h / t, gradient_add_bytes, hw));
+    return work;
+  }();
   // An MTP module beyond its transformer layer: its norms and 2h→h projection, and a head pass.
   PartWork mtp_work = mtpProjectionWork(local, hw, shape);
   for (auto op : head_work.ops)

@@ -318,6 +318,8 @@ nlohmann::json toJson(const TrainingSetup &training) {
   if (training.tp_backward_overlap) out["tp_backward_overlap"] = true;
   if (training.fp32_gradients) out["fp32_gradients"] = true;
   if (!training.swiglu_fusion) out["swiglu_fusion"] = false;
+  if (!training.gradient_accumulation_fusion) out["gradient_accumulation_fusion"] = false;
+  if (!training.masked_softmax_fusion) out["masked_softmax_fusion"] = false;
   // The modules go with Megatron's selective granularity; under full recomputation they would
   // make a file the reader refuses, so they are written only where they apply.
   if (!training.recompute_modules.empty() &&
@@ -643,6 +645,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                           "moe_dispatcher_sms",
                           "moe_layer_host_us",
                           "swiglu_fusion",
+                          "gradient_accumulation_fusion",
+                          "masked_softmax_fusion",
                           "recompute_modules"});
       !s)
     return s.error();
@@ -666,6 +670,8 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
       .boolean("tp_backward_overlap", training.tp_backward_overlap)
       .boolean("fp32_gradients", training.fp32_gradients)
       .boolean("swiglu_fusion", training.swiglu_fusion)
+      .boolean("gradient_accumulation_fusion", training.gradient_accumulation_fusion)
+      .boolean("masked_softmax_fusion", training.masked_softmax_fusion)
       .number("expert_load_imbalance", training.expert_load_imbalance, 1, 1e6)
       .text("cross_entropy", training.cross_entropy)
       .text("moe_dispatcher", training.moe_dispatcher)

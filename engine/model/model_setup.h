@@ -220,6 +220,18 @@ struct TrainingSetup {
   /// w1's output, silu's output and w3's output for the product: 8 bytes × ffn a token. No effect
   /// on an MLP that is not gated.
   bool swiglu_fusion = true;
+  /// Megatron's gradient-accumulation fusion (default on; --no-gradient-accumulation-fusion
+  /// turns it off, as runs without Apex's or Transformer Engine's fused weight-gradient kernels
+  /// must): each weight-gradient GEMM accumulates straight into the gradient buffer. Off, the
+  /// GEMM writes a 16-bit gradient that a separate kernel adds into the buffer every microbatch
+  /// (Megatron-Core's DDP hook, param.main_grad.add_(param.grad)): per parameter it reads the
+  /// gradient and reads and writes the buffer (layer_costs.h, "gradient_accumulation").
+  bool gradient_accumulation_fusion = true;
+  /// Megatron's fused scale-mask-softmax (default on; --no-masked-softmax-fusion turns it off):
+  /// only for attention with materialized scores. Off, the causal mask is applied by its own
+  /// PyTorch pass over the scores in the forward and again in the backward
+  /// (FusedScaleMaskSoftmax.forward_torch_softmax; layer_costs.h, "attention_mask").
+  bool masked_softmax_fusion = true;
   /// Tokens of the busiest expert rank over the balanced share (>= 1): MoE layers run at its pace.
   /// (Expert and context parallelism are mesh dimensions: Mesh::ep and Mesh::cp.)
   double expert_load_imbalance = 1;

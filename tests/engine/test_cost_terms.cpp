@@ -789,6 +789,70 @@ private slots:
     QVERIFY(wide->costs.gradient_sync_us < 1.5 * narrow->costs.gradient_sync_us + 1);
   }
 
+  // Megatron-LM without its fused kernels (--no-gradient-accumulation-fusion,
+  // --no-masked-softmax-fusion): each weight's gradient added into the buffer by its own kernel
+  // in W every microbatch (the 16-bit gradient read, the buffer read and written), and the
+  // materialized scores masked by a pass of their own forward and backward.
+  void unfusedGradientAddAndMaskByHand() {
+    ModelSetup setup = tinySetup(); // layernorm, no biases, tied embeddings
+    const double b = 2, s = 2048, h = 1024, f = 4096, a = 8, t = 2, dt = 2;
+    const double bandwidth = 1000e3 * 0.8; // bytes per µs
+    LayerShape shape{2, false};
+    shape.unfused_softmax = true;
+    shape.gradient_add_bytes = 10;
+    shape.params = 1e6;
+    const PartWork layer = transformerLayerWork(setup.model, setup.hardware, shape);
+    const auto *mask = findOp(layer, "attention_mask");
+    QVERIFY(mask);
+    const double scores = b * a / t * s * s;
+    QVERIFY(near(mask->forward_us, 2 * dt * scores / bandwidth));
+    QVERIFY(near(mask->input_grad_us, 2 * dt * scores / bandwidth));
+    QVERIFY(mask->selective_recompute); // recomputed with the scores
+    const auto *add = findOp(layer, "gradient_accumulation");
+    QVERIFY(add);
+    QCOMPARE(add->forward_us, 0.0);
+    QCOMPARE(add->input_grad_us, 0.0);
+    QVERIFY(near(add->weight_grad_us, 10 * 1e6 / bandwidth));
+    QVERIFY(
+        !findOp(transformerLayerWork(setup.model, setup.hardware, {2, false}), "attention_mask"));
+
+    // Through the whole derivation: the layer's own parameters on the TP rank, at 2 + 2 × 4
+    // bytes with fp32 gradients; fused (the default) adds nothing.
+    setup.training.fp32_gradients = true;
+    auto schedule = generateSchedule({"1f1b", 1, 2, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 2, mesh.pp = 1, mesh.gpus_per_node = 8;
+    auto fused = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(fused, fused ? "" : fused.error().message.c_str());
+    for (const auto &op : fused->layer_ops)
+      QVERIFY(op.name != "gradient_accumulation" && op.name != "attention_mask");
+    setup.training.gradient_accumulation_fusion = false;
+    setup.training.masked_softmax_fusion = false;
+    auto unfused = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(unfused);
+    const LayerOp *layer_add = nullptr;
+    for (const auto &op : unfused->layer_ops)
+      if (op.name == "gradient_accumulation") layer_add = &op;
+    QVERIFY(layer_add);
+    const double layer_params = (4 * h * h + 2 * h * f) / t + 2 * (2 * h); // two layernorms whole
+    QVERIFY(near(layer_add->weight_grad_us, (dt + 2 * 4) * layer_params / bandwidth));
+    QVERIFY(unfused->costs.stage_overrides.front().weight_us >
+            fused->costs.stage_overrides.front().weight_us);
+
+    // The plan file's fields: written only when off, read back, a wrong type named.
+    QVERIFY(!toJson(TrainingSetup{}).contains("gradient_accumulation_fusion"));
+    const nlohmann::json written = toJson(setup.training);
+    QCOMPARE(written["gradient_accumulation_fusion"], nlohmann::json(false));
+    QCOMPARE(written["masked_softmax_fusion"], nlohmann::json(false));
+    auto read = trainingSetupFromJson(written, "/training");
+    QVERIFY(read && !read->gradient_accumulation_fusion && !read->masked_softmax_fusion);
+    auto bad = trainingSetupFromJson({{"masked_softmax_fusion", "no"}}, "/training");
+    QVERIFY(!bad);
+    QVERIFY2(bad.error().message.find("/training/masked_softmax_fusion") != std::string::npos,
+             bad.error().message.c_str());
+  }
+
   void moeRefusalsNameTheField() {
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());

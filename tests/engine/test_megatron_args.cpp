@@ -104,7 +104,9 @@ private slots:
       };
       if (std::string(id).starts_with("gpt3-7b")) {
         QVERIFY(names(unpriced, "--deterministic-mode"));
-        QVERIFY(names(unpriced, "--no-gradient-accumulation-fusion"));
+        // Priced: the row runs without the fusion too.
+        QVERIFY(!names(unpriced, "--no-gradient-accumulation-fusion"));
+        QVERIFY(!translation.row["training"]["gradient_accumulation_fusion"].get<bool>());
       } else {
         QVERIFY(names(unpriced, "--qk-layernorm"));
       }
@@ -199,6 +201,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     --tokenizer-type NullTokenizer --vocab-size 131073 \
     --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+    --no-gradient-accumulation-fusion \
     --bf16 --lr 0.00015   # a comment
 )";
     const MegatronTranslation yaml =
@@ -377,14 +380,16 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(model["attention"].get<std::string>(), std::string("materialized"));
     QCOMPARE(model["vocab"].get<int>(), 131072);
     QCOMPARE(from_log->translation.row["mesh"]["gpus_per_node"].get<int>(), 1);
-    // The fusions the run turned off are named; the defaults of features it does not use are
-    // not (no rotary embeddings: no --no-rope-fusion; no experts: no --moe-* settings).
+    // The defaults of features the run does not use are not named (no rotary embeddings: no
+    // --no-rope-fusion; no experts: no --moe-* settings).
     std::string unpriced;
     for (const auto &line : from_log->translation.not_priced)
       unpriced += line + "\n";
-    QVERIFY2(unpriced.find("--no-gradient-accumulation-fusion") != std::string::npos,
-             unpriced.c_str());
-    QVERIFY2(unpriced.find("--no-masked-softmax-fusion") != std::string::npos, unpriced.c_str());
+    // The two fusions the run turned off are priced, not listed as unpriced.
+    const json &training = from_log->translation.row["training"];
+    QVERIFY(!training["gradient_accumulation_fusion"].get<bool>());
+    QVERIFY(!training["masked_softmax_fusion"].get<bool>());
+    QVERIFY2(unpriced.find("fusion") == std::string::npos, unpriced.c_str());
     QVERIFY2(unpriced.find("rope") == std::string::npos, unpriced.c_str());
     QVERIFY2(unpriced.find("--moe") == std::string::npos, unpriced.c_str());
 
