@@ -27,6 +27,7 @@
 #include "engine/plan_options.h"
 #include "gui/bench/frame_benchmark.h"
 #include "gui/widgets/controls_panel.h"
+#include "gui/widgets/document_actions.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/run_panel.h"
@@ -67,6 +68,11 @@ struct Flags {
              "lists them) as SET/ID, e.g. megatron-core-h100/gpt-70b, or one of your runs as "
              "RUNS.json/ID (a runs file, as pipescope megatron --add-row writes).",
              "SET/ID");
+  QCommandLineOption megatron =
+      valued("megatron",
+             "Open a Megatron-LM launch or training log as File > Open Megatron-LM launch does, "
+             "on the GPUs the file gives (else 8); a log's measured step shows in Metrics.",
+             "FILE");
   QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
   QCommandLineOption bench_json =
       flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
@@ -127,6 +133,7 @@ struct Flags {
     parser.addOptions({screenshot,
                        plan,
                        published,
+                       megatron,
                        bench,
                        bench_json,
                        bench_max_ops,
@@ -424,6 +431,12 @@ int main(int argc, char *argv[]) {
     auto run = findPublishedRun(parser.value(flags.published).toStdString());
     if (!run) return fail(QString::fromStdString(run.error().message));
     window.openPublishedRun(*run);
+  }
+  if (parser.isSet(flags.megatron)) {
+    const QString launch = parser.value(flags.megatron);
+    const int gpus = DocumentActions::launchGpus(launch);
+    if (!window.documents()->openMegatronLaunch(launch, gpus > 0 ? gpus : 8) && screenshot)
+      return fail(window.errorMessage());
   }
   // Command-line settings on top of the plan, as a person would move the sliders.
   auto planned = plannedFromFlags(parser, flags, window.controls()->plan());

@@ -90,15 +90,32 @@ bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
     emit failed(path + QStringLiteral(": ") + QString::fromStdString(launch.error().message));
     return false;
   }
-  emit planOpened(validationCasePlan(launch->configuration));
+  // A log also says what a step took: the run opens as a published run does, Metrics then
+  // setting the measurement beside the prediction.
+  QString measured;
+  std::optional<MegatronLogStep> step;
+  if (log)
+    if (auto logged = measuredStep(*log)) step = *logged;
+  if (step) {
+    PublishedRun run;
+    run.set_name = path.toStdString();
+    run.set_title = tr("Megatron-LM log %1: the median of iterations %2-%3")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(step->first_kept)
+                        .arg(step->last_kept)
+                        .toStdString();
+    run.row = launch->configuration;
+    run.row.id = target.name;
+    run.row.measured_step_s = step->step_s;
+    run.row.measured_how = "the log's median elapsed time per iteration";
+    emit publishedRunChosen(run);
+    measured = tr("; the log measured %1 a step").arg(formatDuration(step->step_s * 1e6));
+  } else {
+    emit planOpened(validationCasePlan(launch->configuration));
+  }
   QStringList unpriced;
   for (const auto &line : launch->translation.not_priced)
     unpriced << QString::fromStdString(line.substr(0, line.find(':')));
-  // A log also says what a step took.
-  QString measured;
-  if (log)
-    if (auto step = measuredStep(*log))
-      measured = tr("; the log measured %1 a step").arg(formatDuration(step->step_s * 1e6));
   const int world = launch->configuration.mesh.worldSize();
   emit message(tr("Opened the Megatron-LM %1 %2 on %3: %4 of Megatron's defaults taken%5 "
                   "(pipescope megatron lists them)%6")

@@ -428,6 +428,9 @@ private slots:
     QCOMPARE(window.snapshot()->plan.request.microbatches, 8);
     QVERIFY(!said.isEmpty());
     const QString text = said.back().front().toString();
+    // Metrics sets the log's measured step beside the prediction, as for a published run.
+    const QString published = window.metrics()->valueText(QStringLiteral("published"));
+    QVERIFY2(published.contains(QStringLiteral("step 1.227 s measured")), qPrintable(published));
     QVERIFY2(text.contains(QStringLiteral("Megatron-LM log")) &&
                  text.contains(QStringLiteral("on 1 GPU: ")) &&
                  text.endsWith(QStringLiteral("; the log measured 1.227 s a step")),
