@@ -1,10 +1,10 @@
 // Fuzz target for every reader of outside input: plan JSON, trace JSON (its matching against its
 // plan, and its bubbles explained), custom schedule JSON, PyTorch's schedule CSV, PyTorch
 // profiler traces (and the import's inference of the pipeline from them), and Megatron-LM
-// launches (scripts and CI model_config.yaml, predicted when small). Whatever the bytes, the
-// readers must return a value or an error — never crash, hang or run away with memory. Built with
-// libFuzzer by tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest suite
-// (replay_main.cpp).
+// launches (scripts, CI model_config.yaml and training logs, predicted when small). Whatever the
+// bytes, the readers must return a value or an error — never crash, hang or run away with memory.
+// Built with libFuzzer by tests/fuzz/run-fuzzer.sh, and replayed over the seed corpus by the CTest
+// suite (replay_main.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -14,6 +14,7 @@
 #include "engine/bubbles.h"
 #include "engine/evaluation.h"
 #include "engine/model/megatron_args.h"
+#include "engine/model/megatron_log.h"
 #include "engine/plan_file.h"
 #include "engine/pytorch_csv.h"
 #include "engine/run_import.h"
@@ -59,10 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   std::istringstream stream{std::string(text)};
   if (auto recording = pipescope::readKinetoTrace(stream, "fuzz"))
     (void)pipescope::importRecordings({std::move(*recording)});
-  // A Megatron-LM launch on 8 GPUs; a small one is predicted as `pipescope megatron` does.
+  // A Megatron-LM launch or log on 8 GPUs (a log's own world size where it gives one); a small
+  // one is predicted as `pipescope megatron` does, and a log's step measured.
   pipescope::MegatronTarget target;
   target.gpus = 8;
-  if (auto launch = pipescope::readMegatronLaunch(text, target)) {
+  std::optional<pipescope::MegatronLog> log;
+  (void)pipescope::measuredStep({{}, 0, 0, 0, pipescope::megatronLogIterations(text)});
+  if (auto launch = pipescope::readMegatronLaunchOrLog(text, target, &log)) {
+    if (log) (void)pipescope::measuredStep(*log);
     const auto &c = launch->configuration;
     if (c.setup.model.layers <= 64 && c.request.microbatches <= 64 &&
         c.setup.model.sequence_length <= 65536 && c.setup.model.hidden <= 65536)
