@@ -324,7 +324,12 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   if (save_plan)
     std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
               << *save_plan << " predicts it again; the explorer opens it)\n";
-  if (only_row) return 0;
+  if (only_row) {
+    for (const auto &row : set_aside)
+      std::cout << "\nset aside, not in the figures over rows: " << row.validation_case->set_aside
+                << '\n';
+    return 0;
+  }
   // A set that checks memory only has no time figures to give.
   if (steps.runs > 0)
     std::cout << (markdown ? "\n" : "") << "iteration time over " << steps.runs

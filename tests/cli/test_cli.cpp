@@ -382,6 +382,11 @@ private slots:
                  "mean \\|error\\| [0-9.]+ %, worst [0-9.]+ %\\):\n  "
                  "megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2 \\(-[0-9.]+ %\\): a regression"))),
              qPrintable(text.out));
+    const Run one_row = pipescope(
+        {"compare", "--published", "megatron-bridge-h100", "--row", "qwen3-30b-a3b-gbs512-pp2"});
+    QVERIFY2(one_row.out.contains(QStringLiteral("\nset aside, not in the figures over rows: a "
+                                                 "regression of its container")),
+             qPrintable(one_row.out));
     QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("qwen3-30b-a3b-gbs512-pp2 +"
                                                                  "[0-9]+ +[0-9.]+ s +[0-9.]+ s +"
                                                                  "-[0-9.]+ % \\(set aside\\)"))),
