@@ -204,6 +204,10 @@ int runCalibrate(const std::vector<std::string> &args) {
                   "--hardware H to run them all on H");
     base_name = *common;
   }
+  if (base_name.empty() && !set_aside.empty())
+    return fail("calibrate: every timed row of " + *which +
+                " is set aside (its \"measured\" says why); name the rows to fit on them anyway "
+                "with --rows, or add rows that count");
   if (base_name.empty())
     return fail("calibrate: no row of " + *which +
                 " has a measured step time (rows with memory_gib alone check memory); add rows "

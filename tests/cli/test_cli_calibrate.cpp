@@ -190,6 +190,17 @@ private slots:
                                 "qwen3-30b-a3b-gbs512-pp2", "--fit", "moe-host", "--json"});
     QCOMPARE(named["set_aside"], json::array());
     QCOMPARE(named["rows"].size(), std::size_t{1});
+    // A file whose timed rows are all set aside is refused, saying so.
+    json aside = readJson(QStringLiteral(PIPESCOPE_TEST_DATA) + "/../../resources/validation/"
+                                                                "megatron-bridge-h100.json");
+    json kept = json::array();
+    for (const auto &row : aside["rows"])
+      if (row["measured"].contains("set_aside")) kept.push_back(row);
+    aside["rows"] = kept;
+    writeJson(path("aside.json"), aside);
+    const Run all_aside = pipescope({"calibrate", "--published", path("aside.json")});
+    QCOMPARE(all_aside.exit_code, 2);
+    QVERIFY2(all_aside.err.contains(QStringLiteral("is set aside")), qPrintable(all_aside.err));
     // The regressed figure wants six times the host time to be met.
     QVERIFY2(named["moe_host_us"]["after"].get<double>() > 15000, named.dump().c_str());
   }
