@@ -263,8 +263,17 @@ Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_p
   const ValidationSet &set = *sets_[static_cast<std::size_t>(s)];
   // As pipescope calibrate fits a set: its rows set aside left out.
   std::vector<FitRow> rows;
+  bool aside = false;
   for (const auto &row : set.cases)
-    if (row.set_aside.empty()) rows.push_back({&row, set.name});
+    if (row.set_aside.empty())
+      rows.push_back({&row, set.name});
+    else
+      aside = aside || row.measured_step_s > 0;
+  if (aside && std::none_of(rows.begin(), rows.end(), [](const FitRow &row) {
+        return row.validation_case->measured_step_s > 0;
+      }))
+    return makeError(set.name + ": every timed run is set aside (its \"measured\" says why); "
+                                "pipescope calibrate --rows fits on them anyway");
   auto base_name = commonHardwareName(rows);
   if (!base_name) return makeError(set.name + ": " + base_name.error().message);
   if (base_name->empty())

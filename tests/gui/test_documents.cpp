@@ -274,6 +274,21 @@ private slots:
     QVERIFY(!remove->isEnabled());
     QVERIFY(dialog.addRunsFile(runs).ok());
     QVERIFY(dialog.select(QStringLiteral("my-runs"), QStringLiteral("run-a")));
+    // A runs file whose timed runs are all set aside gives the calibration nothing to fit on.
+    nlohmann::json aside_run = run_a;
+    aside_run["measured"]["set_aside"] = "measured during a driver regression";
+    const QString aside = dir.filePath(QStringLiteral("aside.json"));
+    QVERIFY(writeFile(aside, QByteArray::fromStdString(nlohmann::json{
+                                 {"format", "pipescope.validation"},
+                                 {"version", 1},
+                                 {"title", "Aside"},
+                                 {"source", "s"},
+                                 {"rows", {aside_run}}}.dump())));
+    QVERIFY(dialog.addRunsFile(aside).ok());
+    auto nothing = dialog.calibrateRunsFile(aside, hardware);
+    QVERIFY(!nothing.ok());
+    QVERIFY2(nothing.error().message.find("every timed run is set aside") != std::string::npos,
+             nothing.error().message.c_str());
     {
       QSettings().clear();
       PublishedRunsDialog remembering(nullptr, true);
