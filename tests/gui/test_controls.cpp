@@ -47,6 +47,17 @@ Evaluation engineEvaluation(const Plan &plan) {
   return std::move(*evaluation);
 }
 
+/// Shows the window with its costs from the model and hardware (the Model + hardware button), as
+/// a person starts most checks; the controls, settled.
+ControlsPanel *showWithModelCosts(MainWindow &window) {
+  window.show();
+  window.settle();
+  ControlsPanel *controls = window.controls();
+  controls->modelButton()->setChecked(true);
+  window.settle();
+  return controls;
+}
+
 } // namespace
 
 class TestControls : public QObject {
@@ -411,11 +422,7 @@ private slots:
     QVERIFY(writeTextFile(path.toStdString(), toJson(slower).dump(2)).ok());
 
     MainWindow window(quietOptions());
-    window.show();
-    window.settle();
-    auto *controls = window.controls();
-    controls->modelButton()->setChecked(true);
-    window.settle();
+    auto *controls = showWithModelCosts(window);
     const double preset_step = window.snapshot()->evaluation->simulation.makespan_us;
     const int items = controls->hardwarePresetBox()->count();
 
@@ -462,11 +469,7 @@ private slots:
 
   void fp8IsRefusedOnGpusWithoutIt() {
     MainWindow window(quietOptions());
-    window.show();
-    window.settle();
-    auto *controls = window.controls();
-    controls->modelButton()->setChecked(true);
-    window.settle();
+    auto *controls = showWithModelCosts(window);
     auto *items = qobject_cast<QStandardItemModel *>(controls->gemmPrecisionBox()->model());
     QVERIFY(items);
     const int fp8_index =
