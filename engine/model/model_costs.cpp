@@ -635,6 +635,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const bool fp8 = training.gemm_precision == GemmPrecision::Fp8;
   // TP overlap (tp_comm_overlap below) splits the GEMMs beside TP collectives into t chunks.
   const int overlap_chunks = training.tp_comm_overlap && t > 1 ? t : 1;
+  // Parameters of one layer on a TP rank. An MoE layer holds no dense MLP; its shared experts
+  // and router are sharded like one, its routed experts over ETP (TP unless the mesh says
+  // otherwise) and EP.
+  const double dense_layer_params_per_rank = layerParams(m).perTpRank(t);
+  const double dense_mlp_params = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
+  const double moe_layer_params_per_rank =
+      dense_layer_params_per_rank +
+      (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
+  const double routed_params_per_rank =
+      isMoe(m) ? routedExpertParams(m) / (mesh.expertTpSize() * static_cast<double>(mesh.ep)) : 0.0;
   LayerShape shape{t, sp, true, cp, fp8, overlap_chunks};
   // Without the gradient-accumulation fusion each weight's 16-bit gradient is added into the
   // buffer by a kernel of its own every microbatch (TrainingSetup::gradient_accumulation_fusion):
@@ -642,7 +652,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double gradient_add_bytes =
       training.gradient_accumulation_fusion ? 0.0 : dt + 2 * gradient_bytes;
   shape.gradient_add_bytes = gradient_add_bytes;
-  shape.params = layerParams(m).perTpRank(t);
+  shape.params = dense_layer_params_per_rank;
   shape.unfused_softmax = !training.masked_softmax_fusion;
   const PartWork layer_work = transformerLayerWork(local, hw, shape);
   // MoE layers: attention as above, the MLP replaced by the experts (moe.h), and per layer two
@@ -652,12 +662,7 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   if (isMoe(m)) {
     LayerShape moe_shape = shape;
     moe_shape.dense_mlp = false;
-    // The layer's attention and norms, its shared experts and router (split like a dense MLP)
-    // and its routed experts (over ETP and EP).
-    moe_shape.params =
-        shape.params +
-        (sharedAndRouterParams(m) - (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden) / t +
-        routedExpertParams(m) / (mesh.expertTpSize() * static_cast<double>(mesh.ep));
+    moe_shape.params = moe_layer_params_per_rank + routed_params_per_rank;
     moe_work = transformerLayerWork(local, hw, moe_shape);
     for (auto &op :
          moeMlpWork(local, hw, shape, ep, training.expert_load_imbalance, mesh.expertTpSize()).ops)
@@ -1195,13 +1200,6 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_sync_in_ops_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_optimizer_us.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
-  // An MoE layer holds no dense MLP; its shared experts and router are sharded like one, its
-  // routed experts over ETP (TP unless the mesh says otherwise) and EP.
-  const double dense_mlp_params = (m.gated_mlp ? 3.0 : 2.0) * h * m.ffn_hidden;
-  const double moe_layer_params_per_rank =
-      layer.perTpRank(t) + (isMoe(m) ? (sharedAndRouterParams(m) - dense_mlp_params) / t : 0.0);
-  const double routed_params_per_rank =
-      isMoe(m) ? routedExpertParams(m) / (mesh.expertTpSize() * static_cast<double>(ep)) : 0.0;
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_first_forward(static_cast<std::size_t>(P), 0.0);
   an.rank_largest_layer_params.assign(static_cast<std::size_t>(P), 0.0);

@@ -339,7 +339,7 @@ std::vector<std::string> explanationLines(const ValidationResult &result) {
       communication +=
           std::string(" ") + name + " " + ms(kind.time_s) + " (" + kind.link + ", " + where + ");";
   if (communication.back() == ';') communication.pop_back();
-  if (communication.back() == ':') communication += " none (one GPU)";
+  if (communication.back() == ':') communication += " none";
   lines.push_back(communication);
   char mfu[64];
   std::snprintf(mfu, sizeof mfu, "MFU %.1f %%", 100 * result.report.mfu);
