@@ -228,9 +228,11 @@ void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set
 
 void PublishedRunsDialog::rememberRunsFiles() const {
   if (!remember_runs_files_) return;
+  // The runs files on the list, in the order they were added.
   QStringList files;
-  for (const QString &file : runs_files_)
-    files << file;
+  for (std::size_t s = 0; s < set_files_.size(); ++s)
+    if (!set_files_[s].isEmpty() && !tree_->topLevelItem(static_cast<int>(s))->isHidden())
+      files << set_files_[s];
   while (files.size() > kRememberedRunsFiles)
     files.removeFirst();
   QSettings().setValue(kRunsFilesKey, files);
@@ -238,15 +240,13 @@ void PublishedRunsDialog::rememberRunsFiles() const {
 
 Status PublishedRunsDialog::addRunsFile(const QString &path) {
   const QString absolute = QFileInfo(path).absoluteFilePath();
-  for (int s = 0; s < static_cast<int>(runs_files_.size()); ++s)
-    if (runs_files_[static_cast<std::size_t>(s)] == absolute) return Ok{};
+  if (runsFileSet(absolute) >= 0) return Ok{};
   auto set = loadValidationSet(absolute.toStdString());
   if (!set) return set.error();
   const bool empty = set->cases.empty();
-  runs_files_.push_back(absolute);
-  rememberRunsFiles();
   addSet(std::make_shared<const ValidationSet>(std::move(*set)));
   set_files_.back() = absolute;
+  rememberRunsFiles();
   QTreeWidgetItem *set_item = tree_->topLevelItem(tree_->topLevelItemCount() - 1);
   set_item->setExpanded(true);
   if (!empty) tree_->setCurrentItem(set_item->child(0));
@@ -427,7 +427,6 @@ bool PublishedRunsDialog::removeRunsFile(const QString &path) {
       (tree_->currentItem() && tree_->currentItem()->parent() == set_item))
     tree_->setCurrentItem(nullptr);
   set_item->setHidden(true);
-  runs_files_.erase(std::find(runs_files_.begin(), runs_files_.end(), absolute));
   rememberRunsFiles();
   details_->setText(
       tr("Removed %1 from the list (the file itself is unchanged).").arg(absolute.toHtmlEscaped()));

@@ -83,7 +83,6 @@ private:
   QString currentRunsFile() const;
 
   std::vector<std::shared_ptr<const ValidationSet>> sets_; ///< in the order of the tree
-  std::vector<QString> runs_files_;                        ///< the files on the list, in order
   std::vector<QString> set_files_;   ///< per set, its runs file ("" for a shipped set)
   bool remember_runs_files_ = false; ///< the added files persist in QSettings
   QTreeWidget *tree_ = nullptr;
