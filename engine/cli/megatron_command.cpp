@@ -174,18 +174,18 @@ int runMegatron(const std::vector<std::string> &args) {
   auto read = readMegatronLaunchOrLog(texts[main_file], target, &log);
   if (!read) return fail(path + ": " + read.error().message);
   // The iteration lines: the log's own, or another file's with more (the last rank's log).
-  MegatronLog lines;
-  if (log) lines.iterations = log->iterations;
+  std::vector<MegatronLogIteration> lines;
+  if (log) lines = log->iterations;
   std::string step_file = path; // the file the step is read from
   for (std::size_t f = 0; f < texts.size(); ++f)
     if (f != main_file) {
       auto iterations = megatronLogIterations(texts[f]);
-      if (iterations.size() > lines.iterations.size()) {
-        lines.iterations = std::move(iterations);
+      if (iterations.size() > lines.size()) {
+        lines = std::move(iterations);
         step_file = a.positional()[f];
       }
     }
-  if (texts.size() > 1 && lines.iterations.empty())
+  if (texts.size() > 1 && lines.empty())
     return fail("megatron: no file given has Megatron-LM's iteration lines (\"elapsed time per "
                 "iteration (ms)\"), which its last rank prints; name the run's logs, or give "
                 "one launch or log alone");

@@ -233,8 +233,8 @@ std::vector<MegatronLogIteration> megatronLogIterations(std::string_view text) {
   return iterations;
 }
 
-Result<MegatronLogStep> measuredStep(const MegatronLog &log) {
-  const int logged = static_cast<int>(log.iterations.size());
+Result<MegatronLogStep> measuredStep(const std::vector<MegatronLogIteration> &iterations) {
+  const int logged = static_cast<int>(iterations.size());
   if (logged < 2)
     return makeError("the log has " + std::to_string(logged) + " iteration line" +
                      (logged == 1 ? "" : "s") +
@@ -245,10 +245,10 @@ Result<MegatronLogStep> measuredStep(const MegatronLog &log) {
   step.skipped = std::max(1, logged / 5);
   std::vector<double> kept;
   for (int k = step.skipped; k < logged; ++k)
-    kept.push_back(log.iterations[static_cast<std::size_t>(k)].elapsed_ms / 1000);
+    kept.push_back(iterations[static_cast<std::size_t>(k)].elapsed_ms / 1000);
   step.kept = static_cast<int>(kept.size());
-  step.first_kept = log.iterations[static_cast<std::size_t>(step.skipped)].iteration;
-  step.last_kept = log.iterations.back().iteration;
+  step.first_kept = iterations[static_cast<std::size_t>(step.skipped)].iteration;
+  step.last_kept = iterations.back().iteration;
   std::sort(kept.begin(), kept.end());
   const std::size_t n = kept.size();
   step.step_s = n % 2 == 1 ? kept[n / 2] : (kept[n / 2 - 1] + kept[n / 2]) / 2;

@@ -57,7 +57,7 @@ struct MegatronLogStep {
   double fastest_s = 0, slowest_s = 0;     ///< among the kept lines
 };
 /// Errors: fewer than two logged iteration lines, naming what to do.
-Result<MegatronLogStep> measuredStep(const MegatronLog &log);
+Result<MegatronLogStep> measuredStep(const std::vector<MegatronLogIteration> &iterations);
 
 /// A launch file or a training log, whichever `text` is (what `pipescope megatron FILE` and the
 /// explorer's File > Open Megatron-LM launch read): a log's world size and padded vocabulary

@@ -95,7 +95,7 @@ bool DocumentActions::openMegatronLaunch(const QString &path, int gpus) {
   QString measured;
   std::optional<MegatronLogStep> step;
   if (log)
-    if (auto logged = measuredStep(*log)) step = *logged;
+    if (auto logged = measuredStep(log->iterations)) step = *logged;
   if (step) {
     PublishedRun run;
     run.set_name = path.toStdString();

@@ -356,7 +356,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(log->iterations.front().iteration, 1LL);
     QCOMPARE(log->iterations.back().iteration, 40LL);
     QCOMPARE(log->iterations.back().elapsed_ms, 1018.5);
-    auto step = measuredStep(*log);
+    auto step = measuredStep(log->iterations);
     QVERIFY(step);
     QCOMPARE(step->skipped, 8);
     QCOMPARE(step->kept, 32);
@@ -398,7 +398,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
         parseMegatronLog(readSource("tests/data/megatron_h100_run/train_gpt_1.7b_mbs2.log"));
     QVERIFY(mbs2);
     QCOMPARE(mbs2->iterations.size(), std::size_t{30});
-    QVERIFY(std::abs(measuredStep(*mbs2)->step_s - 1.50315) < 1e-9);
+    QVERIFY(std::abs(measuredStep(mbs2->iterations)->step_s - 1.50315) < 1e-9);
     target.gpus = mbs2->world_size;
     auto read2 = launchFromArguments(mbs2->arguments, target);
     QVERIFY(read2);
@@ -450,7 +450,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QVERIFY(!read->translation.row["model"]["linear_biases"].get<bool>());
     QVERIFY(read->translation.row["model"]["gated_mlp"].get<bool>());
     // One iteration line is no step.
-    auto step = measuredStep(*log);
+    auto step = measuredStep(log->iterations);
     QVERIFY(!step);
     QVERIFY2(step.error().message.find("--step-time") != std::string::npos,
              step.error().message.c_str());

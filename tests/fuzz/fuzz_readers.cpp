@@ -65,9 +65,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   pipescope::MegatronTarget target;
   target.gpus = 8;
   std::optional<pipescope::MegatronLog> log;
-  (void)pipescope::measuredStep({{}, 0, 0, 0, pipescope::megatronLogIterations(text)});
+  (void)pipescope::measuredStep(pipescope::megatronLogIterations(text));
   if (auto launch = pipescope::readMegatronLaunchOrLog(text, target, &log)) {
-    if (log) (void)pipescope::measuredStep(*log);
+    if (log) (void)pipescope::measuredStep(log->iterations);
     const auto &c = launch->configuration;
     if (c.setup.model.layers <= 64 && c.request.microbatches <= 64 &&
         c.setup.model.sequence_length <= 65536 && c.setup.model.hidden <= 65536)
