@@ -354,9 +354,10 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                 << signedPercent(row.step_error) << "): " << row.validation_case->set_aside << '\n';
   }
   if (ranking.pairs > 0) {
-    std::cout << (markdown ? "\n" : "")
-              << "layouts of one workload (model, GPUs, tokens per step) ordered as measured: "
-              << ranking.ordered << " of " << ranking.pairs << " pairs";
+    std::cout
+        << (markdown ? "\n" : "")
+        << "layouts of one workload (model, GPUs, tokens per step, precision) ordered as measured: "
+        << ranking.ordered << " of " << ranking.pairs << " pairs";
     std::string misordered;
     for (const auto &pair : ranking.misordered)
       misordered += (misordered.empty() ? "" : "; ") + pair;

@@ -226,6 +226,7 @@ LayoutRanking layoutRanking(const std::vector<ValidationResult> &results) {
       if (!countsInStepAccuracy(results[i]) || !countsInStepAccuracy(results[j])) continue;
       if (a.setup.model.name != b.setup.model.name || a.hardware_name != b.hardware_name ||
           a.mesh.worldSize() != b.mesh.worldSize() || stepTokens(a) != stepTokens(b) ||
+          a.setup.training.gemm_precision != b.setup.training.gemm_precision ||
           a.measured_step_s == b.measured_step_s)
         continue;
       ++ranking.pairs;

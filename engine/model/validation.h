@@ -100,8 +100,10 @@ double comparedMemoryGib(const ValidationCase &validation_case, const ModelRepor
 
 /// What a planner needs most: does the prediction order the layouts of one workload as they
 /// measured? A pair is two timed rows of the same model on the same GPU type and count with the
-/// same tokens per step, on different layouts, whose measured steps differ; it is ordered when
-/// the faster one measured is also the faster one predicted.
+/// same tokens per step and GEMM precision, on different layouts, whose measured steps differ;
+/// it is ordered when the faster one measured is also the faster one predicted. Precision is
+/// part of the workload, not of the layout: the planner searches layouts at the precision it is
+/// given, so a BF16 run beside an FP8 one would rank GEMM rates, not layouts.
 struct LayoutRanking {
   int pairs = 0;
   int ordered = 0;

@@ -84,6 +84,11 @@ const std::map<std::string, double> kStepErrorBounds = {
     // TP overlap as run): the 70B rows, whose last stage also runs the BF16 head, come out slow,
     // the 405B row of the 25.11 container fast. Their loss is Transformer Engine's fused one, as
     // the recipes' overrides set it (cross_entropy "te").
+    // Llama 3 8B on 8 GPUs under Megatron-FSDP (ZeRO-3 over the 8, gradients reduced in bf16,
+    // gradient_accumulation_fusion off as its recipe sets it): held out of the fit, +10.6 %, as
+    // slow as the 70B rows: this table's software runs dense FP8 layers faster than NeMo 24.07's,
+    // which the same factor fits (nemo-h100 below).
+    {"megatron-bridge-h100/llama3-8b-fsdp", 0.115},
     {"megatron-bridge-h100/llama3-70b-gbs128", 0.09},
     {"megatron-bridge-h100/llama3-70b-gbs256", 0.115},
     {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.095},
@@ -100,6 +105,8 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.03},
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.035},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
+    // The 25.11 recipe of the same layout at GBS 2048 (128 microbatches a replica): -2.6 %.
+    {"megatron-bridge-h100/qwen3-235b-a22b-gbs2048", 0.03},
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.03},
     {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.09},
     // Megatron-Core's MoE best practice, Qwen3-235B-A22B on 256 H100s in BF16: the declared fit
@@ -191,8 +198,9 @@ constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
 /// NeMo 24.07's FP8 table, held out of every fit: today 5.1 % mean, 14.4 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
 constexpr double kHeldOutFp8MeanBound = 0.055, kHeldOutFp8WorstBound = 0.15;
-/// Every row but the one set aside: today 5.3 % mean, 34.3 % worst (the 3.5 % / 8 %
-/// goal is not met over all rows; docs/validation.md says why). With it, 6.2 % and 58.3 %.
+/// Every row but the one set aside: today 5.3 % mean, 34.3 % worst over 57 rows (the issue's
+/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.3 % and
+/// 58.3 %.
 /// Regression guards only.
 constexpr double kAllMeanBound = 0.055, kAllWorstBound = 0.35;
 constexpr double kWithSetAsideMeanBound = 0.065, kWithSetAsideWorstBound = 0.585;
@@ -425,7 +433,7 @@ private slots:
         ++checked;
       }
     }
-    QCOMPARE(checked, 56);
+    QCOMPARE(checked, 58);
   }
 
   // A summary's mean and worst are of |error|: signs cancel nothing.
@@ -479,9 +487,9 @@ private slots:
     const auto fp8_moe = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, true);
     QCOMPARE(fp8_moe.scope, std::string("h100-sxm, fp8, MoE"));
     QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
-    QCOMPARE(fp8_moe.step.runs, 4); // the five less the 25.11 Qwen3 row, set aside
+    QCOMPARE(fp8_moe.step.runs, 5); // the six less the 25.11 Qwen3-30B-A3B row, set aside
     const auto fp8_dense = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, false);
-    QCOMPARE(fp8_dense.step.runs, 16); // NeMo's 12 and Megatron-Bridge's 4 Llama rows
+    QCOMPARE(fp8_dense.step.runs, 17); // NeMo's 12 and Megatron-Bridge's 5 Llama rows
 
     // H800's one row is FP8 MoE: a BF16 dense plan on H800 gets it, said to be wider.
     const auto h800 = validatedAccuracy("h800", GemmPrecision::Bf16, false);
@@ -512,15 +520,16 @@ private slots:
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
-  // one step: of the 15 pairs of published runs of one model on the same GPUs and tokens per
-  // step (Qwen3-235B-A22B's five layouts on 256 H100s, one of them tied; Qwen3-30B-A3B's PP 2
-  // and EP 16 on 16 H100s; the four models of Korthikanti et al. with full or selective
-  // recomputation; Llama 3 70B on 64 H100s at GBS 128, PP 8 in Megatron-Bridge's 25.11 and
-  // PP 4 × CP 2 in NeMo 24.07), 13 are predicted in the measured order. The two that are not:
-  // the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and predicted 6 %
-  // faster, and the Llama 3 70B pair, 5 % apart across two containers a year apart and
-  // predicted 7 % apart the other way (docs/validation.md). A hand-made pair checks the
-  // counting.
+  // one step: of the 16 pairs of published runs of one model on the same GPUs, tokens per
+  // step and GEMM precision (Qwen3-235B-A22B's five BF16 layouts on 256 H100s, one of them
+  // tied; Qwen3-30B-A3B's PP 2 and EP 16 on 16 H100s; the four models of Korthikanti et al. with
+  // full or selective recomputation; Llama 3 70B on 64 H100s at GBS 128, PP 8 in
+  // Megatron-Bridge's 25.11 and PP 4 × CP 2 in NeMo 24.07; Llama 3 8B on 8 H100s, FSDP in
+  // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07), 13 are predicted in the measured order. The
+  // three that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
+  // predicted 6 % faster, and the two Llama pairs, 5 % and 18 % apart across two containers more
+  // than a year apart and predicted within 1-7 % the other way (docs/validation.md). A hand-made
+  // pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
@@ -530,11 +539,12 @@ private slots:
       for (const auto &row : set.cases)
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
-    QCOMPARE(ranking.pairs, 15);
+    QCOMPARE(ranking.pairs, 16);
     QVERIFY2(ranking.ordered >= 13, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
-                   pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos,
+                   pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos ||
+                   pair.find("llama3-8b-fsdp vs llama3-8b") != std::string::npos,
                pair.c_str());
 
     ValidationCase faster = sets.front().cases.front(), slower = faster;

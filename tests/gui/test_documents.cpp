@@ -350,7 +350,7 @@ private slots:
     const QTreeWidgetItem *aside = dialog.tree()->currentItem();
     QVERIFY2(aside->text(5).endsWith(QStringLiteral(" (set aside)")), qPrintable(aside->text(5)));
     QVERIFY(aside->toolTip(5).contains(QStringLiteral("#1998")));
-    QVERIFY2(aside->parent()->text(0).endsWith(QStringLiteral("over 8 timed runs (1 set aside)")),
+    QVERIFY2(aside->parent()->text(0).endsWith(QStringLiteral("over 10 timed runs (1 set aside)")),
              qPrintable(aside->parent()->text(0)));
     QVERIFY(dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))
                 ->text()
