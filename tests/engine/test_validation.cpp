@@ -121,16 +121,18 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.12},
     {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.11},
     // NeMo 24.07 on DGX-H100 in FP8 (NeMo's performance summary): held out of every fit, the
-    // settings the table does not print taken by one rule from the launcher's 24.07 configs.
-    // 5.1 % mean; at the FP8 factor 0.95 or 1.05 it would be 5.6 % or 6.1 %, so this table on
-    // its own picks the factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B
-    // (MBS 2, the figure the table links to MLPerf) and Nemotron-340B, both without userbuffers
-    // TP overlap in their configs; fast: Nemotron-8B (MBS 4, two microbatches) and Llama 3 8B
-    // (CP 2).
+    // settings the table does not print taken by one rule from the launcher's 24.07 configs,
+    // userbuffers TP overlap also where NVIDIA published a userbuffers configuration for the
+    // row's own shape (both GPT3-175B rows: the launcher's 'H100/175B/TP4/MBS1/SeqLen2K/FP8'
+    // file, MLPerf Training v4.0's GPT-3 config of the 512-GPU layout; +2.0 % and +14.4 %
+    // without it). 4.6 % mean; at the FP8 factor 0.95 or 1.05 it would be 4.5 % or 6.0 %, flat
+    // around the factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B (MBS 2) and
+    // Nemotron-340B (TP 8, no userbuffers); fast: Nemotron-8B (MBS 4, two microbatches) and
+    // Llama 3 8B (CP 2).
     {"nemo-h100/gpt3-5b", 0.02},
     {"nemo-h100/gpt3-20b", 0.075},
-    {"nemo-h100/gpt3-175b-128", 0.03},
-    {"nemo-h100/gpt3-175b-512", 0.15},
+    {"nemo-h100/gpt3-175b-128", 0.045},
+    {"nemo-h100/gpt3-175b-512", 0.075},
     {"nemo-h100/llama2-7b", 0.02},
     {"nemo-h100/llama2-13b", 0.02},
     {"nemo-h100/llama2-70b", 0.035},
@@ -195,14 +197,14 @@ const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
 constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
-/// NeMo 24.07's FP8 table, held out of every fit: today 5.1 % mean, 14.4 % worst.
+/// NeMo 24.07's FP8 table, held out of every fit: today 4.6 % mean, 10.2 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
-constexpr double kHeldOutFp8MeanBound = 0.055, kHeldOutFp8WorstBound = 0.15;
-/// Every row but the one set aside: today 5.3 % mean, 34.3 % worst over 57 rows (the issue's
-/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.3 % and
+constexpr double kHeldOutFp8MeanBound = 0.05, kHeldOutFp8WorstBound = 0.11;
+/// Every row but the one set aside: today 5.2 % mean, 34.3 % worst over 57 rows (the issue's
+/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.2 % and
 /// 58.3 %.
 /// Regression guards only.
-constexpr double kAllMeanBound = 0.055, kAllWorstBound = 0.35;
+constexpr double kAllMeanBound = 0.054, kAllWorstBound = 0.35;
 constexpr double kWithSetAsideMeanBound = 0.065, kWithSetAsideWorstBound = 0.585;
 /// The timed rows whose measured time is set aside (ValidationCase::set_aside).
 const std::set<std::string> kSetAsideRows = {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"};
