@@ -141,6 +141,22 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"nemo-h100/nemotron-340b", 0.11},
     {"nemo-h100/llama3-8b", 0.075},
     {"nemo-h100/llama3-70b", 0.04},
+    // MLPerf Training GPT-3 175B, NVIDIA's DGX H100 submissions (v3.1, v4.0): the launch is the
+    // submission's own, nothing assumed but the vocabulary's padding; held out. Within 3.3 % at
+    // 128 microbatches a replica on 512 and 768 GPUs; 10-16 % fast at 8 and 16 microbatches on
+    // 4096 to 11616 GPUs, where the measured steps carry about 0.13 s a step more than pipescope's
+    // fill, drain and exposed DP sync (docs/validation.md); the v4.0 MBS 2 row 9 % slow, as
+    // NeMo's MBS 2 GPT3-175B row is.
+    {"mlperf-training-h100/v3.1-512", 0.04},
+    {"mlperf-training-h100/v3.1-768", 0.04},
+    {"mlperf-training-h100/v3.1-4096", 0.11},
+    {"mlperf-training-h100/v3.1-6144", 0.115},
+    {"mlperf-training-h100/v3.1-8192", 0.115},
+    {"mlperf-training-h100/v3.1-10240", 0.165},
+    {"mlperf-training-h100/v3.1-10752", 0.17},
+    {"mlperf-training-h100/v4.0-512", 0.095},
+    {"mlperf-training-h100/v4.0-10752", 0.145},
+    {"mlperf-training-h100/v4.0-11616", 0.145},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -200,12 +216,12 @@ constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
 /// NeMo 24.07's FP8 table, held out of every fit: today 4.6 % mean, 10.2 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
 constexpr double kHeldOutFp8MeanBound = 0.05, kHeldOutFp8WorstBound = 0.11;
-/// Every row but the one set aside: today 5.2 % mean, 34.3 % worst over 57 rows (the issue's
-/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.2 % and
+/// Every row but the one set aside: today 6.1 % mean, 34.3 % worst over 67 rows (the issue's
+/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.8 % and
 /// 58.3 %.
 /// Regression guards only.
-constexpr double kAllMeanBound = 0.054, kAllWorstBound = 0.35;
-constexpr double kWithSetAsideMeanBound = 0.065, kWithSetAsideWorstBound = 0.585;
+constexpr double kAllMeanBound = 0.062, kAllWorstBound = 0.35;
+constexpr double kWithSetAsideMeanBound = 0.07, kWithSetAsideWorstBound = 0.585;
 /// The timed rows whose measured time is set aside (ValidationCase::set_aside).
 const std::set<std::string> kSetAsideRows = {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"};
 
@@ -435,7 +451,7 @@ private slots:
         ++checked;
       }
     }
-    QCOMPARE(checked, 58);
+    QCOMPARE(checked, 68);
   }
 
   // A summary's mean and worst are of |error|: signs cancel nothing.
@@ -491,7 +507,7 @@ private slots:
     QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
     QCOMPARE(fp8_moe.step.runs, 5); // the six less the 25.11 Qwen3-30B-A3B row, set aside
     const auto fp8_dense = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, false);
-    QCOMPARE(fp8_dense.step.runs, 17); // NeMo's 12 and Megatron-Bridge's 5 Llama rows
+    QCOMPARE(fp8_dense.step.runs, 27); // NeMo's 12, Megatron-Bridge's 5 Llama rows, MLPerf's 10
 
     // H800's one row is FP8 MoE: a BF16 dense plan on H800 gets it, said to be wider.
     const auto h800 = validatedAccuracy("h800", GemmPrecision::Bf16, false);
@@ -522,12 +538,14 @@ private slots:
   }
 
   // The planner ranks layouts, so the order of one workload's layouts matters more than any
-  // one step: of the 16 pairs of published runs of one model on the same GPUs, tokens per
+  // one step: of the 18 pairs of published runs of one model on the same GPUs, tokens per
   // step and GEMM precision (Qwen3-235B-A22B's five BF16 layouts on 256 H100s, one of them
   // tied; Qwen3-30B-A3B's PP 2 and EP 16 on 16 H100s; the four models of Korthikanti et al. with
   // full or selective recomputation; Llama 3 70B on 64 H100s at GBS 128, PP 8 in
   // Megatron-Bridge's 25.11 and PP 4 × CP 2 in NeMo 24.07; Llama 3 8B on 8 H100s, FSDP in
-  // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07), 13 are predicted in the measured order. The
+  // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07; GPT-3 175B on 512 H100s at GBS 2048, MLPerf
+  // v3.1's MBS 1 and NeMo 24.07's MBS 2, and on 10752 at GBS 2688, MLPerf v3.1's PP 8 and v4.0's
+  // PP 6), 15 are predicted in the measured order. The
   // three that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
   // predicted 6 % faster, and the two Llama pairs, 5 % and 18 % apart across two containers more
   // than a year apart and predicted within 1-7 % the other way (docs/validation.md). A hand-made
@@ -541,8 +559,8 @@ private slots:
       for (const auto &row : set.cases)
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
-    QCOMPARE(ranking.pairs, 16);
-    QVERIFY2(ranking.ordered >= 13, std::to_string(ranking.ordered).c_str());
+    QCOMPARE(ranking.pairs, 18);
+    QVERIFY2(ranking.ordered >= 15, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
                    pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos ||
