@@ -6,7 +6,11 @@ levels are set"): the BF16 curve's level, then the FP8 curve's factor over it.
    quantization, docs/cost-model.md) and is scaled by one level k, chosen in steps of 0.01 to
    minimize the mean |error| of the rows whose step is that level's alone (BF16_FIT_ROWS: no
    pipeline bubble, a DP sync that hides; Megatron-Core r0.8 on H100).
-2. FP8: the BF16 curve at k times one factor f, chosen in steps of 0.01 up to 1 to minimize
+2. FP8: the BF16 curve at k times one factor f, each point at twice its FLOPs (the FP8 peak over
+   the BF16 one: a GEMM that does its FLOPs twice as fast loses the same time below the plateau,
+   so it reaches an efficiency at twice the work; on one H100 the rows' FP8 GEMMs run at
+   0.88-0.94 of the BF16 efficiency at half their FLOPs, docs/measurements/h100-gemm-shapes.md),
+   f chosen in steps of 0.01 up to 1 to minimize
    the mean |error| of the four dense Llama rows of Megatron-Bridge's FP8 table (FP8_FIT_ROWS).
    Not above 1: the best FP8 GEMMs published for this die reach the share of their peak the best
    BF16 GEMMs reach, not more (DeepGEMM "up to 1550 TFLOPS on H800", 0.78 of 1979; cuBLAS BF16
@@ -56,6 +60,14 @@ def curve(level):
     return [{"size": size, "efficiency": round(level * relative, 4)} for size, relative in SHAPE]
 
 
+def fp8_curve(level, speedup):
+    """The FP8 curve: the BF16 shape at `speedup` (FP8 peak / BF16 peak) times its FLOPs, as
+    fp8CurveFromBf16 in engine/model/layer_costs.cpp reads a hardware without one (a GEMM that
+    does its FLOPs twice as fast loses the same time below the plateau), at `level`."""
+    return [{"flops": round(2 * size ** 3 * speedup), "efficiency": round(level * relative, 4)}
+            for size, relative in SHAPE]
+
+
 def errors(pipescope, sets, hardware_file, wanted):
     """{(set, row): step error} of the rows `wanted`, predicted on `hardware_file`."""
     found = {}
@@ -83,7 +95,8 @@ def with_curves(preset, bf16_level, fp8_factor):
     hardware = copy.deepcopy(preset)
     hardware["gemm_efficiency"] = curve(bf16_level)
     if "gemm_efficiency_fp8" in hardware:
-        hardware["gemm_efficiency_fp8"] = curve(bf16_level * fp8_factor)
+        speedup = hardware["peak_fp8_tflops"] / hardware["peak_tflops"]
+        hardware["gemm_efficiency_fp8"] = fp8_curve(bf16_level * fp8_factor, speedup)
     return hardware
 
 

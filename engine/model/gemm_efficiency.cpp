@@ -36,6 +36,14 @@ double gemmTimeUs(const GemmHardware &hardware, const GemmShape &shape, double e
   return std::max(compute_us, memory_us);
 }
 
+std::vector<GemmEfficiencyPoint> curveAtFasterRate(std::vector<GemmEfficiencyPoint> curve,
+                                                   double speedup) {
+  if (!(speedup > 0) || !std::isfinite(speedup)) return curve;
+  for (auto &point : curve)
+    point.flops *= speedup;
+  return curve;
+}
+
 Status checkGemmCurve(const std::vector<GemmEfficiencyPoint> &curve, const std::string &pointer) {
   const auto text = [](double v) {
     char buffer[32];

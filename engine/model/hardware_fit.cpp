@@ -1,6 +1,7 @@
 // `pipescope calibrate`: a hardware file's GEMM levels fitted to measured steps.
 #include "engine/model/hardware_fit.h"
 
+#include "engine/model/layer_costs.h"
 #include "engine/model/moe.h"
 
 #include <algorithm>
@@ -70,11 +71,12 @@ std::vector<GemmEfficiencyPoint> scaledCurve(std::vector<GemmEfficiencyPoint> cu
   return curve;
 }
 
-/// The FP8 curve as the cost model reads it: the file's own, else the BF16 curve, else the
-/// flat factor as a one-point curve (a curve with one point is flat, gemm_efficiency.h).
+/// The FP8 curve as the cost model reads it: the file's own, else the BF16 curve's at the FP8
+/// rate (fp8CurveFromBf16), else the flat factor as a one-point curve (a curve with one point
+/// is flat, gemm_efficiency.h).
 std::vector<GemmEfficiencyPoint> effectiveFp8Curve(const HardwareSpec &hardware) {
   if (!hardware.gemm_efficiency_fp8.empty()) return hardware.gemm_efficiency_fp8;
-  if (!hardware.gemm_efficiency.empty()) return hardware.gemm_efficiency;
+  if (!hardware.gemm_efficiency.empty()) return fp8CurveFromBf16(hardware);
   return {{2.0 * 4096 * 4096 * 4096, hardware.efficiency}};
 }
 

@@ -234,11 +234,19 @@ nlohmann::json costBreakdownJson(const std::vector<StageBreakdown> &stages,
   return out;
 }
 
+std::vector<GemmEfficiencyPoint> fp8CurveFromBf16(const HardwareSpec &hardware) {
+  if (!(hardware.peak_tflops > 0) || !(hardware.peak_fp8_tflops > 0))
+    return hardware.gemm_efficiency;
+  return curveAtFasterRate(hardware.gemm_efficiency,
+                           hardware.peak_fp8_tflops / hardware.peak_tflops);
+}
+
 GemmHardware gemmHardwareOf(const HardwareSpec &hardware, bool fp8) {
   GemmHardware g;
   g.peak_tflops = fp8 ? hardware.peak_fp8_tflops : hardware.peak_tflops;
-  g.curve = fp8 && !hardware.gemm_efficiency_fp8.empty() ? hardware.gemm_efficiency_fp8
-                                                         : hardware.gemm_efficiency;
+  g.curve = !fp8                                    ? hardware.gemm_efficiency
+            : !hardware.gemm_efficiency_fp8.empty() ? hardware.gemm_efficiency_fp8
+                                                    : fp8CurveFromBf16(hardware);
   g.flat_efficiency = hardware.efficiency;
   g.hbm_gbps = hardware.hbm_gbps;
   g.memory_efficiency = hardware.memory_efficiency;

@@ -51,8 +51,13 @@ struct AttentionShape {
 AttentionShape attentionShapeOf(const ModelSpec &model);
 
 /// The hardware's GEMM pricing (curve or flat factor, HBM roofline); with `fp8`, its FP8 peak and
-/// FP8 curve (the bf16 curve when it has none).
+/// FP8 curve (fp8CurveFromBf16 when it has none).
 GemmHardware gemmHardwareOf(const HardwareSpec &hardware, bool fp8 = false);
+
+/// The FP8 curve a hardware without its own implies: the BF16 curve's efficiencies at
+/// peak_fp8_tflops / peak_tflops times their FLOPs (curveAtFasterRate), the same time on the
+/// tensor cores; the BF16 curve as it is when either peak is missing.
+std::vector<GemmEfficiencyPoint> fp8CurveFromBf16(const HardwareSpec &hardware);
 
 /// Inputs shared by every part: tensor parallelism and sequence parallelism shape the shards.
 struct LayerShape {

@@ -93,6 +93,33 @@ private slots:
     QCOMPARE(gemmEfficiency(g, 1e12), 0.3); // a file with only a factor
   }
 
+  // An FP8 GEMM of 2F FLOPs on a GPU with twice the BF16 peak takes as long as a BF16 GEMM of F:
+  // without an FP8 curve of its own, the hardware's FP8 curve is the BF16 one with every point
+  // at peak_fp8 / peak times its FLOPs, so both GEMMs get the same efficiency and time.
+  void fp8CurveIsTheBf16CurveAtTheFasterRate() {
+    HardwareSpec hw;
+    hw.peak_tflops = 100, hw.peak_fp8_tflops = 200, hw.efficiency = 0.5;
+    hw.gemm_efficiency = {{1e9, 0.4}, {1e12, 0.7}};
+    const auto fp8 = fp8CurveFromBf16(hw);
+    QCOMPARE(fp8.size(), std::size_t{2});
+    QVERIFY(near(fp8[0].flops, 2e9) && near(fp8[1].flops, 2e12));
+    QCOMPARE(fp8[0].efficiency, 0.4);
+    const GemmHardware bf16_gemm = gemmHardwareOf(hw), fp8_gemm = gemmHardwareOf(hw, true);
+    QCOMPARE(fp8_gemm.peak_tflops, 200.0);
+    const double f = std::sqrt(1e9 * 1e12); // halfway in log size: 0.55 in BF16
+    QVERIFY(near(gemmEfficiency(fp8_gemm, 2 * f), 0.55));
+    QVERIFY(near(gemmEfficiency(fp8_gemm, f), gemmEfficiency(bf16_gemm, f / 2)));
+    const GemmShape bf16_shape{4096, 1024, 1024, 1}, fp8_shape{8192, 1024, 1024, 1};
+    QVERIFY(near(gemmTimeUs(fp8_gemm, fp8_shape, 1), gemmTimeUs(bf16_gemm, bf16_shape, 2)));
+    // A hardware file's own FP8 curve is read as it is.
+    hw.gemm_efficiency_fp8 = {{1e9, 0.3}};
+    QCOMPARE(gemmHardwareOf(hw, true).curve.front().flops, 1e9);
+    // Without an FP8 peak there is no rate to shift by: the BF16 curve as it is.
+    HardwareSpec no_fp8 = hw;
+    no_fp8.peak_fp8_tflops = 0;
+    QCOMPARE(fp8CurveFromBf16(no_fp8).front().flops, 1e9);
+  }
+
   void rooflinePricesSkinnyGemms() {
     GemmHardware g;
     g.peak_tflops = 100, g.flat_efficiency = 0.5, g.hbm_gbps = 1000, g.memory_efficiency = 0.8;

@@ -80,24 +80,24 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-core-h100/gpt-177b-strong-96", 0.025},
     {"megatron-core-h100/gpt-177b-strong-4608", 0.04},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
-    // fit the H100 FP8 curve's one factor (1.00 of the BF16 curve, the most the fit allows, with
-    // TP overlap as run): the 70B rows, whose last stage also runs the BF16 head, come out slow,
-    // the 405B row of the 25.11 container fast. Their loss is Transformer Engine's fused one, as
-    // the recipes' overrides set it (cross_entropy "te").
+    // fit the H100 FP8 curve's one factor (1.00 of the BF16 curve read at half an FP8 GEMM's
+    // FLOPs, the most the fit allows, with TP overlap as run): the 70B rows, whose last stage
+    // also runs the BF16 head, come out slow (+10.1 %, +12.9 %), the 405B rows within 6.2 %.
+    // Their loss is Transformer Engine's fused one, as the recipes' overrides set it
+    // (cross_entropy "te").
     // Llama 3 8B on 8 GPUs under Megatron-FSDP (ZeRO-3 over the 8, gradients reduced in bf16,
-    // gradient_accumulation_fusion off as its recipe sets it): held out of the fit, +10.6 %, as
+    // gradient_accumulation_fusion off as its recipe sets it): held out of the fit, +11.8 %, as
     // slow as the 70B rows: this table's software runs dense FP8 layers faster than NeMo 24.07's,
     // which the same factor fits (nemo-h100 below).
-    {"megatron-bridge-h100/llama3-8b-fsdp", 0.115},
-    {"megatron-bridge-h100/llama3-70b-gbs128", 0.09},
-    {"megatron-bridge-h100/llama3-70b-gbs256", 0.115},
-    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.095},
-    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.01},
+    {"megatron-bridge-h100/llama3-8b-fsdp", 0.125},
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.11},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.135},
+    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.07},
+    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.04},
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
     // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on), and the MoE layers' host
-    // time of the Megatron-MoE-ModelZoo rows below: -2.6 %, -3.3 %, +2.7 %, DeepSeek-V3 -8.9 %
-    // (-1.2 %, -2.7 %, +2.7 %, -7.4 % while their loss was priced as Megatron's native fused one
-    // instead of Transformer Engine's, which their recipes run: a cheaper loss, so faster).
+    // time of the Megatron-MoE-ModelZoo rows below: -0.9 %, -2.2 %, -2.6 % and +2.7 % (Qwen3-235B
+    // at GBS 2048 and 8192), DeepSeek-V3 -6.1 %.
     // The 25.11 figure of the PP 2 configuration (5275 tokens/s/GPU) stays -58 %, set aside:
     // Megatron-Bridge's maintainers filed it as 25.11's 2x regression of this model (issue
     // #1998), and 25.09 measured the same layout at 10494. Pinned all the same.
@@ -105,10 +105,10 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.03},
     {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.035},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
-    // The 25.11 recipe of the same layout at GBS 2048 (128 microbatches a replica): -2.6 %.
+    // The 25.11 recipe of the same layout at GBS 2048 (128 microbatches a replica).
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs2048", 0.03},
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.03},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.09},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.07},
     // Megatron-Core's MoE best practice, Qwen3-235B-A22B on 256 H100s in BF16: the declared fit
     // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 13.3 %
     // here; 12.7 % at 2.0 ms, the flat least, docs/validation.md). The EP 32 rows (4 local
@@ -125,38 +125,38 @@ const std::map<std::string, double> kStepErrorBounds = {
     // userbuffers TP overlap also where NVIDIA published a userbuffers configuration for the
     // row's own shape (both GPT3-175B rows: the launcher's 'H100/175B/TP4/MBS1/SeqLen2K/FP8'
     // file, MLPerf Training v4.0's GPT-3 config of the 512-GPU layout; +2.0 % and +14.4 %
-    // without it). 4.6 % mean; at the FP8 factor 0.95 or 1.05 it would be 4.5 % or 6.0 %, flat
-    // around the factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B (MBS 2) and
-    // Nemotron-340B (TP 8, no userbuffers); fast: Nemotron-8B (MBS 4, two microbatches) and
-    // Llama 3 8B (CP 2).
+    // without it). 4.0 % mean; at the FP8 factor 0.95 or 1.05 it would be 5.8 % or 4.7 %, so
+    // this table on its own picks the factor fitted on megatron-bridge-h100. Slow: the 512-GPU
+    // GPT3-175B (MBS 2) and Nemotron-340B (TP 8, no userbuffers); fast: Nemotron-8B (MBS 4, two
+    // microbatches) and Llama 3 8B (CP 2).
     {"nemo-h100/gpt3-5b", 0.02},
-    {"nemo-h100/gpt3-20b", 0.075},
-    {"nemo-h100/gpt3-175b-128", 0.045},
-    {"nemo-h100/gpt3-175b-512", 0.075},
-    {"nemo-h100/llama2-7b", 0.02},
-    {"nemo-h100/llama2-13b", 0.02},
-    {"nemo-h100/llama2-70b", 0.035},
+    {"nemo-h100/gpt3-20b", 0.05},
+    {"nemo-h100/gpt3-175b-128", 0.01},
+    {"nemo-h100/gpt3-175b-512", 0.1},
+    {"nemo-h100/llama2-7b", 0.04},
+    {"nemo-h100/llama2-13b", 0.035},
+    {"nemo-h100/llama2-70b", 0.01},
     {"nemo-h100/nemotron-8b", 0.10},
     {"nemo-h100/nemotron-22b", 0.015},
-    {"nemo-h100/nemotron-340b", 0.11},
+    {"nemo-h100/nemotron-340b", 0.125},
     {"nemo-h100/llama3-8b", 0.075},
-    {"nemo-h100/llama3-70b", 0.04},
+    {"nemo-h100/llama3-70b", 0.015},
     // MLPerf Training GPT-3 175B, NVIDIA's DGX H100 submissions (v3.1, v4.0): the launch is the
-    // submission's own, nothing assumed but the vocabulary's padding; held out. Within 3.3 % at
-    // 128 microbatches a replica on 512 and 768 GPUs; 10-16 % fast at 8 and 16 microbatches on
+    // submission's own, nothing assumed but the vocabulary's padding; held out. Within 0.5 % at
+    // 128 microbatches a replica on 512 and 768 GPUs; 7-13 % fast at 6 to 16 microbatches on
     // 4096 to 11616 GPUs, where the measured steps carry about 0.13 s a step more than pipescope's
-    // fill, drain and exposed DP sync (docs/validation.md); the v4.0 MBS 2 row 9 % slow, as
-    // NeMo's MBS 2 GPT3-175B row is.
-    {"mlperf-training-h100/v3.1-512", 0.04},
-    {"mlperf-training-h100/v3.1-768", 0.04},
-    {"mlperf-training-h100/v3.1-4096", 0.11},
-    {"mlperf-training-h100/v3.1-6144", 0.115},
-    {"mlperf-training-h100/v3.1-8192", 0.115},
-    {"mlperf-training-h100/v3.1-10240", 0.165},
-    {"mlperf-training-h100/v3.1-10752", 0.17},
-    {"mlperf-training-h100/v4.0-512", 0.095},
-    {"mlperf-training-h100/v4.0-10752", 0.145},
-    {"mlperf-training-h100/v4.0-11616", 0.145},
+    // fill, drain and exposed DP sync (docs/validation.md); the v4.0 MBS 2 row 12 % slow, as
+    // NeMo's MBS 2 GPT3-175B row is 10 %.
+    {"mlperf-training-h100/v3.1-512", 0.01},
+    {"mlperf-training-h100/v3.1-768", 0.01},
+    {"mlperf-training-h100/v3.1-4096", 0.08},
+    {"mlperf-training-h100/v3.1-6144", 0.085},
+    {"mlperf-training-h100/v3.1-8192", 0.085},
+    {"mlperf-training-h100/v3.1-10240", 0.135},
+    {"mlperf-training-h100/v3.1-10752", 0.14},
+    {"mlperf-training-h100/v4.0-512", 0.12},
+    {"mlperf-training-h100/v4.0-10752", 0.12},
+    {"mlperf-training-h100/v4.0-11616", 0.12},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -208,20 +208,21 @@ const std::set<std::string> kBf16FitRows = {"megatron-core-h100/gpt-1.7b",
                                             "megatron-core-h100/gpt-177b-strong-96"};
 constexpr double kBf16FitMeanBound = 0.025;
 /// The rows the H100 FP8 curve's factor was fit on (with TP overlap as their recipes run it):
-/// today 7.5 % mean, 11.8 % worst.
+/// today 8.1 % mean, 12.9 % worst (7.1 % and 11.0 % with FP8 GEMMs priced at the BF16 curve's
+/// efficiency at their own FLOPs, not at half of them).
 const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
-constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.125;
-/// NeMo 24.07's FP8 table, held out of every fit: today 4.6 % mean, 10.2 % worst.
+constexpr double kFitMeanBound = 0.085, kFitWorstBound = 0.135;
+/// NeMo 24.07's FP8 table, held out of every fit: today 4.0 % mean, 11.7 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
-constexpr double kHeldOutFp8MeanBound = 0.05, kHeldOutFp8WorstBound = 0.11;
-/// Every row but the one set aside: today 6.1 % mean, 34.3 % worst over 67 rows (the issue's
-/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.8 % and
-/// 58.3 %.
+constexpr double kHeldOutFp8MeanBound = 0.045, kHeldOutFp8WorstBound = 0.12;
+/// Every row but the one set aside: today 5.6 % mean, 34.3 % worst over 67 rows (the issue's
+/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.4 % and
+/// 57.6 %.
 /// Regression guards only.
-constexpr double kAllMeanBound = 0.062, kAllWorstBound = 0.35;
-constexpr double kWithSetAsideMeanBound = 0.07, kWithSetAsideWorstBound = 0.585;
+constexpr double kAllMeanBound = 0.058, kAllWorstBound = 0.35;
+constexpr double kWithSetAsideMeanBound = 0.066, kWithSetAsideWorstBound = 0.585;
 /// The timed rows whose measured time is set aside (ValidationCase::set_aside).
 const std::set<std::string> kSetAsideRows = {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"};
 
@@ -258,7 +259,9 @@ private slots:
   // 8.40 of memory-bound work a layer (docs/measurements/kernel_breakdown.py). The H800 row's
   // middle stage holds 4 MoE layers: its pair, priced with DeepEP's 20 of 132 SMs taken, the MoE
   // host time and the RMSNorms and MLA up-projections recomputed as the report says (§3.2.3; the
-  // profile's backward has them), is within 4 % of the profile, and each category within 25 %.
+  // profile's backward has them), is within 5 % of the profile (+4.5 %: +3.0 % while FP8 GEMMs
+  // were priced at the BF16 curve's efficiency at their own FLOPs, not at half of them), and
+  // each category within 25 %.
   void moeLayerPairAgainstDeepSeeksKernelProfile() {
     auto set = loadValidationSet("deepseek-v3-h800");
     QVERIFY2(set.ok(), set ? "" : set.error().message.c_str());
@@ -281,14 +284,14 @@ private slots:
     };
     const double profile_us = 129012.0 / 4;
     const double priced = pairPerLayer(row.setup);
-    QVERIFY2(std::abs(priced / profile_us - 1) < 0.04, std::to_string(priced).c_str());
+    QVERIFY2(std::abs(priced / profile_us - 1) < 0.05, std::to_string(priced).c_str());
     // Each of the two terms the profile bears out is needed: without the SM share the pair comes
-    // out over 10 % short, without the MoE host time (3.5 ms a layer; the profile's compute
+    // out over 9 % short, without the MoE host time (3.5 ms a layer; the profile's compute
     // stream idles 2.8 ms a layer) over 5 % short.
     ModelSetup no_sm_count = row.setup;
     no_sm_count.hardware.sm_count = 0;
     const double unshared = pairPerLayer(no_sm_count);
-    QVERIFY2(unshared > 0 && unshared / profile_us < 0.9, std::to_string(unshared).c_str());
+    QVERIFY2(unshared > 0 && unshared / profile_us < 0.91, std::to_string(unshared).c_str());
     ModelSetup no_host = row.setup;
     no_host.training.moe_layer_host_us = 0;
     const double hostless = pairPerLayer(no_host);
