@@ -157,6 +157,18 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"mlperf-training-h100/v4.0-512", 0.12},
     {"mlperf-training-h100/v4.0-10752", 0.12},
     {"mlperf-training-h100/v4.0-11616", 0.12},
+    // v4.1 (NeMo 24.09, MBS 2, VP 6, FP8 parameters): 14-16 % slow, as every MBS 2 GPT-3 row is.
+    {"mlperf-training-h100/v4.1-256", 0.17},
+    {"mlperf-training-h100/v4.1-512", 0.145},
+    // v5.0, Llama 3.1 405B (TP 8, PP 8, VP 8, CP 2, sequence 8192): -3.8 % to +5.2 %.
+    {"mlperf-training-h100/v5.0-405b-512", 0.06},
+    {"mlperf-training-h100/v5.0-405b-2048", 0.04},
+    {"mlperf-training-h100/v5.0-405b-2432", 0.035},
+    {"mlperf-training-h100/v5.0-405b-2560", 0.02},
+    {"mlperf-training-h100/v5.0-405b-8192", 0.045},
+    // The first rows on H200 (Nebius, the same 405B code at TP 4): +5.1 % and +4.4 %.
+    {"mlperf-training-h200/v5.0-405b-512", 0.06},
+    {"mlperf-training-h200/v5.0-405b-1024", 0.05},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -217,7 +229,7 @@ constexpr double kFitMeanBound = 0.085, kFitWorstBound = 0.135;
 /// NeMo 24.07's FP8 table, held out of every fit: today 4.0 % mean, 11.7 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
 constexpr double kHeldOutFp8MeanBound = 0.045, kHeldOutFp8WorstBound = 0.12;
-/// Every row but the one set aside: today 5.6 % mean, 34.3 % worst over 67 rows (the issue's
+/// Every row but the one set aside: today 5.7 % mean, 34.3 % worst over 76 rows (the issue's
 /// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.4 % and
 /// 57.6 %.
 /// Regression guards only.
@@ -454,7 +466,7 @@ private slots:
         ++checked;
       }
     }
-    QCOMPARE(checked, 68);
+    QCOMPARE(checked, 77);
   }
 
   // A summary's mean and worst are of |error|: signs cancel nothing.
@@ -510,7 +522,7 @@ private slots:
     QCOMPARE(fp8_moe.sets, std::vector<std::string>{"megatron-bridge-h100"});
     QCOMPARE(fp8_moe.step.runs, 5); // the six less the 25.11 Qwen3-30B-A3B row, set aside
     const auto fp8_dense = validatedAccuracy("h100-sxm", GemmPrecision::Fp8, false);
-    QCOMPARE(fp8_dense.step.runs, 27); // NeMo's 12, Megatron-Bridge's 5 Llama rows, MLPerf's 10
+    QCOMPARE(fp8_dense.step.runs, 34); // NeMo's 12, Megatron-Bridge's 5 Llama rows, MLPerf's 17
 
     // H800's one row is FP8 MoE: a BF16 dense plan on H800 gets it, said to be wider.
     const auto h800 = validatedAccuracy("h800", GemmPrecision::Bf16, false);
@@ -520,14 +532,21 @@ private slots:
                                              "deepseek-v3-h800) the predicted step time was ") !=
             std::string::npos);
 
-    // No timed row on H200 (or on a hardware file of a name no row uses).
-    for (const char *unchecked : {"h200", "my-own-gpu"}) {
+    // H200's two rows are MLPerf's Llama 3.1 405B on Nebius's machines, in FP8.
+    const auto h200 = validatedAccuracy("h200", GemmPrecision::Fp8, false);
+    QCOMPARE(h200.sets, std::vector<std::string>{"mlperf-training-h200"});
+    QCOMPARE(h200.step.runs, 2);
+    // No timed row on the 96 GB HBM2e H100 (torchtitan's rows there check memory only), or on a
+    // hardware file of a name no row uses.
+    for (const char *unchecked : {"h100-hbm2e-96gb", "my-own-gpu"}) {
       const auto none = validatedAccuracy(unchecked, GemmPrecision::Bf16, false);
       QCOMPARE(none.step.runs, 0);
       QVERIFY(none.sets.empty());
-      QCOMPARE(validatedAccuracyText(none), "no published run on " + std::string(unchecked) +
-                                                " checks the step time: this prediction is "
-                                                "unchecked");
+      // (The HBM2e H100's text goes on with its memory rows.)
+      QVERIFY(validatedAccuracyText(none).rfind("no published run on " + std::string(unchecked) +
+                                                    " checks the step time: this prediction is "
+                                                    "unchecked",
+                                                0) == 0);
       QVERIFY(!withinValidatedError(1.0, 1.0, none));
     }
     const auto json = validatedAccuracyJson(accuracy);
@@ -547,8 +566,8 @@ private slots:
   // full or selective recomputation; Llama 3 70B on 64 H100s at GBS 128, PP 8 in
   // Megatron-Bridge's 25.11 and PP 4 × CP 2 in NeMo 24.07; Llama 3 8B on 8 H100s, FSDP in
   // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07; GPT-3 175B on 512 H100s at GBS 2048, MLPerf
-  // v3.1's MBS 1 and NeMo 24.07's MBS 2, and on 10752 at GBS 2688, MLPerf v3.1's PP 8 and v4.0's
-  // PP 6), 15 are predicted in the measured order. The
+  // v3.1's MBS 1, v4.1's MBS 2 and NeMo 24.07's MBS 2, and on 10752 at GBS 2688, MLPerf v3.1's
+  // PP 8 and v4.0's PP 6), 17 are predicted in the measured order. The
   // three that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
   // predicted 6 % faster, and the two Llama pairs, 5 % and 18 % apart across two containers more
   // than a year apart and predicted within 1-7 % the other way (docs/validation.md). A hand-made
@@ -562,8 +581,8 @@ private slots:
       for (const auto &row : set.cases)
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
-    QCOMPARE(ranking.pairs, 18);
-    QVERIFY2(ranking.ordered >= 15, std::to_string(ranking.ordered).c_str());
+    QCOMPARE(ranking.pairs, 20);
+    QVERIFY2(ranking.ordered >= 17, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
                    pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos ||
