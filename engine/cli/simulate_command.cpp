@@ -207,6 +207,7 @@ int runSimulate(const std::vector<std::string> &args) {
       out["step_time_s"] = report->step_time_s;
       out["tokens_per_s"] = report->tokens_per_s;
       out["mfu"] = report->mfu;
+      if (report->mfu_fp8 > 0) out["mfu_fp8"] = report->mfu_fp8;
       out["communication"] = {
           {"tp", toJson(report->tp)}, {"pp", toJson(report->pp)}, {"dp", toJson(report->dp)}};
       out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
@@ -320,11 +321,15 @@ int runSimulate(const std::vector<std::string> &args) {
     summary << '\n';
   }
   if (report) {
-    char line[256];
+    char fp8[64] = "";
+    if (report->mfu_fp8 > 0)
+      std::snprintf(fp8, sizeof fp8, " of the 16-bit peak, %.1f %% of the FP8 peak",
+                    report->mfu_fp8 * 100);
+    char line[320];
     std::snprintf(line, sizeof line,
-                  "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%\ncommunication per step: TP %s "
+                  "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%%s\ncommunication per step: TP %s "
                   "(%.3g s, %s), PP %s (%.3g s, %s), DP %s (%.3g s, %s)\n",
-                  report->step_time_s, report->tokens_per_s, report->mfu * 100,
+                  report->step_time_s, report->tokens_per_s, report->mfu * 100, fp8,
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());

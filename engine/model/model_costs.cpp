@@ -1594,6 +1594,8 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
     report.tokens_per_s = tokens / report.step_time_s;
     report.mfu = report.model_flops_per_step /
                  (report.step_time_s * mesh.worldSize() * setup.hardware.peak_tflops * 1e12);
+    if (setup.training.gemm_precision == GemmPrecision::Fp8 && setup.hardware.peak_fp8_tflops > 0)
+      report.mfu_fp8 = report.mfu * setup.hardware.peak_tflops / setup.hardware.peak_fp8_tflops;
   }
 
   // TP: every rank of a group sends 2(t-1)/t of each all-reduced message.

@@ -417,11 +417,15 @@ struct ModelReport {
   std::vector<RankMemory> memory; ///< per pipeline rank
   double step_time_s = 0;
   double tokens_per_s = 0; ///< whole mesh
-  /// Model FLOPs utilization: model_flops_per_step / (step time × world size × peak). Model FLOPs
+  /// Model FLOPs utilization: model_flops_per_step / (step time × world size × peak), the peak
+  /// being the dense 16-bit one (HardwareSpec::peak_tflops) whatever the GEMMs run in. Model FLOPs
   /// are 3 × the forward's matmul FLOPs (transformer layers with the full s×s attention matrix,
   /// and the output head), without recomputation: 6·N·tokens plus attention, as in Narayanan et
   /// al. 2021 and Chowdhery et al. 2022 (PaLM, appendix B), N = non-embedding parameters + head.
   double mfu = 0;
+  /// The same model FLOPs over the mesh's FP8 peak (HardwareSpec::peak_fp8_tflops) where the
+  /// GEMMs run in FP8, since an FP8 run's MFU against the 16-bit peak can pass 50 %; 0 otherwise.
+  double mfu_fp8 = 0;
   double parameters = 0;           ///< the model's parameter count
   double model_flops_per_step = 0; ///< whole mesh
   CommunicationKind tp, pp, dp;

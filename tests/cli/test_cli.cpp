@@ -437,6 +437,24 @@ private slots:
     QVERIFY(!pipescope({"simulate"}).out.contains(QStringLiteral("checked against")));
   }
 
+  // MFU counts model FLOPs against the dense 16-bit peak; an FP8 plan also gets it against the
+  // FP8 peak (h100-sxm: 989 and 1979 TFLOPS), so 60 % "MFU" is not mistaken for 60 % of FP8.
+  void fp8PlansGiveMfuAgainstBothPeaks() {
+    const QStringList shape{"--model", "llama3-8b", "--hardware",     "h100-sxm",
+                            "--pp",    "2",         "--microbatches", "8"};
+    const json bf16 = simulateJson(shape);
+    QVERIFY(bf16["mfu"].get<double>() > 0.2);
+    QVERIFY(!bf16.contains("mfu_fp8"));
+    const json fp8 = simulateJson(shape + QStringList{"--fp8"});
+    const double mfu = fp8["mfu"], mfu_fp8 = fp8["mfu_fp8"];
+    QVERIFY2(std::abs(mfu_fp8 - mfu * 989 / 1979) < 1e-12, fp8.dump().c_str());
+    const Run text = pipescope(QStringList{"simulate"} + shape + QStringList{"--fp8"});
+    const QString expected = QStringLiteral("MFU %1 % of the 16-bit peak, %2 % of the FP8 peak")
+                                 .arg(100 * mfu, 0, 'f', 1)
+                                 .arg(100 * mfu_fp8, 0, 'f', 1);
+    QVERIFY2(text.out.contains(expected), qPrintable(text.out));
+  }
+
   // `compare --published SET --row ID --save-plan FILE` writes the row's configuration as a
   // plan; simulating that plan predicts the row's step again. It needs one row, of one set, and
   // a file of its own (the table is on standard output).

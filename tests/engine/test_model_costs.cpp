@@ -632,6 +632,16 @@ void TestModelCosts::throughputAndMfu() {
            show(r.model_flops_per_step, expected).c_str());
   QVERIFY(r.tp.bytes > 0 && r.pp.bytes > 0 && r.dp.bytes > 0);
   QCOMPARE(r.tp.link, std::string("intra-node"));
+  QCOMPARE(r.mfu_fp8, 0.0); // BF16 GEMMs: one MFU, against the 16-bit peak
+
+  // FP8 GEMMs: the same model FLOPs over the FP8 peak as well (989 and 1979 TFLOPS on h100-sxm).
+  setup.training.gemm_precision = GemmPrecision::Fp8;
+  auto fp8 = simulateModel(setup, mesh, request("1f1b", 8, 32));
+  REQUIRE_OK(fp8);
+  const auto &f = fp8->report;
+  QVERIFY(f.step_time_s < r.step_time_s);
+  QVERIFY(near(f.mfu, f.model_flops_per_step / (f.step_time_s * 128 * 989e12), 1e-9));
+  QVERIFY2(near(f.mfu_fp8, f.mfu * 989 / 1979, 1e-9), show(f.mfu_fp8, f.mfu * 989 / 1979).c_str());
 }
 
 void TestModelCosts::modelThatCannotFitIsFlagged() {
