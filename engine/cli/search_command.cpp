@@ -477,8 +477,16 @@ int runSearch(const std::vector<std::string> &args) {
             << " configurations, " << result->pruned_by_memory << " pruned by memory, "
             << result->evaluated << " simulated in " << fixed(result->seconds, 2) << " s"
             << (result->cancelled ? " (interrupted)" : "")
-            << "\nchecked against: " << validatedAccuracyText(accuracy) << "\n\n"
-            << kTableHeader;
+            << "\nchecked against: " << validatedAccuracyText(accuracy) << '\n';
+  // MFU counts model FLOPs against the dense 16-bit peak (ModelReport::mfu), so an FP8 search's
+  // column reads high: say so, with the factor to the FP8 peak.
+  if (request->gemm_precision == GemmPrecision::Fp8 && request->hardware.peak_fp8_tflops > 0)
+    std::cout << "MFU% is against the dense 16-bit peak ("
+              << fixed(request->hardware.peak_tflops, 0) << " TFLOPS); against the FP8 peak ("
+              << fixed(request->hardware.peak_fp8_tflops, 0) << ") it is "
+              << fixed(request->hardware.peak_tflops / request->hardware.peak_fp8_tflops, 2)
+              << " times as much\n";
+  std::cout << '\n' << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';
   if (std::any_of(result->plans.begin(), result->plans.end(),

@@ -69,7 +69,8 @@ QString planDetails(const SearchPlan &plan, int rank) {
   return QCoreApplication::translate(
              "SearchPanel",
              "<b>%1</b>%2<br>mesh %3 (%4)<br>schedule %5, V = %6<br>M = %7, microbatch size %8"
-             "<br>recompute %9<br>step %10 ms, bubble %11 %<br>%12 tokens/s, MFU %13 %<br>"
+             "<br>recompute %9<br>step %10 ms, bubble %11 %<br>%12 tokens/s, MFU %13 % of the "
+             "16-bit peak<br>"
              "peak memory %14 / %15 GiB")
       .arg(rank > 0 ? QStringLiteral("#%1").arg(rank) : QString(),
            rank > 0 ? QString()

@@ -370,6 +370,9 @@ private slots:
         pipescope(kSmallSearch + QStringList{"--top", "2", "--zero-stage", "2", "--fp8"});
     QVERIFY2(text.exit_code == 0, qPrintable(text.err));
     QVERIFY(text.out.contains("8 × h100-sxm (fp8 GEMMs):"));
+    QVERIFY2(text.out.contains("MFU% is against the dense 16-bit peak (989 TFLOPS); against the "
+                               "FP8 peak (1979) it is 0.50 times as much\n"),
+             qPrintable(text.out));
     QVERIFY(text.out.contains(" z2 "));
     const Run help = pipescope({"search", "--help"});
     for (const char *option : {"--zero-stage LIST", "--zero1", "--fp8", "--gemm-precision P",
