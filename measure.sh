@@ -161,6 +161,23 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
     echo "$row"
   done
   echo
+  # GPUs with FP8 tensor cores: the FP8 E4M3 ladder (cuBLASLt's best proposal per rung).
+  if grep -q '"event":"gemm_fp8"' "$work/gemm.jsonl"; then
+    datasheet_fp8=$(echo "$summary" | field datasheet_fp8_tflops)
+    echo "| m = n = k | type | time per GEMM | TFLOP/s | of the datasheet's FP8 peak |"
+    echo "| --: | :-- | --: | --: | --: |"
+    grep '"event":"gemm_fp8"' "$work/gemm.jsonl" | while read -r line; do
+      row="| $(echo "$line" | field m) | $(echo "$line" | text dtype) |"
+      row="$row $(fmt "$(echo "$line" | field us)" 1) us | $(fmt "$(echo "$line" | field tflops)" 3) |"
+      if [ -n "$datasheet_fp8" ] && [ "$datasheet_fp8" != "null" ]; then
+        row="$row $(fmt "$(awk -v t="$(echo "$line" | field tflops)" -v d="$datasheet_fp8" 'BEGIN { print 100 * t / d }')" 1) % |"
+      else
+        row="$row - |"
+      fi
+      echo "$row"
+    done
+    echo
+  fi
   if [ "$datasheet" != "null" ] && [ -n "$datasheet" ]; then
     echo "Best: $(fmt "$best" 1) TFLOP/s, $(fmt "$(awk -v b="$best" -v d="$datasheet" 'BEGIN { print 100 * b / d }')" 1) %" \
       "of the datasheet's $(fmt "$datasheet" 0) TFLOP/s dense bf16 ($(echo "$summary" | text datasheet_preset) preset)."

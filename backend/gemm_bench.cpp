@@ -62,11 +62,23 @@ double SustainedGemm::fraction_of_ladder() const {
   return std::min(1.0, tflops() / ladder_tflops);
 }
 
-double GemmBenchmark::best_tflops() const {
+namespace {
+
+double bestOf(const std::vector<GemmRate> &rates) {
   double best = 0;
   for (const auto &rate : rates)
     best = std::max(best, rate.tflops);
   return best;
+}
+
+} // namespace
+
+double GemmBenchmark::best_tflops() const {
+  return bestOf(rates);
+}
+
+double GemmBenchmark::best_fp8_tflops() const {
+  return bestOf(fp8_rates);
 }
 
 std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name) {
@@ -100,8 +112,10 @@ Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank, double sus
   if (!benchmark.gpu_name.empty()) {
     benchmark.datasheet_preset = hardwarePresetForGpu(benchmark.gpu_name);
     if (benchmark.datasheet_preset)
-      if (auto spec = loadHardwareSpec(*benchmark.datasheet_preset))
+      if (auto spec = loadHardwareSpec(*benchmark.datasheet_preset)) {
         benchmark.datasheet_tflops = spec->peak_tflops;
+        benchmark.datasheet_fp8_tflops = spec->peak_fp8_tflops;
+      }
   }
   return benchmark;
 }
@@ -138,6 +152,32 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
                       std::to_string(static_cast<int>(benchmark.sustained->seconds)) +
                       " s over its ladder rate (the GPU at its power limit, as in training)"
                 : std::string());
+  if (!on_cpu && !benchmark.fp8_rates.empty()) {
+    if (!(hw.peak_fp8_tflops > 0))
+      return makeError("the GPU ran an FP8 ladder but the base hardware '" + hw.name +
+                       "' has no peak_fp8_tflops to read it against; give --hardware a file "
+                       "with the GPU's dense FP8 peak");
+    const double best_fp8 = benchmark.best_fp8_tflops();
+    hw.peak_fp8_tflops = std::max(hw.peak_fp8_tflops, best_fp8);
+    std::vector<int> fp8_sizes;
+    std::vector<double> fp8_tflops;
+    for (const auto &rate : benchmark.fp8_rates) {
+      fp8_sizes.push_back(rate.size);
+      fp8_tflops.push_back(rate.tflops * scale);
+    }
+    hw.gemm_efficiency_fp8 = curveFromSquareLadder(fp8_sizes, fp8_tflops, hw.peak_fp8_tflops);
+    if (auto status = checkGemmCurve(hw.gemm_efficiency_fp8, "/gemm_efficiency_fp8"); !status)
+      return makeError("the measured FP8 ladder does not make a curve: " + status.error().message);
+    hw.gemm_efficiency_fp8_source =
+        "pipescope-backend --gemm-bench on " + benchmark.device +
+        ": square FP8 E4M3 GEMMs (bf16 out, cuBLASLt's best proposal), best " +
+        std::to_string(best_fp8) + " TFLOP/s, efficiency over the FP8 peak of " +
+        std::to_string(hw.peak_fp8_tflops) +
+        " TFLOP/s; each point carries the best rate up to its size" +
+        (held > 0 ? "; every rate scaled by " + std::to_string(held) +
+                        ", the bf16 GEMM's held rate over its ladder rate (one power limit)"
+                  : std::string());
+  }
   if (on_cpu) {
     hw.name = "cpu-measured";
     hw.efficiency = hw.gemm_efficiency.back().efficiency;
@@ -178,6 +218,22 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
     }
     events.push_back(std::move(event));
   }
+  const double best_fp8 = benchmark.best_fp8_tflops();
+  // FP8 rungs as events of their own, so a reader of the bf16 ladder's "gemm" events is not
+  // handed a second ladder in another precision.
+  for (const auto &rate : benchmark.fp8_rates) {
+    nlohmann::json event = {{"event", "gemm_fp8"},
+                            {"m", rate.size},
+                            {"n", rate.size},
+                            {"k", rate.size},
+                            {"dtype", rate.dtype},
+                            {"us", rate.us},
+                            {"repetitions", rate.repetitions},
+                            {"tflops", rate.tflops},
+                            {"fraction_of_best", best_fp8 > 0 ? rate.tflops / best_fp8 : 0.0}};
+    if (rate.algorithms_tried > 0) event["algorithms_tried"] = rate.algorithms_tried;
+    events.push_back(std::move(event));
+  }
   nlohmann::json summary = {{"event", "gemm_summary"},     {"device", benchmark.device},
                             {"best_tflops", best},         {"datasheet_preset", nullptr},
                             {"datasheet_tflops", nullptr}, {"fraction_of_datasheet", nullptr}};
@@ -195,6 +251,13 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
     summary["datasheet_preset"] = *benchmark.datasheet_preset;
     summary["datasheet_tflops"] = benchmark.datasheet_tflops;
     summary["fraction_of_datasheet"] = best / benchmark.datasheet_tflops;
+  }
+  if (best_fp8 > 0) {
+    summary["best_fp8_tflops"] = best_fp8;
+    if (benchmark.datasheet_fp8_tflops > 0) {
+      summary["datasheet_fp8_tflops"] = benchmark.datasheet_fp8_tflops;
+      summary["fp8_fraction_of_datasheet"] = best_fp8 / benchmark.datasheet_fp8_tflops;
+    }
   }
   events.push_back(std::move(summary));
   return events;

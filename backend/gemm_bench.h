@@ -3,7 +3,9 @@
 // the reference that a run's achieved throughput is read against (DESIGN.md §7 "Compute"). On a
 // GPU the GEMMs are cuBLAS bf16 with fp32 accumulation, the kernels the stages run, and the best
 // rung is "cuBLAS's peak" on this GPU; it is also set beside the datasheet's dense bf16 peak
-// where the GPU matches a hardware preset. On the cpu device they are the blocked fp32 GEMM.
+// where the GPU matches a hardware preset. On a GPU with FP8 tensor cores (compute capability
+// 8.9 and up) a second ladder runs FP8 E4M3 GEMMs (bf16 out) through cuBLASLt, the kernels
+// Transformer Engine calls, for the FP8 curve. On the cpu device they are the blocked fp32 GEMM.
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@ namespace pipescope::backend {
 
 struct GemmRate {
   int size = 0;        ///< m = n = k
-  std::string dtype;   ///< "bf16" (fp32 accumulation) or "fp32"
+  std::string dtype;   ///< "bf16" (fp32 accumulation), "fp8-e4m3" (bf16 out) or "fp32"
   double us = 0;       ///< one GEMM, the best of the timed batches
   double tflops = 0;   ///< 2·size³ / us
   int repetitions = 0; ///< GEMMs per timed batch
@@ -57,10 +59,15 @@ struct GemmBenchmark {
   std::string software;        ///< GPU: driver, CUDA runtime, cuBLAS and NCCL versions
   int sm_count = 0;            ///< the GPU's streaming multiprocessors (0 on the cpu)
   std::vector<GemmRate> rates; ///< ascending size
+  /// GPU with FP8 tensor cores: the FP8 ladder, ascending size; `us` is cuBLAS's best of the
+  /// algorithms cuBLASLt proposes (there is no FP8 path of the stages' to tune).
+  std::vector<GemmRate> fp8_rates;
   std::optional<std::string> datasheet_preset; ///< the hardware preset the GPU matched
   double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)
+  double datasheet_fp8_tflops = 0;             ///< its dense FP8 peak (0: unknown or none)
   std::optional<SustainedGemm> sustained;      ///< GPU with --sustain above 0
   double best_tflops() const;
+  double best_fp8_tflops() const; ///< 0 without an FP8 ladder
 };
 
 /// Runs the ladder on this process's device (local rank picks the GPU), then on a GPU holds its
@@ -75,8 +82,10 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
 /// `base` (links, memory, peak). On a GPU the efficiencies are the bf16 rates over the base's
 /// datasheet peak (raised to the best rate if the GPU beats it), each rate first scaled by the
 /// held GEMM's fraction of the ladder where one was held, so the curve is the GPU's rate at its
-/// power limit; on the cpu device (fp32) the peak becomes the best measured rate. The source
-/// names the device, the ladder and the scaling.
+/// power limit; on the cpu device (fp32) the peak becomes the best measured rate. An FP8 ladder
+/// becomes the FP8 curve the same way, over the base's peak_fp8_tflops, scaled by the same held
+/// fraction (the bf16 GEMM's: one power limit); without one the file keeps the base's FP8 curve.
+/// The sources name the device, the ladder and the scaling.
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 
 /// One "gemm" event per rung, then the "gemm_summary" event (with the held rate, if any).

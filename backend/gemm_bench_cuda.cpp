@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "backend/gemm_bench.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_gemm.h"
+#include "kernels/cuda_kernels.h"
 
 namespace pipescope::backend {
 
@@ -32,11 +34,13 @@ struct RungResources {
   cublasLtHandle_t lt = nullptr;
   cublasLtMatmulDesc_t operation = nullptr;
   cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatrixLayout_t output_layout = nullptr; ///< FP8 rungs: the bf16 output's
   cublasLtMatmulPreference_t preference = nullptr;
   ~RungResources() {
     for (void *buffer : buffers)
       cudaFree(buffer);
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (output_layout) cublasLtMatrixLayoutDestroy(output_layout);
     if (layout) cublasLtMatrixLayoutDestroy(layout);
     if (operation) cublasLtMatmulDescDestroy(operation);
     if (lt) cublasLtDestroy(lt);
@@ -188,6 +192,95 @@ Result<GemmRate> timeRung(int n) {
   return rate;
 }
 
+// An FP8 rung: n x n x n with E4M3 operands, bf16 out, fp32 compute, through cuBLASLt in the
+// "TN" form its FP8 kernels take (A transposed; Transformer Engine's FP8 GEMMs are these calls),
+// without fast accumulation (TE's input- and weight-gradient GEMMs; its forward accumulates
+// fast). Every algorithm cuBLASLt's heuristic proposes is timed in three rounds of ~30 ms
+// batches and the best kept: cuBLAS's best FP8 GEMM on this GPU.
+Result<GemmRate> timeFp8Rung(int n) {
+  RungResources r;
+  PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+  const std::size_t elements = static_cast<std::size_t>(n) * n;
+  void *operands[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    PIPESCOPE_CUDA_CHECK(cudaMalloc(&operands[i], elements)); // one byte an element
+    r.buffers.push_back(operands[i]);
+    // Random operands (as the bf16 rungs): zeros would draw less power than training's data.
+    PIPESCOPE_CUDA_CHECK(kernels::launchFillUniformFp8(
+        operands[i], elements, 1.0f, static_cast<std::uint32_t>(7 * n + i), r.stream));
+  }
+  void *output = nullptr;
+  PIPESCOPE_CUDA_CHECK(cudaMalloc(&output, elements * sizeof(kernels::bf16)));
+  r.buffers.push_back(output);
+  std::size_t workspace_bytes = kLtWorkspaceBytes;
+  void *workspace = nullptr;
+  PIPESCOPE_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
+  r.buffers.push_back(workspace);
+
+  PIPESCOPE_CUBLAS_CHECK(cublasLtCreate(&r.lt));
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&r.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(r.operation, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                        &transpose, sizeof transpose));
+  PIPESCOPE_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(r.operation, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
+  const std::int8_t fast_accumulation = 0;
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      r.operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulation, sizeof fast_accumulation));
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&r.layout, CUDA_R_8F_E4M3, n, n, n));
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&r.output_layout, CUDA_R_16BF, n, n, n));
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&r.preference));
+  PIPESCOPE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(r.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes, sizeof workspace_bytes));
+  cublasLtMatmulHeuristicResult_t proposed[kAlgorithmsToTry] = {};
+  int returned = 0;
+  PIPESCOPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+      r.lt, r.operation, r.layout, r.layout, r.output_layout, r.output_layout, r.preference,
+      kAlgorithmsToTry, proposed, &returned));
+  const float alpha = 1.0f, beta = 0.0f;
+  EventPool events;
+  PIPESCOPE_TRY(events.resize(2));
+  const auto timeCalls = [&](int a, int repetitions) -> Result<double> {
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
+    for (int i = 0; i < repetitions; ++i)
+      PIPESCOPE_CUBLAS_CHECK(cublasLtMatmul(r.lt, r.operation, &alpha, operands[0], r.layout,
+                                            operands[1], r.layout, &beta, output, r.output_layout,
+                                            output, r.output_layout, &proposed[a].algo, workspace,
+                                            proposed[a].workspaceSize, r.stream));
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
+    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
+    float ms = 0;
+    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
+    return 1000.0 * static_cast<double>(ms) / repetitions;
+  };
+  // Warm-up, and the proposals that run: one may still refuse this problem at launch.
+  std::vector<int> runnable;
+  double estimate = 1e300;
+  for (int a = 0; a < returned; ++a) {
+    if (proposed[a].state != CUBLAS_STATUS_SUCCESS) continue;
+    auto warm = timeCalls(a, 3);
+    if (!warm) continue;
+    runnable.push_back(a);
+    estimate = std::min(estimate, *warm);
+  }
+  if (runnable.empty())
+    return makeError("--gemm-bench: cuBLASLt proposes no FP8 E4M3 GEMM that runs at " +
+                     std::to_string(n) + "^3 on this GPU");
+  const int repetitions = std::clamp(static_cast<int>(3e4 / std::max(1.0, estimate)), 3, 20000);
+  double best = 1e300;
+  for (int round = 0; round < 3; ++round)
+    for (int a : runnable) {
+      auto us = timeCalls(a, repetitions);
+      if (!us) return us.error();
+      best = std::min(best, *us);
+    }
+  GemmRate rate = gemmRate(n, "fp8-e4m3", best, repetitions);
+  rate.best_algorithm_us = best;
+  rate.algorithms_tried = static_cast<int>(runnable.size());
+  return rate;
+}
+
 // The backend's tuned n x n GEMM back to back for `seconds`, timed in windows of about half a
 // second with device events: the rate once the GPU has settled at its power limit.
 Result<SustainedGemm> holdGemm(int n, double seconds, double ladder_tflops) {
@@ -270,6 +363,15 @@ Result<GemmBenchmark> benchmarkCudaGemms(int local_rank, double sustain_s) {
   if (benchmark.rates.empty())
     return makeError("--gemm-bench: too little free memory on GPU " + std::to_string(device) +
                      " for even a 1024 x 1024 GEMM");
+  // FP8 tensor cores: compute capability 8.9 (Ada) and up (Hopper 9.0, Blackwell 10.x).
+  if (properties.major * 10 + properties.minor >= 89) {
+    benchmark.device += "; FP8 E4M3 GEMMs through cuBLASLt";
+    for (const auto &bf16_rung : benchmark.rates) {
+      auto rate = timeFp8Rung(bf16_rung.size);
+      if (!rate) return rate.error();
+      benchmark.fp8_rates.push_back(*rate);
+    }
+  }
   if (sustain_s > 0) {
     // The largest rung up to 8192^3 (1.4 ms a GEMM on an H100): long enough to fill the GPU,
     // short enough that a window holds hundreds of them.

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include <cuda_fp8.h>
+
 namespace pipescope::kernels {
 
 namespace {
@@ -157,16 +159,28 @@ __global__ void softmaxRowsBackward(const bf16 *probs, bf16 *grad, int columns) 
     g[c] = __float2bfloat16(__bfloat162float(p[c]) * (__bfloat162float(g[c]) - dot));
 }
 
+// Uniform in [-scale, scale] from a 32-bit integer hash (Wang hash variant) of the index mixed
+// with the seed.
+__device__ float uniformAt(std::size_t i, float scale, std::uint32_t seed) {
+  std::uint32_t x = static_cast<std::uint32_t>(i) * 747796405u + seed * 2891336453u + 1u;
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return scale * (static_cast<float>(x) / 2147483648.0f - 1.0f);
+}
+
 __global__ void fillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed) {
   GRID_STRIDE(i, count) {
-    // A 32-bit integer hash (Wang hash variant) of the index mixed with the seed.
-    std::uint32_t x = static_cast<std::uint32_t>(i) * 747796405u + seed * 2891336453u + 1u;
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    data[i] = __float2bfloat16(scale * (static_cast<float>(x) / 2147483648.0f - 1.0f));
+    data[i] = __float2bfloat16(uniformAt(i, scale, seed));
+  }
+}
+
+__global__ void fillUniformFp8(__nv_fp8_e4m3 *data, std::size_t count, float scale,
+                               std::uint32_t seed) {
+  GRID_STRIDE(i, count) {
+    data[i] = __nv_fp8_e4m3(uniformAt(i, scale, seed));
   }
 }
 
@@ -246,6 +260,13 @@ cudaError_t launchSoftmaxRowsBackward(const bf16 *probs, bf16 *grad, int rows, i
 cudaError_t launchFillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed,
                               cudaStream_t stream) {
   fillUniform<<<blocksFor(count), kThreads, 0, stream>>>(data, count, scale, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFillUniformFp8(void *data, std::size_t count, float scale, std::uint32_t seed,
+                                 cudaStream_t stream) {
+  fillUniformFp8<<<blocksFor(count), kThreads, 0, stream>>>(static_cast<__nv_fp8_e4m3 *>(data),
+                                                            count, scale, seed);
   return cudaGetLastError();
 }
 

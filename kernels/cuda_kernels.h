@@ -37,6 +37,10 @@ cudaError_t launchNormalizeRows(bf16 *matrix, int rows, int columns, cudaStream_
 /// Uniform values in [-scale, scale] from a counter-based hash of (seed, index).
 cudaError_t launchFillUniform(bf16 *data, std::size_t count, float scale, std::uint32_t seed,
                               cudaStream_t stream);
+/// The same values as launchFillUniform, rounded to FP8 E4M3 (one byte each): the operands of
+/// --gemm-bench's FP8 rungs.
+cudaError_t launchFillUniformFp8(void *data, std::size_t count, float scale, std::uint32_t seed,
+                                 cudaStream_t stream);
 /// bf16 → fp32 and fp32 → bf16 copies (for the checks).
 cudaError_t launchToFloat(const bf16 *in, float *out, std::size_t count, cudaStream_t stream);
 cudaError_t launchToBf16(const float *in, bf16 *out, std::size_t count, cudaStream_t stream);

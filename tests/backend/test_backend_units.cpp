@@ -502,6 +502,71 @@ private slots:
     QVERIFY(!parseOptions(4, const_cast<char **>(negative)));
   }
 
+  // A GPU with FP8 tensor cores runs an FP8 ladder too: it becomes the saved file's FP8 curve,
+  // efficiency over the FP8 peak, scaled by the same held fraction as the bf16 curve (one power
+  // limit), with its own events; a base without an FP8 peak cannot read it and says so.
+  void fp8LadderBecomesTheFp8Curve() {
+    GemmBenchmark gpu;
+    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
+    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
+                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    gpu.fp8_rates = {gemmRate(4096, "fp8-e4m3", 2 * 4096.0 * 4096 * 4096 / 1200e6, 10),
+                     gemmRate(8192, "fp8-e4m3", 2 * 8192.0 * 8192 * 8192 / 1400e6, 10)};
+    SustainedGemm held;
+    held.size = 8192;
+    held.seconds = 20;
+    held.ladder_tflops = 770;
+    held.window_tflops = {700, 700}; // held at 700 of the ladder's 770
+    gpu.sustained = held;
+    auto base = loadHardwareSpec("h100-sxm");
+    QVERIFY(base);
+    QCOMPARE(base->peak_fp8_tflops, 1979.0);
+    auto saved = hardwareFromBenchmark(gpu, *base);
+    QVERIFY2(saved, saved ? "" : saved.error().message.c_str());
+    QCOMPARE(saved->peak_fp8_tflops, 1979.0);
+    QCOMPARE(saved->gemm_efficiency_fp8.size(), std::size_t{2});
+    const double scale = 700.0 / 770;
+    QVERIFY(std::abs(saved->gemm_efficiency_fp8[0].efficiency - 1200 * scale / 1979) < 1e-9);
+    QVERIFY(std::abs(saved->gemm_efficiency_fp8[1].efficiency - 1400 * scale / 1979) < 1e-9);
+    QCOMPARE(saved->gemm_efficiency_fp8[1].flops, 2 * 8192.0 * 8192 * 8192);
+    QVERIFY(saved->gemm_efficiency_fp8_source.find("FP8 E4M3") != std::string::npos);
+    // An FP8 plan on the saved file prices its GEMMs on this curve, not the preset's.
+    const GemmHardware fp8 = gemmHardwareOf(*saved, true);
+    QVERIFY(std::abs(gemmEfficiency(fp8, 2 * 8192.0 * 8192 * 8192) - 1400 * scale / 1979) < 1e-9);
+    // The FP8 rungs are events of their own, and the summary sets them beside the FP8 datasheet.
+    gpu.datasheet_preset = "h100-sxm";
+    gpu.datasheet_tflops = 989;
+    gpu.datasheet_fp8_tflops = 1979;
+    const auto events = gemmBenchmarkEvents(gpu);
+    int fp8_events = 0, bf16_events = 0;
+    for (const auto &event : events) {
+      if (event["event"] == "gemm_fp8") {
+        ++fp8_events;
+        QCOMPARE(event["dtype"].get<std::string>(), std::string("fp8-e4m3"));
+      }
+      if (event["event"] == "gemm") ++bf16_events;
+    }
+    QCOMPARE(fp8_events, 2);
+    QCOMPARE(bf16_events, 2);
+    QCOMPARE(events.back()["best_fp8_tflops"].get<double>(), 1400.0);
+    QVERIFY(std::abs(events.back()["fp8_fraction_of_datasheet"].get<double>() - 1400.0 / 1979) <
+            1e-12);
+    // A base without an FP8 peak (an A100 file) cannot read an FP8 ladder.
+    auto a100 = loadHardwareSpec("a100-80gb");
+    QVERIFY(a100);
+    auto refused = hardwareFromBenchmark(gpu, *a100);
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().message.find("peak_fp8_tflops") != std::string::npos,
+             refused.error().message.c_str());
+    // No FP8 ladder (an A100): the file keeps the base's FP8 curve, here none.
+    gpu.fp8_rates.clear();
+    auto bf16_only = hardwareFromBenchmark(gpu, *a100);
+    QVERIFY2(bf16_only, bf16_only ? "" : bf16_only.error().message.c_str());
+    QVERIFY(bf16_only->gemm_efficiency_fp8.empty());
+    QVERIFY(!gemmBenchmarkEvents(gpu).back().contains("best_fp8_tflops"));
+  }
+
   void optionsParse() {
     const char *good[] = {
         "pipescope-backend", "--plan", "p.json",  "--trace", "t.json",       "--device", "cuda",
