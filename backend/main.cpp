@@ -115,7 +115,8 @@ static int runMain(int argc, char **argv) {
       emitJsonLine({{"event", "hardware_saved"},
                     {"rank", launch.rank},
                     {"path", options->save_hardware_path},
-                    {"points", hardware->gemm_efficiency.size()}});
+                    {"points", hardware->gemm_efficiency.size()},
+                    {"fp8_points", hardware->gemm_efficiency_fp8.size()}});
     }
     return 0;
   }
