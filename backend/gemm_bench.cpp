@@ -152,7 +152,14 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
                       std::to_string(static_cast<int>(benchmark.sustained->seconds)) +
                       " s over its ladder rate (the GPU at its power limit, as in training)"
                 : std::string());
-  if (!on_cpu && !benchmark.fp8_rates.empty()) {
+  if (benchmark.fp8_rates.empty()) {
+    // No FP8 ladder: the device has no FP8 tensor cores (a GPU with them always runs one). The
+    // base's FP8 peak and curve would price FP8 plans on a device that cannot run them; an FP8
+    // plan on this file is refused instead, naming the field.
+    hw.peak_fp8_tflops = 0;
+    hw.gemm_efficiency_fp8.clear();
+    hw.gemm_efficiency_fp8_source.clear();
+  } else if (!on_cpu) {
     if (!(hw.peak_fp8_tflops > 0))
       return makeError("the GPU ran an FP8 ladder but the base hardware '" + hw.name +
                        "' has no peak_fp8_tflops to read it against; give --hardware a file "

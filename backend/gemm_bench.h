@@ -84,7 +84,8 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
 /// held GEMM's fraction of the ladder where one was held, so the curve is the GPU's rate at its
 /// power limit; on the cpu device (fp32) the peak becomes the best measured rate. An FP8 ladder
 /// becomes the FP8 curve the same way, over the base's peak_fp8_tflops, scaled by the same held
-/// fraction (the bf16 GEMM's: one power limit); without one the file keeps the base's FP8 curve.
+/// fraction (the bf16 GEMM's: one power limit); without one (no FP8 tensor cores, or the cpu)
+/// the file has no FP8 peak or curve, so FP8 plans on it are refused rather than priced.
 /// The sources name the device, the ladder and the scaling.
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 

@@ -444,6 +444,9 @@ private slots:
     QVERIFY(cpu_hardware);
     QVERIFY(std::abs(cpu_hardware->peak_tflops - 0.02) < 1e-12);
     QVERIFY(std::abs(cpu_hardware->gemm_efficiency.back().efficiency - 1) < 1e-12);
+    // ... and has no FP8 to price, whatever the base GPU had.
+    QCOMPARE(cpu_hardware->peak_fp8_tflops, 0.0);
+    QVERIFY(cpu_hardware->gemm_efficiency_fp8.empty());
     // --save-hardware needs the benchmark; --hardware needs --save-hardware.
     const char *lone_save[] = {"x", "--save-hardware", "h.json"};
     auto refused = parseOptions(3, const_cast<char **>(lone_save));
@@ -559,10 +562,12 @@ private slots:
     QVERIFY(!refused);
     QVERIFY2(refused.error().message.find("peak_fp8_tflops") != std::string::npos,
              refused.error().message.c_str());
-    // No FP8 ladder (an A100): the file keeps the base's FP8 curve, here none.
+    // No FP8 ladder (a GPU without FP8 tensor cores): no FP8 peak or curve, whatever the base
+    // had, so an FP8 plan on the file is refused rather than priced on another GPU's FP8.
     gpu.fp8_rates.clear();
-    auto bf16_only = hardwareFromBenchmark(gpu, *a100);
+    auto bf16_only = hardwareFromBenchmark(gpu, *base);
     QVERIFY2(bf16_only, bf16_only ? "" : bf16_only.error().message.c_str());
+    QCOMPARE(bf16_only->peak_fp8_tflops, 0.0);
     QVERIFY(bf16_only->gemm_efficiency_fp8.empty());
     QVERIFY(!gemmBenchmarkEvents(gpu).back().contains("best_fp8_tflops"));
   }
