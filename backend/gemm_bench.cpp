@@ -120,6 +120,25 @@ Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank, double sus
   return benchmark;
 }
 
+namespace {
+
+// A ladder's rates, each scaled by `scale`, as an efficiency curve over `peak` (checked).
+Result<std::vector<GemmEfficiencyPoint>> ladderCurve(const std::vector<GemmRate> &rates,
+                                                     double scale, double peak,
+                                                     const std::string &pointer) {
+  std::vector<int> sizes;
+  std::vector<double> tflops;
+  for (const auto &rate : rates) {
+    sizes.push_back(rate.size);
+    tflops.push_back(rate.tflops * scale);
+  }
+  auto curve = curveFromSquareLadder(sizes, tflops, peak);
+  if (auto status = checkGemmCurve(curve, pointer); !status) return status.error();
+  return curve;
+}
+
+} // namespace
+
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base) {
   if (benchmark.rates.empty()) return makeError("the GEMM ladder measured nothing");
   const double best = benchmark.best_tflops();
@@ -131,15 +150,10 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
   const double held =
       !on_cpu && benchmark.sustained ? benchmark.sustained->fraction_of_ladder() : 0;
   const double scale = held > 0 ? held : 1.0;
-  std::vector<int> sizes;
-  std::vector<double> tflops;
-  for (const auto &rate : benchmark.rates) {
-    sizes.push_back(rate.size);
-    tflops.push_back(rate.tflops * scale);
-  }
-  hw.gemm_efficiency = curveFromSquareLadder(sizes, tflops, hw.peak_tflops);
-  if (auto status = checkGemmCurve(hw.gemm_efficiency, "/gemm_efficiency"); !status)
-    return makeError("the measured ladder does not make a curve: " + status.error().message);
+  auto curve = ladderCurve(benchmark.rates, scale, hw.peak_tflops, "/gemm_efficiency");
+  if (!curve)
+    return makeError("the measured ladder does not make a curve: " + curve.error().message);
+  hw.gemm_efficiency = std::move(*curve);
   const std::string dtype = benchmark.rates.front().dtype;
   hw.gemm_efficiency_source =
       "pipescope-backend --gemm-bench on " + benchmark.device + ": square " + dtype +
@@ -166,15 +180,12 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
                        "with the GPU's dense FP8 peak");
     const double best_fp8 = benchmark.best_fp8_tflops();
     hw.peak_fp8_tflops = std::max(hw.peak_fp8_tflops, best_fp8);
-    std::vector<int> fp8_sizes;
-    std::vector<double> fp8_tflops;
-    for (const auto &rate : benchmark.fp8_rates) {
-      fp8_sizes.push_back(rate.size);
-      fp8_tflops.push_back(rate.tflops * scale);
-    }
-    hw.gemm_efficiency_fp8 = curveFromSquareLadder(fp8_sizes, fp8_tflops, hw.peak_fp8_tflops);
-    if (auto status = checkGemmCurve(hw.gemm_efficiency_fp8, "/gemm_efficiency_fp8"); !status)
-      return makeError("the measured FP8 ladder does not make a curve: " + status.error().message);
+    auto fp8_curve =
+        ladderCurve(benchmark.fp8_rates, scale, hw.peak_fp8_tflops, "/gemm_efficiency_fp8");
+    if (!fp8_curve)
+      return makeError("the measured FP8 ladder does not make a curve: " +
+                       fp8_curve.error().message);
+    hw.gemm_efficiency_fp8 = std::move(*fp8_curve);
     hw.gemm_efficiency_fp8_source =
         "pipescope-backend --gemm-bench on " + benchmark.device +
         ": square FP8 E4M3 GEMMs (bf16 out, cuBLASLt's best proposal), best " +
@@ -196,19 +207,28 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
   return hw;
 }
 
+namespace {
+
+// One rung's event: its shape, time and rate, and its rate over the best of its ladder.
+nlohmann::json rungEvent(const char *name, const GemmRate &rate, double best) {
+  return {{"event", name},
+          {"m", rate.size},
+          {"n", rate.size},
+          {"k", rate.size},
+          {"dtype", rate.dtype},
+          {"us", rate.us},
+          {"repetitions", rate.repetitions},
+          {"tflops", rate.tflops},
+          {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}};
+}
+
+} // namespace
+
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) {
   std::vector<nlohmann::json> events;
   const double best = benchmark.best_tflops();
   for (const auto &rate : benchmark.rates) {
-    nlohmann::json event = {{"event", "gemm"},
-                            {"m", rate.size},
-                            {"n", rate.size},
-                            {"k", rate.size},
-                            {"dtype", rate.dtype},
-                            {"us", rate.us},
-                            {"repetitions", rate.repetitions},
-                            {"tflops", rate.tflops},
-                            {"fraction_of_best", best > 0 ? rate.tflops / best : 0.0}};
+    nlohmann::json event = rungEvent("gemm", rate, best);
     if (!rate.backend_choice.empty()) event["backend_choice"] = rate.backend_choice;
     if (rate.default_algorithm_us > 0) {
       event["default_algorithm_us"] = rate.default_algorithm_us;
@@ -225,19 +245,11 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
     }
     events.push_back(std::move(event));
   }
-  const double best_fp8 = benchmark.best_fp8_tflops();
   // FP8 rungs as events of their own, so a reader of the bf16 ladder's "gemm" events is not
   // handed a second ladder in another precision.
+  const double best_fp8 = benchmark.best_fp8_tflops();
   for (const auto &rate : benchmark.fp8_rates) {
-    nlohmann::json event = {{"event", "gemm_fp8"},
-                            {"m", rate.size},
-                            {"n", rate.size},
-                            {"k", rate.size},
-                            {"dtype", rate.dtype},
-                            {"us", rate.us},
-                            {"repetitions", rate.repetitions},
-                            {"tflops", rate.tflops},
-                            {"fraction_of_best", best_fp8 > 0 ? rate.tflops / best_fp8 : 0.0}};
+    nlohmann::json event = rungEvent("gemm_fp8", rate, best_fp8);
     if (rate.algorithms_tried > 0) event["algorithms_tried"] = rate.algorithms_tried;
     events.push_back(std::move(event));
   }
