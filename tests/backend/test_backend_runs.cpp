@@ -613,8 +613,9 @@ private slots:
     }
   }
 
-  // The GEMM ladder on the cpu device: one event per size, ascending, and a summary whose best
-  // rate is the best rung. (Rates are measured, so only their consistency is checked.)
+  // The GEMM ladder on the cpu device: one event per size, ascending, a summary whose best rate
+  // is the best rung, and no FP8 ladder. (Rates are measured, so only their consistency is
+  // checked.)
   void gemmBenchmarkReportsEverySize() {
     const BackendRun run = runBackend(1, {"--gemm-bench"});
     QVERIFY2(run.finished && run.exit_code == 0, qPrintable(run.describe()));
@@ -633,6 +634,9 @@ private slots:
     QCOMPARE(summary.size(), std::size_t(1));
     QCOMPARE(summary[0]["best_tflops"].get<double>(), best);
     QVERIFY(summary[0]["datasheet_tflops"].is_null()); // no datasheet for a CPU
+    // No FP8 tensor cores on a CPU: no FP8 ladder.
+    QVERIFY(run.ofKind("gemm_fp8").empty());
+    QVERIFY(!summary[0].contains("best_fp8_tflops"));
   }
 
   void refusesAnUnknownOption() {
