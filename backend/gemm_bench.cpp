@@ -173,7 +173,7 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
     hw.peak_fp8_tflops = 0;
     hw.gemm_efficiency_fp8.clear();
     hw.gemm_efficiency_fp8_source.clear();
-  } else if (!on_cpu) {
+  } else { // only a GPU runs an FP8 ladder
     if (!(hw.peak_fp8_tflops > 0))
       return makeError("the GPU ran an FP8 ladder but the base hardware '" + hw.name +
                        "' has no peak_fp8_tflops to read it against; give --hardware a file "
