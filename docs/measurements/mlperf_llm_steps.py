@@ -12,6 +12,12 @@ steps. Per result file the median block's seconds per step (the first block hold
 first step and falls out of the median), per system the median of its result files and their
 spread.
 
+Where a round's logs also carry the step time NeMo measures itself (`tracked_stats` lines with
+`train_step_timing`, v3.1, or `train_step_time`, v5.0: the training step between its timer's
+start and stop, outside the training loop's own work), the script prints their median too, and
+the wall-clock gap between two consecutive such lines in a block: a check that the block-based
+figure is a step's time and not a block's overhead spread over its steps.
+
     python3 docs/measurements/mlperf_llm_steps.py CHECKOUT [CHECKOUT ...]
 
 CHECKOUT is a git checkout or bare clone of mlcommons/training_results_v3.1, _v4.0, _v4.1 or
@@ -41,16 +47,30 @@ def mllog_events(text):
             yield json.loads(line.split(":::MLLOG ", 1)[1])
 
 
+STEP_TIMERS = ("train_step_timing", "train_step_time")
+
+
 def seconds_per_step(events, benchmark):
-    """(global batch, gradient accumulation, median block's seconds per step) of one run."""
+    """(global batch, gradient accumulation, median block's seconds per step, median logged step
+    time or None, median wall-clock gap between logged steps or None) of one run; the logged
+    figures from every block but the first."""
     first, blocks, start, evaluated = {}, [], None, []
+    logged, gaps, previous = [], [], None
     for event in events:
         first.setdefault(event["key"], event)
         if event["key"] == "block_start":
-            start = event
+            start, previous = event, None
         elif event["key"] == "block_stop" and start is not None:
             blocks.append(((event["time_ms"] - start["time_ms"]) / 1000, event["metadata"]))
             start = None
+        elif (event["key"] == "tracked_stats" and start is not None and blocks
+              and "throughput" not in event["value"]):  # not v5.0's block summary line
+            timer = next((event["value"][k] for k in STEP_TIMERS if k in event["value"]), None)
+            if timer is not None:
+                logged.append(timer)
+                if previous is not None:
+                    gaps.append((event["time_ms"] - previous) / 1000)
+                previous = event["time_ms"]
         elif event["key"] == "eval_accuracy":
             evaluated.append(event["metadata"]["samples_count"] if benchmark != "gpt3" else 0)
     gbs = first["global_batch_size"]["value"]
@@ -64,7 +84,9 @@ def seconds_per_step(events, benchmark):
         else:
             break
         per_step.append(seconds / steps)
-    return gbs, first["gradient_accumulation_steps"]["value"], statistics.median(per_step)
+    median = lambda values: statistics.median(values) if values else None
+    return (gbs, first["gradient_accumulation_steps"]["value"], statistics.median(per_step),
+            median(logged), median(gaps))
 
 
 def main(checkouts):
@@ -81,10 +103,17 @@ def main(checkouts):
                 systems.setdefault(key, []).append(seconds_per_step(events, match.group(3)))
         print(f"{checkout} at {commit}")
         for system, runs in sorted(systems.items()):
-            steps = [step for _, _, step in runs]
-            gbs, ga, _ = runs[0]
-            print(f"  {system:58s} GBS {gbs:5d}  GA {ga:4.0f}  {statistics.median(steps):8.4f} s a step"
-                  f"  (runs {min(steps):.4f}-{max(steps):.4f}, {len(steps)} files)")
+            steps = [run[2] for run in runs]
+            gbs, ga = runs[0][:2]
+            line = (f"  {system:58s} GBS {gbs:5d}  GA {ga:4.0f}  {statistics.median(steps):8.4f} s a step"
+                    f"  (runs {min(steps):.4f}-{max(steps):.4f}, {len(steps)} files)")
+            logged = [run[3] for run in runs if run[3] is not None]
+            gaps = [run[4] for run in runs if run[4] is not None]
+            if logged:
+                line += f"; NeMo's step timer {statistics.median(logged):.4f} s"
+            if gaps:
+                line += f", {statistics.median(gaps):.4f} s between its lines"
+            print(line)
 
 
 if __name__ == "__main__":
