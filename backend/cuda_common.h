@@ -134,7 +134,7 @@ Status runPairConcurrently(cudaStream_t main, cudaStream_t side, cudaEvent_t for
   backward_stage.setStream(side);
   const Status status = backward();
   backward_stage.setStream(main);
-  PIPESCOPE_TRY(status);
+  if (!status) return status.error();
   PIPESCOPE_CUDA_CHECK(cudaEventRecord(join, side));
   PIPESCOPE_CUDA_CHECK(cudaStreamWaitEvent(main, join, 0));
   return Ok{};
