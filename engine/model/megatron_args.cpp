@@ -466,6 +466,10 @@ const std::map<std::string, std::string> &unpricedArguments() {
       {"--moe-pad-expert-input-to-capacity", "expert inputs padded to capacity"},
       {"--moe-shared-expert-overlap", "the shared expert overlapped with the dispatch"},
       {"--delay-wgrad-compute", "weight gradients delayed to hide the combine all-to-all"},
+      {"--defer-embedding-wgrad-compute",
+       "the output layer's weight gradients deferred into the pipeline's drain (the last stage "
+       "faster)"},
+      {"--wgrad-deferral-limit", "how many microbatches' output-layer weight gradients wait"},
       {"--manual-gc", "Python's garbage collector run at fixed steps"},
       {"--sequence-packing", "packed sequences"},
       {"--reset-attention-mask", "document masks inside a sequence"},

@@ -301,6 +301,19 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
       return line.starts_with("--no-bias-swiglu-fusion: ");
     }));
     QVERIFY(t.assumed.size() >= 3);
+    // The output layer's deferred weight gradients (NeMo's and MLPerf's recipes set them) are
+    // named as not priced, not dropped among the arguments not read.
+    const MegatronTranslation deferred = translated(
+        std::string(kSmall) + "--pipeline-model-parallel-size 2 --global-batch-size 8 "
+                              "--defer-embedding-wgrad-compute --wgrad-deferral-limit 22",
+        2);
+    for (const char *name : {"--defer-embedding-wgrad-compute: ", "--wgrad-deferral-limit: "}) {
+      QVERIFY2(std::any_of(deferred.not_priced.begin(), deferred.not_priced.end(),
+                           [&](const auto &line) { return line.starts_with(name); }),
+               name);
+      QVERIFY(std::none_of(deferred.not_read.begin(), deferred.not_read.end(),
+                           [&](const auto &line) { return line.starts_with(name); }));
+    }
     // The loss: Megatron's fused one, or Transformer Engine's when the launch asks for it.
     const auto loss = [](const std::string &arguments) {
       return translated(std::string(kSmall) + arguments, 1)
