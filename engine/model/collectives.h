@@ -46,4 +46,15 @@ CollectiveAlgorithm allReduceAlgorithm(const HardwareSpec &hardware, CollectiveA
 ///   With b = compute / V: max(comm − b·(1 + (V−1)·P), comm / V − b, comm / units).
 double overlappedSyncExposedUs(double comm_us, double compute_us, int chunks, int pp, int units);
 
+/// What `overlapped_us` of a collective hidden behind compute adds to the step: NCCL runs a
+/// collective as one kernel whose CTAs (one per channel) stay resident on their SMs until it is
+/// done, and a Hopper GEMM CTA needs a whole SM, so the GEMMs beside it lose more than those SMs'
+/// share: cuBLAS's persistent kernels wait for their last CTAs to find a free SM. The compute
+/// under the collective is stretched by `gemm_slowdown` (HardwareSpec::collective_gemm_slowdown)
+/// on its GEMM share; memory-bound kernels, launched as many short CTAs, do not slow
+/// (docs/measurements/h100-sm-contention.md: on one H100 the rows' GEMMs ran a median 22 %
+/// slower with 2-8 CTAs of another kernel resident, a residual add 0.5 %).
+///   gemm_slowdown · gemm_share · overlapped_us
+double collectiveContentionUs(double gemm_slowdown, double overlapped_us, double gemm_share);
+
 } // namespace pipescope

@@ -467,6 +467,10 @@ double overlappedSyncExposedUs(double comm_us, double compute_us, int chunks, in
   return std::max({comm_us - chunk * (1 + (chunks - 1) * pp), comm_us / chunks - chunk, floor});
 }
 
+double collectiveContentionUs(double gemm_slowdown, double overlapped_us, double gemm_share) {
+  return gemm_slowdown * std::clamp(gemm_share, 0.0, 1.0) * std::max(0.0, overlapped_us);
+}
+
 double ringAllReduceUs(double bytes, int ranks, double bus_gbps, double latency_us) {
   if (ranks <= 1) return 0;
   return 2.0 * (ranks - 1) / ranks * bytes / (bus_gbps * 1e3) + 2.0 * (ranks - 1) * latency_us;
@@ -1202,6 +1206,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_first_forward(static_cast<std::size_t>(P), 0.0);
+  // The GEMMs' share of the rank's forward and backward compute: what an overlapped collective
+  // slows (collectiveContentionUs).
+  std::vector<double> rank_forward_gemm_share(static_cast<std::size_t>(P), 0.0);
+  std::vector<double> rank_backward_gemm_share(static_cast<std::size_t>(P), 0.0);
   an.rank_largest_layer_params.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_outside_layer_params.assign(static_cast<std::size_t>(P), 0.0);
 
@@ -1212,6 +1220,19 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       held[p].push_back(placement.model_stage[static_cast<std::size_t>(v)]);
       rank_last_backward[p] += an.stage_costs[static_cast<std::size_t>(v)].backward_us;
       rank_first_forward[p] += an.stage_costs[static_cast<std::size_t>(v)].forward_us;
+    }
+    for (int p = 0; p < P; ++p) {
+      PassBreakdown forward, backward;
+      for (int v = 0; v < S; ++v) {
+        if (placement.rankOf(v) != p) continue;
+        const StageBreakdown &parts = an.stage_breakdown[static_cast<std::size_t>(v)];
+        forward += parts.forward;
+        backward += parts.input_grad;
+        backward += parts.weight_grad;
+      }
+      const auto i = static_cast<std::size_t>(p);
+      rank_forward_gemm_share[i] = forward.total() > 0 ? forward.gemm_us / forward.total() : 0;
+      rank_backward_gemm_share[i] = backward.total() > 0 ? backward.gemm_us / backward.total() : 0;
     }
     for (int p = 0; p < P; ++p) {
       const auto i = static_cast<std::size_t>(p);
@@ -1294,6 +1315,14 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                    ? overlappedSyncExposedUs(comm_us, rank_compute_us, chunks, P, units)
                    : comm_us;
       };
+      // What the overlapped part of a sync adds: the GEMMs it runs beside are slowed
+      // (collectiveContentionUs), in the backward (gradients) or the forward (parameters).
+      const double backward_share = rank_backward_gemm_share[i],
+                   forward_share = rank_forward_gemm_share[i];
+      const auto contention = [&](double comm_us, double exposed_us, double gemm_share) {
+        return collectiveContentionUs(hw.collective_gemm_slowdown, comm_us - exposed_us,
+                                      gemm_share);
+      };
       if (training.zero_stage < 3 || mesh.dataCpSize() <= 1) {
         an.rank_sync_us[i] = sync;
         // ZeRO-1/2 overlapped (Megatron's --overlap-grad-reduce with --overlap-param-gather):
@@ -1301,11 +1330,18 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         // updated parameters' all-gather behind the next step's first forward, bucket by bucket
         // (megatron/core/distributed/param_and_grad_buffer.py: the gather of a bucket is
         // waited on in the forward pre-hook of its first use).
-        an.rank_sync_exposed_us[i] =
-            training.zero_stage >= 1 && mesh.dataCpSize() > 1 && training.overlap_gradient_sync
-                ? exposedByChunk(gradient_sync / 2, rank_last_backward[i]) +
-                      exposedByChunk(parameter_sync / 2, rank_first_forward[i])
-                : exposedByChunk(sync, rank_last_backward[i]);
+        if (training.zero_stage >= 1 && mesh.dataCpSize() > 1 && training.overlap_gradient_sync) {
+          const double reduce_scatter = exposedByChunk(gradient_sync / 2, rank_last_backward[i]);
+          const double gather = exposedByChunk(parameter_sync / 2, rank_first_forward[i]);
+          an.rank_sync_exposed_us[i] =
+              reduce_scatter + gather +
+              contention(gradient_sync / 2, reduce_scatter, backward_share) +
+              contention(parameter_sync / 2, gather, forward_share);
+        } else {
+          const double exposed_sync = exposedByChunk(sync, rank_last_backward[i]);
+          an.rank_sync_exposed_us[i] =
+              exposed_sync + contention(sync, exposed_sync, backward_share);
+        }
       } else if (zero3HoldsGathered(training, P)) {
         // One all-gather of every unit before its first forward (each half an all-reduce), hidden
         // by the first microbatch's forward; one reduce-scatter in the last backward. The
@@ -1313,8 +1349,12 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
         // constant either way.
         const double gather = parameter_sync / 2, reduce_scatter = gradient_sync / 2;
         an.rank_sync_us[i] = gather + reduce_scatter;
+        const double gather_exposed = exposed(gather, rank_first_forward[i]);
+        const double reduce_scatter_exposed = exposed(reduce_scatter, rank_last_backward[i]);
         an.rank_sync_exposed_us[i] =
-            exposed(gather, rank_first_forward[i]) + exposed(reduce_scatter, rank_last_backward[i]);
+            gather_exposed + reduce_scatter_exposed +
+            contention(gather, gather_exposed, forward_share) +
+            contention(reduce_scatter, reduce_scatter_exposed, backward_share);
       } else {
         // FSDP's default (reshard_after_forward): every microbatch gathers each unit in its
         // forward and again in its backward, and reduce-scatters its gradients (fully_shard
@@ -1328,8 +1368,13 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
           const double share =
               held[i].size() <= 1 ? 1.0 : static_cast<double>(stage_layers) / units;
           StageCost &cost = an.stage_costs[sv];
-          const double forward = exposed(share * gather, cost.forward_us);
-          const double backward = exposed(share * (gather + reduce_scatter), cost.backward_us);
+          const double forward_exposed = exposed(share * gather, cost.forward_us);
+          const double backward_exposed =
+              exposed(share * (gather + reduce_scatter), cost.backward_us);
+          const double forward =
+              forward_exposed + contention(share * gather, forward_exposed, forward_share);
+          const double backward = backward_exposed + contention(share * (gather + reduce_scatter),
+                                                                backward_exposed, backward_share);
           cost.forward_us += forward;
           cost.backward_us += backward;
           an.stage_breakdown[sv].forward.dp_us += forward;

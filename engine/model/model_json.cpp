@@ -273,6 +273,8 @@ nlohmann::json toJson(const HardwareSpec &hw) {
                         {"attention_efficiency", hw.attention_efficiency},
                         {"gpus_per_node", hw.gpus_per_node}};
   if (hw.sm_count > 0) out["sm_count"] = hw.sm_count;
+  if (hw.collective_gemm_slowdown > 0)
+    out["collective_gemm_slowdown"] = hw.collective_gemm_slowdown;
   if (!hw.bus_efficiency_source.empty()) out["bus_efficiency_source"] = hw.bus_efficiency_source;
   const auto curveJson = [](const std::vector<GemmEfficiencyPoint> &points) {
     nlohmann::json curve = nlohmann::json::array();
@@ -537,6 +539,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "hbm_gbps",
                           "memory_efficiency",
                           "attention_efficiency",
+                          "collective_gemm_slowdown",
                           "intra_node_bus_efficiency",
                           "inter_node_bus_efficiency",
                           "bus_efficiency_source",
@@ -572,6 +575,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
       .number("hbm_gbps", hw.hbm_gbps, 0, kMaxLinkBandwidthGbps)
       .number("memory_efficiency", hw.memory_efficiency, kMinEfficiency, 1)
       .number("attention_efficiency", hw.attention_efficiency, 0, 1)
+      .number("collective_gemm_slowdown", hw.collective_gemm_slowdown, 0, 1)
       .number("intra_node_bus_efficiency", hw.intra_node_bus_efficiency, kMinEfficiency, 1)
       .number("inter_node_bus_efficiency", hw.inter_node_bus_efficiency, kMinEfficiency, 1);
   const auto *curve = fields.array("gemm_efficiency");

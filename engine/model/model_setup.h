@@ -112,6 +112,9 @@ struct HardwareSpec {
   double memory_efficiency = 0.8;
   /// FlashAttention's achieved fraction of peak; 0 = the GEMM curve at one head's score GEMM.
   double attention_efficiency = 0;
+  /// How much slower GEMMs run while a collective's kernel is resident beside them (an
+  /// overlapped DP sync: collectiveContentionUs); 0 = not priced (not measured on this GPU).
+  double collective_gemm_slowdown = 0;
   /// Dense FP8 (E4M3/E5M2) tensor-core peak per GPU; 0 = no FP8 tensor cores (A100), so a plan
   /// asking for FP8 GEMMs is refused.
   double peak_fp8_tflops = 0;

@@ -76,6 +76,15 @@ private slots:
                    {"gemm_efficiency",
                     {{{"size", 1024}, {"efficiency", 0.6}}, {{"size", 4096}, {"efficiency", 0.5}}}}}
                   .dump());
+    writeFile(path("contention-above-one.json"), json{{"format", "pipescope.hardware"},
+                                                      {"version", 1},
+                                                      {"peak_tflops", 989},
+                                                      {"memory_gib", 80},
+                                                      {"intra_node_gbps", 450},
+                                                      {"inter_node_gbps", 50},
+                                                      {"gpus_per_node", 8},
+                                                      {"collective_gemm_slowdown", 1.5}}
+                                                     .dump());
     // Measured traces, made from a simulated one as a backend would write them.
     const Run simulated = pipescope(
         {"simulate", "--pp", "2", "--microbatches", "4", "--trace", path("simulated.trace")});
@@ -212,6 +221,10 @@ private slots:
     QTest::newRow("simulate: falling GEMM curve")
         << QStringList{"simulate", "--model", "llama3-8b", "--hardware", d + "falling-curve.json"}
         << 2 << "/gemm_efficiency/1/efficiency: the curve must not fall with size" << true;
+    QTest::newRow("simulate: collective slowdown above 1")
+        << QStringList{"simulate", "--model", "llama3-8b", "--hardware",
+                       d + "contention-above-one.json"}
+        << 2 << "/collective_gemm_slowdown" << true;
     QTest::newRow("simulate: FP8 on an A100")
         << QStringList{"simulate", "--model", "llama3-8b", "--hardware", "a100-80gb", "--fp8"} << 2
         << "gemm_precision \"fp8\" but hardware 'a100-80gb': has no FP8 tensor cores" << true;

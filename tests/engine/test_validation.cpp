@@ -52,124 +52,128 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-mlsys23-a100/gpt-530b-seq-selective", 0.03},
     {"megatron-mlsys23-a100/gpt-1t-full", 0.095},
     {"megatron-mlsys23-a100/gpt-1t-seq-selective", 0.09},
-    // -0.1 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // -0.0 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute, each MoE
     // layer leaves the GPU its host time, and the backward redoes the norms and MLA
     // up-projections as the report says (§3.2.3); the figure is a whole-run mean (batch ramp,
     // restarts and checkpoints inside it). Held out of the goal below (docs/validation.md, which
     // also sets a MoE layer against DeepSeek's kernel profile).
-    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.03},
+    {"deepseek-v3-h800/deepseek-v3-pretrain", 0.02},
     // Megatron-Core r0.8.0 on H100 in BF16, interleaved with one layer a virtual stage where
     // PP > 1 (the README's overlapped PP communication exists only in that schedule at that
-    // commit; the set's notes). The BF16 level (0.55 at the plateau) is fitted on gpt-1.7b,
+    // commit; the set's notes). The BF16 level (0.56 at the plateau) is fitted on gpt-1.7b,
     // gpt-7.1b and gpt-177b-strong-96, whose steps are that level's alone
     // (docs/measurements/fit_h100_levels.py); the others are held out: the large models within
-    // 4.2 %, the strong-scaling end at 4608 GPUs -3.4 %. The PP 1 rows on TP 4 and 8 come out
-    // slow (16B +8.6 %, 32B +34 %): their fp32 gradient reduce-scatter on one or two NICs a GPU
-    // is not hidden by the last of 4 microbatches' backward, and the 32B's compute alone is
-    // over its published step (docs/validation.md).
-    {"megatron-core-h100/gpt-1.7b", 0.05},
-    {"megatron-core-h100/gpt-7.1b", 0.01},
-    {"megatron-core-h100/gpt-16b", 0.095},
-    {"megatron-core-h100/gpt-32b", 0.35},
-    {"megatron-core-h100/gpt-70b", 0.02},
-    {"megatron-core-h100/gpt-119b", 0.045},
+    // 3.7 %, the strong-scaling end at 4608 GPUs -1.5 %. The PP 1 rows on TP 4 and 8 come out
+    // slow (16B +12.4 %, 32B +38 %): their fp32 gradient reduce-scatter on one or two NICs a GPU
+    // is not hidden by the last of 4 microbatches' backward (and slows the GEMMs it runs
+    // beside, collective_gemm_slowdown: +8.6 % and +34 % without that), and the 32B's compute
+    // alone is over its published step (docs/validation.md).
+    {"megatron-core-h100/gpt-1.7b", 0.055},
+    {"megatron-core-h100/gpt-7.1b", 0.015},
+    {"megatron-core-h100/gpt-16b", 0.135},
+    {"megatron-core-h100/gpt-32b", 0.39},
+    {"megatron-core-h100/gpt-70b", 0.035},
+    {"megatron-core-h100/gpt-119b", 0.035},
     {"megatron-core-h100/gpt-177b", 0.03},
     {"megatron-core-h100/gpt-314b", 0.045},
-    {"megatron-core-h100/gpt-462b", 0.045},
-    {"megatron-core-h100/gpt-177b-strong-96", 0.025},
-    {"megatron-core-h100/gpt-177b-strong-4608", 0.04},
+    {"megatron-core-h100/gpt-462b", 0.035},
+    {"megatron-core-h100/gpt-177b-strong-96", 0.01},
+    {"megatron-core-h100/gpt-177b-strong-4608", 0.025},
     // Megatron-Bridge on DGX-H100 in FP8, Megatron's rank order (tp-cp-ep-dp-pp). The dense rows
     // fit the H100 FP8 curve's one factor (1.00 of the BF16 curve read at half an FP8 GEMM's
     // FLOPs, the most the fit allows, with TP overlap as run): the 70B rows, whose last stage
-    // also runs the BF16 head, come out slow (+10.1 %, +12.9 %), the 405B rows within 6.2 %.
+    // also runs the BF16 head, come out slow (+8.7 %, +11.4 %), the 405B rows within 6.9 %.
     // Their loss is Transformer Engine's fused one, as the recipes' overrides set it
     // (cross_entropy "te").
     // Llama 3 8B on 8 GPUs under Megatron-FSDP (ZeRO-3 over the 8, gradients reduced in bf16,
-    // gradient_accumulation_fusion off as its recipe sets it): held out of the fit, +11.8 %, as
+    // gradient_accumulation_fusion off as its recipe sets it): held out of the fit, +13.2 %, as
     // slow as the 70B rows: this table's software runs dense FP8 layers faster than NeMo 24.07's,
     // which the same factor fits (nemo-h100 below).
-    {"megatron-bridge-h100/llama3-8b-fsdp", 0.125},
-    {"megatron-bridge-h100/llama3-70b-gbs128", 0.11},
-    {"megatron-bridge-h100/llama3-70b-gbs256", 0.135},
-    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.07},
-    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.04},
+    {"megatron-bridge-h100/llama3-8b-fsdp", 0.14},
+    {"megatron-bridge-h100/llama3-70b-gbs128", 0.1},
+    {"megatron-bridge-h100/llama3-70b-gbs256", 0.12},
+    {"megatron-bridge-h100/llama3.1-405b-gbs512", 0.08},
+    {"megatron-bridge-h100/llama3.1-405b-gbs1536", 0.03},
     // Held out, MoE, each with the dispatcher and overlap its recipe ran (NCCL all-to-all or
     // DeepEP/HybridEP; combined 1F1B where moe_a2a_overlap was on), and the MoE layers' host
-    // time of the Megatron-MoE-ModelZoo rows below: -0.9 %, -2.2 %, -2.6 % and +2.7 % (Qwen3-235B
-    // at GBS 2048 and 8192), DeepSeek-V3 -6.1 %.
+    // time of the Megatron-MoE-ModelZoo rows below: -1.4 %, -2.6 %, -2.6 % and +2.7 % (Qwen3-235B
+    // at GBS 2048 and 8192), DeepSeek-V3 -7.1 %.
     // The 25.11 figure of the PP 2 configuration (5275 tokens/s/GPU) stays -58 %, set aside:
     // Megatron-Bridge's maintainers filed it as 25.11's 2x regression of this model (issue
     // #1998), and 25.09 measured the same layout at 10494. Pinned all the same.
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.59},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.03},
-    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.035},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2", 0.595},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-pp2", 0.035},
+    {"megatron-bridge-h100/qwen3-30b-a3b-gbs1024-ep16", 0.04},
     // Expert-tensor-parallel 1 (mesh etp 1): EP over the TP × DP ranks, as these recipes run.
     // The 25.11 recipe of the same layout at GBS 2048 (128 microbatches a replica).
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs2048", 0.03},
     {"megatron-bridge-h100/qwen3-235b-a22b-gbs8192", 0.03},
-    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.07},
+    {"megatron-bridge-h100/deepseek-v3-gbs8192", 0.08},
     // Megatron-Core's MoE best practice, Qwen3-235B-A22B on 256 H100s in BF16: the declared fit
-    // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 13.3 %
-    // here; 12.7 % at 2.0 ms, the flat least, docs/validation.md). The EP 32 rows (4 local
-    // experts) come out slow, the intra-node EP 8 rows with 16 on PP 32 or TP 4 fast. Their loss
+    // subset of the MoE layers' host time (kDefaultMoeLayerHostUs, 3.5 ms: mean |error| 15.4 %
+    // here; 14.8 % at 2.0 ms, the flat least, docs/validation.md). The EP 32 rows (4 local
+    // experts) come out slow, the intra-node EP 8 rows with 16 on PP 32 or TP 4 fast; the FSDP
+    // row +22 % (+12 % before the GEMMs its overlapped ZeRO-3 traffic slows were priced). Their
+    // loss
     // is Transformer Engine's (the launch's --cross-entropy-fusion-impl te), which took the PP 32
     // row from -8.2 % to -11.6 %.
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep", 0.21},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep-a2a-overlap", 0.15},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.13},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.12},
-    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.11},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep", 0.205},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep32-deepep-a2a-overlap", 0.14},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp", 0.23},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-a2a-pp32", 0.13},
+    {"megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-deepep-tp4", 0.12},
     // NeMo 24.07 on DGX-H100 in FP8 (NeMo's performance summary): held out of every fit, the
     // settings the table does not print taken by one rule from the launcher's 24.07 configs,
     // userbuffers TP overlap also where NVIDIA published a userbuffers configuration for the
     // row's own shape (both GPT3-175B rows: the launcher's 'H100/175B/TP4/MBS1/SeqLen2K/FP8'
     // file, MLPerf Training v4.0's GPT-3 config of the 512-GPU layout; +2.0 % and +14.4 %
     // without it); Nemotron-340B with the settings of the launcher's recipe that has the table's
-    // layout (userbuffers TP overlap: +11.7 % on the 24.07 tag's settings). 3.2 % mean; at the
-    // FP8 factor 0.95 or 1.05 it would be 5.0 % or 4.0 %, so this table on its own picks the
+    // layout (userbuffers TP overlap: +11.7 % on the 24.07 tag's settings). 2.9 % mean; at the
+    // FP8 factor 0.95 or 1.05 it would be 4.5 % or 4.3 %, so this table on its own picks the
     // factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B (MBS 2); fast:
     // Nemotron-8B (MBS 4, two microbatches) and Llama 3 8B (CP 2).
     {"nemo-h100/gpt3-5b", 0.02},
-    {"nemo-h100/gpt3-20b", 0.05},
-    {"nemo-h100/gpt3-175b-128", 0.01},
-    {"nemo-h100/gpt3-175b-512", 0.1},
-    {"nemo-h100/llama2-7b", 0.04},
-    {"nemo-h100/llama2-13b", 0.035},
+    {"nemo-h100/gpt3-20b", 0.025},
+    {"nemo-h100/gpt3-175b-128", 0.02},
+    {"nemo-h100/gpt3-175b-512", 0.09},
+    {"nemo-h100/llama2-7b", 0.035},
+    {"nemo-h100/llama2-13b", 0.025},
     {"nemo-h100/llama2-70b", 0.01},
-    {"nemo-h100/nemotron-8b", 0.10},
-    {"nemo-h100/nemotron-22b", 0.015},
+    {"nemo-h100/nemotron-8b", 0.1},
+    {"nemo-h100/nemotron-22b", 0.02},
     {"nemo-h100/nemotron-340b", 0.035},
-    {"nemo-h100/llama3-8b", 0.075},
-    {"nemo-h100/llama3-70b", 0.015},
+    {"nemo-h100/llama3-8b", 0.085},
+    {"nemo-h100/llama3-70b", 0.025},
     // MLPerf Training GPT-3 175B, NVIDIA's DGX H100 submissions (v3.1, v4.0): the launch is the
-    // submission's own, nothing assumed but the vocabulary's padding; held out. Within 0.5 % at
-    // 128 microbatches a replica on 512 and 768 GPUs; 7-13 % fast at 6 to 16 microbatches on
-    // 4096 to 11616 GPUs, where the measured steps carry about 0.13 s a step more than pipescope's
-    // fill, drain and exposed DP sync (docs/validation.md); the v4.0 MBS 2 row 12 % slow, as
-    // NeMo's MBS 2 GPT3-175B row is 10 %.
-    {"mlperf-training-h100/v3.1-512", 0.01},
-    {"mlperf-training-h100/v3.1-768", 0.01},
-    {"mlperf-training-h100/v3.1-4096", 0.08},
-    {"mlperf-training-h100/v3.1-6144", 0.085},
-    {"mlperf-training-h100/v3.1-8192", 0.085},
-    {"mlperf-training-h100/v3.1-10240", 0.135},
-    {"mlperf-training-h100/v3.1-10752", 0.14},
-    {"mlperf-training-h100/v4.0-512", 0.12},
-    {"mlperf-training-h100/v4.0-10752", 0.12},
-    {"mlperf-training-h100/v4.0-11616", 0.12},
-    // v4.1 (NeMo 24.09, MBS 2, VP 6, FP8 parameters): 14-16 % slow, as every MBS 2 GPT-3 row is.
-    {"mlperf-training-h100/v4.1-256", 0.17},
-    {"mlperf-training-h100/v4.1-512", 0.145},
-    // v5.0, Llama 3.1 405B (TP 8, PP 8, VP 8, CP 2, sequence 8192): -3.8 % to +5.2 %.
-    {"mlperf-training-h100/v5.0-405b-512", 0.06},
-    {"mlperf-training-h100/v5.0-405b-2048", 0.04},
-    {"mlperf-training-h100/v5.0-405b-2432", 0.035},
-    {"mlperf-training-h100/v5.0-405b-2560", 0.02},
+    // submission's own, nothing assumed but the vocabulary's padding; held out. Within 0.9 % at
+    // 128 microbatches a replica on 512 and 768 GPUs; 6-10 % fast at 6 to 16 microbatches on
+    // 4096 to 11616 GPUs (7-13 % before the GEMMs an overlapped DP sync slows were priced),
+    // where the measured steps carry more a step than pipescope's fill, drain and exposed DP
+    // sync (docs/validation.md); the v4.0 MBS 2 row 10 % slow, as NeMo's MBS 2 GPT3-175B row
+    // is 8 %.
+    {"mlperf-training-h100/v3.1-512", 0.015},
+    {"mlperf-training-h100/v3.1-768", 0.02},
+    {"mlperf-training-h100/v3.1-4096", 0.07},
+    {"mlperf-training-h100/v3.1-6144", 0.075},
+    {"mlperf-training-h100/v3.1-8192", 0.075},
+    {"mlperf-training-h100/v3.1-10240", 0.105},
+    {"mlperf-training-h100/v3.1-10752", 0.11},
+    {"mlperf-training-h100/v4.0-512", 0.11},
+    {"mlperf-training-h100/v4.0-10752", 0.075},
+    {"mlperf-training-h100/v4.0-11616", 0.075},
+    // v4.1 (NeMo 24.09, MBS 2, VP 6, FP8 parameters): 12-15 % slow, as every MBS 2 GPT-3 row is.
+    {"mlperf-training-h100/v4.1-256", 0.155},
+    {"mlperf-training-h100/v4.1-512", 0.135},
+    // v5.0, Llama 3.1 405B (TP 8, PP 8, VP 8, CP 2, sequence 8192): -3.4 % to +3.9 %.
+    {"mlperf-training-h100/v5.0-405b-512", 0.05},
+    {"mlperf-training-h100/v5.0-405b-2048", 0.035},
+    {"mlperf-training-h100/v5.0-405b-2432", 0.03},
+    {"mlperf-training-h100/v5.0-405b-2560", 0.015},
     {"mlperf-training-h100/v5.0-405b-8192", 0.045},
-    // The first rows on H200 (Nebius, the same 405B code at TP 4): +5.1 % and +4.4 %.
-    {"mlperf-training-h200/v5.0-405b-512", 0.06},
-    {"mlperf-training-h200/v5.0-405b-1024", 0.05},
+    // The first rows on H200 (Nebius, the same 405B code at TP 4): +3.6 % and +3.2 %.
+    {"mlperf-training-h200/v5.0-405b-512", 0.045},
+    {"mlperf-training-h200/v5.0-405b-1024", 0.04},
 };
 /// Peak-memory |error| bounds per row with a published memory figure (fractions). torchtitan's
 /// rows check memory only (their GPU's bf16 peak is not published). Today -9.1 % and -9.2 %:
@@ -215,27 +219,26 @@ constexpr double kWorstStepErrorBound = 0.05;
 const std::set<std::string> kA100Sets = {"megatron-sc21-a100", "megatron-mlsys23-a100"};
 constexpr double kA100MeanBound = 0.03, kA100WorstBound = 0.095;
 /// The rows the H100 BF16 curve's level was fit on (docs/measurements/fit_h100_levels.py):
-/// steps that are that level's alone, no pipeline bubble and a hidden DP sync. Today 2.3 %.
+/// steps that are that level's alone, no pipeline bubble and a hidden DP sync. Today 1.9 %.
 const std::set<std::string> kBf16FitRows = {"megatron-core-h100/gpt-1.7b",
                                             "megatron-core-h100/gpt-7.1b",
                                             "megatron-core-h100/gpt-177b-strong-96"};
 constexpr double kBf16FitMeanBound = 0.025;
 /// The rows the H100 FP8 curve's factor was fit on (with TP overlap as their recipes run it):
-/// today 8.1 % mean, 12.9 % worst (7.1 % and 11.0 % with FP8 GEMMs priced at the BF16 curve's
-/// efficiency at their own FLOPs, not at half of them).
+/// today 7.3 % mean, 11.4 % worst.
 const std::set<std::string> kFitRows = {
     "megatron-bridge-h100/llama3-70b-gbs128", "megatron-bridge-h100/llama3-70b-gbs256",
     "megatron-bridge-h100/llama3.1-405b-gbs512", "megatron-bridge-h100/llama3.1-405b-gbs1536"};
-constexpr double kFitMeanBound = 0.085, kFitWorstBound = 0.135;
-/// NeMo 24.07's FP8 table, held out of every fit: today 4.0 % mean, 11.7 % worst.
+constexpr double kFitMeanBound = 0.08, kFitWorstBound = 0.12;
+/// NeMo 24.07's FP8 table, held out of every fit: today 2.9 % mean, 8.4 % worst.
 const std::string kHeldOutFp8Set = "nemo-h100";
-constexpr double kHeldOutFp8MeanBound = 0.045, kHeldOutFp8WorstBound = 0.12;
-/// Every row but the one set aside: today 5.7 % mean, 34.3 % worst over 76 rows (the issue's
-/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.4 % and
-/// 57.6 %.
+constexpr double kHeldOutFp8MeanBound = 0.035, kHeldOutFp8WorstBound = 0.09;
+/// Every row but the one set aside: today 5.3 % mean, 38.2 % worst over 76 rows (the issue's
+/// 3.5 % / 8 % goal is not met over all rows; docs/validation.md says why). With it, 6.0 % and
+/// 57.9 %.
 /// Regression guards only.
-constexpr double kAllMeanBound = 0.058, kAllWorstBound = 0.35;
-constexpr double kWithSetAsideMeanBound = 0.066, kWithSetAsideWorstBound = 0.585;
+constexpr double kAllMeanBound = 0.055, kAllWorstBound = 0.39;
+constexpr double kWithSetAsideMeanBound = 0.062, kWithSetAsideWorstBound = 0.585;
 /// The timed rows whose measured time is set aside (ValidationCase::set_aside).
 const std::set<std::string> kSetAsideRows = {"megatron-bridge-h100/qwen3-30b-a3b-gbs512-pp2"};
 
@@ -568,11 +571,13 @@ private slots:
   // Megatron-Bridge's 25.11 and PP 4 × CP 2 in NeMo 24.07; Llama 3 8B on 8 H100s, FSDP in
   // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07; GPT-3 175B on 512 H100s at GBS 2048, MLPerf
   // v3.1's MBS 1, v4.1's MBS 2 and NeMo 24.07's MBS 2, and on 10752 at GBS 2688, MLPerf v3.1's
-  // PP 8 and v4.0's PP 6), 17 are predicted in the measured order. The
-  // three that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
-  // predicted 6 % faster, and the two Llama pairs, 5 % and 18 % apart across two containers more
-  // than a year apart and predicted within 1-7 % the other way (docs/validation.md). A hand-made
-  // pair checks the counting.
+  // PP 8 and v4.0's PP 6), 15 are predicted in the measured order. The
+  // five that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
+  // the EP 8 FSDP row and predicted faster than both; the two Llama pairs, 5 % and 18 % apart
+  // across two containers more than a year apart and predicted within 1-7 % the other way; and
+  // MLPerf's two layouts on 10,752 GPUs, measured 3 % apart and predicted 1 % apart the other
+  // way since the GEMMs an overlapped DP sync slows are priced (docs/validation.md). A
+  // hand-made pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
@@ -583,11 +588,12 @@ private slots:
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
     QCOMPARE(ranking.pairs, 20);
-    QVERIFY2(ranking.ordered >= 17, std::to_string(ranking.ordered).c_str());
+    QVERIFY2(ranking.ordered >= 15, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
                    pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos ||
-                   pair.find("llama3-8b-fsdp vs llama3-8b") != std::string::npos,
+                   pair.find("llama3-8b-fsdp vs llama3-8b") != std::string::npos ||
+                   pair.find("v4.0-10752 vs v3.1-10752") != std::string::npos,
                pair.c_str());
 
     ValidationCase faster = sets.front().cases.front(), slower = faster;
