@@ -184,6 +184,21 @@ datasheet=$(echo "$summary" | field datasheet_tflops)
   else
     echo "Best: $(fmt "$best" 4) TFLOP/s (no datasheet peak for this device)."
   fi
+  # GPUs: the GEMMs beside a resident stand-in collective (the hardware file's
+  # collective_gemm_slowdown is their median).
+  if grep -q '"event":"gemm_contention"' "$work/gemm.jsonl"; then
+    echo
+    echo "| m = n = k | resident CTAs | alone | beside them | slower by |"
+    echo "| --: | --: | --: | --: | --: |"
+    grep '"event":"gemm_contention"' "$work/gemm.jsonl" | while read -r line; do
+      echo "| $(echo "$line" | field m) | $(echo "$line" | field resident_ctas) |" \
+        "$(fmt "$(echo "$line" | field alone_us)" 1) us | $(fmt "$(echo "$line" | field beside_us)" 1) us |" \
+        "$(fmt "$(awk -v f="$(echo "$line" | field slowdown)" 'BEGIN { print 100 * f }')" 1) % |"
+    done
+    echo
+    echo "Beside a resident collective's CTAs the GEMMs run $(fmt "$(awk -v f="$(echo "$summary" | field collective_gemm_slowdown)" 'BEGIN { print 100 * f }')" 1) %" \
+      "slower (median): the collective_gemm_slowdown --save-hardware writes."
+  fi
   held=$(echo "$summary" | field sustained_tflops)
   if [ -n "$held" ]; then
     echo

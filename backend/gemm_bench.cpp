@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <vector>
 
 #include "backend/cpu_speed.h"
@@ -120,6 +121,18 @@ Result<GemmBenchmark> benchmarkGemms(DeviceKind kind, int local_rank, double sus
   return benchmark;
 }
 
+std::optional<double> GemmBenchmark::collective_gemm_slowdown() const {
+  if (contention.empty()) return std::nullopt;
+  std::vector<double> slowdowns;
+  for (const auto &sample : contention)
+    slowdowns.push_back(sample.slowdown());
+  std::sort(slowdowns.begin(), slowdowns.end());
+  const std::size_t half = slowdowns.size() / 2;
+  const double median =
+      slowdowns.size() % 2 == 1 ? slowdowns[half] : (slowdowns[half - 1] + slowdowns[half]) / 2;
+  return std::clamp(median, 0.0, 1.0);
+}
+
 namespace {
 
 // A ladder's rates, each scaled by `scale`, as an efficiency curve over `peak` (checked).
@@ -199,7 +212,18 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
   if (on_cpu) {
     hw.name = "cpu-measured";
     hw.efficiency = hw.gemm_efficiency.back().efficiency;
+    hw.collective_gemm_slowdown = 0; // no collective kernels share the cpu's cores
   } else {
+    if (const auto slowdown = benchmark.collective_gemm_slowdown()) {
+      hw.collective_gemm_slowdown = *slowdown;
+      char figure[32];
+      std::snprintf(figure, sizeof figure, "%.3f", *slowdown);
+      hw.notes += std::string(hw.notes.empty() ? "" : " ") + "collective_gemm_slowdown " + figure +
+                  ": pipescope-backend --gemm-bench on " + benchmark.device +
+                  ", the median slowdown of " + std::to_string(benchmark.contention.size()) +
+                  " bf16 GEMMs timed beside resident stand-in collective CTAs, one per SM "
+                  "(gemm_contention events).";
+    }
     hw.name = hw.name + "-measured";
     // The SMs a MoE dispatcher's kernels take are priced as a share of this GPU's own.
     if (benchmark.sm_count > 0) hw.sm_count = benchmark.sm_count;
@@ -245,6 +269,16 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
     }
     events.push_back(std::move(event));
   }
+  for (const auto &sample : benchmark.contention)
+    events.push_back({{"event", "gemm_contention"},
+                      {"m", sample.size},
+                      {"n", sample.size},
+                      {"k", sample.size},
+                      {"dtype", "bf16"},
+                      {"resident_ctas", sample.resident_ctas},
+                      {"alone_us", sample.alone_us},
+                      {"beside_us", sample.beside_us},
+                      {"slowdown", sample.slowdown()}});
   // FP8 rungs as events of their own, so a reader of the bf16 ladder's "gemm" events is not
   // handed a second ladder in another precision.
   const double best_fp8 = benchmark.best_fp8_tflops();
@@ -266,6 +300,8 @@ std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark) 
     summary["sustained_window_tflops"] = held.window_tflops;
   }
   if (benchmark.sm_count > 0) summary["sm_count"] = benchmark.sm_count;
+  if (const auto slowdown = benchmark.collective_gemm_slowdown())
+    summary["collective_gemm_slowdown"] = *slowdown;
   if (benchmark.datasheet_tflops > 0) {
     summary["datasheet_preset"] = *benchmark.datasheet_preset;
     summary["datasheet_tflops"] = benchmark.datasheet_tflops;

@@ -53,6 +53,22 @@ struct SustainedGemm {
   double fraction_of_ladder() const;
 };
 
+/// GPU: what a collective's resident kernel costs the GEMMs beside it. NCCL runs a collective as
+/// one kernel whose CTAs (one per channel) stay on their SMs until it is done, and a Hopper GEMM
+/// CTA needs a whole SM, so a GEMM beside them loses more than their SMs' share: one H100 SXM ran
+/// the validation rows' GEMM shapes a median 22 % slower with 2 to 8 such CTAs resident
+/// (docs/measurements/h100-sm-contention.md). Each sample times one square bf16 GEMM
+/// (cublasGemmEx's default algorithm, cuBLAS's own choice, as frameworks call it) alone and with
+/// `resident_ctas` stand-in channel CTAs resident (kernels::launchResidentChannels).
+struct ContentionSample {
+  int size = 0;          ///< m = n = k
+  int resident_ctas = 0; ///< the stand-in collective's CTAs, one per SM
+  double alone_us = 0;   ///< the GEMM with nothing beside it, best batch
+  double beside_us = 0;  ///< the same with the CTAs resident, best batch
+  /// beside / alone - 1 (0 when nothing was measured).
+  double slowdown() const { return alone_us > 0 ? beside_us / alone_us - 1 : 0; }
+};
+
 struct GemmBenchmark {
   std::string device;          ///< the device's description
   std::string gpu_name;        ///< empty on the cpu
@@ -66,7 +82,11 @@ struct GemmBenchmark {
   double datasheet_tflops = 0;                 ///< its dense bf16 peak (0: unknown)
   double datasheet_fp8_tflops = 0;             ///< its dense FP8 peak (0: unknown or none)
   std::optional<SustainedGemm> sustained;      ///< GPU with --sustain above 0
+  std::vector<ContentionSample> contention;    ///< GPU: GEMMs beside a resident collective
   double best_tflops() const;
+  /// The median of the contention samples' slowdowns, within [0, 1] (the hardware file's
+  /// collective_gemm_slowdown); nothing without samples.
+  std::optional<double> collective_gemm_slowdown() const;
   double best_fp8_tflops() const; ///< 0 without an FP8 ladder
 };
 
@@ -86,6 +106,8 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
 /// becomes the FP8 curve the same way, over the base's peak_fp8_tflops, scaled by the same held
 /// fraction (the bf16 GEMM's: one power limit); without one (no FP8 tensor cores, or the cpu)
 /// the file has no FP8 peak or curve, so FP8 plans on it are refused rather than priced.
+/// Contention samples become its collective_gemm_slowdown (their median); the cpu device's file
+/// has none (0: not priced), and a GPU without samples keeps the base's.
 /// The sources name the device, the ladder and the scaling.
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 
@@ -93,7 +115,8 @@ Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, Hardw
 std::vector<nlohmann::json> gemmBenchmarkEvents(const GemmBenchmark &benchmark);
 
 #ifdef PIPESCOPE_HAVE_CUDA
-/// The GPU ladder and the held GEMM (gemm_bench_cuda.cpp).
+/// The GPU ladder, the GEMMs beside a resident collective and the held GEMM
+/// (gemm_bench_cuda.cpp).
 Result<GemmBenchmark> benchmarkCudaGemms(int local_rank, double sustain_s);
 #endif
 

@@ -9,11 +9,13 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda_common.h"
@@ -317,6 +319,111 @@ Result<SustainedGemm> holdGemm(int n, double seconds, double ladder_tflops) {
   return held;
 }
 
+// The stand-in collective of the contention samples: its stop flag in device memory, set by a
+// copy on a stream of its own while the GEMMs run; the resident-CTA count in mapped host
+// memory, which the host polls until every CTA is on an SM. (A flag in host memory polled by
+// the CTAs is what NCCL's network transport does without GPUDirect, but many CTAs polling over
+// PCIe slow every kernel beside them far more than the SMs they hold.)
+struct ResidentChannels {
+  int *stop = nullptr, *started = nullptr, *one = nullptr;
+  cudaStream_t stream = nullptr, control = nullptr;
+  ~ResidentChannels() {
+    if (stop) cudaFree(stop);
+    if (started) cudaFreeHost(started);
+    if (one) cudaFreeHost(one);
+    if (stream) cudaStreamDestroy(stream);
+    if (control) cudaStreamDestroy(control);
+  }
+  Status create() {
+    PIPESCOPE_CUDA_CHECK(cudaMalloc(&stop, sizeof(int)));
+    PIPESCOPE_CUDA_CHECK(cudaHostAlloc(&started, sizeof(int), cudaHostAllocMapped));
+    PIPESCOPE_CUDA_CHECK(cudaHostAlloc(&one, sizeof(int), cudaHostAllocDefault));
+    *one = 1;
+    PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&control, cudaStreamNonBlocking));
+    return Ok{};
+  }
+  // Starts `ctas` channel CTAs and returns once all of them are resident.
+  Status start(int ctas) {
+    PIPESCOPE_CUDA_CHECK(cudaMemset(stop, 0, sizeof(int)));
+    *reinterpret_cast<volatile int *>(started) = 0;
+    PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    int *mapped = nullptr;
+    PIPESCOPE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void **>(&mapped), started, 0));
+    PIPESCOPE_CUDA_CHECK(kernels::launchResidentChannels(ctas, stop, mapped, stream));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (*reinterpret_cast<volatile int *>(started) < ctas) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        // Release the ones that did start before giving up.
+        cudaMemcpyAsync(stop, one, sizeof(int), cudaMemcpyHostToDevice, control);
+        cudaStreamSynchronize(stream);
+        return makeError("--gemm-bench: only " + std::to_string(*started) + " of " +
+                         std::to_string(ctas) +
+                         " stand-in collective CTAs became resident within 10 s");
+      }
+      std::this_thread::yield();
+    }
+    return Ok{};
+  }
+  Status finish() {
+    PIPESCOPE_CUDA_CHECK(cudaMemcpyAsync(stop, one, sizeof(int), cudaMemcpyHostToDevice, control));
+    PIPESCOPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return Ok{};
+  }
+};
+
+// One n^3 bf16 GEMM (cublasGemmEx's default algorithm: cuBLAS's own choice for the whole GPU, as
+// frameworks call it) alone and beside `resident` CTAs of a stand-in collective, each the best
+// of three batches of about 10 ms.
+Result<std::vector<ContentionSample>> sampleContention(int n, const std::vector<int> &resident) {
+  RungResources r;
+  kernels::bf16 *matrices[3] = {};
+  PIPESCOPE_TRY(allocateSquareOperands(r, n, matrices));
+  ResidentChannels channels;
+  PIPESCOPE_TRY(channels.create());
+  const float alpha = 1.0f, beta = 0.0f;
+  EventPool events;
+  PIPESCOPE_TRY(events.resize(2));
+  const auto batch = [&](int repetitions) -> Result<double> {
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
+    for (int i = 0; i < repetitions; ++i)
+      PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(r.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
+                                          matrices[0], CUDA_R_16BF, n, matrices[1], CUDA_R_16BF, n,
+                                          &beta, matrices[2], CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
+    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
+    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
+    float ms = 0;
+    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
+    return 1000.0 * static_cast<double>(ms) / repetitions;
+  };
+  auto estimate = batch(3); // warm-up
+  if (!estimate) return estimate.error();
+  const int repetitions = std::clamp(static_cast<int>(1e4 / std::max(1.0, *estimate)), 3, 5000);
+  // The best of three batches, with `ctas` resident during each (0: none).
+  const auto best = [&](int ctas) -> Result<double> {
+    double fastest = 1e300;
+    for (int round = 0; round < 3; ++round) {
+      if (ctas > 0) PIPESCOPE_TRY(channels.start(ctas));
+      auto us = batch(repetitions);
+      if (ctas > 0) PIPESCOPE_TRY(channels.finish());
+      if (!us) return us.error();
+      fastest = std::min(fastest, *us);
+    }
+    return fastest;
+  };
+  std::vector<ContentionSample> samples;
+  for (int ctas : resident) {
+    // Alone right before each: the clocks drift with power and heat between samples.
+    auto alone = best(0);
+    if (!alone) return alone.error();
+    auto beside = best(ctas);
+    if (!beside) return beside.error();
+    samples.push_back({n, ctas, *alone, *beside});
+  }
+  return samples;
+}
+
 // Driver, runtime, cuBLAS and NCCL versions, for the report (results depend on all four).
 std::string softwareVersions() {
   int driver = 0, runtime = 0;
@@ -371,6 +478,15 @@ Result<GemmBenchmark> benchmarkCudaGemms(int local_rank, double sustain_s) {
       if (!rate) return rate.error();
       benchmark.fp8_rates.push_back(*rate);
     }
+  }
+  // What a resident collective costs the GEMMs beside it: 2, 4 and 8 CTAs (NCCL's channels
+  // for a DP ring; MLPerf's GPT-3 launch caps its DP collectives at 8) beside the 4096^3 and
+  // 8192^3 rungs the GPU has room for.
+  for (const auto &rung : benchmark.rates) {
+    if (rung.size < 4096 || rung.size > 8192) continue;
+    auto samples = sampleContention(rung.size, {2, 4, 8});
+    if (!samples) return samples.error();
+    benchmark.contention.insert(benchmark.contention.end(), samples->begin(), samples->end());
   }
   if (sustain_s > 0) {
     // The largest rung up to 8192^3 (1.4 ms a GEMM on an H100): long enough to fill the GPU,

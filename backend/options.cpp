@@ -36,7 +36,10 @@ stream to stdout as JSON lines.
   --list-devices       print what this build and machine can run, then exit
   --gemm-bench         time the device's GEMMs (cuda, gpu-shared: cuBLAS bf16; cpu: fp32) over
                        square sizes, against the datasheet peak where the GPU matches a
-                       hardware preset; needs no plan. Under mpirun every process times its own
+                       hardware preset; needs no plan. On a GPU it also times the 4096^3 and
+                       8192^3 GEMMs beside 2, 4 and 8 resident CTAs of a stand-in collective
+                       (what an overlapped NCCL collective costs the GEMMs beside it). Under
+                       mpirun every process times its own
   --sustain S          with --gemm-bench on a GPU: then hold the 8192^3 GEMM for S seconds (default
                        30; 0: skip), as a training run holds the GPU, and report the rate at
                        the power limit beside the ladder's (an H100 SXM's clocks fall within
@@ -45,8 +48,10 @@ stream to stdout as JSON lines.
                        curve is the measured ladder (efficiency = achieved / datasheet peak,
                        carried up the ladder so it never falls with size; on a GPU scaled by
                        the held rate over the ladder's at that size), so the planner prices
-                       GEMMs as this GPU runs them in training. Links, memory and peak come from the
-                       preset the GPU matches, or from --hardware
+                       GEMMs as this GPU runs them in training, and whose
+                       collective_gemm_slowdown is the median slowdown beside the resident CTAs.
+                       Links, memory and peak come from the preset the GPU matches, or from
+                       --hardware
   --hardware NAME|FILE with --save-hardware: the hardware file or preset to start from (needed
                        when the GPU matches no preset; on the cpu device the peak becomes the
                        best measured rate)

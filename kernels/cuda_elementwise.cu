@@ -196,6 +196,30 @@ __global__ void toBf16(const float *in, bf16 *out, std::size_t count) {
   }
 }
 
+// One stand-in for a collective's channel: a CTA that stays resident on its SM until `*stop`
+// is set, as an NCCL kernel's CTAs do for the length of a collective (mostly waiting on the
+// network). 512 threads and more than half an SM's shared memory keep it alone on its SM, as a
+// Hopper GEMM CTA is alone on its. One thread polls the flag, a few microseconds apart, and
+// counts the CTA in through `started` (host memory the host reads).
+__global__ void __launch_bounds__(kResidentChannelThreads, 1)
+    residentChannel(const volatile int *stop, int *started) {
+  extern __shared__ unsigned char reserved[];
+  __shared__ int done;
+  if (threadIdx.x == 0) {
+    reserved[0] = 0;
+    atomicAdd_system(started, 1);
+  }
+  for (;;) {
+    if (threadIdx.x == 0) {
+      done = *stop;
+      if (!done) __nanosleep(4000);
+    }
+    __syncthreads();
+    if (done) break;
+    __syncthreads();
+  }
+}
+
 std::size_t cells(int rows, int columns) {
   return static_cast<std::size_t>(rows > 0 ? rows : 0) *
          static_cast<std::size_t>(columns > 0 ? columns : 0);
@@ -277,6 +301,16 @@ cudaError_t launchToFloat(const bf16 *in, float *out, std::size_t count, cudaStr
 
 cudaError_t launchToBf16(const float *in, bf16 *out, std::size_t count, cudaStream_t stream) {
   toBf16<<<blocksFor(count), kThreads, 0, stream>>>(in, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launchResidentChannels(int channels, const int *stop, int *started,
+                                   cudaStream_t stream) {
+  const cudaError_t status = cudaFuncSetAttribute(
+      residentChannel, cudaFuncAttributeMaxDynamicSharedMemorySize, kResidentChannelSharedBytes);
+  if (status != cudaSuccess) return status;
+  residentChannel<<<channels, kResidentChannelThreads, kResidentChannelSharedBytes, stream>>>(
+      stop, started);
   return cudaGetLastError();
 }
 

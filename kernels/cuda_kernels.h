@@ -41,6 +41,14 @@ cudaError_t launchFillUniform(bf16 *data, std::size_t count, float scale, std::u
 /// --gemm-bench's FP8 rungs.
 cudaError_t launchFillUniformFp8(void *data, std::size_t count, float scale, std::uint32_t seed,
                                  cudaStream_t stream);
+/// `channels` CTAs that each hold one SM until *stop (device memory) becomes non-zero, each
+/// adding 1 to *started (mapped host memory) once resident: the footprint of an NCCL
+/// collective's channels, for --gemm-bench's measure of what a resident collective costs the
+/// GEMMs beside it. The caller sets *stop from another stream and waits on `stream`.
+inline constexpr int kResidentChannelThreads = 512;
+inline constexpr int kResidentChannelSharedBytes = 120 << 10; // over half an SM's 228 KiB
+cudaError_t launchResidentChannels(int channels, const int *stop, int *started,
+                                   cudaStream_t stream);
 /// bf16 → fp32 and fp32 → bf16 copies (for the checks).
 cudaError_t launchToFloat(const bf16 *in, float *out, std::size_t count, cudaStream_t stream);
 cudaError_t launchToBf16(const float *in, bf16 *out, std::size_t count, cudaStream_t stream);

@@ -456,6 +456,57 @@ private slots:
     QVERIFY(!parseOptions(4, const_cast<char **>(lone_base)));
   }
 
+  // The GEMMs timed beside a resident stand-in collective: the median slowdown becomes the
+  // saved file's collective_gemm_slowdown (held within [0, 1]), each sample a gemm_contention
+  // event; a GPU without samples keeps the base's figure, the cpu device's file prices none.
+  void contentionBecomesTheSavedSlowdown() {
+    GemmBenchmark gpu;
+    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
+    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
+                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    QVERIFY(!gpu.collective_gemm_slowdown());
+    // Slowdowns 0.10, 0.30, 0.20 and 0.25: the median is 0.225.
+    gpu.contention = {
+        {4096, 2, 200, 220}, {4096, 8, 200, 260}, {8192, 2, 1400, 1680}, {8192, 8, 1400, 1750}};
+    QCOMPARE(gpu.contention[1].slowdown(), 0.3);
+    QVERIFY(std::abs(*gpu.collective_gemm_slowdown() - 0.225) < 1e-12);
+    auto base = loadHardwareSpec("h100-sxm");
+    QVERIFY(base);
+    base->collective_gemm_slowdown = 0.5;
+    auto saved = hardwareFromBenchmark(gpu, *base);
+    QVERIFY2(saved, saved ? "" : saved.error().message.c_str());
+    QVERIFY(std::abs(saved->collective_gemm_slowdown - 0.225) < 1e-12);
+    QVERIFY(saved->notes.find("collective_gemm_slowdown 0.225") != std::string::npos);
+    const auto events = gemmBenchmarkEvents(gpu);
+    int samples = 0;
+    for (const auto &event : events)
+      if (event["event"] == "gemm_contention") {
+        ++samples;
+        QVERIFY(event["slowdown"].get<double>() > 0.09);
+      }
+    QCOMPARE(samples, 4);
+    QVERIFY(std::abs(events.back()["collective_gemm_slowdown"].get<double>() - 0.225) < 1e-12);
+    // A GEMM faster beside the CTAs than alone (noise) counts as no slowdown; none above 1.
+    gpu.contention = {{4096, 2, 200, 190}};
+    QCOMPARE(*gpu.collective_gemm_slowdown(), 0.0);
+    gpu.contention = {{4096, 2, 200, 900}};
+    QCOMPARE(*gpu.collective_gemm_slowdown(), 1.0);
+    // No samples: the base's figure stays.
+    gpu.contention.clear();
+    auto kept = hardwareFromBenchmark(gpu, *base);
+    QVERIFY(kept);
+    QCOMPARE(kept->collective_gemm_slowdown, 0.5);
+    QVERIFY(!gemmBenchmarkEvents(gpu).back().contains("collective_gemm_slowdown"));
+    // The cpu device: no collective kernel shares its cores.
+    GemmBenchmark cpu;
+    cpu.device = "cpu";
+    cpu.rates = {gemmRate(256, "fp32", 2 * 256.0 * 256 * 256 / 50e6, 10)};
+    auto cpu_hardware = hardwareFromBenchmark(cpu, *base);
+    QVERIFY2(cpu_hardware, cpu_hardware ? "" : cpu_hardware.error().message.c_str());
+    QCOMPARE(cpu_hardware->collective_gemm_slowdown, 0.0);
+  }
+
   // --sustain: the held GEMM's settled rate (the median window of the second half) over the
   // ladder's rate at that size scales the saved curve; a held rate above the ladder's does not
   // raise it, and the cpu device holds nothing.
