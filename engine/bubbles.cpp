@@ -552,7 +552,9 @@ std::string describeIdleInterval(const Schedule &schedule, const BubbleAnalysis 
   const std::string cause(bubbleCauseName(interval.cause));
   switch (interval.cause) {
   case BubbleCause::GradientSync:
-    return "gradient_sync: the DP gradient all-reduce after the rank's last op";
+    return "gradient_sync: the step's tail after the rank's last op: the exposed DP gradient "
+           "sync (with the GEMMs its hidden part slowed), the tied-embedding sum and the "
+           "optimizer step";
   case BubbleCause::Unexplained: {
     if (!interval.before.valid()) return cause + ": nothing in the schedule explains it";
     const Op &op = opAt(schedule, interval.before);

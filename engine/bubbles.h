@@ -74,7 +74,7 @@ enum class BubbleCause : std::uint8_t {
   Dependency,   ///< waiting for an op in the steady state
   Transfer,     ///< the producer had finished; its output was in flight
   Unexplained,  ///< inputs had arrived, rank was free: host, launch or framework overhead
-  GradientSync, ///< the modeled DP gradient all-reduce after the rank's last op
+  GradientSync, ///< the modeled tail after the rank's last op (Costs::gradient_sync_us)
 };
 inline constexpr int kBubbleCauseCount = 6;
 

@@ -61,7 +61,9 @@ struct Costs {
   /// gradient back); replaces latency + bytes / bandwidth when not empty.
   std::vector<double> boundary_transfer_us;
 
-  /// DP gradient all-reduce added after each rank's last op (0 = not modeled).
+  /// The tail added after each rank's last op (0 = not modeled): from the model cost model, the
+  /// exposed DP gradient sync (with the GEMMs its hidden part slowed), the tied-embedding sum
+  /// and the optimizer step, the longest rank's.
   double gradient_sync_us = 0;
 
   /// Ranks that share one device (gpu-shared: the stages in partitions of one GPU): entry n is
