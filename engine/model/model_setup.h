@@ -407,8 +407,9 @@ struct RankMemory {
 struct CommunicationKind {
   double bytes = 0;  ///< per step, summed over the kind's transfers of one pipeline replica
   double time_s = 0; ///< time spent per step on it by the busiest rank (DP: the whole all-reduce)
-  /// DP: the part of time_s not hidden behind the backward (what the step pays); TP: all of it
-  /// (it sits on the critical path of F and B); PP: 0 here (the simulation accounts for it).
+  /// DP: what the step pays for it: the part of time_s not hidden behind compute, plus the
+  /// GEMMs the hidden part slows (collectiveContentionUs); TP: all of it (it sits on the
+  /// critical path of F and B); PP: 0 here (the simulation accounts for it).
   double exposed_time_s = 0;
   std::string link; ///< "intra-node", "inter-node", "mixed" or "none" (no traffic of this kind)
 };

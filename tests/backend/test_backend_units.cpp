@@ -47,6 +47,16 @@ Result<Evaluation> evaluateRequest(Plan &plan, ModelDerivation *derivation) {
   return evaluatePlan(plan, {}, derivation);
 }
 
+// An H100's bf16 ladder of two rungs, 4096^3 at 700 and 8192^3 at 770 TFLOP/s.
+GemmBenchmark h100Ladder() {
+  GemmBenchmark gpu;
+  gpu.device = "cuda: NVIDIA H100 80GB HBM3";
+  gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+  gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
+               gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+  return gpu;
+}
+
 } // namespace
 
 class TestBackendUnits : public QObject {
@@ -460,11 +470,7 @@ private slots:
   // saved file's collective_gemm_slowdown (held within [0, 1]), each sample a gemm_contention
   // event; a GPU without samples keeps the base's figure, the cpu device's file prices none.
   void contentionBecomesTheSavedSlowdown() {
-    GemmBenchmark gpu;
-    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
-    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
-    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
-                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    GemmBenchmark gpu = h100Ladder();
     QVERIFY(!gpu.collective_gemm_slowdown());
     // Slowdowns 0.10, 0.30, 0.20 and 0.25: the median is 0.225.
     gpu.contention = {
@@ -518,11 +524,7 @@ private slots:
     held.window_tflops = {580, 700, 690, 720, 670, 668, 672, 500}; // second half: 670 668 672 500
     QCOMPARE(held.tflops(), 670.0);
     QVERIFY(std::abs(held.fraction_of_ladder() - 670.0 / 770) < 1e-12);
-    GemmBenchmark gpu;
-    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
-    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
-    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
-                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    GemmBenchmark gpu = h100Ladder();
     gpu.sustained = held;
     auto base = loadHardwareSpec("h100-sxm");
     QVERIFY(base);
@@ -560,11 +562,7 @@ private slots:
   // efficiency over the FP8 peak, scaled by the same held fraction as the bf16 curve (one power
   // limit), with its own events; a base without an FP8 peak cannot read it and says so.
   void fp8LadderBecomesTheFp8Curve() {
-    GemmBenchmark gpu;
-    gpu.device = "cuda: NVIDIA H100 80GB HBM3";
-    gpu.gpu_name = "NVIDIA H100 80GB HBM3";
-    gpu.rates = {gemmRate(4096, "bf16", 2 * 4096.0 * 4096 * 4096 / 700e6, 10),
-                 gemmRate(8192, "bf16", 2 * 8192.0 * 8192 * 8192 / 770e6, 10)};
+    GemmBenchmark gpu = h100Ladder();
     gpu.fp8_rates = {gemmRate(4096, "fp8-e4m3", 2 * 4096.0 * 4096 * 4096 / 1200e6, 10),
                      gemmRate(8192, "fp8-e4m3", 2 * 8192.0 * 8192 * 8192 / 1400e6, 10)};
     SustainedGemm held;

@@ -57,34 +57,23 @@ private slots:
               plan("dualpipe", {{"forward", 1}, {"backward", 2}, {"overlapped", 1}}));
     writeFile(path("negative.plan"), plan("1f1b", {{"forward", -1}}));
     writeFile(path("custom.csv"), "0F0,0B0\n");
-    writeFile(path("slow-link.json"), json{{"format", "pipescope.hardware"},
-                                           {"version", 1},
-                                           {"peak_tflops", 989},
-                                           {"memory_gib", 80},
-                                           {"intra_node_gbps", 1e-300},
-                                           {"inter_node_gbps", 50},
-                                           {"gpus_per_node", 8}}
-                                          .dump());
+    // An H100-like hardware file with one field added or changed.
+    const auto hardware = [](const char *field, const json &value) {
+      json file{{"format", "pipescope.hardware"},
+                {"version", 1},
+                {"peak_tflops", 989},
+                {"memory_gib", 80},
+                {"intra_node_gbps", 450},
+                {"inter_node_gbps", 50},
+                {"gpus_per_node", 8}};
+      file[field] = value;
+      return file.dump();
+    };
     writeFile(path("falling-curve.json"),
-              json{{"format", "pipescope.hardware"},
-                   {"version", 1},
-                   {"peak_tflops", 989},
-                   {"memory_gib", 80},
-                   {"intra_node_gbps", 450},
-                   {"inter_node_gbps", 50},
-                   {"gpus_per_node", 8},
-                   {"gemm_efficiency",
-                    {{{"size", 1024}, {"efficiency", 0.6}}, {{"size", 4096}, {"efficiency", 0.5}}}}}
-                  .dump());
-    writeFile(path("contention-above-one.json"), json{{"format", "pipescope.hardware"},
-                                                      {"version", 1},
-                                                      {"peak_tflops", 989},
-                                                      {"memory_gib", 80},
-                                                      {"intra_node_gbps", 450},
-                                                      {"inter_node_gbps", 50},
-                                                      {"gpus_per_node", 8},
-                                                      {"collective_gemm_slowdown", 1.5}}
-                                                     .dump());
+              hardware("gemm_efficiency", {{{"size", 1024}, {"efficiency", 0.6}},
+                                           {{"size", 4096}, {"efficiency", 0.5}}}));
+    writeFile(path("contention-above-one.json"), hardware("collective_gemm_slowdown", 1.5));
+    writeFile(path("slow-link.json"), hardware("intra_node_gbps", 1e-300));
     // Measured traces, made from a simulated one as a backend would write them.
     const Run simulated = pipescope(
         {"simulate", "--pp", "2", "--microbatches", "4", "--trace", path("simulated.trace")});
