@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu_speed.h"
+#include "engine/calibration.h"
 #include "engine/model/model_setup.h"
 
 namespace pipescope::backend {
@@ -126,11 +127,7 @@ std::optional<double> GemmBenchmark::collective_gemm_slowdown() const {
   std::vector<double> slowdowns;
   for (const auto &sample : contention)
     slowdowns.push_back(sample.slowdown());
-  std::sort(slowdowns.begin(), slowdowns.end());
-  const std::size_t half = slowdowns.size() / 2;
-  const double median =
-      slowdowns.size() % 2 == 1 ? slowdowns[half] : (slowdowns[half - 1] + slowdowns[half]) / 2;
-  return std::clamp(median, 0.0, 1.0);
+  return std::clamp(median(std::move(slowdowns)), 0.0, 1.0);
 }
 
 namespace {

@@ -61,6 +61,21 @@ std::string versionText(int version, int major_divisor, int minor_divisor) {
          std::to_string(version % major_divisor / minor_divisor);
 }
 
+// Microseconds per call of `enqueue` (which returns a Status) over a batch of `repetitions` on
+// `stream`, between two device events.
+template <typename Enqueue>
+Result<double> usPerCall(const EventPool &events, cudaStream_t stream, int repetitions,
+                         const Enqueue &enqueue) {
+  PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], stream));
+  for (int i = 0; i < repetitions; ++i)
+    PIPESCOPE_TRY(enqueue());
+  PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], stream));
+  PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
+  float ms = 0;
+  PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
+  return 1000.0 * static_cast<double>(ms) / repetitions;
+}
+
 // A stream, a cuBLAS handle and the three n x n operands of one square GEMM, owned by `r`.
 Status allocateSquareOperands(RungResources &r, int n, kernels::bf16 *(&matrices)[3]) {
   PIPESCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
@@ -79,6 +94,16 @@ Status allocateSquareOperands(RungResources &r, int n, kernels::bf16 *(&matrices
   return Ok{};
 }
 
+// C = A·B on the three n x n operands, through cublasGemmEx's default algorithm (cuBLAS's own
+// choice for the whole GPU, as frameworks call it), on r's stream.
+Status defaultSquareGemm(const RungResources &r, int n, kernels::bf16 *const (&matrices)[3]) {
+  const float alpha = 1.0f, beta = 0.0f;
+  PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(
+      r.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, matrices[0], CUDA_R_16BF, n, matrices[1],
+      CUDA_R_16BF, n, &beta, matrices[2], CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return Ok{};
+}
+
 Result<GemmRate> timeRung(int n) {
   RungResources r;
   kernels::bf16 *matrices[3] = {};
@@ -94,25 +119,11 @@ Result<GemmRate> timeRung(int n) {
   if (!choice) return choice.error();
   const auto backend_gemm = [&]() { return (*tuned)->run(call, r.stream); };
   // cublasGemmEx with its default algorithm: what the stages called before they were tuned.
-  const auto default_gemm = [&]() -> Status {
-    PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(r.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
-                                        matrices[0], CUDA_R_16BF, n, matrices[1], CUDA_R_16BF, n,
-                                        &beta, matrices[2], CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                        CUBLAS_GEMM_DEFAULT));
-    return Ok{};
-  };
+  const auto default_gemm = [&]() { return defaultSquareGemm(r, n, matrices); };
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
-  // Microseconds per call of `call` over a batch of `repetitions`, between two device events.
-  const auto timeCalls = [&](const auto &enqueue, int repetitions) -> Result<double> {
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
-    for (int i = 0; i < repetitions; ++i)
-      PIPESCOPE_TRY(enqueue());
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
-    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
-    float ms = 0;
-    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
-    return 1000.0 * static_cast<double>(ms) / repetitions;
+  const auto timeCalls = [&](const auto &enqueue, int repetitions) {
+    return usPerCall(events, r.stream, repetitions, enqueue);
   };
   // Warm-up: the clocks rise.
   auto estimate = timeCalls(backend_gemm, 3);
@@ -243,18 +254,14 @@ Result<GemmRate> timeFp8Rung(int n) {
   const float alpha = 1.0f, beta = 0.0f;
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
-  const auto timeCalls = [&](int a, int repetitions) -> Result<double> {
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
-    for (int i = 0; i < repetitions; ++i)
+  const auto timeCalls = [&](int a, int repetitions) {
+    return usPerCall(events, r.stream, repetitions, [&]() -> Status {
       PIPESCOPE_CUBLAS_CHECK(cublasLtMatmul(r.lt, r.operation, &alpha, operands[0], r.layout,
                                             operands[1], r.layout, &beta, output, r.output_layout,
                                             output, r.output_layout, &proposed[a].algo, workspace,
                                             proposed[a].workspaceSize, r.stream));
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
-    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
-    float ms = 0;
-    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
-    return 1000.0 * static_cast<double>(ms) / repetitions;
+      return Ok{};
+    });
   };
   // Warm-up, and the proposals that run: one may still refuse this problem at launch.
   std::vector<int> runnable;
@@ -381,21 +388,11 @@ Result<std::vector<ContentionSample>> sampleContention(int n, const std::vector<
   PIPESCOPE_TRY(allocateSquareOperands(r, n, matrices));
   ResidentChannels channels;
   PIPESCOPE_TRY(channels.create());
-  const float alpha = 1.0f, beta = 0.0f;
   EventPool events;
   PIPESCOPE_TRY(events.resize(2));
-  const auto batch = [&](int repetitions) -> Result<double> {
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[0], r.stream));
-    for (int i = 0; i < repetitions; ++i)
-      PIPESCOPE_CUBLAS_CHECK(cublasGemmEx(r.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
-                                          matrices[0], CUDA_R_16BF, n, matrices[1], CUDA_R_16BF, n,
-                                          &beta, matrices[2], CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT));
-    PIPESCOPE_CUDA_CHECK(cudaEventRecord(events[1], r.stream));
-    PIPESCOPE_CUDA_CHECK(cudaEventSynchronize(events[1]));
-    float ms = 0;
-    PIPESCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[0], events[1]));
-    return 1000.0 * static_cast<double>(ms) / repetitions;
+  const auto batch = [&](int repetitions) {
+    return usPerCall(events, r.stream, repetitions,
+                     [&]() { return defaultSquareGemm(r, n, matrices); });
   };
   auto estimate = batch(3); // warm-up
   if (!estimate) return estimate.error();

@@ -7,8 +7,6 @@
 
 namespace pipescope {
 
-namespace {
-
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -18,6 +16,8 @@ double median(std::vector<double> values) {
   const double lower = *std::max_element(values.begin(), middle);
   return (lower + upper) / 2;
 }
+
+namespace {
 
 // (rank, kind, stage, microbatch) identifies an op across traces of one plan.
 using OpKey = std::tuple<int, int, int, int>;

@@ -11,6 +11,9 @@
 
 namespace pipescope {
 
+/// The median of `values` (the mean of the two middle ones for an even count); 0 when empty.
+double median(std::vector<double> values);
+
 /// Relative error of one op kind's durations, measured against predicted, over matched ops.
 struct KindError {
   OpKind kind = OpKind::Forward;

@@ -1206,10 +1206,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   an.rank_expert_params.assign(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_last_backward(static_cast<std::size_t>(P), 0.0);
   std::vector<double> rank_first_forward(static_cast<std::size_t>(P), 0.0);
-  // The GEMMs' share of the rank's forward and backward compute: what an overlapped collective
-  // slows (collectiveContentionUs).
-  std::vector<double> rank_forward_gemm_share(static_cast<std::size_t>(P), 0.0);
-  std::vector<double> rank_backward_gemm_share(static_cast<std::size_t>(P), 0.0);
+  // The rank's forward and backward compute by part: its GEMMs' share is what an overlapped
+  // collective slows (collectiveContentionUs).
+  std::vector<PassBreakdown> rank_forward(static_cast<std::size_t>(P));
+  std::vector<PassBreakdown> rank_backward(static_cast<std::size_t>(P));
   an.rank_largest_layer_params.assign(static_cast<std::size_t>(P), 0.0);
   an.rank_outside_layer_params.assign(static_cast<std::size_t>(P), 0.0);
 
@@ -1220,19 +1220,10 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       held[p].push_back(placement.model_stage[static_cast<std::size_t>(v)]);
       rank_last_backward[p] += an.stage_costs[static_cast<std::size_t>(v)].backward_us;
       rank_first_forward[p] += an.stage_costs[static_cast<std::size_t>(v)].forward_us;
-    }
-    for (int p = 0; p < P; ++p) {
-      PassBreakdown forward, backward;
-      for (int v = 0; v < S; ++v) {
-        if (placement.rankOf(v) != p) continue;
-        const StageBreakdown &parts = an.stage_breakdown[static_cast<std::size_t>(v)];
-        forward += parts.forward;
-        backward += parts.input_grad;
-        backward += parts.weight_grad;
-      }
-      const auto i = static_cast<std::size_t>(p);
-      rank_forward_gemm_share[i] = forward.total() > 0 ? forward.gemm_us / forward.total() : 0;
-      rank_backward_gemm_share[i] = backward.total() > 0 ? backward.gemm_us / backward.total() : 0;
+      const StageBreakdown &parts = an.stage_breakdown[static_cast<std::size_t>(v)];
+      rank_forward[p] += parts.forward;
+      rank_backward[p] += parts.input_grad;
+      rank_backward[p] += parts.weight_grad;
     }
     for (int p = 0; p < P; ++p) {
       const auto i = static_cast<std::size_t>(p);
@@ -1317,8 +1308,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       };
       // What the overlapped part of a sync adds: the GEMMs it runs beside are slowed
       // (collectiveContentionUs), in the backward (gradients) or the forward (parameters).
-      const double backward_share = rank_backward_gemm_share[i],
-                   forward_share = rank_forward_gemm_share[i];
+      const auto gemmShare = [](const PassBreakdown &pass) {
+        return pass.total() > 0 ? pass.gemm_us / pass.total() : 0.0;
+      };
+      const double backward_share = gemmShare(rank_backward[i]),
+                   forward_share = gemmShare(rank_forward[i]);
       const auto contention = [&](double comm_us, double exposed_us, double gemm_share) {
         return collectiveContentionUs(hw.collective_gemm_slowdown, comm_us - exposed_us,
                                       gemm_share);
