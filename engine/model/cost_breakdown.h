@@ -14,8 +14,10 @@
 namespace pipescope {
 
 /// What an op's time is bound by.
-enum class OpCategory { Gemm, Attention, MemoryBound };
-std::string_view opCategoryName(OpCategory category); ///< "gemm", "attention", "memory-bound"
+/// Overhead: a layer's fixed time beyond its kernels' work (HardwareSpec::layer_overhead_us).
+enum class OpCategory { Gemm, Attention, MemoryBound, Overhead };
+/// "gemm", "attention", "memory-bound", "overhead"
+std::string_view opCategoryName(OpCategory category);
 
 /// One op of a layer on one TP rank, per microbatch, in microseconds.
 struct LayerOp {
@@ -39,9 +41,12 @@ struct PassBreakdown {
   double dp_us = 0;
   /// MoE layers' host time the GPU waits out (moeLayerHostUs), recomputation's included
   double host_us = 0;
+  /// Every transformer layer's fixed time beyond its kernels' work (HardwareSpec::
+  /// layer_overhead_us): the gaps between its kernels, however many tokens it runs
+  double overhead_us = 0;
   double total() const {
     return gemm_us + attention_us + memory_bound_us + tp_us + ep_us + cp_us + recompute_us + dp_us +
-           host_us;
+           host_us + overhead_us;
   }
   PassBreakdown &operator+=(const PassBreakdown &other);
 };
@@ -56,7 +61,8 @@ struct StageBreakdown {
 /// One named part of an op's time.
 struct CostPart {
   std::string_view name; ///< "GEMM", "attention", "memory-bound", "TP comm", "EP all-to-all",
-                         ///< "CP ring", "recompute", "DP comm", "MoE host"
+                         ///< "CP ring", "recompute", "DP comm", "MoE host",
+                         ///< "layer overhead"
   double us = 0;
 };
 /// The parts of a pass that take time, in that fixed order.

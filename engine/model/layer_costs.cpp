@@ -71,6 +71,7 @@ void PartWork::add(LayerOp op) {
   case OpCategory::Gemm: gemm_us += total; break;
   case OpCategory::Attention: attention_us += total; break;
   case OpCategory::MemoryBound: memory_bound_us += total; break;
+  case OpCategory::Overhead: overhead_us += total; break;
   }
   ops.push_back(std::move(op));
 }
@@ -84,6 +85,7 @@ void PartWork::addTo(PassBreakdown &into, Pass pass, double count) const {
     case OpCategory::Gemm: into.gemm_us += us; break;
     case OpCategory::Attention: into.attention_us += us; break;
     case OpCategory::MemoryBound: into.memory_bound_us += us; break;
+    case OpCategory::Overhead: into.overhead_us += us; break;
     }
   }
 }
@@ -93,6 +95,7 @@ std::string_view opCategoryName(OpCategory category) {
   case OpCategory::Gemm: return "gemm";
   case OpCategory::Attention: return "attention";
   case OpCategory::MemoryBound: return "memory-bound";
+  case OpCategory::Overhead: return "overhead";
   }
   return "gemm";
 }
@@ -107,6 +110,7 @@ PassBreakdown &PassBreakdown::operator+=(const PassBreakdown &other) {
   recompute_us += other.recompute_us;
   dp_us += other.dp_us;
   host_us += other.host_us;
+  overhead_us += other.overhead_us;
   return *this;
 }
 
@@ -117,7 +121,7 @@ std::vector<CostPart> costParts(const PassBreakdown &pass) {
         CostPart{"memory-bound", pass.memory_bound_us}, CostPart{"TP comm", pass.tp_us},
         CostPart{"EP all-to-all", pass.ep_us}, CostPart{"CP ring", pass.cp_us},
         CostPart{"recompute", pass.recompute_us}, CostPart{"DP comm", pass.dp_us},
-        CostPart{"MoE host", pass.host_us}})
+        CostPart{"MoE host", pass.host_us}, CostPart{"layer overhead", pass.overhead_us}})
     if (part.us > 0) parts.push_back(part);
   return parts;
 }
@@ -197,6 +201,7 @@ nlohmann::json toJson(const PassBreakdown &pass) {
           {"dp", pass.dp_us},
           {"recompute", pass.recompute_us},
           {"host", pass.host_us},
+          {"overhead", pass.overhead_us},
           {"total", pass.total()}};
 }
 
@@ -430,6 +435,7 @@ PartWork transformerLayerWork(const ModelSpec &m, const HardwareSpec &hardware,
     work.add(fp8QuantizeOp("fp8_quantize", quantized_forward, quantized_backward, hardware));
   if (shape.gradient_add_bytes > 0 && shape.params > 0)
     work.add(gradientAccumulationOp(shape.params, shape.gradient_add_bytes, hardware));
+  if (hardware.layer_overhead_us > 0) work.add(layerOverheadOp(hardware));
   return work;
 }
 
@@ -437,6 +443,14 @@ LayerOp gradientAccumulationOp(double params, double bytes_per_param,
                                const HardwareSpec &hardware) {
   LayerOp op = memoryOp("gradient_accumulation", 0, 0, hardware);
   op.weight_grad_us = memoryBoundUs(params * bytes_per_param, hardware);
+  return op;
+}
+
+LayerOp layerOverheadOp(const HardwareSpec &hardware) {
+  LayerOp op;
+  op.name = "layer_overhead";
+  op.category = OpCategory::Overhead;
+  op.forward_us = op.input_grad_us = op.weight_grad_us = hardware.layer_overhead_us / 3;
   return op;
 }
 

@@ -22,7 +22,7 @@ struct PartWork {
   double forward_us = 0, input_grad_us = 0, weight_grad_us = 0;
   double selective_recompute_us = 0; ///< forward time of the selectively recomputed ops
   /// Sums by category of forward + input-grad + weight-grad.
-  double gemm_us = 0, attention_us = 0, memory_bound_us = 0;
+  double gemm_us = 0, attention_us = 0, memory_bound_us = 0, overhead_us = 0;
   void add(LayerOp op);
   /// Adds `count` times this part's share of one pass to `into`, by category.
   enum class Pass { Forward, InputGrad, WeightGrad };
@@ -115,6 +115,12 @@ LayerOp fp8QuantizeOp(std::string name, double elements_forward, double elements
 /// The separate gradient add of `params` parameters in the W pass (LayerShape::
 /// gradient_add_bytes per parameter), when the gradient-accumulation fusion is off.
 LayerOp gradientAccumulationOp(double params, double bytes_per_param, const HardwareSpec &hardware);
+
+/// A transformer layer's fixed time for one microbatch beyond its kernels' work
+/// (HardwareSpec::layer_overhead_us), a third each in the forward, input-grad and weight-grad
+/// passes, as the MoE layers' host time is split (moeLayerHostUs). Full recomputation redoes the
+/// forward's third with the forward.
+LayerOp layerOverheadOp(const HardwareSpec &hardware);
 
 PartWork transformerLayerWork(const ModelSpec &model, const HardwareSpec &hardware,
                               const LayerShape &shape);

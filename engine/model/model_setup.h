@@ -142,6 +142,11 @@ struct HardwareSpec {
   /// leaves it at its default): what `pipescope calibrate --fit moe-host` fits to your MoE runs.
   /// Negative (the presets): kDefaultMoeLayerHostUs.
   double moe_layer_host_us = -1;
+  /// Every transformer layer's fixed time for one microbatch, forward and backward together,
+  /// beyond what its kernels' work takes: the gaps between its kernels (launches, the waits of
+  /// its collectives), the same at any token count (docs/cost-model.md, "A layer's fixed
+  /// overhead"). 0 (a file without it): not priced.
+  double layer_overhead_us = 0;
   /// Set by `pipescope calibrate` (absent from the presets).
   std::optional<HardwareCalibration> calibration;
 };

@@ -1041,6 +1041,7 @@ private slots:
     auto loaded = presetSetup("mixtral-8x7b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
     ModelSetup setup = *loaded;
+    setup.hardware.layer_overhead_us = 0; // every layer's fixed overhead: its own test
     QCOMPARE(moeLayerHostUs(setup.training, setup.hardware), kDefaultMoeLayerHostUs);
     QCOMPARE(kDefaultMoeLayerHostUs, 3500.0);
     setup.training.moe_dispatcher = "deepep";
@@ -1119,6 +1120,82 @@ private slots:
     const std::string refused_hardware = refusal(hardwareSpecFromJson(hardware_json, "/hardware"));
     QVERIFY2(refused_hardware.find("/hardware/moe_layer_host_us") != std::string::npos,
              refused_hardware.c_str());
+  }
+
+  // Every transformer layer's fixed overhead (HardwareSpec::layer_overhead_us, docs/cost-model.md
+  // "A layer's fixed overhead"): o per layer and microbatch, a third in each of F, I and W, dense
+  // and MoE layers alike, the same at any microbatch size; full recomputation redoes F's third.
+  // A file without it prices none (the presets: fitted with the levels it did not improve the
+  // held-out rows, docs/measurements/fit_layer_overhead.py), and a negative one is refused naming
+  // the field.
+  void layerOverheadByHand() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    QCOMPARE(loaded->hardware.layer_overhead_us, 0.0);
+    auto schedule = generateSchedule({"1f1b", 4, 8, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 1, mesh.tp = 1, mesh.pp = 4;
+    const auto derive = [&](const std::string &model, double overhead_us, Recompute recompute,
+                            int microbatch_size = 1) {
+      auto s = presetSetup(model, "h100-sxm");
+      s->hardware.layer_overhead_us = overhead_us;
+      s->training.recompute = recompute;
+      s->model.microbatch_size = microbatch_size;
+      return deriveModelCosts(*s, mesh, schedule->placement);
+    };
+    for (const int b : {1, 2}) {
+      auto none = derive("llama3-8b", 0, Recompute::None, b);
+      auto with = derive("llama3-8b", 3000, Recompute::None, b);
+      QVERIFY2(none && with, none ? "" : none.error().message.c_str());
+      // Stage 1 holds 8 of llama3-8b's 32 layers: 8 × 1000 µs in each pass, at any b.
+      const StageBreakdown &stage = with->stage_breakdown[1];
+      QCOMPARE(stage.layers, 8);
+      QVERIFY(near(stage.forward.overhead_us, 8000) && near(stage.input_grad.overhead_us, 8000) &&
+              near(stage.weight_grad.overhead_us, 8000));
+      const StageCost &a = none->costs.stage_overrides[1], &c = with->costs.stage_overrides[1];
+      QVERIFY(near(c.forward_us - a.forward_us, 8000, 1e-6));
+      QVERIFY(near(c.backward_us - a.backward_us, 16000, 1e-6));
+      QVERIFY(near(c.weight_us - a.weight_us, 8000, 1e-6));
+      for (const auto &parts : none->stage_breakdown)
+        QCOMPARE(parts.forward.overhead_us + parts.input_grad.overhead_us, 0.0);
+    }
+    // Full recomputation redoes the forward, its overhead with it.
+    auto full_none = derive("llama3-8b", 0, Recompute::Full);
+    auto full = derive("llama3-8b", 3000, Recompute::Full);
+    QVERIFY(full_none && full);
+    QVERIFY(near(full->stage_breakdown[1].input_grad.recompute_us -
+                     full_none->stage_breakdown[1].input_grad.recompute_us,
+                 8000, 1e-6));
+    // An MoE layer pays it once too, beside its own host time.
+    auto moe_none = derive("mixtral-8x7b", 0, Recompute::None);
+    auto moe = derive("mixtral-8x7b", 3000, Recompute::None);
+    QVERIFY2(moe_none && moe, moe ? "" : moe.error().message.c_str());
+    QVERIFY(near(moe->stage_breakdown[1].forward.overhead_us, 8000));
+    QVERIFY(near(moe->stage_breakdown[1].forward.host_us,
+                 moe_none->stage_breakdown[1].forward.host_us));
+    // The hover names the part.
+    auto with = derive("llama3-8b", 3000, Recompute::None);
+    Op forward;
+    forward.kind = OpKind::Forward;
+    forward.stage = 1;
+    auto text =
+        describeOpCost(with->stage_breakdown, forward, with->costs.stage_overrides[1].forward_us);
+    QVERIFY(text);
+    QVERIFY2(text->ends_with("+ layer overhead 8"), text->c_str()); // ms, as the op
+    // Files: round-trips; a file without the field (or 0) prices none and stays unwritten; a
+    // negative figure is refused naming it.
+    HardwareSpec hardware = loaded->hardware;
+    QVERIFY(!toJson(hardware).contains("layer_overhead_us"));
+    hardware.layer_overhead_us = 450;
+    nlohmann::json json = toJson(hardware);
+    QCOMPARE(json["layer_overhead_us"].get<double>(), 450.0);
+    QCOMPARE(hardwareSpecFromJson(json, "/hardware")->layer_overhead_us, 450.0);
+    json.erase("layer_overhead_us");
+    QCOMPARE(hardwareSpecFromJson(json, "/hardware")->layer_overhead_us, 0.0);
+    json["layer_overhead_us"] = -1;
+    const std::string refused = refusal(hardwareSpecFromJson(json, "/hardware"));
+    QVERIFY2(refused.find("/hardware/layer_overhead_us") != std::string::npos, refused.c_str());
   }
 
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps

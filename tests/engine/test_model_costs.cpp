@@ -61,14 +61,15 @@ ModelSetup presetSetup(const std::string &model, const std::string &hardware) {
 }
 
 /// The preset as a hardware file that gives only a flat efficiency factor (no GEMM curve, no HBM
-/// bandwidth, collectives at the links' full figures): the first-order model these hand
-/// computations check, which such files keep.
+/// bandwidth, collectives at the links' full figures, no fixed overhead per layer): the
+/// first-order model these hand computations check, which such files keep.
 ModelSetup flatPresetSetup(const std::string &model, const std::string &hardware) {
   ModelSetup setup = presetSetup(model, hardware);
   setup.hardware.gemm_efficiency.clear();
   setup.hardware.hbm_gbps = 0;
   setup.hardware.intra_node_bus_efficiency = 1;
   setup.hardware.inter_node_bus_efficiency = 1;
+  setup.hardware.layer_overhead_us = 0;
   return setup;
 }
 
