@@ -28,22 +28,9 @@
 #include <thread>
 #include <vector>
 
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CHECK_LT(call)                                                                             \
-  do {                                                                                             \
-    cublasStatus_t s_ = (call);                                                                    \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #call, int(s_));           \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "bench_common.cuh"
+
+#define CHECK_LT(call) CHECK_LT_OR(call, std::exit(1))
 
 constexpr int kChannelThreads = 512;
 constexpr int kChannelSharedBytes = 120 << 10; // over half an SM's 228 KiB: one CTA per SM
@@ -78,25 +65,6 @@ __global__ void __launch_bounds__(kChannelThreads, 1)
       at = (at + step) % slice;
     }
     __syncthreads();
-  }
-}
-
-__global__ void fill(unsigned char *p, size_t elements, bool fp8, unsigned seed) {
-  // Random values of either sign with random mantissas, as in wgrad_accumulate_bench.cu (zeros
-  // draw less power and let the clocks run higher than training's data does).
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elements;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u + seed * 40503u;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    const unsigned sign = (x >> 31) << 7, exponent = (x >> 8) & 3;
-    if (fp8) {
-      p[i] = (unsigned char)(sign | ((4 + exponent) << 3) | (x & 7));
-    } else {
-      p[2 * i + 1] = (unsigned char)(sign | 0x3e | (exponent >> 1));
-      p[2 * i] = (unsigned char)(((exponent & 1) << 7) | (x & 0x7f));
-    }
   }
 }
 

@@ -25,43 +25,9 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CHECK_LT(call)                                                                             \
-  do {                                                                                             \
-    cublasStatus_t s_ = (call);                                                                    \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #call, int(s_));           \
-      return -1.0;                                                                                 \
-    }                                                                                              \
-  } while (0)
+#include "bench_common.cuh"
 
-__global__ void fill(unsigned char *p, size_t elements, bool fp8, unsigned seed) {
-  // Random normal-range values of either sign with random mantissas (zeros or repeated bits
-  // draw less power and let the clocks run higher than training's data does): e4m3 exponents
-  // 2^-3..2^0, bf16 exponents 2^-3..2^0 with a random low mantissa byte.
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elements;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u + seed * 40503u;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    const unsigned sign = (x >> 31) << 7, exponent = (x >> 8) & 3;
-    if (fp8) {
-      p[i] = (unsigned char)(sign | ((4 + exponent) << 3) | (x & 7));
-    } else {
-      // bf16 0x3e00..0x3fff: exponent 124..127 (2^-3..2^0), then the mantissa's low byte.
-      p[2 * i + 1] = (unsigned char)(sign | 0x3e | (exponent >> 1));
-      p[2 * i] = (unsigned char)(((exponent & 1) << 7) | (x & 0x7f));
-    }
-  }
-}
+#define CHECK_LT(call) CHECK_LT_OR(call, return -1.0)
 
 // µs of one D = alpha·AᵀB + beta·C, the best of three batches of `reps` after a warm-up.
 enum class Output { Bf16, Bf16Accumulate, Fp32Accumulate };
