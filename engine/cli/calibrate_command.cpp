@@ -25,7 +25,7 @@ using nlohmann::json;
 
 constexpr const char *kCalibrateHelp =
     R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
-                           [--fit level,fp8,moe-host] [--save-hardware FILE]
+                           [--fit level,fp8,moe-host,overhead] [--save-hardware FILE]
                            [--markdown | --json]
 
 Fits the hardware's GEMM efficiency (and, for mixture-of-experts runs, the MoE layers' host time)
@@ -54,6 +54,11 @@ set, or "all". Rows that check memory only are left out.
                                    FP8 rows
                          moe-host  the MoE layers' host time per layer and microbatch (steps of
                                    0.5 ms), on the MoE rows that leave theirs unset
+                         overhead  every transformer layer's fixed time per microbatch (steps of
+                                   125 us, up to 3 ms; layer_overhead_us), with the level on its
+                                   rows: the pair of the least mean |error|. It tells apart
+                                   only rows of different tokens per microbatch; check the
+                                   held-out figure against a fit without it
                        Default: level; with fp8 when the dense rows mix BF16 and FP8 GEMMs; with
                        moe-host when there are MoE rows (moe-host alone when every row is MoE)
   --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
@@ -116,6 +121,9 @@ json fitJson(const HardwareFit &fit, const std::string &base_name,
   if (options.moe_host) out["fitted"].push_back("moe-host");
   out["moe_host_us"] = {{"before", fit.moe_host_before_us}, {"after", fit.moe_host_after_us}};
   if (options.moe_host) out["moe_host_us"]["rows"] = fit.moe_host_rows;
+  if (options.overhead) out["fitted"].push_back("overhead");
+  out["layer_overhead_us"] = {{"before", fit.overhead_before_us}, {"after", fit.overhead_after_us}};
+  if (options.overhead) out["layer_overhead_us"]["rows"] = fit.level_rows;
   if (fit.fp8_level_before > 0) {
     out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
     if (fp8) {
@@ -226,14 +234,15 @@ int runCalibrate(const std::vector<std::string> &args) {
       bool *flag = item == "level"      ? &options.level
                    : item == "fp8"      ? &options.fp8
                    : item == "moe-host" ? &options.moe_host
+                   : item == "overhead" ? &options.overhead
                                         : nullptr;
       if (!flag || *flag)
-        return fail("calibrate: --fit takes level, fp8 and moe-host, comma-separated, each once; "
-                    "got '" +
+        return fail("calibrate: --fit takes level, fp8, moe-host and overhead, comma-separated, "
+                    "each once; got '" +
                     *what + "'");
       *flag = true;
     }
-    if (items.empty()) return fail("calibrate: --fit takes level, fp8 and moe-host");
+    if (items.empty()) return fail("calibrate: --fit takes level, fp8, moe-host and overhead");
   } else {
     options = defaultFitOptions(rows);
   }
@@ -283,6 +292,11 @@ int runCalibrate(const std::vector<std::string> &args) {
                         "reach no larger a share of their peak than BF16 ones)"
                       : "")
               << '\n';
+  if (options.overhead)
+    std::cout << "layer overhead (per transformer layer and microbatch): "
+              << fixed(fit->overhead_before_us, 0) << " -> " << fixed(fit->overhead_after_us, 0)
+              << " us, fitted on " << rowsText(fit->level_rows, options.fp8 ? "BF16 " : "")
+              << (options.level ? " with the level" : "") << '\n';
   if (options.moe_host)
     std::cout << "MoE layers' host time (per layer and microbatch): "
               << fixed(fit->moe_host_before_us / 1000, 1) << " -> "

@@ -99,11 +99,12 @@ HardwareSpec withFp8Level(const HardwareSpec &hardware, double level) {
   return out;
 }
 
-/// Levels kHardwareFitStep, 2·kHardwareFitStep, ... up to `highest`.
-std::vector<double> levelGrid(double highest) {
+/// Levels on the kHardwareFitStep grid from `lowest` (at least one step) up to `highest`.
+std::vector<double> levelGrid(double highest, double lowest = kHardwareFitStep) {
   std::vector<double> levels;
   for (int i = 1; i * kHardwareFitStep <= highest + 1e-9; ++i)
-    levels.push_back(std::round(i * kHardwareFitStep * 100) / 100);
+    if (i * kHardwareFitStep >= lowest - 1e-9)
+      levels.push_back(std::round(i * kHardwareFitStep * 100) / 100);
   return levels;
 }
 
@@ -163,11 +164,17 @@ struct FitStage {
   int best = -1;
 };
 
-/// Fills the stage's table and best value; the fitted hardware is candidates[best].
+/// Fills the stage's table and best value; the fitted hardware is candidates[best]. Candidates
+/// added since the last run are predicted and join the table; those already in it are kept.
 Status runStage(FitStage &stage, const std::vector<const ValidationCase *> &cases) {
-  auto table = errorTable(cases, stage.members, stage.candidates);
+  const std::size_t done = stage.table.empty() ? 0 : stage.table.front().size();
+  const std::vector<HardwareSpec> added(stage.candidates.begin() + static_cast<long>(done),
+                                        stage.candidates.end());
+  auto table = errorTable(cases, stage.members, added);
   if (!table) return table.error();
-  stage.table = std::move(*table);
+  stage.table.resize(stage.members.size());
+  for (std::size_t k = 0; k < stage.members.size(); ++k)
+    stage.table[k].insert(stage.table[k].end(), (*table)[k].begin(), (*table)[k].end());
   stage.best = bestCandidate(stage.table, -1, stage.grid, stage.before);
   return Ok{};
 }
@@ -211,8 +218,8 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     return makeError("no row with a measured step time to fit on (rows with memory_gib alone "
                      "check memory); add rows whose \"measured\" gives step_time_s or "
                      "tokens_per_s_per_gpu");
-  if (!options.level && !options.fp8 && !options.moe_host)
-    return makeError("nothing to fit: ask for level, fp8 or moe-host");
+  if (!options.level && !options.fp8 && !options.moe_host && !options.overhead)
+    return makeError("nothing to fit: ask for level, fp8, moe-host or overhead");
 
   std::vector<const ValidationCase *> cases;
   std::vector<int> fp8_rows, moe_rows, level_rows, fp8_members;
@@ -245,6 +252,13 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
         "\"fp8\"" +
         std::string(options.moe_host ? " but for the MoE rows the host time takes" : "") +
         "); fit the level alone (--fit level)");
+  if (options.overhead && level_rows.empty())
+    return makeError(std::string("no row left to fit the layer overhead on (it is fitted on the "
+                                 "level's rows, those no other figure takes): every row ") +
+                     (options.fp8 ? "runs FP8 GEMMs" : "") +
+                     (options.fp8 && options.moe_host ? " or " : "") +
+                     (options.moe_host ? "is an MoE row the host time takes" : "") +
+                     "; leave fp8 or moe-host out of --fit");
   if (options.level && level_rows.empty())
     return makeError(std::string("no row left to fit the BF16 level on: every row ") +
                      (options.fp8 ? "runs FP8 GEMMs" : "") +
@@ -258,24 +272,53 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   const bool has_fp8 = base.peak_fp8_tflops > 0;
   fit.fp8_level_before = has_fp8 ? curvePlateau(effectiveFp8Curve(base), base.efficiency) : 0;
   fit.moe_host_before_us = defaultMoeLayerHostUs(base);
+  fit.overhead_before_us = fit.overhead_after_us = base.layer_overhead_us;
   if (fit.level_before <= 0) return makeError(base.name + " has no GEMM efficiency to scale");
   HardwareSpec fitted = base;
 
   // The level: the BF16 curve at each plateau of the grid, the FP8 curve moved along (so no
-  // level may lift it above 1).
+  // level may lift it above 1). With the overhead: the grid at no overhead, then each overhead
+  // with the levels from kOverheadLevelMargin below that fit's up, one table, the least mean of
+  // all pairs winning (ties to the level nearest the base's, then to the smaller overhead).
+  // The overhead alone: each overhead at the base's curves, ties to the base's overhead.
   FitStage level;
   level.members = level_rows;
-  level.before = fit.level_before;
+  level.before = options.level ? fit.level_before : fit.overhead_before_us;
   fit.level_after = fit.level_before;
-  if (options.level) {
-    level.grid = levelGrid(
-        std::min(1.0, fit.level_before / std::max(fit.level_before, fit.fp8_level_before)));
-    level.candidates.reserve(level.grid.size());
-    for (const double value : level.grid)
-      level.candidates.push_back(withLevel(fitted, fit.level_before, value));
+  if (options.level || options.overhead) {
+    const double top =
+        std::min(1.0, fit.level_before / std::max(fit.level_before, fit.fp8_level_before));
+    const auto addCandidates = [&](double overhead_us, const std::vector<double> &levels) {
+      HardwareSpec at = fitted;
+      at.layer_overhead_us = overhead_us;
+      if (!options.level) {
+        level.grid.push_back(overhead_us);
+        level.candidates.push_back(std::move(at));
+        return;
+      }
+      for (const double value : levels) {
+        level.grid.push_back(value);
+        level.candidates.push_back(withLevel(at, fit.level_before, value));
+      }
+    };
+    const std::vector<double> full = options.level ? levelGrid(top) : std::vector<double>{};
+    if (options.overhead) {
+      addCandidates(0, full);
+      if (auto status = runStage(level, cases); !status) return status.error();
+      const double from =
+          options.level ? level.grid[static_cast<std::size_t>(level.best)] - kOverheadLevelMargin
+                        : 0;
+      const std::vector<double> window = options.level ? levelGrid(top, from) : full;
+      for (int step = 1; step * kOverheadFitStepUs <= kOverheadFitMaxUs + 1e-6; ++step)
+        addCandidates(step * kOverheadFitStepUs, window);
+    } else {
+      addCandidates(fit.overhead_before_us, full);
+    }
     if (auto status = runStage(level, cases); !status) return status.error();
-    fit.level_after = level.grid[static_cast<std::size_t>(level.best)];
     fitted = level.candidates[static_cast<std::size_t>(level.best)];
+    fit.level_after = curvePlateau(fitted.gemm_efficiency, fitted.efficiency);
+    if (options.level) fit.level_after = level.grid[static_cast<std::size_t>(level.best)];
+    fit.overhead_after_us = fitted.layer_overhead_us;
     fit.level_rows = static_cast<int>(level.members.size());
   }
   fit.fp8_level_after = has_fp8 ? curvePlateau(effectiveFp8Curve(fitted), fitted.efficiency) : 0;
@@ -385,14 +428,20 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
            " after" +
            (held.runs > 0 ? ", " + percentText(held.mean()) + " with each row held out" : "");
   };
+  const std::string overhead_text = [&] {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.0f us", fit.overhead_after_us);
+    return std::string(text);
+  }();
   if (options.level)
     fitted.gemm_efficiency_source =
         "Level " + levelText(fit.level_after) +
-        " of peak at the plateau, fitted by pipescope calibrate in steps of 0.01 on " +
-        std::to_string(level.members.size()) + " measured steps (" + rowList(rows, level.members) +
-        "; " + summary(level.members) + "). The shape, and the level " +
-        levelText(fit.level_before) + " before the fit, are " + base.name +
-        "'s: " + base.gemm_efficiency_source;
+        " of peak at the plateau, fitted by pipescope calibrate in steps of 0.01" +
+        (options.overhead ? " beside a layer overhead of " + overhead_text : std::string()) +
+        " on " + std::to_string(level.members.size()) + " measured steps (" +
+        rowList(rows, level.members) + "; " + summary(level.members) +
+        "). The shape, and the level " + levelText(fit.level_before) + " before the fit, are " +
+        base.name + "'s: " + base.gemm_efficiency_source;
   if (options.fp8)
     fitted.gemm_efficiency_fp8_source =
         "Level " + levelText(fit.fp8_level_after) +
@@ -406,6 +455,14 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     fitted.gemm_efficiency_fp8_source =
         "Moved with the BF16 level, from " + levelText(fit.level_before) + " to " +
         levelText(fit.level_after) + ", by pipescope calibrate. " + base.gemm_efficiency_fp8_source;
+  if (options.overhead)
+    fitted.notes = "layer_overhead_us: " + overhead_text +
+                   " per transformer layer and microbatch, fitted by pipescope calibrate in steps "
+                   "of 125 us" +
+                   (options.level ? std::string(" together with the level") : std::string()) +
+                   " on " + std::to_string(level.members.size()) + " measured steps (" +
+                   rowList(rows, level.members) + "; " + summary(level.members) + ")." +
+                   (fitted.notes.empty() ? "" : " " + fitted.notes);
   if (options.moe_host) {
     char host_time[32];
     std::snprintf(host_time, sizeof host_time, "%.1f ms", fit.moe_host_after_us / 1000);
@@ -414,7 +471,7 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
                    "0.5 ms on " +
                    std::to_string(host.members.size()) + " measured MoE steps (" +
                    rowList(rows, host.members) + "; " + summary(host.members) + ")." +
-                   (base.notes.empty() ? "" : " " + base.notes);
+                   (fitted.notes.empty() ? "" : " " + fitted.notes);
   }
   // What plans on the file quote as the error to expect: the held-out errors (none when every
   // level had one row, which a fit matches by construction).

@@ -25,10 +25,16 @@ namespace pipescope {
 ///   does not take;
 /// - `level`: the BF16 curve's level, the FP8 curve moved with it (so its ratio to the BF16
 ///   curve stays), on every other row.
+/// - `overhead`: every transformer layer's fixed time (HardwareSpec::layer_overhead_us), with the
+///   level on the level's rows: a fixed time per layer and a GEMM level trade against each
+///   other, so each overhead of its grid takes its own best level and the pair with the least
+///   mean |error| wins (alone, without `level`, the overhead over the same rows at the base's
+///   level). Only rows of different tokens per microbatch tell the two apart.
 struct HardwareFitOptions {
   bool level = true;
   bool fp8 = false;
   bool moe_host = false;
+  bool overhead = false;
 };
 
 /// The levels are fitted in steps of this much of peak, from one step up to 1, as the shipped
@@ -37,6 +43,12 @@ inline constexpr double kHardwareFitStep = 0.01;
 /// The MoE host time is fitted in steps of 0.5 ms from 0 to 30 ms, as the shipped one was
 /// (docs/measurements/fit_moe_host.py).
 inline constexpr double kMoeHostFitStepUs = 500, kMoeHostFitMaxUs = 30000;
+/// The layer overhead is fitted in steps of 125 us from 0 to 3 ms (docs/cost-model.md, "A
+/// layer's fixed overhead"); beside it the level is searched from kOverheadLevelMargin below the
+/// level fitted without one (an overhead only adds time, so it only raises the level), which
+/// keeps the fit to about half the candidates of a full grid.
+inline constexpr double kOverheadFitStepUs = 125, kOverheadFitMaxUs = 3000;
+inline constexpr double kOverheadLevelMargin = 0.05;
 
 /// One timed row and its step error on the hardware before and after the fit.
 struct FittedRow {
@@ -62,6 +74,8 @@ struct HardwareFit {
   bool fp8_held_at_level = false;
   /// The MoE layers' host time (µs) plans on the hardware take by default, before and after.
   double moe_host_before_us = 0, moe_host_after_us = 0;
+  /// Every transformer layer's fixed time (µs per layer and microbatch), before and after.
+  double overhead_before_us = 0, overhead_after_us = 0;
   int level_rows = 0, fp8_rows = 0, moe_host_rows = 0; ///< the rows each figure was fitted on
   std::vector<FittedRow> rows;
   StepErrorSummary before, after, held_out;
@@ -77,8 +91,8 @@ struct FitRow {
 /// hardware it names), minimizing the mean |step error| over the rows each level applies to.
 /// Rows without a measured step are ignored. Errors name what is missing: no timed row, no row
 /// left for a figure asked for (e.g. no BF16 row for the level when the FP8 level is fitted too,
-/// no FP8 row or FP8 peak for the FP8 level, no MoE row for the host time), or a row that cannot
-/// be predicted.
+/// no FP8 row or FP8 peak for the FP8 level, no MoE row for the host time, no row for the
+/// overhead), or a row that cannot be predicted.
 Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
                                 const HardwareFitOptions &options);
 

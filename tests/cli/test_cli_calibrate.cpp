@@ -128,6 +128,74 @@ private slots:
     QCOMPARE(moe_only["level"]["after"].get<double>(), 0.56);
   }
 
+  // Steps made at level 0.62 with a layer overhead of 500 us (the shipped curve is at 0.56 with
+  // none), on rows of 4,096 to 32,768 tokens a microbatch: --fit level,overhead must find the
+  // pair, which no level alone matches (a fixed time per layer weighs more on the smaller
+  // microbatches), and the file it writes carries the overhead and says where it comes from.
+  void findsTheLayerOverheadTheStepsWereMadeAt() {
+    json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
+    const double factor = 0.62 / 0.56;
+    for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
+      for (auto &point : hardware[curve])
+        point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
+    hardware["efficiency"] = 0.62;
+    hardware["layer_overhead_us"] = 500;
+    writeJson(path("h100-overhead.json"), hardware);
+
+    json rows = shippedRows("megatron-core-h100", {"gpt-1.7b", "gpt-7.1b"});
+    json sc21 = shippedRows("megatron-sc21-a100", {"gpt-1.7b"});
+    sc21[0]["id"] = "sc21-gpt-1.7b"; // 16 sequences of 2,048 a microbatch
+    rows.push_back(sc21[0]);
+    rows.push_back(shippedRows("nemo-h100", {"gpt3-5b"})[0]); // 4 of 2,048, FP8
+    QCOMPARE(rows.size(), std::size_t{4});
+    for (auto &row : rows)
+      row["hardware"] = path("h100-overhead.json").toStdString();
+    writeJson(path("overhead.json"), validationFile(rows));
+    const json predicted = runJson({"compare", "--published", path("overhead.json"), "--json"});
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
+    writeJson(path("overhead.json"), validationFile(rows));
+
+    // The level alone cannot match them all.
+    const json level = runJson({"calibrate", "--published", path("overhead.json"), "--hardware",
+                                "h100-sxm", "--fit", "level", "--json"});
+    QVERIFY2(level["after"]["worst_abs_step_error"].get<double>() > 0.01, level.dump().c_str());
+    QCOMPARE(level["layer_overhead_us"]["after"].get<double>(), 0.0);
+
+    const QString saved = path("h100-overhead-fit.json");
+    const json fit =
+        runJson({"calibrate", "--published", path("overhead.json"), "--hardware", "h100-sxm",
+                 "--fit", "level,overhead", "--save-hardware", saved, "--json"});
+    QCOMPARE(fit["fitted"], json::array({"level", "overhead"}));
+    QCOMPARE(fit["level"]["after"].get<double>(), 0.62);
+    QCOMPARE(fit["layer_overhead_us"]["before"].get<double>(), 0.0);
+    QCOMPARE(fit["layer_overhead_us"]["after"].get<double>(), 500.0);
+    QCOMPARE(fit["layer_overhead_us"]["rows"].get<int>(), 4);
+    for (const auto &row : fit["rows"]) {
+      QVERIFY2(std::abs(row["error_after"].get<double>()) < 1e-9, row.dump().c_str());
+      // Any three of the rows, two token counts among them, give the same pair back.
+      QVERIFY2(std::abs(row["error_held_out"].get<double>()) < 1e-9, row.dump().c_str());
+    }
+    const json file = readJson(saved);
+    QCOMPARE(file["layer_overhead_us"].get<double>(), 500.0);
+    QVERIFY2(file["notes"].get<std::string>().rfind("layer_overhead_us: 500 us per transformer "
+                                                    "layer and microbatch, fitted by pipescope "
+                                                    "calibrate",
+                                                    0) == 0,
+             file["notes"].dump().c_str());
+    QVERIFY(file["gemm_efficiency_source"].get<std::string>().find(
+                "beside a layer overhead of 500 us") != std::string::npos);
+
+    // The overhead alone, at the level made: found too.
+    hardware["layer_overhead_us"] = 0;
+    writeJson(path("h100-level-made.json"), hardware);
+    const json alone = runJson({"calibrate", "--published", path("overhead.json"), "--hardware",
+                                path("h100-level-made.json"), "--fit", "overhead", "--json"});
+    QCOMPARE(alone["fitted"], json::array({"overhead"}));
+    QCOMPARE(alone["level"]["after"].get<double>(), 0.62);
+    QCOMPARE(alone["layer_overhead_us"]["after"].get<double>(), 500.0);
+  }
+
   // The shipped levels come back from the rows they were fitted on (docs/validation.md):
   // a100-80gb's 0.70 on both A100 tables, h100-sxm's 0.56 on the three Megatron-Core rows whose
   // step is that level's alone, and its FP8 level, held at 0.56, on the four dense

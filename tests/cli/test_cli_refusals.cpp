@@ -262,7 +262,14 @@ private slots:
         << "row gpt3-5b runs FP8 GEMMs, but a100-80gb has no FP8 peak" << true;
     QTest::newRow("calibrate: unknown fit")
         << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit", "speed"} << 2
-        << "--fit takes level, fp8 and moe-host, comma-separated, each once; got 'speed'" << true;
+        << "--fit takes level, fp8, moe-host and overhead, comma-separated, each once; got "
+           "'speed'"
+        << true;
+    QTest::newRow("calibrate: layer overhead on FP8 rows the FP8 level takes")
+        << QStringList{"calibrate", "--published", "nemo-h100", "--fit", "fp8,overhead"} << 2
+        << "no row left to fit the layer overhead on (it is fitted on the level's rows, those no "
+           "other figure takes): every row runs FP8 GEMMs; leave fp8 or moe-host out of --fit"
+        << true;
     QTest::newRow("calibrate: unknown row")
         << QStringList{"calibrate", "--published", "megatron-core-h100", "--rows", "gpt-2"} << 2
         << "--rows names 'gpt-2', which is not a row of megatron-core-h100" << true;
