@@ -652,9 +652,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   LayerShape shape{t, sp, true, cp, fp8, overlap_chunks};
   // Without the gradient-accumulation fusion each weight's 16-bit gradient is added into the
   // buffer by a kernel of its own every microbatch (TrainingSetup::gradient_accumulation_fusion):
-  // the gradient read, the buffer read and written.
+  // the gradient read, the buffer read and written. With the gradients sharded (ZeRO-2/3, as
+  // Megatron-FSDP shards them) it is copied into the unsharded bucket the reduce-scatter reads
+  // (read, written), and only the rank's 1/N of it is added into the sharded buffer
+  // (megatron_fsdp.py _grad_acc: param.main_grad.copy_(param.grad) where the gradient buffer is
+  // data-distributed, main_grad.add_ where it is not). N: the dense parameters' dp × cp group
+  // (routed experts shard over their smaller group; the difference is under 2/N bytes).
   const double gradient_add_bytes =
-      training.gradient_accumulation_fusion ? 0.0 : dt + 2 * gradient_bytes;
+      training.gradient_accumulation_fusion ? 0.0
+      : training.zero_stage >= 2
+          ? dt + gradient_bytes + 2 * gradient_bytes / std::max(1, mesh.dataCpSize())
+          : dt + 2 * gradient_bytes;
   shape.gradient_add_bytes = gradient_add_bytes;
   shape.params = dense_layer_params_per_rank;
   shape.unfused_softmax = !training.masked_softmax_fusion;

@@ -879,6 +879,20 @@ private slots:
     QVERIFY(near(layer_add->weight_grad_us, (dt + 2 * 4) * layer_params / bandwidth));
     QVERIFY(unfused->costs.stage_overrides.front().weight_us >
             fused->costs.stage_overrides.front().weight_us);
+    // Gradients sharded over dp 4 (ZeRO-3, as Megatron-FSDP shards them): the gradient is copied
+    // into the unsharded bucket (2 + 4 bytes), and only its quarter added into the shard (2 × 4
+    // / 4 bytes).
+    mesh.dp = 4;
+    setup.training.zero_stage = 3;
+    auto sharded = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY2(sharded, sharded ? "" : sharded.error().message.c_str());
+    const LayerOp *sharded_add = nullptr;
+    for (const auto &op : sharded->layer_ops)
+      if (op.name == "gradient_accumulation") sharded_add = &op;
+    QVERIFY(sharded_add);
+    QVERIFY(near(sharded_add->weight_grad_us, (dt + 4 + 2 * 4 / 4.0) * layer_params / bandwidth));
+    setup.training.zero_stage = 0;
+    mesh.dp = 1;
 
     // The plan file's fields: written only when off, read back, a wrong type named.
     QVERIFY(!toJson(TrainingSetup{}).contains("gradient_accumulation_fusion"));
