@@ -1,8 +1,11 @@
 #include "gui/widgets/published_runs_dialog.h"
 
+#include <QApplication>
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
@@ -126,22 +129,40 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
     if (auto added = addRunsFile(path); !added)
       details_->setText(QString::fromStdString(added.error().message).toHtmlEscaped());
   });
+  calibrate_overhead_ = new QCheckBox(tr("with a layer overhead"), this);
+  calibrate_overhead_->setObjectName(QStringLiteral("calibrate_overhead"));
+  calibrate_overhead_->setToolTip(
+      tr("Calibrate hardware also fits a fixed time per transformer layer and microbatch beside "
+         "the GEMM level (pipescope calibrate --fit level,overhead): for runs whose microbatches "
+         "hold different token counts. Compare its held-out error with a fit without it; it "
+         "takes about 25 times as long"));
   calibrate_ = buttons->addButton(tr("Calibrate hardware\u2026"), QDialogButtonBox::ActionRole);
+  calibrate_->setObjectName(QStringLiteral("calibrate_hardware"));
   calibrate_->setToolTip(tr("Fit the hardware's GEMM level (and MoE host time) to the selected "
                             "runs file's measured steps, as pipescope calibrate does, save it and "
                             "use it in the explorer"));
   calibrate_->setEnabled(false);
+  calibration_ = new QFutureWatcher<Result<HardwareFit>>(this);
+  connect(calibration_, &QFutureWatcherBase::finished, this, [this] {
+    if (!calibration_job_) return; // shown already (waitForCalibration)
+    const CalibrationJob job = std::move(*calibration_job_);
+    calibration_job_.reset();
+    QApplication::restoreOverrideCursor();
+    showDetails(); // the Calibrate button as the selection allows
+    if (auto fit = finishCalibration(job, calibration_->result(), calibration_save_path_); !fit)
+      details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
+  });
   connect(calibrate_, &QPushButton::clicked, this, [this] {
     const QString runs = currentRunsFile();
-    if (runs.isEmpty()) return;
+    if (runs.isEmpty() || calibrating()) return;
     const QString path = QFileDialog::getSaveFileName(
         this, tr("Save the calibrated hardware file"),
         QFileInfo(runs).dir().filePath(QFileInfo(runs).completeBaseName() +
                                        QStringLiteral("-hardware.json")),
         tr("Hardware files (*.json)"));
     if (path.isEmpty()) return;
-    if (auto fit = calibrateRunsFile(runs, path); !fit)
-      details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
+    if (auto started = startCalibration(runs, path, calibrate_overhead_->isChecked()); !started)
+      details_->setText(QString::fromStdString(started.error().message).toHtmlEscaped());
   });
   remove_ = buttons->addButton(tr("Remove runs file"), QDialogButtonBox::ActionRole);
   remove_->setObjectName(QStringLiteral("remove_runs_file"));
@@ -152,7 +173,11 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
   open_->setEnabled(false);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
-  layout->addWidget(buttons);
+  // The overhead box beside the buttons it changes: Calibrate hardware's.
+  auto *button_row = new QHBoxLayout;
+  button_row->addWidget(calibrate_overhead_);
+  button_row->addWidget(buttons, 1);
+  layout->addLayout(button_row);
 
   QString problems;
   for (const auto &set : loadShippedSets(problems))
@@ -254,33 +279,90 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
   return Ok{};
 }
 
-Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_path,
-                                                           const QString &save_path) {
+Result<PublishedRunsDialog::CalibrationJob>
+PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead) const {
   const QString absolute = QFileInfo(runs_path).absoluteFilePath();
   const int s = runsFileSet(absolute);
   if (s < 0)
     return makeError(absolute.toStdString() + " is not a runs file of this list; add it first");
-  const ValidationSet &set = *sets_[static_cast<std::size_t>(s)];
+  CalibrationJob job;
+  job.set = sets_[static_cast<std::size_t>(s)];
+  const ValidationSet &set = *job.set;
   // As pipescope calibrate fits a set: its rows set aside left out.
-  std::vector<FitRow> rows;
   bool aside = false;
   for (const auto &row : set.cases)
     if (row.set_aside.empty())
-      rows.push_back({&row, set.name});
+      job.rows.push_back({&row, set.name});
     else
       aside = aside || row.measured_step_s > 0;
-  if (aside && std::none_of(rows.begin(), rows.end(), [](const FitRow &row) {
+  if (aside && std::none_of(job.rows.begin(), job.rows.end(), [](const FitRow &row) {
         return row.validation_case->measured_step_s > 0;
       }))
     return makeError(set.name + ": every timed run is set aside (its \"measured\" says why); "
                                 "pipescope calibrate --rows fits on them anyway");
-  auto base_name = commonHardwareName(rows);
+  auto base_name = commonHardwareName(job.rows);
   if (!base_name) return makeError(set.name + ": " + base_name.error().message);
   if (base_name->empty())
     return makeError(set.name + ": no run has a measured step time to fit on");
   auto base = loadHardwareSpec(*base_name);
   if (!base) return base.error();
-  auto fit = fitHardware(rows, *base, defaultFitOptions(rows));
+  job.base = std::move(*base);
+  job.options = defaultFitOptions(job.rows);
+  job.options.overhead = with_overhead;
+  return job;
+}
+
+Status PublishedRunsDialog::startCalibration(const QString &runs_path, const QString &save_path,
+                                             bool with_overhead) {
+  if (calibrating()) return makeError("a calibration is still fitting; wait for it");
+  auto job = calibrationJob(runs_path, with_overhead);
+  if (!job) return job.error();
+  // The fit predicts every row at every candidate (seconds, a minute with the overhead): on a
+  // worker thread, the button held until it is done.
+  details_->setText(tr("Calibrating %1 on the timed runs of %2\u2026")
+                        .arg(QString::fromStdString(job->base.name).toHtmlEscaped(),
+                             QString::fromStdString(job->set->name).toHtmlEscaped()));
+  calibrate_->setEnabled(false);
+  QApplication::setOverrideCursor(Qt::BusyCursor);
+  calibration_job_ = std::move(*job);
+  calibration_save_path_ = save_path;
+  calibration_->setFuture(
+      QtConcurrent::run([rows = calibration_job_->rows, base = calibration_job_->base,
+                         options = calibration_job_->options, keep = calibration_job_->set] {
+        return fitHardware(rows, base, options);
+      }));
+  return Ok{};
+}
+
+bool PublishedRunsDialog::calibrating() const {
+  return calibration_job_.has_value();
+}
+
+void PublishedRunsDialog::waitForCalibration() {
+  if (!calibration_job_) return;
+  calibration_->waitForFinished();
+  // The finished signal may still be queued: show it now (the slot then finds nothing to do).
+  const CalibrationJob job = std::move(*calibration_job_);
+  calibration_job_.reset();
+  QApplication::restoreOverrideCursor();
+  showDetails();
+  if (auto fit = finishCalibration(job, calibration_->result(), calibration_save_path_); !fit)
+    details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
+}
+
+Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_path,
+                                                           const QString &save_path,
+                                                           bool with_overhead) {
+  auto job = calibrationJob(runs_path, with_overhead);
+  if (!job) return job.error();
+  return finishCalibration(*job, fitHardware(job->rows, job->base, job->options), save_path);
+}
+
+Result<HardwareFit> PublishedRunsDialog::finishCalibration(const CalibrationJob &job,
+                                                           Result<HardwareFit> fit,
+                                                           const QString &save_path) {
+  const ValidationSet &set = *job.set;
+  const HardwareSpec *base = &job.base;
   if (!fit) return makeError(set.name + ": " + fit.error().message);
   if (auto written = writeTextFile(save_path.toStdString(), toJson(fit->hardware).dump(2) + "\n");
       !written)
@@ -299,6 +381,10 @@ Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_p
     figures << tr("MoE host time %1 \u2192 %2 ms")
                    .arg(fit->moe_host_before_us / 1000, 0, 'f', 1)
                    .arg(fit->moe_host_after_us / 1000, 0, 'f', 1);
+  if (job.options.overhead)
+    figures << tr("layer overhead %1 \u2192 %2 \u00b5s")
+                   .arg(fit->overhead_before_us, 0, 'f', 0)
+                   .arg(fit->overhead_after_us, 0, 'f', 0);
   QString text =
       tr("<b>%1 calibrated on %2 runs of %3</b>: %4; mean |error| %5 before, %6 after")
           .arg(QString::fromStdString(base->name).toHtmlEscaped())
@@ -439,7 +525,7 @@ void PublishedRunsDialog::showDetails() {
   // Calibrate and Remove apply to the runs files added here (the shipped sets fitted the
   // presets, and stay).
   const bool runs_file = !currentRunsFile().isEmpty();
-  calibrate_->setEnabled(runs_file);
+  calibrate_->setEnabled(runs_file && !calibrating());
   remove_->setEnabled(runs_file);
   if (!run) {
     details_->clear();

@@ -13,6 +13,7 @@
 #include "engine/model/hardware_fit.h"
 #include "engine/model/validation.h"
 
+class QCheckBox;
 class QLabel;
 class QPushButton;
 class QTreeWidget;
@@ -57,10 +58,22 @@ public:
   /// file added before is not added twice.
   Status addRunsFile(const QString &path);
   /// Fits the hardware to an added runs file's timed rows as `pipescope calibrate --published
-  /// RUNS` does (the figures the rows ask for), writes it to `save_path`, says in the details
+  /// RUNS` does (the figures the rows ask for; with `with_overhead` also the layer overhead
+  /// beside the level, as --fit adds overhead), writes it to `save_path`, says in the details
   /// what changed and emits hardwareCalibrated. The error names what is missing (the file was
   /// not added, its rows run on several GPU types or have no measured step) or why it fails.
-  Result<HardwareFit> calibrateRunsFile(const QString &runs_path, const QString &save_path);
+  /// The Calibrate hardware button does the same with the fit on a worker thread
+  /// (startCalibration).
+  Result<HardwareFit> calibrateRunsFile(const QString &runs_path, const QString &save_path,
+                                        bool with_overhead = false);
+  /// What the Calibrate hardware button starts once it has the file to save: the same fit on a
+  /// worker thread, the details saying so and the button held until it is done; refused (with
+  /// calibrateRunsFile's reasons) before anything starts.
+  Status startCalibration(const QString &runs_path, const QString &save_path, bool with_overhead);
+  /// Whether a calibration started by the button is still fitting.
+  bool calibrating() const;
+  /// Blocks until the button's calibration, if any, is done and shown (tests, screenshots).
+  void waitForCalibration();
   /// Takes an added runs file off the list (and off the remembered ones); the file itself is
   /// left as it is. False if it is not on the list.
   bool removeRunsFile(const QString &path);
@@ -71,6 +84,18 @@ signals:
   void hardwareCalibrated(const QString &path);
 
 private:
+  /// What a calibration fits: the set's timed rows (the set kept alive with them), the base
+  /// hardware and the figures; checked on the GUI thread, fitted anywhere.
+  struct CalibrationJob {
+    std::shared_ptr<const ValidationSet> set;
+    std::vector<FitRow> rows;
+    HardwareSpec base;
+    HardwareFitOptions options;
+  };
+  Result<CalibrationJob> calibrationJob(const QString &runs_path, bool with_overhead) const;
+  /// Writes the fitted file, says what changed in the details and emits hardwareCalibrated.
+  Result<HardwareFit> finishCalibration(const CalibrationJob &job, Result<HardwareFit> fit,
+                                        const QString &save_path);
   /// A set's item and its rows' items, and its predictions started on a worker thread.
   void addSet(const std::shared_ptr<const ValidationSet> &set);
   void showPredictions(int set);
@@ -89,6 +114,11 @@ private:
   QLabel *details_ = nullptr;
   QPushButton *open_ = nullptr;
   QPushButton *calibrate_ = nullptr;
+  QCheckBox *calibrate_overhead_ = nullptr; ///< fit the layer overhead too
+  /// The button's calibration on a worker thread, and what it needs when it is done.
+  QFutureWatcher<Result<HardwareFit>> *calibration_ = nullptr;
+  std::optional<CalibrationJob> calibration_job_;
+  QString calibration_save_path_;
   QPushButton *remove_ = nullptr;
   /// One prediction per row of each set, and whether they are shown yet.
   std::vector<QFutureWatcher<std::vector<PublishedPrediction>> *> watchers_;

@@ -256,6 +256,36 @@ private slots:
         dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
     QVERIFY2(details.contains(QStringLiteral("calibrated on 2 runs of my-runs")),
              qPrintable(details));
+    QVERIFY(!details.contains(QStringLiteral("layer overhead")));
+
+    // The button's way: the fit on a worker thread, the button held and a second start refused
+    // until it is done, then the same file, details and signal; "with a layer overhead" checked
+    // adds the overhead beside the level (pipescope calibrate --fit level,overhead).
+    auto *overhead = dialog.findChild<QCheckBox *>(QStringLiteral("calibrate_overhead"));
+    auto *calibrate = dialog.findChild<QPushButton *>(QStringLiteral("calibrate_hardware"));
+    QVERIFY(overhead && calibrate && calibrate->isEnabled() && !overhead->isChecked());
+    const QString with_overhead = dir.filePath(QStringLiteral("my-hardware-overhead.json"));
+    QVERIFY(dialog.startCalibration(runs, with_overhead, true).ok());
+    QVERIFY(dialog.calibrating());
+    QVERIFY(!calibrate->isEnabled());
+    QVERIFY(!dialog.startCalibration(runs, with_overhead, true).ok());
+    QVERIFY(dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))
+                ->text()
+                .startsWith(QStringLiteral("Calibrating h100-sxm on the timed runs of my-runs")));
+    dialog.waitForCalibration();
+    QVERIFY(!dialog.calibrating());
+    QVERIFY(calibrate->isEnabled());
+    QCOMPARE(calibrated.count(), 2);
+    QCOMPARE(calibrated.back().front().toString(), with_overhead);
+    const QString overhead_details =
+        dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
+    QVERIFY2(overhead_details.contains(QStringLiteral("layer overhead 0 \u2192 ")),
+             qPrintable(overhead_details));
+    auto saved_overhead = loadHardwareSpec(with_overhead.toStdString());
+    QVERIFY(saved_overhead.ok());
+    QVERIFY(saved_overhead->notes.rfind("layer_overhead_us: ", 0) == 0);
+    QCoreApplication::processEvents(); // the queued finished signal finds nothing left to do
+    QCOMPARE(calibrated.count(), 2);
 
     // Remove runs file: off the list and off the remembered files, the file itself unchanged;
     // a shipped set has nothing to remove. Added again, it is listed again.
