@@ -60,6 +60,29 @@ json validationFile(const json &rows) {
           {"rows", rows}};
 }
 
+/// h100-sxm with its curves (and flat factor) scaled to plateau `level`, as calibrate scales them.
+json h100AtLevel(double level) {
+  json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
+  const double factor = level / 0.56;
+  for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
+    for (auto &point : hardware[curve])
+      point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
+  hardware["efficiency"] = level;
+  return hardware;
+}
+
+/// Writes `rows` to `file` as a validation set run on `hardware_path`, each measured at what
+/// pipescope predicts for it there: steps made at known figures.
+void writeMadeRows(json &rows, const QString &hardware_path, const QString &file) {
+  for (auto &row : rows)
+    row["hardware"] = hardware_path.toStdString();
+  writeJson(file, validationFile(rows));
+  const json predicted = runJson({"compare", "--published", file, "--json"});
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
+  writeJson(file, validationFile(rows));
+}
+
 } // namespace
 
 class TestCliCalibrate : public QObject {
@@ -76,12 +99,7 @@ private slots:
   // must find both, the level on the dense rows and the host time on the MoE rows, and leave no
   // error, every row held out included (each of the others alone determines the same figure).
   void findsTheFiguresTheStepsWereMadeAt() {
-    json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
-    const double factor = 0.62 / 0.56;
-    for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
-      for (auto &point : hardware[curve])
-        point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
-    hardware["efficiency"] = 0.62;
+    json hardware = h100AtLevel(0.62);
     hardware["moe_layer_host_us"] = 6000;
     writeJson(path("h100-made.json"), hardware);
 
@@ -91,13 +109,7 @@ private slots:
          shippedRows("megatron-bridge-h100", {"qwen3-30b-a3b-gbs1024-ep16", "deepseek-v3-gbs8192"}))
       rows.push_back(row);
     QCOMPARE(rows.size(), std::size_t{6});
-    for (auto &row : rows)
-      row["hardware"] = path("h100-made.json").toStdString();
-    writeJson(path("made.json"), validationFile(rows));
-    const json predicted = runJson({"compare", "--published", path("made.json"), "--json"});
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
-    writeJson(path("made.json"), validationFile(rows));
+    writeMadeRows(rows, path("h100-made.json"), path("made.json"));
 
     const json fit = runJson(
         {"calibrate", "--published", path("made.json"), "--hardware", "h100-sxm", "--json"});
@@ -133,12 +145,7 @@ private slots:
   // pair, which no level alone matches (a fixed time per layer weighs more on the smaller
   // microbatches), and the file it writes carries the overhead and says where it comes from.
   void findsTheLayerOverheadTheStepsWereMadeAt() {
-    json hardware = readJson(kResources + "/presets/hardware/h100-sxm.json");
-    const double factor = 0.62 / 0.56;
-    for (const char *curve : {"gemm_efficiency", "gemm_efficiency_fp8"})
-      for (auto &point : hardware[curve])
-        point["efficiency"] = std::round(point["efficiency"].get<double>() * factor * 1e4) / 1e4;
-    hardware["efficiency"] = 0.62;
+    json hardware = h100AtLevel(0.62);
     hardware["layer_overhead_us"] = 500;
     writeJson(path("h100-overhead.json"), hardware);
 
@@ -148,13 +155,7 @@ private slots:
     rows.push_back(sc21[0]);
     rows.push_back(shippedRows("nemo-h100", {"gpt3-5b"})[0]); // 4 of 2,048, FP8
     QCOMPARE(rows.size(), std::size_t{4});
-    for (auto &row : rows)
-      row["hardware"] = path("h100-overhead.json").toStdString();
-    writeJson(path("overhead.json"), validationFile(rows));
-    const json predicted = runJson({"compare", "--published", path("overhead.json"), "--json"});
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      rows[i]["measured"] = {{"step_time_s", predicted["rows"][i]["predicted_step_s"]}};
-    writeJson(path("overhead.json"), validationFile(rows));
+    writeMadeRows(rows, path("h100-overhead.json"), path("overhead.json"));
 
     // The level alone cannot match them all.
     const json level = runJson({"calibrate", "--published", path("overhead.json"), "--hardware",
