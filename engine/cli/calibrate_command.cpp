@@ -57,8 +57,8 @@ set, or "all". Rows that check memory only are left out.
                          overhead  every transformer layer's fixed time per microbatch (steps of
                                    125 us, up to 3 ms; layer_overhead_us), with the level on its
                                    rows: the pair of the least mean |error|. It tells apart
-                                   only rows of different tokens per microbatch; check the
-                                   held-out figure against a fit without it
+                                   only rows of different tokens per microbatch; the report
+                                   gives those rows held out with it and with the level alone
                        Default: level; with fp8 when the dense rows mix BF16 and FP8 GEMMs; with
                        moe-host when there are MoE rows (moe-host alone when every row is MoE)
   --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
@@ -124,6 +124,10 @@ json fitJson(const HardwareFit &fit, const std::string &base_name,
   if (options.overhead) out["fitted"].push_back("overhead");
   out["layer_overhead_us"] = {{"before", fit.overhead_before_us}, {"after", fit.overhead_after_us}};
   if (options.overhead) out["layer_overhead_us"]["rows"] = fit.level_rows;
+  if (fit.level_alone_held_out.runs > 0) {
+    out["layer_overhead_us"]["held_out"] = summary(fit.overhead_held_out);
+    out["layer_overhead_us"]["held_out_level_alone"] = summary(fit.level_alone_held_out);
+  }
   if (fit.fp8_level_before > 0) {
     out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
     if (fp8) {
@@ -319,6 +323,10 @@ int runCalibrate(const std::vector<std::string> &args) {
   line("after", fit->after);
   if (fit->held_out.runs > 0)
     line("held out (each row on the figure fitted on the others)", fit->held_out);
+  if (fit->level_alone_held_out.runs > 0) {
+    line("the level's rows held out, with the layer overhead", fit->overhead_held_out);
+    line("the level's rows held out, the level alone (--fit level)", fit->level_alone_held_out);
+  }
   if (save_path)
     std::cout << "\nThe fitted hardware is written to " << *save_path
               << " (pipescope simulate, search and megatron take it with --hardware " << *save_path

@@ -127,13 +127,14 @@ Result<ErrorTable> errorTable(const std::vector<const ValidationCase *> &cases,
   return table;
 }
 
-/// The candidate with the least mean |error| over the table's rows (`skip` left out, -1: none);
-/// ties go to the one nearest `prefer`. -1 when no row is left.
-int bestCandidate(const ErrorTable &table, int skip, const std::vector<double> &grid,
-                  double prefer) {
+/// The candidate with the least mean |error| over the table's rows (`skip` left out, -1: none),
+/// among the first `columns` candidates (all by default); ties go to the one nearest `prefer`.
+/// -1 when no row is left.
+int bestCandidate(const ErrorTable &table, int skip, const std::vector<double> &grid, double prefer,
+                  std::size_t columns = std::numeric_limits<std::size_t>::max()) {
   int best = -1;
   double best_sum = std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < grid.size(); ++i) {
+  for (std::size_t i = 0; i < std::min(grid.size(), columns); ++i) {
     double sum = 0;
     int count = 0;
     for (std::size_t k = 0; k < table.size(); ++k)
@@ -282,6 +283,7 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   // all pairs winning (ties to the level nearest the base's, then to the smaller overhead).
   // The overhead alone: each overhead at the base's curves, ties to the base's overhead.
   FitStage level;
+  std::size_t without_overhead = 0; ///< with the overhead fitted: its candidates at none
   level.members = level_rows;
   level.before = options.level ? fit.level_before : fit.overhead_before_us;
   fit.level_after = fit.level_before;
@@ -304,6 +306,7 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     const std::vector<double> full = options.level ? levelGrid(top) : std::vector<double>{};
     if (options.overhead) {
       addCandidates(0, full);
+      without_overhead = level.candidates.size();
       if (auto status = runStage(level, cases); !status) return status.error();
       const double from =
           options.level ? level.grid[static_cast<std::size_t>(level.best)] - kOverheadLevelMargin
@@ -414,6 +417,18 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     if (row.held_out) fit.held_out.add(*row.held_out);
     fit.rows.push_back(std::move(row));
   }
+
+  // With the overhead and the level: the level's rows held out with the pair, and with the
+  // level alone (the table's candidates at no overhead), which the pair must beat to be worth
+  // its second figure.
+  if (options.overhead && options.level)
+    for (std::size_t k = 0; k < level.members.size(); ++k) {
+      const FittedRow &row = fit.rows[static_cast<std::size_t>(level.members[k])];
+      if (row.held_out) fit.overhead_held_out.add(*row.held_out);
+      const int i = bestCandidate(level.table, static_cast<int>(k), level.grid, level.before,
+                                  without_overhead);
+      if (i >= 0) fit.level_alone_held_out.add(level.table[k][static_cast<std::size_t>(i)]);
+    }
 
   // The fitted file says where its levels come from, then what the base's said.
   const auto summary = [&](const std::vector<int> &members) {

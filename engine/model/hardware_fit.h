@@ -79,6 +79,10 @@ struct HardwareFit {
   int level_rows = 0, fp8_rows = 0, moe_host_rows = 0; ///< the rows each figure was fitted on
   std::vector<FittedRow> rows;
   StepErrorSummary before, after, held_out;
+  /// With the overhead fitted beside the level: the level's rows held out on the pair, and on
+  /// the level alone (no overhead), the comparison that says whether the overhead earns its
+  /// place. Empty otherwise.
+  StepErrorSummary overhead_held_out, level_alone_held_out;
 };
 
 /// A row to fit on: the case and the set it came from.

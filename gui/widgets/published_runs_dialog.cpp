@@ -393,6 +393,10 @@ Result<HardwareFit> PublishedRunsDialog::finishCalibration(const CalibrationJob 
                formatPercent(fit->before.mean()), formatPercent(fit->after.mean()));
   if (fit->held_out.runs > 0)
     text += tr(", %1 with each run held out").arg(formatPercent(fit->held_out.mean()));
+  if (fit->level_alone_held_out.runs > 0)
+    text += tr(" (the level's runs held out: %1 with the overhead, %2 with the level alone)")
+                .arg(formatPercent(fit->overhead_held_out.mean()),
+                     formatPercent(fit->level_alone_held_out.mean()));
   text += tr(".<br>Written to %1; the explorer now prices plans with it.")
               .arg(save_path.toHtmlEscaped());
   details_->setText(text);

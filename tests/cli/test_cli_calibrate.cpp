@@ -172,6 +172,12 @@ private slots:
     QCOMPARE(fit["layer_overhead_us"]["before"].get<double>(), 0.0);
     QCOMPARE(fit["layer_overhead_us"]["after"].get<double>(), 500.0);
     QCOMPARE(fit["layer_overhead_us"]["rows"].get<int>(), 4);
+    // Held out, the pair meets every row and the level alone does not.
+    QVERIFY(fit["layer_overhead_us"]["held_out"]["mean_abs_step_error"].get<double>() < 1e-9);
+    QCOMPARE(fit["layer_overhead_us"]["held_out_level_alone"]["runs"].get<int>(), 4);
+    QVERIFY(fit["layer_overhead_us"]["held_out_level_alone"]["mean_abs_step_error"].get<double>() >
+            0.005);
+    QVERIFY(!level["layer_overhead_us"].contains("held_out_level_alone"));
     for (const auto &row : fit["rows"]) {
       QVERIFY2(std::abs(row["error_after"].get<double>()) < 1e-9, row.dump().c_str());
       // Any three of the rows, two token counts among them, give the same pair back.

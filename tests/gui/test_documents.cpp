@@ -281,6 +281,8 @@ private slots:
         dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
     QVERIFY2(overhead_details.contains(QStringLiteral("layer overhead 0 \u2192 ")),
              qPrintable(overhead_details));
+    QVERIFY2(overhead_details.contains(QStringLiteral("with the level alone")),
+             qPrintable(overhead_details));
     auto saved_overhead = loadHardwareSpec(with_overhead.toStdString());
     QVERIFY(saved_overhead.ok());
     QVERIFY(saved_overhead->notes.rfind("layer_overhead_us: ", 0) == 0);
