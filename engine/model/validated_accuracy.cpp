@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "engine/model/moe.h"
 
@@ -39,7 +40,42 @@ const std::vector<RowOutcome> &shippedOutcomes() {
   return outcomes;
 }
 
+/// The shipped hardware presets as their files read back (toJson), once.
+const std::map<std::string, nlohmann::json> &presetJson() {
+  static const std::map<std::string, nlohmann::json> presets = [] {
+    std::map<std::string, nlohmann::json> all;
+    for (const std::string &name : hardwarePresetNames())
+      if (auto preset = loadHardwareSpec(name)) all.emplace(name, toJson(*preset));
+    return all;
+  }();
+  return presets;
+}
+
+/// Fields that say where figures come from, or set only what fits (the device-memory box sets
+/// memory_gib): a file differing in them prices every step as its preset does.
+bool pricesNothing(const std::string &field) {
+  return field == "format" || field == "version" || field == "name" || field == "source" ||
+         field == "notes" || field == "calibration" || field == "memory_gib" ||
+         (field.size() > 7 && field.compare(field.size() - 7, 7, "_source") == 0);
+}
+
 } // namespace
+
+std::vector<std::string> fieldsDifferingFromPreset(const HardwareSpec &hardware) {
+  const auto &presets = presetJson();
+  const auto preset = presets.find(hardware.name);
+  if (preset == presets.end()) return {};
+  const nlohmann::json own = toJson(hardware);
+  std::vector<std::string> fields;
+  for (const auto &[field, value] : own.items())
+    if (!pricesNothing(field) &&
+        (!preset->second.contains(field) || preset->second[field] != value))
+      fields.push_back(field);
+  for (const auto &[field, value] : preset->second.items())
+    if (!pricesNothing(field) && !own.contains(field)) fields.push_back(field);
+  std::sort(fields.begin(), fields.end());
+  return fields;
+}
 
 ValidatedAccuracy validatedAccuracy(const std::string &hardware_name, GemmPrecision precision,
                                     bool moe) {
@@ -97,6 +133,8 @@ ValidatedAccuracy validatedAccuracy(const HardwareSpec &hardware, GemmPrecision 
     accuracy.step.worst = calibration->worst_abs_step_error;
     accuracy.mean_signed_step_error = calibration->mean_step_error;
     accuracy.sets = {calibration->sets};
+  } else {
+    accuracy.differs_from_preset = fieldsDifferingFromPreset(hardware);
   }
   return accuracy;
 }
@@ -142,6 +180,14 @@ std::string validatedAccuracyText(const ValidatedAccuracy &accuracy) {
                     std::abs(accuracy.mean_signed_step_error) * 100, direction);
     line = text;
   }
+  if (!accuracy.differs_from_preset.empty()) {
+    std::string fields;
+    for (const std::string &field : accuracy.differs_from_preset)
+      fields += (fields.empty() ? "" : ", ") + field;
+    line += " (runs on the preset " + accuracy.hardware +
+            "; this hardware file differs from it in " + fields +
+            ", which no published run checks)";
+  }
   if (accuracy.memory.runs > 0) {
     std::snprintf(
         text, sizeof text, "; peak memory on %d published %s run%s: %.1f %% mean, %.1f %% worst",
@@ -161,6 +207,7 @@ nlohmann::json validatedAccuracyJson(const ValidatedAccuracy &accuracy) {
           {"worst_abs_step_error", accuracy.step.worst},
           {"mean_step_error", accuracy.mean_signed_step_error},
           {"sets", accuracy.sets},
+          {"differs_from_preset", accuracy.differs_from_preset},
           {"memory_runs", accuracy.memory.runs},
           {"mean_abs_memory_error", accuracy.memory.mean()},
           {"worst_abs_memory_error", accuracy.memory.worst}};

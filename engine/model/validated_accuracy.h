@@ -29,7 +29,16 @@ struct ValidatedAccuracy {
   /// The step figures are the hardware file's own calibration (pipescope calibrate): the user's
   /// runs, each held out, not the published ones.
   bool calibrated = false;
+  /// An uncalibrated hardware file named like a preset but pricing steps otherwise (a curve, a
+  /// link, an overhead set by hand): the fields it differs in. The figures are the preset's runs,
+  /// which did not check those values; the text says so.
+  std::vector<std::string> differs_from_preset;
 };
+
+/// The fields that price steps (not sources, notes, the calibration or memory_gib, which only
+/// sets what fits) in which `hardware` differs from the shipped preset of its name, sorted;
+/// empty when it matches it or no preset has its name.
+std::vector<std::string> fieldsDifferingFromPreset(const HardwareSpec &hardware);
 
 /// The rows of the shipped sets that match `hardware_name` (a preset name; a plan's own hardware
 /// file matches the preset of its name), `precision` and `moe`, widening as ValidatedAccuracy::
@@ -56,7 +65,8 @@ bool withinValidatedError(double step_s, double best_step_s, const ValidatedAccu
 /// checks the GPU type.
 std::string validatedAccuracyText(const ValidatedAccuracy &accuracy);
 /// {"scope", "hardware", "calibrated", "runs", "mean_abs_step_error", "worst_abs_step_error",
-/// "mean_step_error", "sets", "memory_runs", "mean_abs_memory_error", "worst_abs_memory_error"}.
+/// "mean_step_error", "sets", "differs_from_preset", "memory_runs", "mean_abs_memory_error",
+/// "worst_abs_memory_error"}.
 nlohmann::json validatedAccuracyJson(const ValidatedAccuracy &accuracy);
 
 } // namespace pipescope

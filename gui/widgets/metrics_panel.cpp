@@ -197,11 +197,23 @@ void MetricsPanel::showValidatedAccuracy(const ValidatedAccuracy &accuracy) {
   else
     on = accuracy.step.runs == 1 ? tr("on 1 published run")
                                  : tr("on %1 published runs").arg(accuracy.step.runs);
+  QString differs;
+  if (!accuracy.differs_from_preset.empty()) {
+    QStringList fields;
+    for (const auto &field : accuracy.differs_from_preset)
+      fields << QString::fromStdString(field);
+    // The preset's runs did not check what this file prices otherwise.
+    differs = QStringLiteral("<br><span style='color:%1'>%2</span>")
+                  .arg(palette::badValue().name(),
+                       tr("runs of the preset; this file differs in %1")
+                           .arg(fields.join(QStringLiteral(", ")).toHtmlEscaped()));
+  }
   label->setText(
       tr("%1 mean, %2 worst error %3")
           .arg(formatPercent(accuracy.step.mean()), formatPercent(accuracy.step.worst), on) +
       QStringLiteral("<br><span style='color:%1'>%2</span>")
-          .arg(palette::hintText().name(), QString::fromStdString(accuracy.scope).toHtmlEscaped()));
+          .arg(palette::hintText().name(), QString::fromStdString(accuracy.scope).toHtmlEscaped()) +
+      differs);
 }
 
 void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {

@@ -556,6 +556,35 @@ private slots:
     const auto json = validatedAccuracyJson(accuracy);
     QCOMPARE(json["runs"].get<int>(), 18);
     QCOMPARE(json["mean_abs_step_error"].get<double>(), accuracy.step.mean());
+    QCOMPARE(json["differs_from_preset"], nlohmann::json::array());
+
+    // A hardware file named like a preset that prices steps otherwise (an overhead and a curve
+    // set by hand) is told apart: its figures are the preset's runs, which did not check those
+    // values. Sources, notes and the device memory (what fits) do not count.
+    auto h100 = loadHardwareSpec("h100-sxm");
+    QVERIFY(h100);
+    QVERIFY(fieldsDifferingFromPreset(*h100).empty());
+    HardwareSpec edited = *h100;
+    edited.notes = "measured by us";
+    edited.memory_gib = 70;
+    QVERIFY(fieldsDifferingFromPreset(edited).empty());
+    edited.layer_overhead_us = 300;
+    edited.gemm_efficiency.back().efficiency = 0.6;
+    QCOMPARE(fieldsDifferingFromPreset(edited),
+             (std::vector<std::string>{"gemm_efficiency", "layer_overhead_us"}));
+    const auto by_hand = validatedAccuracy(edited, GemmPrecision::Bf16, false);
+    QCOMPARE(by_hand.step.runs, 11); // still the preset's runs, said to be so
+    QCOMPARE(by_hand.differs_from_preset,
+             (std::vector<std::string>{"gemm_efficiency", "layer_overhead_us"}));
+    QVERIFY2(validatedAccuracyText(by_hand).find(
+                 "(runs on the preset h100-sxm; this hardware file differs from it in "
+                 "gemm_efficiency, layer_overhead_us, which no published run checks)") !=
+                 std::string::npos,
+             validatedAccuracyText(by_hand).c_str());
+    QVERIFY(validatedAccuracyText(validatedAccuracy(*h100, GemmPrecision::Bf16, false))
+                .find("differs") == std::string::npos);
+    edited.name = "my-h100"; // no preset of that name: nothing to differ from
+    QVERIFY(fieldsDifferingFromPreset(edited).empty());
 
     // Closer to the best than the mean error: not known to be slower.
     const double mean = accuracy.step.mean();

@@ -456,6 +456,22 @@ private slots:
     QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
     QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
 
+    // An uncalibrated file that prices steps otherwise than its preset (an overhead set by
+    // hand): the preset's runs are quoted, with what they did not check.
+    HardwareSpec by_hand = *preset;
+    by_hand.layer_overhead_us = 300;
+    const QString by_hand_path = dir.filePath(QStringLiteral("by-hand.json"));
+    QVERIFY(writeTextFile(by_hand_path.toStdString(), toJson(by_hand).dump(2)).ok());
+    QVERIFY(controls->addHardwareFile(by_hand_path).ok());
+    window.settle();
+    QVERIFY2(window.metrics()
+                 ->valueText(QStringLiteral("validated"))
+                 .contains(QStringLiteral("runs of the preset; this file differs in "
+                                          "layer_overhead_us")),
+             qPrintable(window.metrics()->valueText(QStringLiteral("validated"))));
+    QVERIFY(controls->addHardwareFile(path).ok()); // the calibrated one again
+    window.settle();
+
     // A file that is not a hardware file: the reason, and the box as it was.
     const QString bad = dir.filePath(QStringLiteral("plan.json"));
     QVERIFY(writeTextFile(bad.toStdString(), R"({"format": "pipescope.plan", "version": 1})").ok());
@@ -463,7 +479,7 @@ private slots:
     QVERIFY(!refused.ok());
     QVERIFY2(QString::fromStdString(refused.error().message).contains(QStringLiteral("plan.json")),
              refused.error().message.c_str());
-    QCOMPARE(controls->hardwarePresetBox()->count(), items + 1);
+    QCOMPARE(controls->hardwarePresetBox()->count(), items + 2);
     QVERIFY(window.snapshot()->plan.model->hardware.calibration.has_value());
   }
 
