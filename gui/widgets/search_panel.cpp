@@ -459,6 +459,13 @@ QString SearchPanel::validatedAccuracyNote() const {
                  : tr(" On %1 published runs like these (%2) the model was off by %3 mean"))
                 .arg(accuracy.step.runs)
                 .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()));
+  if (!accuracy.differs_from_preset.empty()) {
+    QStringList fields;
+    for (const auto &field : accuracy.differs_from_preset)
+      fields << QString::fromStdString(field);
+    note += tr(" (runs of the preset; this hardware file differs in %1, which they did not check)")
+                .arg(fields.join(QStringLiteral(", ")));
+  }
   if (within > 0)
     note += (within == 1 ? tr("; 1 runner-up (shaded) is closer to #1 than that, so not known "
                               "to be slower")
