@@ -145,7 +145,8 @@ struct HardwareSpec {
   /// Every transformer layer's fixed time for one microbatch, forward and backward together,
   /// beyond what its kernels' work takes: the gaps between its kernels (launches, the waits of
   /// its collectives), the same at any token count (docs/cost-model.md, "A layer's fixed
-  /// overhead"). 0 (a file without it): not priced.
+  /// overhead"). 0 (a file without it, as the presets): not priced. `pipescope calibrate --fit
+  /// level,overhead` fits it to your runs.
   double layer_overhead_us = 0;
   /// Set by `pipescope calibrate` (absent from the presets).
   std::optional<HardwareCalibration> calibration;
