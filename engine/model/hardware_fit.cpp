@@ -5,9 +5,13 @@
 #include "engine/model/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
 
 namespace pipescope {
 
@@ -111,19 +115,45 @@ std::vector<double> levelGrid(double highest, double lowest = kHardwareFitStep) 
 /// errors[k][candidate]: the k-th member row's step error on each candidate hardware.
 using ErrorTable = std::vector<std::vector<double>>;
 
+/// Each member row predicted on each candidate, on as many threads as the machine has (a fit
+/// with the layer overhead predicts some thousand pairs a row); the table and the error, the
+/// first pair's in row-major order, are the same on any number.
 Result<ErrorTable> errorTable(const std::vector<const ValidationCase *> &cases,
                               const std::vector<int> &members,
                               const std::vector<HardwareSpec> &candidates) {
   ErrorTable table(members.size(), std::vector<double>(candidates.size()));
-  for (std::size_t k = 0; k < members.size(); ++k) {
-    ValidationCase c = *cases[static_cast<std::size_t>(members[k])];
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
+  const std::size_t pairs = members.size() * candidates.size();
+  if (pairs == 0) return table;
+  std::atomic<std::size_t> next{0};
+  std::mutex failure_mutex;
+  std::size_t failed_pair = pairs; ///< the first pair that could not be predicted
+  std::string failure;
+  const auto work = [&] {
+    for (std::size_t pair = next++; pair < pairs; pair = next++) {
+      const std::size_t k = pair / candidates.size(), i = pair % candidates.size();
+      ValidationCase c = *cases[static_cast<std::size_t>(members[k])];
       c.setup.hardware = candidates[i];
       auto result = predictValidationCase(c);
-      if (!result) return result.error();
-      table[k][i] = *result->step_error;
+      if (result) {
+        table[k][i] = *result->step_error;
+        continue;
+      }
+      const std::lock_guard lock(failure_mutex);
+      if (pair < failed_pair) {
+        failed_pair = pair;
+        failure = result.error().message;
+      }
     }
-  }
+  };
+  const std::size_t threads =
+      std::min<std::size_t>(pairs, std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<std::thread> workers;
+  for (std::size_t t = 1; t < threads; ++t)
+    workers.emplace_back(work);
+  work();
+  for (auto &worker : workers)
+    worker.join();
+  if (failed_pair < pairs) return makeError(failure);
   return table;
 }
 

@@ -134,8 +134,8 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
   calibrate_overhead_->setToolTip(
       tr("Calibrate hardware also fits a fixed time per transformer layer and microbatch beside "
          "the GEMM level (pipescope calibrate --fit level,overhead): for runs whose microbatches "
-         "hold different token counts. Compare its held-out error with a fit without it; it "
-         "takes about 25 times as long"));
+         "hold different token counts. The details then give the runs held out with it and "
+         "with the level alone; it takes about 25 times as long"));
   calibrate_ = buttons->addButton(tr("Calibrate hardware\u2026"), QDialogButtonBox::ActionRole);
   calibrate_->setObjectName(QStringLiteral("calibrate_hardware"));
   calibrate_->setToolTip(tr("Fit the hardware's GEMM level (and MoE host time) to the selected "
