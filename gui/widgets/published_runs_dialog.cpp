@@ -308,6 +308,10 @@ PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead
   if (!base) return base.error();
   job.base = std::move(*base);
   job.options = defaultFitOptions(job.rows);
+  if (with_overhead && !job.options.level)
+    return makeError(set.name + ": every timed run is an MoE run, which fits the MoE host time; "
+                                "the layer overhead is fitted beside the GEMM level, on dense "
+                                "runs: untick \"with a layer overhead\"");
   job.options.overhead = with_overhead;
   return job;
 }

@@ -321,6 +321,23 @@ private slots:
     QVERIFY(!nothing.ok());
     QVERIFY2(nothing.error().message.find("every timed run is set aside") != std::string::npos,
              nothing.error().message.c_str());
+    // A runs file of MoE runs alone fits the MoE host time, and no GEMM level for the layer
+    // overhead to go beside: the box is refused, saying what to do.
+    QFile shipped_moe(QStringLiteral(
+        PIPESCOPE_TEST_DATA "/../../resources/validation/megatron-moe-modelzoo-h100.json"));
+    QVERIFY(shipped_moe.open(QIODevice::ReadOnly));
+    nlohmann::json moe_runs = nlohmann::json::parse(shipped_moe.readAll().toStdString());
+    moe_runs["rows"] = nlohmann::json::array({moe_runs["rows"][0]});
+    const QString moe = dir.filePath(QStringLiteral("moe-runs.json"));
+    QVERIFY(writeFile(moe, QByteArray::fromStdString(moe_runs.dump())));
+    QVERIFY(dialog.addRunsFile(moe).ok());
+    auto moe_overhead = dialog.calibrateRunsFile(moe, hardware, true);
+    QVERIFY(!moe_overhead.ok());
+    QVERIFY2(moe_overhead.error().message.find("untick \"with a layer overhead\"") !=
+                 std::string::npos,
+             moe_overhead.error().message.c_str());
+    QVERIFY(!dialog.startCalibration(moe, hardware, true).ok());
+    QVERIFY(!dialog.calibrating());
     {
       QSettings().clear();
       PublishedRunsDialog remembering(nullptr, true);
