@@ -349,7 +349,6 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     }
     if (auto status = runStage(level, cases); !status) return status.error();
     fitted = level.candidates[static_cast<std::size_t>(level.best)];
-    fit.level_after = curvePlateau(fitted.gemm_efficiency, fitted.efficiency);
     if (options.level) fit.level_after = level.grid[static_cast<std::size_t>(level.best)];
     fit.overhead_after_us = fitted.layer_overhead_us;
     fit.level_rows = static_cast<int>(level.members.size());

@@ -143,15 +143,7 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
                             "use it in the explorer"));
   calibrate_->setEnabled(false);
   calibration_ = new QFutureWatcher<Result<HardwareFit>>(this);
-  connect(calibration_, &QFutureWatcherBase::finished, this, [this] {
-    if (!calibration_job_) return; // shown already (waitForCalibration)
-    const CalibrationJob job = std::move(*calibration_job_);
-    calibration_job_.reset();
-    QApplication::restoreOverrideCursor();
-    showDetails(); // the Calibrate button as the selection allows
-    if (auto fit = finishCalibration(job, calibration_->result(), calibration_save_path_); !fit)
-      details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
-  });
+  connect(calibration_, &QFutureWatcherBase::finished, this, &PublishedRunsDialog::showCalibration);
   connect(calibrate_, &QPushButton::clicked, this, [this] {
     const QString runs = currentRunsFile();
     if (runs.isEmpty() || calibrating()) return;
@@ -346,10 +338,15 @@ void PublishedRunsDialog::waitForCalibration() {
   if (!calibration_job_) return;
   calibration_->waitForFinished();
   // The finished signal may still be queued: show it now (the slot then finds nothing to do).
+  showCalibration();
+}
+
+void PublishedRunsDialog::showCalibration() {
+  if (!calibration_job_) return; // shown already
   const CalibrationJob job = std::move(*calibration_job_);
   calibration_job_.reset();
   QApplication::restoreOverrideCursor();
-  showDetails();
+  showDetails(); // the Calibrate button as the selection allows
   if (auto fit = finishCalibration(job, calibration_->result(), calibration_save_path_); !fit)
     details_->setText(QString::fromStdString(fit.error().message).toHtmlEscaped());
 }

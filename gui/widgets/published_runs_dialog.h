@@ -93,6 +93,9 @@ private:
     HardwareFitOptions options;
   };
   Result<CalibrationJob> calibrationJob(const QString &runs_path, bool with_overhead) const;
+  /// The button's calibration, done: the button and cursor back, then finishCalibration (or its
+  /// error in the details). Nothing when there is none or it was shown.
+  void showCalibration();
   /// Writes the fitted file, says what changed in the details and emits hardwareCalibrated.
   Result<HardwareFit> finishCalibration(const CalibrationJob &job, Result<HardwareFit> fit,
                                         const QString &save_path);

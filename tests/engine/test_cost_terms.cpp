@@ -26,10 +26,14 @@ bool near(double got, double want, double tolerance = 1e-9) {
   return std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want));
 }
 
-const LayerOp *findOp(const PartWork &work, const std::string &name) {
-  for (const auto &op : work.ops)
+const LayerOp *findOp(const std::vector<LayerOp> &ops, const std::string &name) {
+  for (const auto &op : ops)
     if (op.name == name) return &op;
   return nullptr;
+}
+
+const LayerOp *findOp(const PartWork &work, const std::string &name) {
+  return findOp(work.ops, name);
 }
 
 /// The message a file reader refused with ("" when it read the file).
@@ -871,9 +875,7 @@ private slots:
     setup.training.masked_softmax_fusion = false;
     auto unfused = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY(unfused);
-    const LayerOp *layer_add = nullptr;
-    for (const auto &op : unfused->layer_ops)
-      if (op.name == "gradient_accumulation") layer_add = &op;
+    const LayerOp *layer_add = findOp(unfused->layer_ops, "gradient_accumulation");
     QVERIFY(layer_add);
     const double layer_params = (4 * h * h + 2 * h * f) / t + 2 * (2 * h); // two layernorms whole
     QVERIFY(near(layer_add->weight_grad_us, (dt + 2 * 4) * layer_params / bandwidth));
@@ -886,9 +888,7 @@ private slots:
     setup.training.zero_stage = 3;
     auto sharded = deriveModelCosts(setup, mesh, schedule->placement);
     QVERIFY2(sharded, sharded ? "" : sharded.error().message.c_str());
-    const LayerOp *sharded_add = nullptr;
-    for (const auto &op : sharded->layer_ops)
-      if (op.name == "gradient_accumulation") sharded_add = &op;
+    const LayerOp *sharded_add = findOp(sharded->layer_ops, "gradient_accumulation");
     QVERIFY(sharded_add);
     QVERIFY(near(sharded_add->weight_grad_us, (dt + 4 + 2 * 4 / 4.0) * layer_params / bandwidth));
     setup.training.zero_stage = 0;
