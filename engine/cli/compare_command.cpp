@@ -54,7 +54,11 @@ the JSON) and of the peak memory. A row may check memory only (its
 published rate is no check, e.g. on a GPU whose peak is unknown). A row whose measured time is
 set aside (its "measured" says why, e.g. its software's maintainers filed that figure as a
 regression) is shown with its error but kept out of the mean and worst, which are then also
-given with it. SET is a shipped set (all of them with "all") or a "pipescope.validation" file.
+given with it. Each row is also predicted at its speed of light (every kernel at the GPU's peak,
+every link at its line rate, nothing else: "speed_of_light_step_s"), and the measured steps are
+summarized over it; a row measured below it is marked, as no run of its configuration can be
+that fast: the run was not the configuration as written, or it overlapped something pipescope
+prices in series. SET is a shipped set (all of them with "all") or a "pipescope.validation" file.
 
   --row ID             only the row ID, and what its prediction is made of: each stage's F, I
                        and W by part (GEMM, attention, memory-bound, TP, ...), the communication
@@ -253,7 +257,8 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                        timed ? fixed(validation_case.measured_step_s, 3) + " s" : "(memory only)",
                        fixed(result->predicted_step_s, 3) + " s",
                        timed ? signedPercent(*result->step_error) +
-                                   (validation_case.set_aside.empty() ? "" : " (set aside)")
+                                   (validation_case.set_aside.empty() ? "" : " (set aside)") +
+                                   (belowSpeedOfLight(*result) ? " (below speed of light)" : "")
                              : "-",
                        memory});
       json row = {{"set", set.name},
@@ -274,12 +279,17 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
         row["memory_error"] = *result->memory_error;
         if (!validation_case.memory_how.empty()) row["memory_how"] = validation_case.memory_how;
       }
+      row["speed_of_light_step_s"] = result->speed_of_light_step_s;
+      if (timed)
+        row["measured_over_speed_of_light"] =
+            validation_case.measured_step_s / result->speed_of_light_step_s;
       row["explanation"] = explanationJson(*result);
       if (only_row) explanation = explanationLines(*result);
       rows.push_back(std::move(row));
       results.push_back(std::move(*result));
     }
   const LayoutRanking ranking = layoutRanking(results);
+  const SpeedOfLightSummary speed_of_light = speedOfLightSummary(results);
   const double memory_mean = memory_count ? memory_sum / memory_count : 0;
   if (as_json) {
     json sources = json::array();
@@ -305,6 +315,18 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
                        {"step_error", row.step_error},
                        {"set_aside", row.validation_case->set_aside}});
     out["set_aside"] = std::move(aside);
+    if (speed_of_light.runs > 0) {
+      json below = json::array();
+      for (const auto *result : speed_of_light.below)
+        below.push_back({{"id", result->validation_case->id},
+                         {"measured_step_s", result->validation_case->measured_step_s},
+                         {"speed_of_light_step_s", result->speed_of_light_step_s}});
+      out["measured_over_speed_of_light"] = {{"runs", speed_of_light.runs},
+                                             {"median", speed_of_light.median},
+                                             {"lowest", speed_of_light.lowest},
+                                             {"highest", speed_of_light.highest},
+                                             {"below", below}};
+    }
     if (save_plan) out["saved_plan"] = *save_plan;
     if (ranking.pairs > 0)
       out["layout_ranking"] = {{"pairs", ranking.pairs},
@@ -325,6 +347,19 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
               << *save_plan << " predicts it again; the explorer opens it)\n";
   if (only_row) {
+    for (const auto &result : results)
+      if (result.step_error)
+        std::cout << "\nspeed of light: " << fixed(result.speed_of_light_step_s, 3)
+                  << " s (every kernel at the GPU's peak, every link at its line rate, nothing "
+                     "else); measured "
+                  << fixed(result.validation_case->measured_step_s / result.speed_of_light_step_s,
+                           2)
+                  << "x it"
+                  << (belowSpeedOfLight(result)
+                          ? ": below it, so the run was not this configuration, or it overlapped "
+                            "something pipescope prices in series"
+                          : "")
+                  << '\n';
     for (const auto &row : set_aside)
       std::cout << "\nset aside, not in the figures over rows: " << row.validation_case->set_aside
                 << '\n';
@@ -352,6 +387,23 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
     for (const auto &row : set_aside)
       std::cout << (markdown ? "- " : "  ") << row.set << "/" << row.validation_case->id << " ("
                 << signedPercent(row.step_error) << "): " << row.validation_case->set_aside << '\n';
+  }
+  if (speed_of_light.runs > 0) {
+    std::cout << (markdown ? "\n" : "")
+              << "measured over speed of light (the step with every kernel at the GPU's peak, "
+                 "every link at its line rate, nothing else): median "
+              << fixed(speed_of_light.median, 2) << "x over " << speed_of_light.runs
+              << " runs, lowest " << fixed(speed_of_light.lowest, 2) << "x, highest "
+              << fixed(speed_of_light.highest, 2) << "x";
+    if (!speed_of_light.below.empty()) {
+      std::cout << "; below it, so the run was not its configuration as written, or it overlapped "
+                   "something pipescope prices in series:";
+      for (const auto *result : speed_of_light.below)
+        std::cout << ' ' << result->validation_case->id << " ("
+                  << fixed(result->validation_case->measured_step_s, 3) << " s measured, "
+                  << fixed(result->speed_of_light_step_s, 3) << " s at speed of light)";
+    }
+    std::cout << '\n';
   }
   if (ranking.pairs > 0) {
     std::cout

@@ -12,6 +12,7 @@
 #include "engine/json_text.h"
 #include "engine/layout_options.h"
 #include "engine/model/model_setup.h"
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
@@ -36,7 +37,9 @@ const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary;
 with a model, also how far the model was from the published runs of the same GPU type,
 precision and kind of model ("checked against", docs/validation.md; "validated_accuracy" in the
-JSON). Times are in microseconds, bandwidth in GB/s, sizes in bytes.
+JSON), and the step at its speed of light: the same plan with every kernel at the GPU's peak,
+every link at its line rate and nothing else, which no run of it can beat
+("speed_of_light_step_s"). Times are in microseconds, bandwidth in GB/s, sizes in bytes.
 
 schedule:
   --schedule NAME          naive, gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2,
@@ -167,10 +170,15 @@ int runSimulate(const std::vector<std::string> &args) {
   }
   std::optional<ModelReport> report;
   std::optional<ValidatedAccuracy> accuracy;
+  double speed_of_light_s = 0; // the plan's step at its speed of light (speedOfLightSetup)
   if (plan->model) {
     report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
     if (auto status = checkModelReport(*report); !status) return fail(status.error().message);
     accuracy = validatedAccuracy(*plan->model);
+    currentActivity() = "simulating the plan at its speed of light";
+    auto fastest = speedOfLightStepS(*plan);
+    if (!fastest) return fail(fastest.error().message);
+    speed_of_light_s = *fastest;
   }
 
   // The --json document: the summary through nlohmann/json, then the ops (--ops, millions of
@@ -208,6 +216,7 @@ int runSimulate(const std::vector<std::string> &args) {
       out["tokens_per_s"] = report->tokens_per_s;
       out["mfu"] = report->mfu;
       if (report->mfu_fp8 > 0) out["mfu_fp8"] = report->mfu_fp8;
+      out["speed_of_light_step_s"] = speed_of_light_s;
       out["communication"] = {
           {"tp", toJson(report->tp)}, {"pp", toJson(report->pp)}, {"dp", toJson(report->dp)}};
       out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
@@ -333,6 +342,11 @@ int runSimulate(const std::vector<std::string> &args) {
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
+    summary << line;
+    std::snprintf(line, sizeof line,
+                  "speed of light %.4g s (every kernel at the GPU's peak, every link at its line "
+                  "rate, nothing else): the step is %.2fx it\n",
+                  speed_of_light_s, report->step_time_s / speed_of_light_s);
     summary << line << "checked against: " << validatedAccuracyText(*accuracy) << '\n';
   }
   return 0;

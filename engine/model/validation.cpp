@@ -10,6 +10,7 @@
 #include "engine/evaluation.h"
 #include "engine/json_fields.h"
 #include "engine/json_io.h"
+#include "engine/model/speed_of_light.h"
 #include "engine/plan_file.h"
 #include "resources/embedded_resources.h"
 
@@ -256,6 +257,8 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
   ModelDerivation derivation;
   auto evaluation = evaluatePlan(plan, {}, &derivation);
   if (!evaluation) return makeError(c.id + ": " + evaluation.error().message);
+  auto speed_of_light = speedOfLightStepS(plan);
+  if (!speed_of_light) return makeError(c.id + " " + speed_of_light.error().message);
   const ModelReport report =
       reportModel(c.setup, c.mesh, evaluation->schedule, derivation, evaluation->simulation);
   if (auto status = checkModelReport(report); !status)
@@ -263,6 +266,7 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
   ValidationResult result;
   result.validation_case = &c;
   result.predicted_step_s = report.step_time_s;
+  result.speed_of_light_step_s = *speed_of_light;
   result.report = report;
   result.stage_breakdown = derivation.stage_breakdown;
   result.layer_ops = derivation.layer_ops;
@@ -274,6 +278,24 @@ Result<ValidationResult> predictValidationCase(const ValidationCase &validation_
     result.memory_error =
         (result.predicted_memory_gib - *c.measured_memory_gib) / *c.measured_memory_gib;
   return result;
+}
+
+SpeedOfLightSummary speedOfLightSummary(const std::vector<ValidationResult> &results) {
+  SpeedOfLightSummary summary;
+  std::vector<double> ratios;
+  for (const auto &result : results) {
+    if (belowSpeedOfLight(result)) summary.below.push_back(&result);
+    if (countsInStepAccuracy(result) && result.speed_of_light_step_s > 0)
+      ratios.push_back(result.validation_case->measured_step_s / result.speed_of_light_step_s);
+  }
+  if (ratios.empty()) return summary;
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  summary.runs = static_cast<int>(n);
+  summary.lowest = ratios.front();
+  summary.highest = ratios.back();
+  summary.median = n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  return summary;
 }
 
 nlohmann::json explanationJson(const ValidationResult &result) {

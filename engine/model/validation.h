@@ -53,6 +53,10 @@ struct ValidationResult {
   std::optional<double> step_error; ///< (predicted - measured) / measured, if time is measured
   double predicted_memory_gib = 0;  ///< the busiest rank's total
   std::optional<double> memory_error;
+  /// The same configuration at its speed of light (speedOfLightSetup): no measured step can be
+  /// below it, so one that is names a row whose published configuration is not what ran (or an
+  /// overlap the model misses); how far above it a run lands is its distance from the hardware.
+  double speed_of_light_step_s = 0;
   /// What the prediction is made of, to tell why a row errs: the step's report (MFU,
   /// communication per kind with what of it is exposed) and each stage's F, I and W by part.
   ModelReport report;
@@ -136,7 +140,24 @@ double stepTokens(const ValidationCase &validation_case);
 /// The layout pairs among `results` (rows of any sets, each with its validation_case).
 LayoutRanking layoutRanking(const std::vector<ValidationResult> &results);
 
-/// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step).
+/// A timed row measured faster than its speed of light.
+inline bool belowSpeedOfLight(const ValidationResult &result) {
+  return result.step_error.has_value() && result.validation_case != nullptr &&
+         result.validation_case->measured_step_s < result.speed_of_light_step_s;
+}
+
+/// How far the measured steps of the rows that count (countsInStepAccuracy) are above their
+/// speed of light, and the rows measured below it (set-aside rows among them too: a figure
+/// faster than the hardware allows says more than why it was set aside).
+struct SpeedOfLightSummary {
+  int runs = 0;
+  double median = 0, lowest = 0, highest = 0; ///< of measured / speed of light
+  std::vector<const ValidationResult *> below;
+};
+SpeedOfLightSummary speedOfLightSummary(const std::vector<ValidationResult> &results);
+
+/// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step), and the
+/// same plan at its speed of light.
 Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
 
 } // namespace pipescope

@@ -336,6 +336,56 @@ private slots:
     QVERIFY2(alone.err.contains(QStringLiteral("--published")), qPrintable(alone.err));
   }
 
+  // Every published row is predicted at its speed of light too: below its prediction, and the
+  // summary over the rows that count is the rows' own measured / speed-of-light ratios (median,
+  // lowest, highest); the one row measured below it is listed and marked in the table.
+  void comparePublishedAgainstTheSpeedOfLight() {
+    const Run run = pipescope({"compare", "--published", "all", "--json"});
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const json result = json::parse(run.out.toStdString());
+    std::vector<double> ratios;
+    std::vector<std::string> below;
+    for (const json &row : result["rows"]) {
+      const double fastest = row["speed_of_light_step_s"].get<double>();
+      QVERIFY(fastest > 0 && fastest < row["predicted_step_s"].get<double>());
+      if (!row.contains("step_error")) {
+        QVERIFY(!row.contains("measured_over_speed_of_light"));
+        continue;
+      }
+      const double ratio = row["measured_over_speed_of_light"].get<double>();
+      QVERIFY(std::abs(ratio - row["measured_step_s"].get<double>() / fastest) < 1e-12);
+      if (ratio < 1) below.push_back(row["id"].get<std::string>());
+      if (!row.contains("set_aside")) ratios.push_back(ratio);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const json &summary = result["measured_over_speed_of_light"];
+    QCOMPARE(summary["runs"].get<std::size_t>(), ratios.size());
+    QCOMPARE(summary["lowest"].get<double>(), ratios.front());
+    QCOMPARE(summary["highest"].get<double>(), ratios.back());
+    const std::size_t n = ratios.size();
+    QCOMPARE(summary["median"].get<double>(),
+             n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2);
+    QCOMPARE(below, std::vector<std::string>{"qwen3-235b-a22b-ep8-fsdp"});
+    QCOMPARE(summary["below"].size(), std::size_t{1});
+    QCOMPARE(summary["below"][0]["id"].get<std::string>(), below[0]);
+
+    const Run text = pipescope({"compare", "--published", "megatron-moe-modelzoo-h100"});
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral(
+                 "qwen3-235b-a22b-ep8-fsdp +[0-9]+ +[0-9.]+ s +[0-9.]+ s +\\+[0-9.]+ % \\(below "
+                 "speed of light\\)"))),
+             qPrintable(text.out));
+    QVERIFY2(
+        text.out.contains(QRegularExpression(QStringLiteral(
+            "measured over speed of light .*: median [0-9.]+x over 5 runs, lowest 0\\.9[0-9]x.*"
+            "below it.*qwen3-235b-a22b-ep8-fsdp \\(17\\.600 s measured"))),
+        qPrintable(text.out));
+    const Run one = pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-32b"});
+    QVERIFY2(one.out.contains(QRegularExpression(
+                 QStringLiteral("\nspeed of light: 0\\.[0-9]+ s .*measured 1\\.[0-9]+x it\n"))),
+             qPrintable(one.out));
+  }
+
   // `compare --published all` gives each set's own mean and worst beside the overall ones: the
   // per-set figures add up to the overall mean, and a single set prints no per-set lines.
   void comparePublishedSummarizesEachSet() {
@@ -473,6 +523,15 @@ private slots:
     const double simulated_s = simulated["step_time_s"].get<double>();
     QVERIFY2(std::abs(simulated_s / table_s - 1) < 1e-9,
              qPrintable(QStringLiteral("%1 s against %2 s").arg(simulated_s).arg(table_s)));
+    // And its speed of light is the table's too.
+    QVERIFY(std::abs(simulated["speed_of_light_step_s"].get<double>() /
+                         result["rows"][0]["speed_of_light_step_s"].get<double>() -
+                     1) < 1e-9);
+    const Run summary = pipescope({"simulate", "--plan", plan});
+    QVERIFY2(summary.out.contains(QRegularExpression(QStringLiteral(
+                 "\nspeed of light [0-9.]+ s \\(every kernel at the GPU's peak, every link at its "
+                 "line rate, nothing else\\): the step is [0-9.]+x it\n"))),
+             qPrintable(summary.out));
 
     const QString other = dir.filePath(QStringLiteral("other.json"));
     for (const QStringList &args :

@@ -16,6 +16,7 @@
 #include "engine/model/layer_layout.h"
 #include "engine/model/model_setup.h"
 #include "engine/model/moe.h"
+#include "engine/model/speed_of_light.h"
 #include "engine/schedule.h"
 
 using namespace pipescope;
@@ -199,6 +200,51 @@ private slots:
     for (const auto &op : work.ops)
       if (op.category == OpCategory::Gemm) gemm_forward += op.forward_us;
     QVERIFY(near(gemm_forward, 24 * tokens * h * h / t / rate));
+  }
+
+  // The speed of light prices the same work at the hardware's peaks: a GEMM at 100 % of the
+  // tensor-core peak (the tiny GPU's 0.5 curve level gone: half the time), a norm at the full HBM
+  // bandwidth (0.8 gone), and every figure the presets add beyond the kernels at nothing.
+  void speedOfLightIsThePeaks() {
+    ModelSetup setup = tinySetup();
+    setup.hardware.gemm_efficiency = {{1e9, 0.3}, {1e12, 0.6}};
+    setup.hardware.attention_efficiency = 0.5;
+    setup.hardware.collective_gemm_slowdown = 0.22;
+    setup.hardware.layer_overhead_us = 400;
+    setup.hardware.inter_node_latency_us = 5;
+    setup.hardware.inter_node_bus_efficiency = 0.9;
+    setup.training.moe_layer_host_us = 3500;
+    const ModelSetup fastest = speedOfLightSetup(setup);
+    const HardwareSpec &h = fastest.hardware;
+    QVERIFY(h.gemm_efficiency.empty() && h.gemm_efficiency_fp8.empty());
+    QCOMPARE(h.efficiency, 1.0);
+    QCOMPARE(h.attention_efficiency, 1.0);
+    QCOMPARE(h.memory_efficiency, 1.0);
+    QCOMPARE(h.inter_node_bus_efficiency, 1.0);
+    QCOMPARE(h.inter_node_latency_us, 0.0);
+    QCOMPARE(h.collective_gemm_slowdown, 0.0);
+    QCOMPARE(h.layer_overhead_us, 0.0);
+    QCOMPARE(fastest.training.moe_layer_host_us, 0.0);
+    QCOMPARE(h.peak_tflops, setup.hardware.peak_tflops); // the peaks themselves stay
+    QCOMPARE(h.hbm_gbps, setup.hardware.hbm_gbps);
+    const PartWork work = transformerLayerWork(fastest.model, h, {2, false});
+    const double tokens = 2 * 2048, hidden = 1024, t = 2;
+    QVERIFY(near(findOp(work, "qkv")->forward_us, 2 * tokens * hidden * 3 * hidden / t / 100e6));
+    QVERIFY(near(findOp(work, "input_layernorm")->forward_us, 2 * 2 * tokens * hidden / 1000e3));
+    // And the whole step is faster than the setup's own, never slower.
+    auto schedule = generateSchedule({"1f1b", 2, 4, 1, 0});
+    QVERIFY(schedule);
+    Mesh mesh;
+    mesh.dp = 2, mesh.tp = 2, mesh.pp = 2, mesh.gpus_per_node = 2;
+    auto slow = deriveModelCosts(setup, mesh, schedule->placement);
+    auto fast = deriveModelCosts(fastest, mesh, schedule->placement);
+    QVERIFY(slow.ok() && fast.ok());
+    for (std::size_t v = 0; v < 2; ++v) {
+      QVERIFY(fast->costs.stage_overrides[v].forward_us <
+              slow->costs.stage_overrides[v].forward_us);
+      QVERIFY(fast->costs.stage_overrides[v].backward_us <
+              slow->costs.stage_overrides[v].backward_us);
+    }
   }
 
   void memoryBoundKernelsAtHbm() {
