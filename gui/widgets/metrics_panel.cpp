@@ -44,6 +44,11 @@ MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
   addSection(tr("Step"));
   addRow(QStringLiteral("step_time"), tr("step time"),
          tr("Makespan T: first op start to last op end of one step."));
+  addRow(QStringLiteral("speed_of_light"), tr("speed of light"),
+         tr("The same plan with every kernel at the GPU's peak, every link at its line rate and "
+            "nothing else (its bubble and the communication it cannot hide stay): no run of it "
+            "can be faster. A plan far above it can gain from faster kernels and links; one close "
+            "to it needs another layout. A measured run below it was not this plan."));
   addRow(QStringLiteral("ops"), tr("ops"), tr("Compute ops in the schedule (all ranks)."));
   addRow(QStringLiteral("published"), tr("published"),
          tr("The published run opened with File > Open published run: what was measured, "
@@ -301,6 +306,12 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     if (report.dp.time_s > 0 && report.dp.exposed_time_s < report.dp.time_s)
       dp += tr("; %1 exposed").arg(formatDuration(report.dp.exposed_time_s * 1e6));
     set("communication_dp", dp);
+    set("speed_of_light",
+        snapshot->speed_of_light_s
+            ? tr("%1: the step is %2\u00d7 it")
+                  .arg(formatDuration(*snapshot->speed_of_light_s * 1e6))
+                  .arg(QString::number(report.step_time_s / *snapshot->speed_of_light_s, 'f', 2))
+            : QStringLiteral("\u2014"));
     set("tokens_per_s", QLocale().toString(report.tokens_per_s, 'f', 0));
     // An FP8 run's MFU against the 16-bit peak can pass 50 %: say which peak, and give both.
     set("mfu", report.mfu_fp8 > 0
@@ -310,6 +321,7 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     showValidatedAccuracy(validatedAccuracy(*snapshot->plan.model));
   } else {
     const QString needs_model = tr("needs a model + hardware preset");
+    set("speed_of_light", needs_model);
     set("memory_fit", needs_model);
     set("validated", needs_model);
     values_.value(QStringLiteral("validated"))->setToolTip(QString());

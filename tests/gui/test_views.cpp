@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
 #include "gui/charts/charts.h"
@@ -128,6 +129,13 @@ private slots:
     }
     QCOMPARE(bars->bars().capacity, report.memory[0].capacity / kGiB);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("mfu")), formatPercent(report.mfu));
+    // The plan's speed of light, as the engine gives it, and the step over it.
+    auto fastest = speedOfLightStepS(plan);
+    QVERIFY(fastest.ok() && *fastest < report.step_time_s);
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("speed_of_light")),
+             QStringLiteral("%1: the step is %2\u00d7 it")
+                 .arg(formatDuration(*fastest * 1e6))
+                 .arg(QString::number(report.step_time_s / *fastest, 'f', 2)));
     // What the published H100 BF16 dense runs say of this prediction: the engine's figures.
     const ValidatedAccuracy accuracy = validatedAccuracy(*plan.model);
     QVERIFY(accuracy.step.runs > 0);
