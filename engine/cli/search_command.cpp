@@ -16,6 +16,7 @@
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
 #include "engine/model/moe.h"
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
@@ -41,8 +42,9 @@ structure and re-timed per cost set) and ranks by tokens/s. Prints how far the m
 published runs of the same GPU type, precision and kind of model (docs/validation.md), the top K
 distinct step times with bubble and memory per rank (each row the least memory of the
 configurations as fast, which it counts and summarizes), the Megatron layout of each balanced
-split, why the runners-up lose (and which are closer to #1 than that error), and the Pareto front
-of step time against peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps
+split, why the runners-up lose (and which are closer to #1 than that error), #1's speed of light
+(its step with every kernel at the GPU's peak and every link at its line rate: the most faster
+hardware could gain on it), and the Pareto front of step time against peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps
 what was found.
 
   --model NAME|FILE        model preset or JSON file (see 'pipescope presets')
@@ -442,6 +444,9 @@ int runSearch(const std::vector<std::string> &args) {
   for (std::size_t k = 1; k < result->plans.size(); ++k)
     if (withinValidatedError(result->plans[k].step_time_s, best.step_time_s, accuracy))
       ++within_error;
+  // #1 at its speed of light: the most faster kernels and links could gain on it.
+  auto best_speed_of_light = speedOfLightStepS(searchPlanToPlan(*request, best));
+  if (!best_speed_of_light) return fail(best_speed_of_light.error().message);
 
   if (a.has("json")) {
     json plans = json::array(), pareto = json::array();
@@ -461,6 +466,7 @@ int runSearch(const std::vector<std::string> &args) {
                 {"seconds", result->seconds},
                 {"interrupted", result->cancelled},
                 {"validated_accuracy", validatedAccuracyJson(accuracy)},
+                {"best_speed_of_light_step_s", *best_speed_of_light},
                 {"plans", std::move(plans)},
                 {"pareto", std::move(pareto)}};
     std::cout << out.dump(2) << '\n';
@@ -489,6 +495,12 @@ int runSearch(const std::vector<std::string> &args) {
   std::cout << '\n' << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';
+  std::cout << "\n#1 at its speed of light (every kernel at the GPU's peak, every link at its line "
+               "rate, nothing else): "
+            << fixed(*best_speed_of_light * 1e3, 1) << " ms, so its "
+            << fixed(best.step_time_s * 1e3, 1) << " ms step is "
+            << fixed(best.step_time_s / *best_speed_of_light, 2)
+            << "x it: the most faster kernels and links could gain on this layout\n";
   if (std::any_of(result->plans.begin(), result->plans.end(),
                   [](const SearchPlan &plan) { return plan.alike_count > 0; })) {
     std::cout << "\nas fast as a ranked plan (the same step time to the nanosecond; the row is the "

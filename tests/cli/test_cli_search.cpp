@@ -90,6 +90,11 @@ private slots:
     QVERIFY(run.out.contains("why the runners-up lose to #1:"));
     QVERIFY(run.out.contains("#3: "));
     QVERIFY(run.out.contains("Pareto front (step time against peak memory):"));
+    QVERIFY2(run.out.contains(QRegularExpression(
+                 "\n#1 at its speed of light \\(every kernel at the GPU's peak, every link at "
+                 "its line rate, nothing else\\): [0-9.]+ ms, so its [0-9.]+ ms step is "
+                 "[0-9.]+x it")),
+             qPrintable(run.out));
     // Not a terminal: no progress drawn on stderr.
     QVERIFY(run.err.isEmpty());
   }
@@ -235,6 +240,11 @@ private slots:
     const json result = json::parse(simulated.out.toStdString());
     QCOMPARE(result["step_time_s"].get<double>(), best["step_time_s"].get<double>());
     QCOMPARE(result["schedule"].get<std::string>(), best["schedule"].get<std::string>());
+    // #1's speed of light is the saved plan's, below its step.
+    const double fastest =
+        json::parse(run.out.toStdString())["best_speed_of_light_step_s"].get<double>();
+    QCOMPARE(result["speed_of_light_step_s"].get<double>(), fastest);
+    QVERIFY(fastest < best["step_time_s"].get<double>());
     QFile csv(csv_path);
     QVERIFY(csv.open(QIODevice::ReadOnly));
     const QStringList lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
