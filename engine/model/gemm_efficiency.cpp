@@ -30,8 +30,9 @@ double gemmTimeUs(const GemmHardware &hardware, const GemmShape &shape, double e
   const double compute_us =
       shape.flops() / (hardware.peak_tflops * 1e6 * gemmEfficiency(hardware, shape.flops()));
   if (hardware.hbm_gbps <= 0) return compute_us;
-  const double bytes =
-      element_bytes * shape.batch * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
+  const double operand_bytes = hardware.operand_bytes > 0 ? hardware.operand_bytes : element_bytes;
+  const double bytes = shape.batch * (operand_bytes * (shape.m * shape.k + shape.k * shape.n) +
+                                      element_bytes * shape.m * shape.n);
   const double memory_us = bytes / (hardware.hbm_gbps * hardware.memory_efficiency * 1e3);
   return std::max(compute_us, memory_us);
 }

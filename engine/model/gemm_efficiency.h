@@ -23,6 +23,10 @@ struct GemmHardware {
   double flat_efficiency = 0.5;
   double hbm_gbps = 0; ///< 0: no memory roofline
   double memory_efficiency = 1;
+  /// Bytes per element of the operands A and B where they are narrower than the output: 1 for
+  /// FP8 GEMMs (Transformer Engine's cuBLASLt calls read E4M3/E5M2 operands and write a 16-bit
+  /// result); 0: the element size the call gives, as for 16-bit GEMMs.
+  double operand_bytes = 0;
 };
 
 /// One GEMM (or `batch` identical ones in a batched call): C[m×n] = A[m×k] · B[k×n].
@@ -38,8 +42,9 @@ struct GemmShape {
 double gemmEfficiency(const GemmHardware &hardware, double flops);
 
 /// Time in microseconds of the GEMM: its FLOPs at peak × curve efficiency (a batched call looked
-/// up at its whole FLOPs), or its bytes (`element_bytes` per element of A, B and
-/// C) at the achieved HBM bandwidth when that is longer.
+/// up at its whole FLOPs), or its bytes (`element_bytes` per element of C, and of A and B unless
+/// the hardware's operand_bytes says otherwise) at the achieved HBM bandwidth when that is
+/// longer.
 double gemmTimeUs(const GemmHardware &hardware, const GemmShape &shape, double element_bytes);
 
 /// The curve of a GEMM kind `speedup` times faster per FLOP (FP8 against BF16: the dense FP8

@@ -255,6 +255,7 @@ GemmHardware gemmHardwareOf(const HardwareSpec &hardware, bool fp8) {
   g.flat_efficiency = hardware.efficiency;
   g.hbm_gbps = hardware.hbm_gbps;
   g.memory_efficiency = hardware.memory_efficiency;
+  if (fp8) g.operand_bytes = 1;
   return g;
 }
 

@@ -149,6 +149,16 @@ private slots:
     const double bytes = 2.0 * (16 * 8192 + 8192.0 * 8192 + 16 * 8192);
     QVERIFY(near(gemmTimeUs(g, skinny, 2), bytes / 800e3));
     QVERIFY(gemmTimeUs(g, skinny, 2) > skinny.flops() / 50e6);
+    // An FP8 GEMM reads its operands in one byte each and writes a 16-bit result: the same
+    // skinny GEMM moves half the weight bytes, as the hardware's FP8 GEMMs say.
+    HardwareSpec hw;
+    hw.peak_tflops = 100, hw.peak_fp8_tflops = 200, hw.efficiency = 0.5;
+    hw.hbm_gbps = 1000, hw.memory_efficiency = 0.8;
+    const GemmHardware fp8 = gemmHardwareOf(hw, true);
+    QCOMPARE(fp8.operand_bytes, 1.0);
+    QCOMPARE(gemmHardwareOf(hw).operand_bytes, 0.0);
+    const double fp8_bytes = 1.0 * (16 * 8192 + 8192.0 * 8192) + 2.0 * 16 * 8192;
+    QVERIFY(near(gemmTimeUs(fp8, skinny, 2), fp8_bytes / 800e3));
   }
 
   void badCurvesNameTheField() {
