@@ -14,6 +14,7 @@
 #include "engine/cli/arguments.h"
 #include "engine/cli/commands.h"
 #include "engine/model/hardware_fit.h"
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validation.h"
 #include "engine/output_file.h"
 
@@ -43,7 +44,8 @@ schedule and training settings, and "measured": {"step_time_s": ...}; `pipescope
 set, or "all". Rows that check memory only are left out.
 
   --rows ID,...        only these rows: each an id, or SET/ID where sets share ids (a row
-                       whose measured time is set aside is fitted on only when named here)
+                       whose measured time is set aside, or is below its configuration's speed
+                       of light on the hardware fitted, is fitted on only when named here)
   --markdown           the table in Markdown
   --hardware H         the hardware preset or file to fit, which every row then runs on
                        (default: the one the rows name; rows naming different ones are refused)
@@ -229,6 +231,24 @@ int runCalibrate(const std::vector<std::string> &args) {
     return fail(std::string("calibrate: ") + (a.has("hardware") ? "--hardware: " : "") +
                 base.error().message);
 
+  // A row measured faster than its configuration's speed of light on the hardware fitted
+  // cannot be that configuration: fitting on it would pull every figure toward a step no
+  // figure can reach, so it is left out as a set-aside row is, unless --rows names it.
+  std::vector<std::string> below_speed_of_light;
+  if (wanted.empty()) {
+    auto below = removeRowsBelowSpeedOfLight(rows, *base);
+    if (!below) return fail("calibrate: " + below.error().message);
+    below_speed_of_light = std::move(*below);
+    const bool timed_left = std::any_of(rows.begin(), rows.end(), [](const FitRow &row) {
+      return row.validation_case->measured_step_s > 0;
+    });
+    if (!timed_left && !below_speed_of_light.empty())
+      return fail("calibrate: every timed row of " + *which +
+                  " is measured faster than its speed of light on " + base_name +
+                  ", so none is the configuration it says (" + below_speed_of_light.front() +
+                  "); correct the rows' settings, or name them with --rows to fit on them anyway");
+  }
+
   // What to fit: --fit, else by the rows: each kind of row fits its own figure.
   HardwareFitOptions options;
   if (const auto what = a.text("fit")) {
@@ -265,6 +285,7 @@ int runCalibrate(const std::vector<std::string> &args) {
     json out = fitJson(*fit, base_name, options);
     if (save_path) out["saved_hardware"] = *save_path;
     out["set_aside"] = set_aside;
+    out["below_speed_of_light"] = below_speed_of_light;
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -276,6 +297,15 @@ int runCalibrate(const std::vector<std::string> &args) {
     for (const auto &id : set_aside)
       listed += (listed.empty() ? "" : ", ") + id;
     std::cout << "not fitted on, as their measured time is set aside (--rows fits on them too): "
+              << listed << '\n';
+  }
+  if (!below_speed_of_light.empty()) {
+    std::string listed;
+    for (const auto &row : below_speed_of_light)
+      listed += (listed.empty() ? "" : "; ") + row;
+    std::cout << "not fitted on, as they are measured faster than their configuration's speed of "
+                 "light (every kernel at the GPU's peak, every link at its line rate), so they "
+                 "did not run as written (--rows fits on them too): "
               << listed << '\n';
   }
   if (options.level)

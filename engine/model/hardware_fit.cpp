@@ -3,6 +3,7 @@
 
 #include "engine/model/layer_costs.h"
 #include "engine/model/moe.h"
+#include "engine/model/speed_of_light.h"
 
 #include <algorithm>
 #include <atomic>
@@ -539,6 +540,31 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   }
   fit.hardware = std::move(fitted);
   return fit;
+}
+
+Result<std::vector<std::string>> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
+                                                             const HardwareSpec &base) {
+  std::vector<std::string> below;
+  std::vector<FitRow> kept;
+  for (const auto &row : rows) {
+    const ValidationCase &c = *row.validation_case;
+    if (c.measured_step_s > 0) {
+      ValidationCase on_base = c;
+      on_base.setup.hardware = base;
+      auto fastest = speedOfLightStepS(validationCasePlan(on_base));
+      if (!fastest) return makeError(row.set + "/" + c.id + " " + fastest.error().message);
+      if (c.measured_step_s < *fastest) {
+        char steps[96];
+        std::snprintf(steps, sizeof steps, " (%.3f s measured, %.3f s at speed of light)",
+                      c.measured_step_s, *fastest);
+        below.push_back(row.set + "/" + c.id + steps);
+        continue;
+      }
+    }
+    kept.push_back(row);
+  }
+  rows = std::move(kept);
+  return below;
 }
 
 } // namespace pipescope

@@ -299,6 +299,17 @@ PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead
   auto base = loadHardwareSpec(*base_name);
   if (!base) return base.error();
   job.base = std::move(*base);
+  // As pipescope calibrate does too: runs faster than their speed of light left out.
+  auto below = removeRowsBelowSpeedOfLight(job.rows, job.base);
+  if (!below) return makeError(set.name + ": " + below.error().message);
+  job.below_speed_of_light = std::move(*below);
+  if (std::none_of(job.rows.begin(), job.rows.end(),
+                   [](const FitRow &row) { return row.validation_case->measured_step_s > 0; }))
+    return makeError(set.name + ": every timed run is measured faster than its speed of light on " +
+                     job.base.name + ", so none ran as written (" +
+                     job.below_speed_of_light.front() +
+                     "); correct the runs' settings, or fit on them with pipescope calibrate "
+                     "--rows");
   job.options = defaultFitOptions(job.rows);
   if (with_overhead && !job.options.level)
     return makeError(set.name + ": every timed run is an MoE run, which fits the MoE host time; "
@@ -398,6 +409,13 @@ Result<HardwareFit> PublishedRunsDialog::finishCalibration(const CalibrationJob 
     text += tr(" (the level's runs held out: %1 with the overhead, %2 with the level alone)")
                 .arg(formatPercent(fit->overhead_held_out.mean()),
                      formatPercent(fit->level_alone_held_out.mean()));
+  if (!job.below_speed_of_light.empty())
+    text += tr(". Left out, as measured faster than their speed of light (they did not run as "
+               "written): %1")
+                .arg(QString::fromStdString(job.below_speed_of_light.front()).toHtmlEscaped() +
+                     (job.below_speed_of_light.size() > 1
+                          ? tr(" and %1 more").arg(job.below_speed_of_light.size() - 1)
+                          : QString()));
   text += tr(".<br>Written to %1; the explorer now prices plans with it.")
               .arg(save_path.toHtmlEscaped());
   details_->setText(text);

@@ -91,6 +91,8 @@ private:
     std::vector<FitRow> rows;
     HardwareSpec base;
     HardwareFitOptions options;
+    /// Runs left out as measured faster than their speed of light (removeRowsBelowSpeedOfLight).
+    std::vector<std::string> below_speed_of_light;
   };
   Result<CalibrationJob> calibrationJob(const QString &runs_path, bool with_overhead) const;
   /// The button's calibration, done: the button and cursor back, then finishCalibration (or its

@@ -280,6 +280,42 @@ private slots:
     QVERIFY2(named["moe_host_us"]["after"].get<double>() > 15000, named.dump().c_str());
   }
 
+  // A row measured faster than its speed of light on the hardware fitted (the ModelZoo's FSDP
+  // row) did not run as written: it is left out of a whole set's fit, listed with both steps,
+  // and fitted on when --rows names it. A file of such rows alone is refused, saying so.
+  void rowsBelowTheirSpeedOfLightAreFittedOnlyWhenNamed() {
+    const json zoo = runJson({"calibrate", "--published", "megatron-moe-modelzoo-h100", "--json"});
+    QCOMPARE(zoo["below_speed_of_light"].size(), std::size_t{1});
+    QVERIFY2(zoo["below_speed_of_light"][0].get<std::string>().starts_with(
+                 "megatron-moe-modelzoo-h100/qwen3-235b-a22b-ep8-fsdp (17.600 s measured, "),
+             zoo.dump().c_str());
+    QCOMPARE(zoo["rows"].size(), std::size_t{4});
+    for (const auto &row : zoo["rows"])
+      QVERIFY(row["id"] != "qwen3-235b-a22b-ep8-fsdp");
+    const Run text = pipescope({"calibrate", "--published", "megatron-moe-modelzoo-h100"});
+    QVERIFY2(text.out.contains(QStringLiteral("not fitted on, as they are measured faster than "
+                                              "their configuration's speed of light")),
+             qPrintable(text.out));
+
+    const json named = runJson({"calibrate", "--published", "megatron-moe-modelzoo-h100", "--rows",
+                                "qwen3-235b-a22b-ep8-fsdp,qwen3-235b-a22b-ep32-deepep", "--json"});
+    QCOMPARE(named["below_speed_of_light"], json::array());
+    QCOMPARE(named["rows"].size(), std::size_t{2});
+
+    json zoo_file = readJson(QStringLiteral(PIPESCOPE_TEST_DATA) +
+                             "/../../resources/validation/megatron-moe-modelzoo-h100.json");
+    json fsdp = json::array();
+    for (const auto &row : zoo_file["rows"])
+      if (row["id"] == "qwen3-235b-a22b-ep8-fsdp") fsdp.push_back(row);
+    zoo_file["rows"] = fsdp;
+    writeJson(path("fsdp.json"), zoo_file);
+    const Run refused = pipescope({"calibrate", "--published", path("fsdp.json")});
+    QCOMPARE(refused.exit_code, 2);
+    QVERIFY2(refused.err.contains(QStringLiteral("faster than its speed of light")),
+             qPrintable(refused.err));
+    QCOMPARE(refused.err.count('\n'), 1);
+  }
+
   // The written hardware file predicts the rows with the errors the report gave after the fit,
   // and says in its source what it was fitted on.
   void savedHardwarePredictsAsReported() {

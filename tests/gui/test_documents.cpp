@@ -338,6 +338,39 @@ private slots:
              moe_overhead.error().message.c_str());
     QVERIFY(!dialog.startCalibration(moe, hardware, true).ok());
     QVERIFY(!dialog.calibrating());
+    // A run measured faster than its speed of light (the ModelZoo's FSDP run) did not run as
+    // written: left out of the fit, as pipescope calibrate leaves it, and the details say so; a
+    // file of it alone has nothing to fit on.
+    nlohmann::json with_fsdp = moe_runs;
+    with_fsdp["rows"] = nlohmann::json::array();
+    shipped_moe.seek(0);
+    const nlohmann::json all_moe = nlohmann::json::parse(shipped_moe.readAll().toStdString());
+    for (const auto &row : all_moe["rows"])
+      if (row["id"] == "qwen3-235b-a22b-ep8-fsdp" || row["id"] == "qwen3-235b-a22b-ep32-deepep")
+        with_fsdp["rows"].push_back(row);
+    QCOMPARE(with_fsdp["rows"].size(), std::size_t{2});
+    const QString fsdp = dir.filePath(QStringLiteral("fsdp-runs.json"));
+    QVERIFY(writeFile(fsdp, QByteArray::fromStdString(with_fsdp.dump())));
+    QVERIFY(dialog.addRunsFile(fsdp).ok());
+    auto without_fsdp = dialog.calibrateRunsFile(fsdp, hardware);
+    QVERIFY2(without_fsdp.ok(), without_fsdp.ok() ? "" : without_fsdp.error().message.c_str());
+    QCOMPARE(without_fsdp->rows.size(), std::size_t{1});
+    const QString fsdp_details =
+        dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
+    QVERIFY2(fsdp_details.contains(QStringLiteral("Left out, as measured faster than their speed "
+                                                  "of light")) &&
+                 fsdp_details.contains(QStringLiteral("qwen3-235b-a22b-ep8-fsdp")),
+             qPrintable(fsdp_details));
+    with_fsdp["rows"].erase(0);
+    QCOMPARE(with_fsdp["rows"][0]["id"].get<std::string>(),
+             std::string("qwen3-235b-a22b-ep8-fsdp"));
+    const QString fsdp_alone = dir.filePath(QStringLiteral("fsdp-alone.json"));
+    QVERIFY(writeFile(fsdp_alone, QByteArray::fromStdString(with_fsdp.dump())));
+    QVERIFY(dialog.addRunsFile(fsdp_alone).ok());
+    auto alone = dialog.calibrateRunsFile(fsdp_alone, hardware);
+    QVERIFY(!alone.ok());
+    QVERIFY2(alone.error().message.find("faster than its speed of light") != std::string::npos,
+             alone.error().message.c_str());
     {
       QSettings().clear();
       PublishedRunsDialog remembering(nullptr, true);
