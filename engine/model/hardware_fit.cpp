@@ -542,8 +542,8 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   return fit;
 }
 
-Result<std::vector<std::string>> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
-                                                             const HardwareSpec &base) {
+std::vector<std::string> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
+                                                     const HardwareSpec &base) {
   std::vector<std::string> below;
   std::vector<FitRow> kept;
   for (const auto &row : rows) {
@@ -551,9 +551,10 @@ Result<std::vector<std::string>> removeRowsBelowSpeedOfLight(std::vector<FitRow>
     if (c.measured_step_s > 0) {
       ValidationCase on_base = c;
       on_base.setup.hardware = base;
+      // A row the base cannot run (FP8 GEMMs on an A100) is kept: the fit refuses it, saying
+      // why, as it would without this check.
       auto fastest = speedOfLightStepS(validationCasePlan(on_base));
-      if (!fastest) return makeError(row.set + "/" + c.id + " " + fastest.error().message);
-      if (c.measured_step_s < *fastest) {
+      if (fastest && c.measured_step_s < *fastest) {
         char steps[96];
         std::snprintf(steps, sizeof steps, " (%.3f s measured, %.3f s at speed of light)",
                       c.measured_step_s, *fastest);

@@ -94,9 +94,10 @@ struct FitRow {
 /// Takes out of `rows` the timed rows measured faster than their configuration's speed of light
 /// on `base` (speedOfLightStepS, each row run on `base`): they did not run as written, so a fit
 /// leaves them out as it leaves set-aside rows, unless the user names them. Returns them, each as
-/// "SET/ID (X s measured, Y s at speed of light)". Errors: a row that cannot be predicted.
-Result<std::vector<std::string>> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
-                                                             const HardwareSpec &base);
+/// "SET/ID (X s measured, Y s at speed of light)". A row `base` cannot run stays, for the fit
+/// to refuse with its reason.
+std::vector<std::string> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
+                                                     const HardwareSpec &base);
 
 /// Fits `base`'s GEMM levels to the rows' measured steps (each row predicted on `base`, whatever
 /// hardware it names), minimizing the mean |step error| over the rows each level applies to.

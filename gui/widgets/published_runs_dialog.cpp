@@ -300,9 +300,7 @@ PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead
   if (!base) return base.error();
   job.base = std::move(*base);
   // As pipescope calibrate does too: runs faster than their speed of light left out.
-  auto below = removeRowsBelowSpeedOfLight(job.rows, job.base);
-  if (!below) return makeError(set.name + ": " + below.error().message);
-  job.below_speed_of_light = std::move(*below);
+  job.below_speed_of_light = removeRowsBelowSpeedOfLight(job.rows, job.base);
   if (std::none_of(job.rows.begin(), job.rows.end(),
                    [](const FitRow &row) { return row.validation_case->measured_step_s > 0; }))
     return makeError(set.name + ": every timed run is measured faster than its speed of light on " +
