@@ -33,8 +33,9 @@ constexpr const char *kMegatronHelp =
                           [--step-time S [--add-row RUNS [--row-id ID]]]
 
 Reads the arguments of a Megatron-LM launch and predicts the run: its step time, what each stage's
-forward and backward are made of, its communication and its peak memory per GPU. FILE ("-": standard
-input) is one of
+forward and backward are made of, its communication, its peak memory per GPU and its speed of light
+(the step with every kernel at the GPU's peak and every link at its line rate: a measured step
+below it did not run as read). FILE ("-": standard input) is one of
   - a training script or a command line (torchrun ... pretrain_gpt.py --num-layers 32 ...; line
     continuations, quotes, --name=value, argument arrays, and the script's variables:
     NAME=value, $NAME, ${NAME:-default}, $(( )) arithmetic; conditionals are not evaluated,
@@ -257,11 +258,13 @@ int runMegatron(const std::vector<std::string> &args) {
                  {{"step_time_s", result->predicted_step_s},
                   {"tokens_per_s", report.tokens_per_s},
                   {"mfu", report.mfu},
+                  {"speed_of_light_step_s", result->speed_of_light_step_s},
                   {"memory_gib_per_pipeline_rank", memory},
                   {"explanation", explanationJson(*result)}}}};
     if (const auto plan = a.text("out")) out["plan"] = *plan;
     if (step_error) {
-      out["measured"] = {{"step_time_s", *step_time}};
+      out["measured"] = {{"step_time_s", *step_time},
+                         {"below_speed_of_light", *step_time < result->speed_of_light_step_s}};
       if (step_from_log)
         out["measured"]["from_log"] = {{"file", step_file},
                                        {"iterations", logged_step->kept},
@@ -323,6 +326,13 @@ int runMegatron(const std::vector<std::string> &args) {
               << ")";
   std::cout << '\n';
   if (step_from_log) std::cout << "  measured: " << measured_how << '\n';
+  std::cout << "  speed of light: " << fixed(result->speed_of_light_step_s, 3)
+            << " s (every kernel at the GPU's peak, every link at its line rate, nothing else)";
+  if (step_time && *step_time < result->speed_of_light_step_s)
+    std::cout << ": the measured step is below it, so the run was not this launch as read (an "
+                 "argument its script sets elsewhere, another GPU) or it overlapped something "
+                 "pipescope prices in series; calibrate leaves such a row out";
+  std::cout << '\n';
   for (const auto &line : explanationLines(*result))
     std::cout << "  " << line << '\n';
   std::cout << "  peak memory per GPU by pipeline rank:";

@@ -435,6 +435,24 @@ private slots:
     QCOMPARE(readJson(path("plan.json"))["format"].get<std::string>(),
              std::string("pipescope.plan"));
 
+    // A measured step below the launch's speed of light is said to be so, and the row is kept
+    // (the user's record) but left out of calibrate's fit unless named.
+    const double fastest = first["prediction"]["speed_of_light_step_s"].get<double>();
+    QVERIFY(fastest > 0 && fastest < first["prediction"]["step_time_s"].get<double>());
+    QCOMPARE(first["measured"]["below_speed_of_light"].get<bool>(), fastest > 9.5);
+    const QString too_fast = QString::number(fastest / 2);
+    const Run impossible = pipescope({"megatron", launch, "--gpus", "1024", "--step-time", too_fast,
+                                      "--add-row", runs, "--row-id", "too-fast"});
+    QCOMPARE(impossible.exit_code, 0);
+    QVERIFY2(impossible.out.contains(QStringLiteral("speed of light: ")) &&
+                 impossible.out.contains(QStringLiteral("the measured step is below it")),
+             qPrintable(impossible.out));
+    const json refit = runJson({"calibrate", "--published", runs, "--json"});
+    QCOMPARE(refit["rows"].size(), std::size_t{2});
+    QCOMPARE(refit["below_speed_of_light"].size(), std::size_t{1});
+    QVERIFY(refit["below_speed_of_light"][0].get<std::string>().find("/too-fast (") !=
+            std::string::npos);
+
     // A row needs its measurement.
     const Run unmeasured = pipescope({"megatron", launch, "--gpus", "1024", "--add-row", runs});
     QCOMPARE(unmeasured.exit_code, 2);
