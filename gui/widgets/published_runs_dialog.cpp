@@ -234,6 +234,7 @@ void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set
       if (auto result = predictValidationCase(row)) {
         prediction.step_s = result->predicted_step_s;
         prediction.step_error = result->step_error;
+        prediction.below_speed_of_light = belowSpeedOfLight(*result);
       } else {
         prediction.error = QString::fromStdString(result.error().message);
       }
@@ -464,6 +465,14 @@ void PublishedRunsDialog::showPredictions(int s) {
           item->setForeground(kError, palette::badValue());
           item->setToolTip(kError, tr("Beyond the 8 % the cost model aims for on every row; "
                                       "docs/validation.md says what is known of why."));
+        }
+        if (prediction.below_speed_of_light) {
+          item->setText(kError, item->text(kError) + tr(" (below speed of light)"));
+          item->setToolTip(kError,
+                           tr("Measured faster than this configuration's speed of light (every "
+                              "kernel at the GPU's peak, every link at its line rate): the run "
+                              "was not the configuration as written, or it overlapped something "
+                              "pipescope prices in series. Calibrate leaves it out."));
         }
       } else {
         item->setText(kError, QStringLiteral("\u2014"));

@@ -35,7 +35,8 @@ Result<PublishedRun> findPublishedRun(const std::string &set_and_id);
 struct PublishedPrediction {
   double step_s = 0;
   std::optional<double> step_error;
-  QString error; ///< non-empty when the row cannot be predicted
+  bool below_speed_of_light = false; ///< measured faster than its configuration allows
+  QString error;                     ///< non-empty when the row cannot be predicted
 };
 
 class PublishedRunsDialog : public QDialog {

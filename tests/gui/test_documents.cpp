@@ -437,6 +437,15 @@ private slots:
     QVERIFY(dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))
                 ->text()
                 .contains(QStringLiteral("Set aside, not in the set's mean: a regression")));
+    // A run measured faster than its speed of light is marked so, as compare marks it.
+    QVERIFY(dialog.select(QStringLiteral("megatron-moe-modelzoo-h100"),
+                          QStringLiteral("qwen3-235b-a22b-ep8-fsdp")));
+    const QTreeWidgetItem *too_fast = dialog.tree()->currentItem();
+    QVERIFY2(too_fast->text(5).endsWith(QStringLiteral(" (below speed of light)")),
+             qPrintable(too_fast->text(5)));
+    QVERIFY(too_fast->toolTip(5).contains(QStringLiteral("Calibrate leaves it out")));
+    QVERIFY(dialog.select(QStringLiteral("megatron-core-h100"), QStringLiteral("gpt-32b")));
+    QVERIFY(!dialog.tree()->currentItem()->text(5).contains(QStringLiteral("speed of light")));
 
     MainWindow window(quietOptions());
     window.show();
