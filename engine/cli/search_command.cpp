@@ -44,8 +44,8 @@ distinct step times with bubble and memory per rank (each row the least memory o
 configurations as fast, which it counts and summarizes), the Megatron layout of each balanced
 split, why the runners-up lose (and which are closer to #1 than that error), #1's speed of light
 (its step with every kernel at the GPU's peak and every link at its line rate: the most faster
-hardware could gain on it), and the Pareto front of step time against peak memory. Progress goes to stderr on a terminal; Ctrl-C stops and keeps
-what was found.
+hardware could gain on it), and the Pareto front of step time against peak memory. Progress goes
+to stderr on a terminal; Ctrl-C stops and keeps what was found.
 
   --model NAME|FILE        model preset or JSON file (see 'pipescope presets')
   --hardware NAME|FILE     hardware preset or JSON file
