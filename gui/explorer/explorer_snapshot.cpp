@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <exception>
 
-#include "engine/model/speed_of_light.h"
 #include "resources/embedded_resources.h"
 
 namespace pipescope::gui {
@@ -119,9 +118,6 @@ SnapshotPointer computeSnapshotUnchecked(const Plan &plan) {
     snapshot->report =
         reportModel(*plan.model, plan.mesh, shared->schedule, derivation, shared->simulation);
     snapshot->derivation = std::move(derivation);
-    // A second evaluation at the hardware's peaks (as fast as the first: the same schedule),
-    // counted in the evaluation's time.
-    if (auto fastest = speedOfLightStepS(plan)) snapshot->speed_of_light_s = *fastest;
   }
   snapshot->evaluation = shared;
   snapshot->compute_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;

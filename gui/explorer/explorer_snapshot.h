@@ -26,10 +26,8 @@ struct ExplorerSnapshot {
   std::shared_ptr<const Evaluation> evaluation; ///< null when `error` is set
   std::optional<ModelDerivation> derivation;    ///< when the plan has a model
   std::optional<ModelReport> report;            ///< when the plan has a model
-  /// The model's step at its speed of light (speedOfLightStepS), when the plan has a model.
-  std::optional<double> speed_of_light_s;
-  QString error;         ///< why the settings cannot be evaluated
-  double compute_ms = 0; ///< wall time of the evaluation
+  QString error;                                ///< why the settings cannot be evaluated
+  double compute_ms = 0;                        ///< wall time of the evaluation
 
   bool ok() const { return evaluation != nullptr; }
 };

@@ -732,6 +732,7 @@ void MainWindow::closeEvent(QCloseEvent *event) {
 void MainWindow::settle() {
   evaluator_.waitForIdle();
   compare_->waitForIdle();
+  metrics_->waitForSpeedOfLight();
   timeline_->finishMorph();
   compare_->timeline()->finishMorph();
   QCoreApplication::processEvents();

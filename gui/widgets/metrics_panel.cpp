@@ -1,13 +1,17 @@
 #include "gui/widgets/metrics_panel.h"
 
+#include "engine/model/speed_of_light.h"
+
 #include <QGridLayout>
 #include <QLabel>
 #include <QLocale>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "gui/run/measurement.h"
 #include "gui/timeline/palette.h"
@@ -32,6 +36,12 @@ MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
   static const auto warm_up =
       QtConcurrent::run([] { return validatedAccuracy("", GemmPrecision::Bf16, false); });
   (void)warm_up;
+  speed_of_light_delay_ = new QTimer(this);
+  speed_of_light_delay_->setSingleShot(true);
+  speed_of_light_delay_->setInterval(150);
+  connect(speed_of_light_delay_, &QTimer::timeout, this, [this] {
+    if (snapshot_ && snapshot_->report) startSpeedOfLight();
+  });
   auto *outer = new QVBoxLayout(this);
   outer->setContentsMargins(6, 6, 6, 6);
   grid_ = new QGridLayout;
@@ -221,6 +231,51 @@ void MetricsPanel::showValidatedAccuracy(const ValidatedAccuracy &accuracy) {
       differs);
 }
 
+void MetricsPanel::startSpeedOfLight() {
+  if (!speed_of_light_) {
+    speed_of_light_ = new QFutureWatcher<std::optional<double>>(this);
+    connect(speed_of_light_, &QFutureWatcherBase::finished, this, &MetricsPanel::showSpeedOfLight);
+  }
+  if (speed_of_light_->isRunning()) return; // showSpeedOfLight starts the newest when it ends
+  speed_of_light_for_ = snapshot_;
+  speed_of_light_->setFuture(QtConcurrent::run([plan = snapshot_->plan]() -> std::optional<double> {
+    auto fastest = speedOfLightStepS(plan);
+    return fastest ? std::optional<double>(*fastest) : std::nullopt;
+  }));
+}
+
+void MetricsPanel::showSpeedOfLight() {
+  if (!speed_of_light_ || !speed_of_light_for_ || speed_of_light_->isRunning()) return;
+  const SnapshotPointer done = std::move(speed_of_light_for_);
+  speed_of_light_for_.reset();
+  const std::optional<double> fastest = speed_of_light_->result();
+  // A newer model plan came while this one was worked out: work that one out instead.
+  if (snapshot_ != done) {
+    if (snapshot_ && snapshot_->report) startSpeedOfLight();
+    return;
+  }
+  QLabel *label = values_.value(QStringLiteral("speed_of_light"));
+  if (!fastest || !done->report) {
+    label->setText(QStringLiteral("\u2014"));
+    return;
+  }
+  label->setText(tr("%1: the step is %2\u00d7 it")
+                     .arg(formatDuration(*fastest * 1e6))
+                     .arg(QString::number(done->report->step_time_s / *fastest, 'f', 2)));
+}
+
+void MetricsPanel::waitForSpeedOfLight() {
+  if (speed_of_light_delay_->isActive()) {
+    speed_of_light_delay_->stop();
+    startSpeedOfLight();
+  }
+  // Each finished evaluation may start the newest one; wait until none runs.
+  while (speed_of_light_ && speed_of_light_for_) {
+    speed_of_light_->waitForFinished();
+    showSpeedOfLight();
+  }
+}
+
 void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot || !snapshot->evaluation) return;
   snapshot_ = snapshot;
@@ -306,12 +361,8 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     if (report.dp.time_s > 0 && report.dp.exposed_time_s < report.dp.time_s)
       dp += tr("; %1 exposed").arg(formatDuration(report.dp.exposed_time_s * 1e6));
     set("communication_dp", dp);
-    set("speed_of_light",
-        snapshot->speed_of_light_s
-            ? tr("%1: the step is %2\u00d7 it")
-                  .arg(formatDuration(*snapshot->speed_of_light_s * 1e6))
-                  .arg(QString::number(report.step_time_s / *snapshot->speed_of_light_s, 'f', 2))
-            : QStringLiteral("\u2014"));
+    set("speed_of_light", tr("working it out\u2026"));
+    speed_of_light_delay_->start();
     set("tokens_per_s", QLocale().toString(report.tokens_per_s, 'f', 0));
     // An FP8 run's MFU against the 16-bit peak can pass 50 %: say which peak, and give both.
     set("mfu", report.mfu_fp8 > 0

@@ -3,8 +3,10 @@
 // published closed form (and whether they agree), peak activations, communication by kind,
 // tokens/s and MFU. Each value sits in a label with a stable object name ("metric_<key>") so
 // tests read exactly what a person sees.
+#include <QFutureWatcher>
 #include <QMap>
 #include <QWidget>
+#include <optional>
 
 #include "engine/model/validated_accuracy.h"
 #include "gui/explorer/explorer_snapshot.h"
@@ -13,6 +15,7 @@
 
 class QLabel;
 class QGridLayout;
+class QTimer;
 
 namespace pipescope::gui {
 
@@ -34,6 +37,9 @@ public:
   /// "communication_tp", "communication_pp", "communication_dp", "tokens_per_s", "mfu",
   /// "ops", "evaluation_time", "published", "validated").
   QString valueText(const QString &key) const;
+  /// Waits for the speed of light of the plan shown (worked out off the GUI thread after each
+  /// snapshot, so a slider move does not wait for a second evaluation) and shows it.
+  void waitForSpeedOfLight();
 
 private:
   QLabel *addRow(const QString &key, const QString &name, const QString &tooltip);
@@ -41,6 +47,15 @@ private:
   QGridLayout *grid_ = nullptr;
   void showPublishedRun();
   void showValidatedAccuracy(const ValidatedAccuracy &accuracy);
+  /// Starts the speed of light of the snapshot shown, unless one is running: then the newest
+  /// snapshot's starts when it ends (a drag queues one evaluation, not one per move).
+  void startSpeedOfLight();
+  void showSpeedOfLight();
+  QFutureWatcher<std::optional<double>> *speed_of_light_ = nullptr;
+  /// Starts the speed of light once the settings have stayed put a moment: a drag does not
+  /// share the processor with evaluations whose results it would replace at once.
+  QTimer *speed_of_light_delay_ = nullptr;
+  SnapshotPointer speed_of_light_for_; ///< the snapshot the running evaluation is for
   QMap<QString, QLabel *> values_;
   QMap<QString, QLabel *> names_;
   SnapshotPointer snapshot_;

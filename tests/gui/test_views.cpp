@@ -129,7 +129,8 @@ private slots:
     }
     QCOMPARE(bars->bars().capacity, report.memory[0].capacity / kGiB);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("mfu")), formatPercent(report.mfu));
-    // The plan's speed of light, as the engine gives it, and the step over it.
+    // The plan's speed of light, as the engine gives it, and the step over it (worked out off
+    // the GUI thread; settle waits for it).
     auto fastest = speedOfLightStepS(plan);
     QVERIFY(fastest.ok() && *fastest < report.step_time_s);
     QCOMPARE(window.metrics()->valueText(QStringLiteral("speed_of_light")),
