@@ -24,6 +24,7 @@
 #include <map>
 
 #include "engine/model/moe.h"
+#include "engine/model/speed_of_light.h"
 #include "gui/charts/charts.h"
 #include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
@@ -427,8 +428,22 @@ void SearchPanel::finished() {
           .arg(result_->evaluated)
           .arg(result_->pruned_by_memory)
           .arg(result_->seconds, 0, 'f', 2) +
-      validatedAccuracyNote() + tr(" Click a point or double-click a row to load that plan."));
+      validatedAccuracyNote() + speedOfLightNote() +
+      tr(" Click a point or double-click a row to load that plan."));
   showResult();
+}
+
+// #1 against its speed of light (one more evaluation, of one plan): how much faster kernels and
+// links could make the best layout at most.
+QString SearchPanel::speedOfLightNote() const {
+  if (!result_ || !shown_request_ || result_->plans.empty()) return {};
+  const SearchPlan &best = result_->plans.front();
+  auto fastest = speedOfLightStepS(searchPlanToPlan(*shown_request_, best));
+  if (!fastest) return {};
+  return tr(" #1 is %1\u00d7 its speed of light (%2 with every kernel at the GPU's peak and every "
+            "link at its line rate): the most faster hardware could gain on it.")
+      .arg(QString::number(best.step_time_s / *fastest, 'f', 2))
+      .arg(formatDuration(*fastest * 1e6));
 }
 
 ValidatedAccuracy SearchPanel::shownAccuracy() const {

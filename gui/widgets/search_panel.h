@@ -107,6 +107,8 @@ private:
   void fitTableWidth();
   ValidatedAccuracy shownAccuracy() const;
   QString validatedAccuracyNote() const;
+  /// " #1 is N× its speed of light ..." for the status line (empty without a result).
+  QString speedOfLightNote() const;
   void setRunning(bool running);
 
   std::optional<SearchRequest> running_request_;

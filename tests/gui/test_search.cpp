@@ -19,6 +19,7 @@
 #include <set>
 #include <utility>
 
+#include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
 #include "engine/planner/search.h"
@@ -184,6 +185,14 @@ void TestSearch::searchShowsPointsAndFront() {
               .arg(accuracy.step.runs)
               .arg(QString::fromStdString(accuracy.scope), formatPercent(accuracy.step.mean()))),
       qPrintable(search->status()->text()));
+  // #1 against its speed of light, as the engine gives it for the plan #1 loads.
+  auto fastest = speedOfLightStepS(searchPlanToPlan(*request, best));
+  QVERIFY(fastest.ok() && *fastest < best.step_time_s);
+  QVERIFY2(search->status()->text().contains(
+               QStringLiteral(" #1 is %1\u00d7 its speed of light (%2 with every kernel")
+                   .arg(QString::number(best.step_time_s / *fastest, 'f', 2))
+                   .arg(formatDuration(*fastest * 1e6))),
+           qPrintable(search->status()->text()));
   int shaded = 0;
   for (int row = 0; row < search->table()->rowCount(); ++row) {
     const bool within =
