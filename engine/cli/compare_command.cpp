@@ -228,7 +228,7 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   for (const auto &set : sets)
     for (const auto &validation_case : set.cases) {
       if (only_row && validation_case.id != *only_row) continue;
-      auto result = predictValidationCase(validation_case);
+      auto result = predictValidationCase(validation_case, true);
       if (!result) return fail(set.name + ": " + result.error().message);
       if (save_plan)
         if (auto status = savePlan(*save_plan, validationCasePlan(validation_case)); !status)

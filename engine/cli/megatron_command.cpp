@@ -209,7 +209,7 @@ int runMegatron(const std::vector<std::string> &args) {
   ValidationCase &configuration = read->configuration;
   configuration.id = path;
   currentActivity() = "predicting the run";
-  auto result = predictValidationCase(configuration);
+  auto result = predictValidationCase(configuration, true);
   if (!result) return fail(result.error().message);
   std::optional<double> step_error;
   if (step_time) step_error = (result->predicted_step_s - *step_time) / *step_time;

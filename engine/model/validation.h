@@ -56,6 +56,7 @@ struct ValidationResult {
   /// The same configuration at its speed of light (speedOfLightSetup): no measured step can be
   /// below it, so one that is names a row whose published configuration is not what ran (or an
   /// overlap the model misses); how far above it a run lands is its distance from the hardware.
+  /// 0 where not asked for (predictValidationCase's with_speed_of_light).
   double speed_of_light_step_s = 0;
   /// What the prediction is made of, to tell why a row errs: the step's report (MFU,
   /// communication per kind with what of it is exposed) and each stage's F, I and W by part.
@@ -156,8 +157,10 @@ struct SpeedOfLightSummary {
 };
 SpeedOfLightSummary speedOfLightSummary(const std::vector<ValidationResult> &results);
 
-/// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step), and the
-/// same plan at its speed of light.
-Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case);
+/// Predicts one row: evaluates its plan (schedule, derived costs, one simulated step); with
+/// `with_speed_of_light`, the same plan at its speed of light too (a second evaluation, which
+/// the fits' many candidates and the accuracy summaries do not need).
+Result<ValidationResult> predictValidationCase(const ValidationCase &validation_case,
+                                               bool with_speed_of_light = false);
 
 } // namespace pipescope

@@ -231,7 +231,7 @@ void PublishedRunsDialog::addSet(const std::shared_ptr<const ValidationSet> &set
     std::vector<PublishedPrediction> predictions;
     for (const auto &row : set->cases) {
       PublishedPrediction prediction;
-      if (auto result = predictValidationCase(row)) {
+      if (auto result = predictValidationCase(row, true)) {
         prediction.step_s = result->predicted_step_s;
         prediction.step_error = result->step_error;
         prediction.below_speed_of_light = belowSpeedOfLight(*result);
