@@ -2,9 +2,10 @@
 // TRACE] [--import PATH...] [--critical-path] [--hover-op R,I]` renders the window after loading
 // and exits (headless use and tests; with `--run TARGET` it waits for the run first, with
 // `--search-gpus N` for the Search tab's planner); `--bench` prints frame times for a ladder of
-// sizes. With no display at all, the window is rendered to a PNG whose path is printed. The plan
-// options (--schedule, --pp, --model, ...) are `pipescope simulate`'s, read by the same engine
-// code (engine/plan_options.h), with its checks and messages.
+// sizes (the plan options, e.g. --model and --hardware, applied to each). With no display at all,
+// the window is rendered to a PNG whose path is printed. The plan options (--schedule, --pp,
+// --model, ...) are `pipescope simulate`'s, read by the same engine code (engine/plan_options.h),
+// with its checks and messages.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -73,7 +74,9 @@ struct Flags {
              "Open a Megatron-LM launch or training log as File > Open Megatron-LM launch does, "
              "on the GPUs the file gives (else 8); a log's measured step shows in Metrics.",
              "FILE");
-  QCommandLineOption bench = flag("bench", "Print frame times for a ladder of sizes and exit.");
+  QCommandLineOption bench =
+      flag("bench", "Print frame times for a ladder of sizes and exit (the plan options given, "
+                    "e.g. --model and --hardware, apply to every size).");
   QCommandLineOption bench_json =
       flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
   QCommandLineOption bench_max_ops =
@@ -412,6 +415,9 @@ int main(int argc, char *argv[]) {
     bench_options.critical_path = parser.isSet(flags.critical_path);
     if (parser.isSet(flags.bench_max_ops))
       bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
+    bench_options.base_plan = [&](const Plan &explorer_plan) {
+      return plannedFromFlags(parser, flags, explorer_plan);
+    };
     return runFrameBenchmark(out, bench_options);
   }
 

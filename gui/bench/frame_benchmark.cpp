@@ -51,6 +51,7 @@ const Size kLadder[] = {
 
 struct Row {
   Size size{};
+  QString model, hardware; ///< the plan's model and hardware presets, empty without a model
   std::size_t ops = 0;
   double frame_ms = 0;    ///< median: the whole slider move, deferred work included
   double deferred_ms = 0; ///< median: of that, the event-loop turn after the repaint
@@ -60,7 +61,9 @@ struct Row {
   double simulate_ms = 0; ///< median: schedule + lower + simulate (+ model)
   double paint_ms = 0;    ///< median: painting the fitted timeline alone
   double pan_ms = 0;      ///< median: one frame of panning a timeline zoomed 8x
-  std::size_t items = 0;  ///< draw items of the fitted timeline
+  /// median: repainting every widget of the window (an expose or resize), apart from any move
+  double window_ms = 0;
+  std::size_t items = 0; ///< draw items of the fitted timeline
 };
 
 double median(std::vector<double> values) {
@@ -84,7 +87,6 @@ double renderMs(QWidget *widget, QImage &image) {
 
 Plan planOfSize(Plan plan, const Size &size) {
   plan.custom.reset();
-  plan.model.reset();
   plan.request.name = size.schedule;
   plan.request.pp = size.pp;
   plan.request.microbatches = size.microbatches;
@@ -95,19 +97,24 @@ Plan planOfSize(Plan plan, const Size &size) {
   return plan;
 }
 
-Row measure(MainWindow &window, const Size &size) {
+Row measure(MainWindow &window, const Plan &plan, const Size &size) {
   Row row;
   row.size = size;
-  const Plan plan = planOfSize(window.controls()->plan(), size);
+  if (plan.model) {
+    row.model = QString::fromStdString(plan.model->model.name);
+    row.hardware = QString::fromStdString(plan.model->hardware.name);
+  }
   const int repeats = estimatedOpCount(plan) > 100000 ? 2 : 9;
-  std::vector<double> frame, deferred, cpu, simulate, paint, pan;
+  std::vector<double> frame, deferred, cpu, simulate, paint, pan, whole;
   window.setPlan(plan);
   window.settle();
   window.repaint();
   for (int repeat = 0; repeat < repeats; ++repeat) {
     // A slider move, as a person makes it: the M spin box changes, the evaluator runs (inline
-    // below 100k ops), every view updates, the window repaints; then one more event-loop turn
-    // runs whatever the move left queued, so nothing it causes is left out of the figure.
+    // below 100k ops), every view updates, and the posted layouts and the window's update request
+    // run as the event loop runs them: Qt repaints the widgets the move marked dirty, not the
+    // menus, docks and scroll bars it left alone. Then one more event-loop turn runs whatever the
+    // move left queued, so nothing it causes is left out of the figure.
     const int value =
         repeat % 2 == 0 ? size.microbatches + (size.chunks > 1 ? size.pp : 1) : size.microbatches;
     QElapsedTimer timer;
@@ -115,9 +122,9 @@ Row measure(MainWindow &window, const Size &size) {
     timer.start();
     window.controls()->microbatches()->spinBox()->setValue(value);
     window.evaluator()->waitForIdle();
-    // Layouts first (Qt posts them), so the one whole-window paint shows the settled result.
+    // Layouts first (Qt posts them), so the paint shows the settled result.
     QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
-    window.repaint();
+    QCoreApplication::sendPostedEvents();
     QElapsedTimer after;
     after.start();
     QCoreApplication::processEvents();
@@ -128,6 +135,12 @@ Row measure(MainWindow &window, const Size &size) {
   }
   window.setPlan(plan);
   window.settle();
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    QElapsedTimer timer;
+    timer.start();
+    window.repaint();
+    whole.push_back(milliseconds(timer));
+  }
   TimelineWidget *timeline = window.timeline();
   QImage image(timeline->size(), QImage::Format_ARGB32_Premultiplied);
   timeline->zoomStack()->resetZoom();
@@ -148,12 +161,17 @@ Row measure(MainWindow &window, const Size &size) {
   row.simulate_ms = median(simulate);
   row.paint_ms = median(paint);
   row.pan_ms = median(pan);
+  row.window_ms = median(whole);
   return row;
 }
 
-void writeTableHeader(QTextStream &out) {
-  out << "pipescope-gui frame benchmark (offscreen, window 1280x800, medians)\n";
-  out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9\n")
+void writeTableHeader(QTextStream &out, const Plan &base) {
+  out << "pipescope-gui frame benchmark (offscreen, window 1280x800, medians";
+  if (base.model)
+    out << "; " << QString::fromStdString(base.model->model.name) << " on "
+        << QString::fromStdString(base.model->hardware.name);
+  out << ")\n";
+  out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10\n")
              .arg(QStringLiteral("schedule P M V"), -30)
              .arg(QStringLiteral("ops"), 9)
              .arg(QStringLiteral("frame ms"), 9)
@@ -162,12 +180,13 @@ void writeTableHeader(QTextStream &out) {
              .arg(QStringLiteral("simulate"), 9)
              .arg(QStringLiteral("timeline"), 9)
              .arg(QStringLiteral("pan ms"), 8)
+             .arg(QStringLiteral("window"), 7)
              .arg(QStringLiteral("items"), 7);
   out.flush();
 }
 
 void writeTableRow(QTextStream &out, const Row &row) {
-  out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9\n")
+  out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10\n")
              .arg(QStringLiteral("%1 %2 %3 %4")
                       .arg(QString::fromLatin1(row.size.schedule))
                       .arg(row.size.pp)
@@ -181,6 +200,7 @@ void writeTableRow(QTextStream &out, const Row &row) {
              .arg(row.simulate_ms, 9, 'f', 2)
              .arg(row.paint_ms, 9, 'f', 2)
              .arg(row.pan_ms, 8, 'f', 2)
+             .arg(row.window_ms, 7, 'f', 2)
              .arg(static_cast<qulonglong>(row.items), 7);
   out.flush();
 }
@@ -188,6 +208,9 @@ void writeTableRow(QTextStream &out, const Row &row) {
 QJsonObject jsonRow(const Row &row) {
   return QJsonObject{
       {QStringLiteral("schedule"), QString::fromLatin1(row.size.schedule)},
+      {QStringLiteral("model"), row.model.isEmpty() ? QJsonValue() : QJsonValue(row.model)},
+      {QStringLiteral("hardware"),
+       row.hardware.isEmpty() ? QJsonValue() : QJsonValue(row.hardware)},
       {QStringLiteral("pp"), row.size.pp},
       {QStringLiteral("microbatches"), row.size.microbatches},
       {QStringLiteral("virtual_stages"), row.size.chunks},
@@ -198,6 +221,7 @@ QJsonObject jsonRow(const Row &row) {
       {QStringLiteral("simulate_ms"), row.simulate_ms},
       {QStringLiteral("timeline_paint_ms"), row.paint_ms},
       {QStringLiteral("pan_ms"), row.pan_ms},
+      {QStringLiteral("window_repaint_ms"), row.window_ms},
   };
 }
 
@@ -214,12 +238,27 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
   window.settle();
   // Measure the real cost of every size inline; the app itself moves large ones to a worker.
   window.evaluator()->setInlineOpLimit(std::size_t{1} << 30);
-  if (!options.json) writeTableHeader(out);
+  Plan base = window.controls()->plan();
+  if (options.base_plan) {
+    auto planned = options.base_plan(base);
+    if (!planned) {
+      QTextStream(stderr) << "pipescope-gui: " << QString::fromStdString(planned.error().message)
+                          << '\n';
+      return 2;
+    }
+    if (*planned) base = std::move(**planned);
+  }
+  if (!options.json) writeTableHeader(out, base);
   QJsonArray rows;
   for (const Size &size : kLadder) {
-    if (estimatedOpCount(planOfSize(window.controls()->plan(), size)) > options.largest_ops)
-      continue;
-    const Row row = measure(window, size);
+    const Plan plan = planOfSize(base, size);
+    if (estimatedOpCount(plan) > options.largest_ops) continue;
+    // A model may not split over every size (fewer layers than P x V stages): such a size is
+    // left out, as it would time an error message.
+    window.setPlan(plan);
+    window.settle();
+    if (!window.errorMessage().isEmpty()) continue;
+    const Row row = measure(window, plan, size);
     if (options.json)
       rows.append(jsonRow(row));
     else
@@ -231,11 +270,13 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
     return 0;
   }
   out << "frame ms = move the M spin box: simulate, update every view (the memory-over-time view\n"
-         "included), repaint the whole window, then run one more event-loop turn for anything\n"
-         "the move queued; deferred = that last turn (part of frame ms); cpu ms = processor\n"
-         "time of the frame, all threads (on a loaded machine, frame ms minus the waiting);\n"
-         "simulate = schedule + lower + simulate (+ model); timeline = paint the fitted timeline;\n"
-         "pan ms = paint one frame while panning a view zoomed 8x. 120 Hz is 8.3 ms a frame.\n";
+         "included), run the posted layouts and repaint what the move changed, as the event\n"
+         "loop does, then run one more event-loop turn for anything the move queued;\n"
+         "deferred = that last turn (part of frame ms); cpu ms = processor time of the frame,\n"
+         "all threads (on a loaded machine, frame ms minus the waiting); simulate = schedule +\n"
+         "lower + simulate (+ model); timeline = paint the fitted timeline; pan ms = paint one\n"
+         "frame while panning a view zoomed 8x; window = repaint every widget of the window (an\n"
+         "expose or resize, not part of a move). 120 Hz is 8.3 ms a frame.\n";
   return 0;
 }
 

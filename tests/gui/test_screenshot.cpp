@@ -181,15 +181,32 @@ private slots:
   }
 
   // The benchmark's machine-readable form: one object with a row per size, every figure there
-  // and positive (timings themselves are the benchmark's business, not a test's).
+  // and positive (timings themselves are the benchmark's business, not a test's); with a model
+  // every size derives its costs from it.
+  void benchJsonHasEveryField_data() {
+    QTest::addColumn<QStringList>("settings");
+    QTest::addColumn<QString>("model");
+    QTest::newRow("op times") << QStringList{} << QString();
+    QTest::newRow("model") << QStringList{QStringLiteral("--model"),
+                                          QStringLiteral("llama3-70b"),
+                                          QStringLiteral("--hardware"),
+                                          QStringLiteral("h100-sxm"),
+                                          QStringLiteral("--tp"),
+                                          QStringLiteral("8")}
+                           << QStringLiteral("llama3-70b");
+  }
+
   void benchJsonHasEveryField() {
+    QFETCH(QStringList, settings);
+    QFETCH(QString, model);
     QProcess process;
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
     process.setProcessEnvironment(environment);
     process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
-                  {QStringLiteral("--bench"), QStringLiteral("--json"),
-                   QStringLiteral("--bench-max-ops"), QStringLiteral("600")});
+                  QStringList{QStringLiteral("--bench"), QStringLiteral("--json"),
+                              QStringLiteral("--bench-max-ops"), QStringLiteral("600")} +
+                      settings);
     QVERIFY(process.waitForFinished(240000));
     QCOMPARE(process.exitCode(), 0);
     QJsonParseError error;
@@ -200,12 +217,32 @@ private slots:
     for (const QJsonValue &value : rows) {
       const QJsonObject row = value.toObject();
       QVERIFY(!row.value(QStringLiteral("schedule")).toString().isEmpty());
-      for (const char *field : {"pp", "microbatches", "virtual_stages", "ops", "frame_ms"})
+      for (const char *field :
+           {"pp", "microbatches", "virtual_stages", "ops", "frame_ms", "window_repaint_ms"})
         QVERIFY2(row.value(QLatin1String(field)).toDouble() > 0, field);
+      QCOMPARE(row.value(QStringLiteral("model")).toString(), model);
+      QCOMPARE(row.value(QStringLiteral("hardware")).isNull(), model.isEmpty());
       QCOMPARE(row.value(QStringLiteral("ops")).toInt(),
                2 * row.value(QStringLiteral("pp")).toInt() *
                    row.value(QStringLiteral("microbatches")).toInt());
     }
+  }
+
+  // A benchmark asked for an impossible setting says which and exits 2, as the app does.
+  void benchRefusesABadSetting() {
+    QProcess process;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    process.setProcessEnvironment(environment);
+    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
+                  {QStringLiteral("--bench"), QStringLiteral("--model"),
+                   QStringLiteral("no-such-model"), QStringLiteral("--hardware"),
+                   QStringLiteral("h100-sxm")});
+    QVERIFY(process.waitForFinished(60000));
+    QCOMPARE(process.exitCode(), 2);
+    const QString output =
+        QString::fromUtf8(process.readAllStandardOutput() + process.readAllStandardError());
+    QVERIFY2(output.contains(QStringLiteral("no-such-model")), qPrintable(output));
   }
 
   void refusesABadPlan() {
