@@ -49,7 +49,12 @@ QString legendItem(const QString &symbol_html, const QString &name) {
       .arg(symbol_html, name.toHtmlEscaped());
 }
 
-QChartView *makeView(QChart *chart, QWidget *parent) {
+// `antialiased` for charts with sloped lines (curves, a Pareto front); a chart of bars, grid
+// lines and a level line is all axis-aligned, where antialiasing only costs: on a bar chart of
+// 16 ranks it took most of a slider move's repaint of the chart (Qt Charts draws each grid line
+// and tick as a QGraphicsLineItem, through the antialiasing rasterizer). Text stays
+// antialiased either way.
+QChartView *makeView(QChart *chart, QWidget *parent, bool antialiased = true) {
   chart->setAnimationOptions(QChart::NoAnimation);
   chart->setMargins(QMargins(4, 4, 4, 4));
   chart->setBackgroundRoundness(0);
@@ -58,7 +63,7 @@ QChartView *makeView(QChart *chart, QWidget *parent) {
   font.setPointSizeF(8);
   chart->legend()->setFont(font);
   auto *view = new QChartView(chart, parent);
-  view->setRenderHint(QPainter::Antialiasing);
+  view->setRenderHint(QPainter::Antialiasing, antialiased);
   auto *layout = new QVBoxLayout(parent);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view);
@@ -140,7 +145,7 @@ MemoryBars memoryBarsFor(const ExplorerSnapshot &snapshot, double playhead_us) {
 
 MemoryBarsChart::MemoryBarsChart(QWidget *parent) : QWidget(parent) {
   chart_ = new QChart;
-  view_ = makeView(chart_, this);
+  view_ = makeView(chart_, this, /*antialiased=*/false);
   series_ = new QStackedBarSeries(chart_);
   const char *names[4] = {"params", "grads", "optimizer", "activations"};
   for (int segment = 0; segment < 4; ++segment) {
@@ -184,14 +189,8 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
   for (int segment = 0; segment < 4; ++segment) {
     QBarSet *set = sets_[segment];
     const auto &source = *values[segment];
-    if (set->count() == static_cast<int>(source.size())) {
-      for (int rank = 0; rank < set->count(); ++rank)
-        set->replace(rank, source[static_cast<std::size_t>(rank)]);
-    } else {
-      set->remove(0, set->count());
-      QList<qreal> list(source.begin(), source.end());
-      set->append(list);
-    }
+    set->remove(0, set->count());
+    set->append(QList<qreal>(source.begin(), source.end()));
   }
   if (!same_shape) {
     // Past a couple of dozen ranks no label fits under its bar: say the range in the title.
@@ -212,14 +211,21 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
   for (int rank = 0; rank < bars.rankCount(); ++rank)
     top = std::max(top, bars.total(rank));
   // A stable axis during playback: the peak totals, not the playhead values, decide the range.
-  value_axis_->setRange(0, std::max(top * 1.08, 1e-9));
-  value_axis_->setTitleText(bars.unit);
-  value_axis_->applyNiceNumbers();
+  // While the tallest bar stays in the upper part of the axis the range is kept: Qt Charts
+  // relayouts the whole chart on a new range, and the bars of one drag stay comparable.
+  const double wanted = std::max(top * 1.08, 1e-9);
+  if (wanted > value_axis_->max() || wanted < 0.6 * value_axis_->max() ||
+      value_axis_->titleText() != bars.unit) {
+    value_axis_->setRange(0, wanted);
+    value_axis_->setTitleText(bars.unit);
+    value_axis_->applyNiceNumbers();
+  }
   capacity_->setVisible(bars.capacity > 0);
   if (bars.capacity > 0)
     capacity_->replace(QList<QPointF>{QPointF(-0.5, bars.capacity),
                                       QPointF(bars.rankCount() - 0.5, bars.capacity)});
-  chart_->setTitle(title());
+  // Qt Charts relayouts on every title or legend text set, changed or not.
+  if (chart_->title() != title()) chart_->setTitle(title());
   QString legend;
   for (int segment = bars.bytes ? 0 : 3; segment < 4; ++segment)
     legend += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
@@ -235,7 +241,7 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
     legend += tr("<span style='color:%2'>ranks 0\u2013%1, left to right</span>")
                   .arg(bars.rankCount() - 1)
                   .arg(palette::hintText().name());
-  legend_->setText(legend);
+  if (legend_->text() != legend) legend_->setText(legend);
 }
 
 double MemoryBarsChart::shownValue(int segment, int rank) const {
@@ -256,6 +262,10 @@ QString MemoryBarsChart::title() const {
 
 QStringList MemoryBarsChart::categories() const {
   return rank_axis_->categories();
+}
+
+double MemoryBarsChart::valueAxisTop() const {
+  return value_axis_->max();
 }
 
 // ---------------------------------------------------------------------------------------------

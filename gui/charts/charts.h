@@ -55,6 +55,9 @@ public:
   double shownValue(int segment, int rank) const;
   QString title() const;
   QStringList categories() const;
+  /// The top of the value axis as drawn: kept while the tallest bar stays in its upper 40 %,
+  /// so a drag does not relayout the chart on every move.
+  double valueAxisTop() const;
 
 private:
   QChartView *view_ = nullptr;

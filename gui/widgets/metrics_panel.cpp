@@ -2,9 +2,15 @@
 
 #include "engine/model/speed_of_light.h"
 
+#include <QClipboard>
+#include <QContextMenuEvent>
+#include <QEvent>
 #include <QGridLayout>
+#include <QGuiApplication>
 #include <QLabel>
 #include <QLocale>
+#include <QMenu>
+#include <QTextDocumentFragment>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -18,6 +24,41 @@
 #include "gui/timeline/time_mapping.h"
 
 namespace pipescope::gui {
+
+namespace {
+
+/// A metric's value: word-wrapped and selectable, so Qt lays its text out as a QTextDocument, and
+/// QLabel redoes that layout on every heightForWidth call (QTextDocument::setTextWidth does not
+/// check for an unchanged width). A slider move changes a dozen values and the panel's layout
+/// asks each label for its height several times: remembered here for the text, width and font
+/// it was worked out for, so only a changed value is laid out again.
+class ValueLabel : public QLabel {
+public:
+  using QLabel::QLabel;
+
+  int heightForWidth(int width) const override {
+    if (width != height_width_ || text() != height_text_) {
+      height_ = QLabel::heightForWidth(width);
+      height_width_ = width;
+      height_text_ = text();
+    }
+    return height_;
+  }
+
+protected:
+  void changeEvent(QEvent *event) override {
+    if (event->type() == QEvent::FontChange || event->type() == QEvent::StyleChange)
+      height_width_ = -1;
+    QLabel::changeEvent(event);
+  }
+
+private:
+  mutable int height_width_ = -1;
+  mutable int height_ = 0;
+  mutable QString height_text_;
+};
+
+} // namespace
 
 QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic) {
   const double difference = std::abs(simulation.bubble_fraction - analytic.bubble_fraction);
@@ -120,11 +161,10 @@ QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QStr
   name_label->setToolTip(tooltip);
   name_label->setStyleSheet(QStringLiteral("color: %1;").arg(palette::secondaryText().name()));
   name_label->setAlignment(Qt::AlignLeft | Qt::AlignTop);
-  auto *value = new QLabel(QStringLiteral("\u2014"), this);
+  auto *value = new ValueLabel(QStringLiteral("\u2014"), this);
   value->setObjectName(QStringLiteral("metric_") + key);
   value->setToolTip(tooltip);
   value->setWordWrap(true);
-  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
   grid_->addWidget(name_label, next_row_, 0);
   grid_->addWidget(value, next_row_, 1);
   ++next_row_;
@@ -136,6 +176,51 @@ QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QStr
 QString MetricsPanel::valueText(const QString &key) const {
   auto it = values_.find(key);
   return it == values_.end() ? QString() : it.value()->text();
+}
+
+QString MetricsPanel::plainValueText(const QString &key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return {};
+  const QString text = it.value()->text();
+  return Qt::mightBeRichText(text) ? QTextDocumentFragment::fromHtml(text).toPlainText() : text;
+}
+
+QString MetricsPanel::copyableText() const {
+  QString text;
+  for (int row = 0; row < grid_->rowCount(); ++row) {
+    const QLayoutItem *first = grid_->itemAtPosition(row, 0);
+    auto *name = first ? qobject_cast<QLabel *>(first->widget()) : nullptr;
+    if (!name || name->isHidden()) continue;
+    const QString name_text = QTextDocumentFragment::fromHtml(name->text()).toPlainText();
+    const QString key = values_.key(qobject_cast<QLabel *>(
+        grid_->itemAtPosition(row, 1) ? grid_->itemAtPosition(row, 1)->widget() : nullptr));
+    if (key.isEmpty()) {
+      text += (text.isEmpty() ? QString() : QStringLiteral("\n")) + name_text + QLatin1Char('\n');
+      continue;
+    }
+    text += QStringLiteral("  %1: %2\n").arg(name_text, plainValueText(key));
+  }
+  return text;
+}
+
+void MetricsPanel::contextMenuEvent(QContextMenuEvent *event) {
+  QMenu menu(this);
+  // The row under the pointer, by its value or its name.
+  QString key;
+  for (auto it = values_.cbegin(); it != values_.cend(); ++it) {
+    const QLabel *name = names_.value(it.key());
+    for (const QLabel *label : {static_cast<const QLabel *>(it.value()), name})
+      if (label && label->isVisible() && label->rect().contains(label->mapFrom(this, event->pos())))
+        key = it.key();
+  }
+  if (!key.isEmpty()) {
+    const QString name = names_.value(key)->text();
+    menu.addAction(tr("Copy %1").arg(name), this,
+                   [this, key] { QGuiApplication::clipboard()->setText(plainValueText(key)); });
+  }
+  menu.addAction(tr("Copy all metrics"), this,
+                 [this] { QGuiApplication::clipboard()->setText(copyableText()); });
+  menu.exec(event->globalPos());
 }
 
 void MetricsPanel::setPublishedRun(const std::optional<PublishedRun> &run, const Plan &as_opened) {

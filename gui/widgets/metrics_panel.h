@@ -37,9 +37,19 @@ public:
   /// "communication_tp", "communication_pp", "communication_dp", "tokens_per_s", "mfu",
   /// "ops", "evaluation_time", "published", "validated").
   QString valueText(const QString &key) const;
+  /// Every shown row as plain text, a line each ("step time: 1.23 s"), under its section's
+  /// title: what the panel's context menu copies (Copy all metrics). The values are not
+  /// selectable with the mouse: a selectable label lays its text out as a rich-text document,
+  /// and a dozen of them changing on every slider move cost more than the timeline's repaint.
+  QString copyableText() const;
+  /// One row's value as plain text (its rich-text markup removed); empty for an unknown key.
+  QString plainValueText(const QString &key) const;
   /// Waits for the speed of light of the plan shown (worked out off the GUI thread after each
   /// snapshot, so a slider move does not wait for a second evaluation) and shows it.
   void waitForSpeedOfLight();
+
+protected:
+  void contextMenuEvent(QContextMenuEvent *event) override;
 
 private:
   QLabel *addRow(const QString &key, const QString &name, const QString &tooltip);

@@ -98,6 +98,59 @@ private slots:
     QVERIFY(timeline->mapping().isFitted());
   }
 
+  void memoryBarsKeepTheirAxisWhileTheTallestBarStaysHigh() {
+    MemoryBarsChart chart;
+    MemoryBars bars;
+    bars.bytes = true;
+    bars.unit = QStringLiteral("GiB");
+    bars.params = {10, 10};
+    bars.grads = {5, 5};
+    bars.optimizer = {20, 20};
+    bars.activations = {40, 30};
+    bars.over_capacity = {false, false};
+    bars.capacity = 0;
+    chart.setBars(bars);
+    const double top = chart.valueAxisTop();
+    QVERIFY(top >= 75 * 1.08 - 1e-9); // the tallest bar, 75 GiB, with room above it
+    // A drag that moves the tallest bar a little keeps the axis (no relayout); the bars move.
+    bars.activations = {36, 30};
+    chart.setBars(bars);
+    QCOMPARE(chart.valueAxisTop(), top);
+    QCOMPARE(chart.shownValue(3, 0), 36.0);
+    // Past the top, or far under it, the axis follows.
+    bars.activations = {140, 30};
+    chart.setBars(bars);
+    QVERIFY(chart.valueAxisTop() >= 175 * 1.08 - 1e-9);
+    bars.activations = {1, 1};
+    chart.setBars(bars);
+    QVERIFY(chart.valueAxisTop() < 0.6 * 175);
+    QVERIFY(chart.valueAxisTop() >= 36 * 1.08 - 1e-9);
+  }
+
+  void metricsCopyAsPlainText() {
+    MainWindow window(quietOptions());
+    window.show();
+    window.setPlan(modelPlan());
+    window.settle();
+    MetricsPanel *metrics = window.metrics();
+    const QString text = metrics->copyableText();
+    // A line per shown row under its section, the values as the panel shows them, without markup.
+    QVERIFY2(text.contains(QStringLiteral("Step\n")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("  step time: ") +
+                           metrics->valueText(QStringLiteral("step_time")) + QLatin1Char('\n')),
+             qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("  MFU: ") + metrics->valueText(QStringLiteral("mfu"))),
+             qPrintable(text));
+    QVERIFY(!text.contains(QLatin1Char('<')));
+    // The formula row is rich text (a line break and a coloured source): copied as its words.
+    QVERIFY(metrics->valueText(QStringLiteral("formula")).contains(QStringLiteral("<br>")));
+    const QString formula = metrics->plainValueText(QStringLiteral("formula"));
+    QVERIFY(!formula.contains(QLatin1Char('<')) && formula.contains(QStringLiteral("bubble_")));
+    // The published row is hidden with no published run open: not copied.
+    QVERIFY(!text.contains(QStringLiteral("published:")));
+    QVERIFY(metrics->plainValueText(QStringLiteral("no_such_row")).isEmpty());
+  }
+
   void memoryBarsMatchTheEngine() {
     MainWindow window(quietOptions());
     window.show();
