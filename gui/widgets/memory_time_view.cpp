@@ -75,7 +75,7 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
   bold.setBold(true);
   painter.setFont(bold);
   painter.setPen(palette::sectionTitle());
-  painter.drawText(QRectF(0, 2, width(), kTitleHeight), Qt::AlignCenter, title());
+  texts_.draw(painter, QRectF(0, 2, width(), kTitleHeight), Qt::AlignCenter, title());
   painter.setFont(font);
   if (steps_.ranks.empty()) return;
 
@@ -96,8 +96,8 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
     painter.setPen(palette::gridLine());
     painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
     painter.setPen(palette::text());
-    painter.drawText(QRectF(14, y - 8, kValueAxisWidth - 18, 16), Qt::AlignRight | Qt::AlignVCenter,
-                     QString::number(value, 'f', decimals));
+    texts_.draw(painter, QRectF(14, y - 8, kValueAxisWidth - 18, 16),
+                Qt::AlignRight | Qt::AlignVCenter, QString::number(value, 'f', decimals));
   }
   painter.save();
   painter.translate(2, plot.center().y());
@@ -116,11 +116,12 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
     painter.setPen(palette::minorTick());
     painter.drawLine(QPointF(tick.x, plot.bottom()), QPointF(tick.x, plot.bottom() + 4));
     painter.setPen(palette::text());
-    painter.drawText(QRectF(tick.x - 50, plot.bottom() + 4, 100, 14), Qt::AlignCenter, tick.label);
+    texts_.draw(painter, QRectF(tick.x - 50, plot.bottom() + 4, 100, 14), Qt::AlignCenter,
+                tick.label);
   }
   painter.setPen(palette::rowLabel());
-  painter.drawText(QRectF(plot.left(), plot.bottom() + 18, plot.width(), 14), Qt::AlignCenter,
-                   tr("time"));
+  texts_.draw(painter, QRectF(plot.left(), plot.bottom() + 18, plot.width(), 14), Qt::AlignCenter,
+              tr("time"));
 
   // One line per rank, at most one column per pixel of the visible window.
   painter.save();
@@ -158,8 +159,8 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
     const double y = legend_top + row * kLegendRowHeight;
     painter.fillRect(QRectF(x, y + 4, 10, 10), palette::rankSeries(rank, steps_.shownRanks()));
     painter.setPen(palette::text());
-    painter.drawText(QRectF(x + 14, y, kLegendEntryWidth - 16, kLegendRowHeight),
-                     Qt::AlignLeft | Qt::AlignVCenter, tr("rank %1").arg(rank));
+    texts_.draw(painter, QRectF(x + 14, y, kLegendEntryWidth - 16, kLegendRowHeight),
+                Qt::AlignLeft | Qt::AlignVCenter, tr("rank %1").arg(rank));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "gui/explorer/explorer_snapshot.h"
 #include "gui/timeline/memory_curves.h"
+#include "gui/timeline/text_cache.h"
 #include "gui/timeline/zoom_stack.h"
 
 namespace pipescope::gui {
@@ -40,6 +41,7 @@ private:
 
   MemorySteps steps_;
   TimeMapping window_;
+  TextCache texts_;
   ZoomStack *zoom_ = nullptr;
   double playhead_us_ = std::nan("");
 };

@@ -3,6 +3,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
+#include <QPixmap>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -12,14 +13,14 @@ namespace pipescope::gui {
 namespace {
 
 // An op's microbatch ("3", or "3/5" for an overlapped pair) centred in its box, when it fits.
-void drawOpLabel(QPainter &painter, const QFontMetrics &metrics, const QRectF &rect, const Op &op,
+void drawOpLabel(QPainter &painter, TextCache &texts, const QRectF &rect, const Op &op,
                  double alpha) {
   QString label = QString::number(op.microbatch);
   if (op.kind == OpKind::OverlappedPair)
     label += QLatin1Char('/') + QString::number(op.backward_microbatch);
-  if (metrics.horizontalAdvance(label) + 4 > rect.width()) return;
+  if (texts.width(painter.font(), label) + 4 > rect.width()) return;
   painter.setPen(alpha < 0.5 ? palette::opLabelFaded() : palette::opLabel());
-  painter.drawText(rect, Qt::AlignCenter, label);
+  texts.draw(painter, rect, Qt::AlignCenter, label);
 }
 
 constexpr double kMinRowHeight = 3;
@@ -519,17 +520,18 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
       QFont bold = font;
       bold.setBold(true);
       painter.setFont(bold);
-      painter.drawText(QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12,
-                              kSectionTitleHeight),
-                       Qt::AlignLeft | Qt::AlignVCenter, info.title);
+      texts_.draw(painter,
+                  QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12,
+                         kSectionTitleHeight),
+                  Qt::AlignLeft | Qt::AlignVCenter, info.title);
       painter.setFont(font);
     }
     painter.setPen(palette::rowLabel());
     for (int rank = 0; rank < info.rankCount(); rank += label_every) {
       const double top = rowTop(first + rank, section);
       if (top + row_height < kAxisHeight || top > height()) continue;
-      painter.drawText(QRectF(4, top, kHeaderWidth - 10, std::max(row_height, 12.0)),
-                       Qt::AlignRight | Qt::AlignVCenter, tr("rank %1").arg(rank));
+      texts_.draw(painter, QRectF(4, top, kHeaderWidth - 10, std::max(row_height, 12.0)),
+                  Qt::AlignRight | Qt::AlignVCenter, tr("rank %1").arg(rank));
     }
   }
   painter.restore();
@@ -543,9 +545,26 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
   }
 }
 
+namespace {
+
+// A row's idle time: the row colour under diagonal hatching, as one opaque 8 x 8 tile. Filling
+// with it takes the raster engine's tiled-copy path; a pattern brush over a solid fill blended
+// every pixel twice and cost a slider move's repaint more than all the ops drawn on top.
+const QBrush &idleRowBrush() {
+  static const QBrush brush = [] {
+    QPixmap tile(8, 8);
+    tile.fill(palette::rowBackground());
+    QPainter tile_painter(&tile);
+    tile_painter.fillRect(tile.rect(), QBrush(palette::idleHatch(), Qt::BDiagPattern));
+    return QBrush(tile);
+  }();
+  return brush;
+}
+
+} // namespace
+
 void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
   const double row_height = rowHeight();
-  QBrush hatch(palette::idleHatch(), Qt::BDiagPattern);
   for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
     const auto &info = model_.sections()[static_cast<std::size_t>(section)];
     if (!info.evaluation) continue;
@@ -560,8 +579,7 @@ void TimelineWidget::paintRows(QPainter &painter, const QRect &) {
       if (top + row_height < kAxisHeight || top > height()) continue;
       const QRectF row(x0, top + 1, x1 - x0, std::max(1.0, row_height - 2));
       // Idle time inside the step shows as hatched bubble behind the ops.
-      painter.fillRect(row, palette::rowBackground());
-      if (row_height >= 6) painter.fillRect(row, hatch);
+      painter.fillRect(row, row_height >= 6 ? idleRowBrush() : QBrush(palette::rowBackground()));
     }
   }
 }
@@ -631,7 +649,7 @@ void TimelineWidget::paintItems(QPainter &painter, const QRect &) {
     }
     painter.fillRect(rect, color);
     if (labels && !item.folded() && rect.width() >= 14) {
-      drawOpLabel(painter, metrics, rect, model_.op(item.first), alpha);
+      drawOpLabel(painter, texts_, rect, model_.op(item.first), alpha);
     }
   }
   if (hovered_ && !morphing()) {
@@ -685,7 +703,7 @@ void TimelineWidget::paintMeasured(QPainter &painter) {
       painter.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5));
     }
     if (labels && rect.width() >= 14) {
-      drawOpLabel(painter, metrics, rect, model_.op(item.first), alpha);
+      drawOpLabel(painter, texts_, rect, model_.op(item.first), alpha);
     }
   }
 }
@@ -772,12 +790,12 @@ void TimelineWidget::paintAxis(QPainter &painter) {
     painter.setPen(palette::gridLine());
     painter.drawLine(QPointF(tick.x, kAxisHeight), QPointF(tick.x, height()));
     painter.setPen(palette::text());
-    painter.drawText(QRectF(tick.x + 3, 2, 120, kAxisHeight - 8), Qt::AlignLeft | Qt::AlignVCenter,
-                     tick.label);
+    texts_.draw(painter, QRectF(tick.x + 3, 2, 120, kAxisHeight - 8),
+                Qt::AlignLeft | Qt::AlignVCenter, tick.label);
   }
   painter.setPen(palette::rowLabel());
-  painter.drawText(QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6),
-                   Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
+  texts_.draw(painter, QRectF(4, 2, kHeaderWidth - 8, kAxisHeight - 6),
+              Qt::AlignLeft | Qt::AlignVCenter, tr("time"));
 }
 
 } // namespace pipescope::gui

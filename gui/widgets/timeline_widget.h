@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "engine/bubbles.h"
+#include "gui/timeline/text_cache.h"
 #include "gui/timeline/time_mapping.h"
 #include "gui/timeline/timeline_draw_list.h"
 #include "gui/timeline/timeline_model.h"
@@ -127,6 +128,7 @@ private:
 
   TimelineModel model_;
   TimeMapping mapping_;
+  TextCache texts_;
   DrawList draw_list_;
   DrawList measured_draw_list_;
   bool draw_list_valid_ = false;

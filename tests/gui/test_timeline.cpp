@@ -1,10 +1,13 @@
 // The painter-free timeline: draw list, folding of sub-pixel ops, hit testing, microbatch paths,
-// the layout morph and the SVG export.
+// the layout morph, the SVG export and the cached labels the painted views draw.
+#include <QImage>
+#include <QPainter>
 #include <QtTest>
 #include <memory>
 
 #include "engine/evaluation.h"
 #include "gui/timeline/svg_export.h"
+#include "gui/timeline/text_cache.h"
 #include "gui/timeline/timeline_draw_list.h"
 #include "gui/timeline/timeline_model.h"
 
@@ -204,6 +207,50 @@ private slots:
     QCOMPARE(static_cast<std::size_t>(svg.count(QStringLiteral("<title>"))), model.opCount());
     QVERIFY(svg.contains(QStringLiteral("rank 3")));
     QVERIFY(svg.trimmed().endsWith(QStringLiteral("</svg>")));
+  }
+
+  // The cached labels draw what QPainter::drawText draws, pixel for pixel, in every alignment
+  // the views use, and clip a label too long for its box as drawText does.
+  void cachedLabelsDrawAsDrawTextDoes() {
+    struct Case {
+      QRectF rect;
+      int alignment;
+      QString text;
+    };
+    const Case cases[] = {
+        {{4, 2, 80, 20}, Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("1.5 s")},
+        {{4, 30, 80, 18}, Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("rank 12")},
+        {{0, 60, 120, 16}, Qt::AlignCenter, QStringLiteral("37")},
+        {{10, 90, 30, 14}, Qt::AlignCenter, QStringLiteral("a label far wider than its box")},
+    };
+    TextCache cache;
+    for (const Case &label : cases) {
+      QImage expected(160, 120, QImage::Format_ARGB32_Premultiplied);
+      QImage drawn = expected;
+      expected.fill(Qt::white);
+      drawn.fill(Qt::white);
+      QFont font;
+      font.setPointSizeF(8.5);
+      {
+        QPainter painter(&expected);
+        painter.setFont(font);
+        painter.drawText(label.rect, label.alignment, label.text);
+      }
+      for (int repeat = 0; repeat < 2; ++repeat) { // laid out, then from the cache
+        drawn.fill(Qt::white);
+        QPainter painter(&drawn);
+        painter.setFont(font);
+        cache.draw(painter, label.rect, label.alignment, label.text);
+      }
+      QVERIFY2(drawn == expected, qPrintable(label.text));
+      QVERIFY(cache.width(font, label.text) > 0);
+    }
+    QCOMPARE(cache.size(), std::size(cases));
+    // Another font is another layout.
+    QFont bold;
+    bold.setBold(true);
+    QVERIFY(cache.width(bold, QStringLiteral("37")) > 0);
+    QCOMPARE(cache.size(), std::size(cases) + 1);
   }
 };
 
