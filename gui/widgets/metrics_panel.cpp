@@ -27,10 +27,10 @@ namespace pipescope::gui {
 
 namespace {
 
-/// A metric's value: word-wrapped and selectable, so Qt lays its text out as a QTextDocument, and
-/// QLabel redoes that layout on every heightForWidth call (QTextDocument::setTextWidth does not
+/// A metric's value, word-wrapped: QLabel works out its height for a width by laying the text
+/// out again on every call (a rich-text value as a QTextDocument, whose setTextWidth does not
 /// check for an unchanged width). A slider move changes a dozen values and the panel's layout
-/// asks each label for its height several times: remembered here for the text, width and font
+/// asks every label for its height several times: remembered here for the text, width and font
 /// it was worked out for, so only a changed value is laid out again.
 class ValueLabel : public QLabel {
 public:
