@@ -61,19 +61,21 @@ int lastSlot(const RankSlots &slots) {
 
 // Visits a rank's ops in slot order: calls `visit(slot, type)` for each op, and `idle(slot)` for
 // every slot in 0..last with no op. A rank's slots are distinct and each list increases.
+// The op types are scattered into one array of slots first: one pass over the ops and one over
+// the slots, where testing every type's next op at every slot cost a quarter of the generator.
 template <typename Visit, typename Idle>
 void walkSlots(const RankSlots &slots, Visit &&visit, Idle &&idle) {
   const int last = lastSlot(slots);
-  std::vector<std::size_t> next(slots.size(), 0);
+  std::vector<int> type_at(static_cast<std::size_t>(last + 1), -1);
+  for (std::size_t t = 0; t < slots.size(); ++t)
+    for (int slot : slots[t])
+      type_at[static_cast<std::size_t>(slot)] = static_cast<int>(t);
   for (int slot = 0; slot <= last; ++slot) {
-    bool busy = false;
-    for (std::size_t t = 0; t < slots.size() && !busy; ++t)
-      if (next[t] < slots[t].size() && slots[t][next[t]] == slot) {
-        ++next[t];
-        busy = true;
-        visit(slot, static_cast<int>(t));
-      }
-    if (!busy) idle(slot);
+    const int type = type_at[static_cast<std::size_t>(slot)];
+    if (type >= 0)
+      visit(slot, type);
+    else
+      idle(slot);
   }
 }
 
