@@ -18,8 +18,9 @@ namespace pipescope::gui {
 class TextCache {
 public:
   /// Draws `text` in the painter's current font and pen, placed in `rect` by `alignment` (the
-  /// horizontal and vertical Qt::Alignment flags), as drawText(rect, alignment, text) does; a
-  /// label wider or taller than `rect` is clipped to it, as drawText clips.
+  /// horizontal and vertical Qt::Alignment flags), as drawText(rect, alignment, text) does (the
+  /// same pixels in a box on whole pixels; at a fractional position the baseline may round a
+  /// pixel apart); a label wider or taller than `rect` is clipped to it, as drawText clips.
   void draw(QPainter &painter, const QRectF &rect, int alignment, const QString &text);
   /// The width of `text` in `font`, from the same cache.
   double width(const QFont &font, const QString &text);

@@ -209,8 +209,9 @@ private slots:
     QVERIFY(svg.trimmed().endsWith(QStringLiteral("</svg>")));
   }
 
-  // The cached labels draw what QPainter::drawText draws, pixel for pixel, in every alignment
-  // the views use, and clip a label too long for its box as drawText does.
+  // In boxes on whole pixels the cached labels draw what QPainter::drawText draws, pixel for
+  // pixel, in every alignment the views use, and clip a label too long for its box as drawText
+  // does (at fractional positions the two may round the baseline a pixel apart).
   void cachedLabelsDrawAsDrawTextDoes() {
     struct Case {
       QRectF rect;
