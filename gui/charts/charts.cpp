@@ -195,6 +195,14 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
   if (!same_shape) {
     // Past a couple of dozen ranks no label fits under its bar: say the range in the title.
     rank_axis_->setLabelsVisible(bars.rankCount() <= 24);
+    // Beyond 8 ranks a bar is narrower than its number, and an "OOM" label is wider than any bar:
+    // Qt Charts put "..." under them. Such labels turn upright, whole (an upright label is as
+    // wide as a line of text).
+    const bool upright = bars.rankCount() > 8 ||
+                         std::find(bars.over_capacity.begin(), bars.over_capacity.end(), true) !=
+                             bars.over_capacity.end();
+    rank_axis_->setLabelsAngle(upright ? -90 : 0);
+    rank_axis_->setTruncateLabels(!upright);
     QStringList categories;
     for (int rank = 0; rank < bars.rankCount(); ++rank) {
       // Label every rank while they fit; beyond that every k-th (Qt Charts needs unique names).
@@ -266,6 +274,10 @@ QStringList MemoryBarsChart::categories() const {
 
 double MemoryBarsChart::valueAxisTop() const {
   return value_axis_->max();
+}
+
+bool MemoryBarsChart::rankLabelsUpright() const {
+  return rank_axis_->labelsAngle() != 0 && !rank_axis_->truncateLabels();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,6 +58,9 @@ public:
   /// The top of the value axis as drawn: kept while the tallest bar stays in its upper 40 %,
   /// so a drag does not relayout the chart on every move.
   double valueAxisTop() const;
+  /// Whether the rank labels stand upright, whole: past 8 ranks or with a rank out of memory
+  /// ("3 OOM"), where a label is wider than its bar.
+  bool rankLabelsUpright() const;
 
 private:
   QChartView *view_ = nullptr;

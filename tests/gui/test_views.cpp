@@ -125,6 +125,24 @@ private slots:
     chart.setBars(bars);
     QVERIFY(chart.valueAxisTop() < 0.6 * 175);
     QVERIFY(chart.valueAxisTop() >= 36 * 1.08 - 1e-9);
+    // Two ranks' numbers fit under their bars; a rank out of memory ("0 OOM") or 16 ranks do
+    // not, and their labels stand upright, whole, instead of as "...".
+    QVERIFY(!chart.rankLabelsUpright());
+    bars.capacity = 20;
+    bars.over_capacity = {true, false};
+    chart.setBars(bars);
+    QVERIFY(chart.rankLabelsUpright());
+    QCOMPARE(chart.categories().first(), QStringLiteral("0 OOM"));
+    bars.params.assign(16, 10);
+    bars.grads.assign(16, 5);
+    bars.optimizer.assign(16, 20);
+    bars.activations.assign(16, 1);
+    bars.over_capacity.assign(16, false);
+    bars.capacity = 80;
+    chart.setBars(bars);
+    QVERIFY(chart.rankLabelsUpright());
+    QCOMPARE(chart.categories().size(), 16);
+    QCOMPARE(chart.categories().last(), QStringLiteral("15"));
   }
 
   void metricsCopyAsPlainText() {
