@@ -76,7 +76,8 @@ struct Flags {
              "FILE");
   QCommandLineOption bench =
       flag("bench", "Print frame times for a ladder of sizes and exit (the plan options given, "
-                    "e.g. --model and --hardware, apply to every size).");
+                    "e.g. --model and --hardware, apply to every size; --tab picks the tab in "
+                    "view).");
   QCommandLineOption bench_json =
       flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
   QCommandLineOption bench_max_ops =
@@ -415,6 +416,7 @@ int main(int argc, char *argv[]) {
     bench_options.critical_path = parser.isSet(flags.critical_path);
     if (parser.isSet(flags.bench_max_ops))
       bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
+    bench_options.tab = parser.value(flags.tab);
     bench_options.base_plan = [&](const Plan &explorer_plan) {
       return plannedFromFlags(parser, flags, explorer_plan);
     };

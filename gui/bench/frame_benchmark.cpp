@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QPainter>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <algorithm>
 #include <ctime>
 #include <vector>
@@ -51,6 +52,7 @@ const Size kLadder[] = {
 
 struct Row {
   Size size{};
+  QString tab;             ///< the tab in view under the timeline
   QString model, hardware; ///< the plan's model and hardware presets, empty without a model
   std::size_t ops = 0;
   double frame_ms = 0;    ///< median: the whole slider move, deferred work included
@@ -165,8 +167,8 @@ Row measure(MainWindow &window, const Plan &plan, const Size &size) {
   return row;
 }
 
-void writeTableHeader(QTextStream &out, const Plan &base) {
-  out << "pipescope-gui frame benchmark (offscreen, window 1280x800, medians";
+void writeTableHeader(QTextStream &out, const Plan &base, const QString &tab) {
+  out << "pipescope-gui frame benchmark (offscreen, window 1280x800, medians; " << tab << " tab";
   if (base.model)
     out << "; " << QString::fromStdString(base.model->model.name) << " on "
         << QString::fromStdString(base.model->hardware.name);
@@ -208,6 +210,7 @@ void writeTableRow(QTextStream &out, const Row &row) {
 QJsonObject jsonRow(const Row &row) {
   return QJsonObject{
       {QStringLiteral("schedule"), QString::fromLatin1(row.size.schedule)},
+      {QStringLiteral("tab"), row.tab},
       {QStringLiteral("model"), row.model.isEmpty() ? QJsonValue() : QJsonValue(row.model)},
       {QStringLiteral("hardware"),
        row.hardware.isEmpty() ? QJsonValue() : QJsonValue(row.hardware)},
@@ -238,6 +241,19 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
   window.settle();
   // Measure the real cost of every size inline; the app itself moves large ones to a worker.
   window.evaluator()->setInlineOpLimit(std::size_t{1} << 30);
+  if (!options.tab.isEmpty()) {
+    QStringList titles;
+    for (int index = 0; index < window.tabs()->count(); ++index) {
+      titles << window.tabs()->tabText(index).toLower();
+      if (titles.last() == options.tab.toLower()) window.tabs()->setCurrentIndex(index);
+    }
+    if (!titles.contains(options.tab.toLower())) {
+      QTextStream(stderr) << "pipescope-gui: no tab named '" << options.tab
+                          << "'; the tabs: " << titles.join(QStringLiteral(", ")) << '\n';
+      return 2;
+    }
+  }
+  const QString tab = window.tabs()->tabText(window.tabs()->currentIndex());
   Plan base = window.controls()->plan();
   if (options.base_plan) {
     auto planned = options.base_plan(base);
@@ -248,7 +264,7 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
     }
     if (*planned) base = std::move(**planned);
   }
-  if (!options.json) writeTableHeader(out, base);
+  if (!options.json) writeTableHeader(out, base, tab);
   QJsonArray rows;
   for (const Size &size : kLadder) {
     const Plan plan = planOfSize(base, size);
@@ -258,7 +274,8 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
     window.setPlan(plan);
     window.settle();
     if (!window.errorMessage().isEmpty()) continue;
-    const Row row = measure(window, plan, size);
+    Row row = measure(window, plan, size);
+    row.tab = tab;
     if (options.json)
       rows.append(jsonRow(row));
     else

@@ -4,6 +4,7 @@
 // memory-over-time view, the repaint of what changed, and whatever it would leave for a later
 // event-loop turn), one frame of panning the timeline and one repaint of the whole window,
 // offscreen, over a ladder of sizes (DESIGN.md §9), with op times or a model's costs.
+#include <QString>
 #include <QTextStream>
 #include <cstddef>
 #include <functional>
@@ -26,6 +27,9 @@ struct FrameBenchmarkOptions {
   /// --model, --hardware, --tp and the other plan flags, as they set up a window): a model makes
   /// every frame derive its costs. Unset, or returning no plan, the explorer's plan as it opens.
   std::function<Result<std::optional<Plan>>(const Plan &explorer_plan)> base_plan;
+  /// The tab shown under the timeline while the frames are measured (its title, any case; the
+  /// Memory tab by default): a tab in view updates with every move, hidden ones catch up later.
+  QString tab;
 };
 
 /// Runs the ladder and writes the table (or the JSON object) to `out`. Returns 0, or 2 after one

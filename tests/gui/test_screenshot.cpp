@@ -186,19 +186,23 @@ private slots:
   void benchJsonHasEveryField_data() {
     QTest::addColumn<QStringList>("settings");
     QTest::addColumn<QString>("model");
-    QTest::newRow("op times") << QStringList{} << QString();
+    QTest::addColumn<QString>("tab");
+    QTest::newRow("op times") << QStringList{} << QString() << QStringLiteral("Memory");
+    QTest::newRow("compare tab") << QStringList{QStringLiteral("--tab"), QStringLiteral("compare")}
+                                 << QString() << QStringLiteral("Compare");
     QTest::newRow("model") << QStringList{QStringLiteral("--model"),
                                           QStringLiteral("llama3-70b"),
                                           QStringLiteral("--hardware"),
                                           QStringLiteral("h100-sxm"),
                                           QStringLiteral("--tp"),
                                           QStringLiteral("8")}
-                           << QStringLiteral("llama3-70b");
+                           << QStringLiteral("llama3-70b") << QStringLiteral("Memory");
   }
 
   void benchJsonHasEveryField() {
     QFETCH(QStringList, settings);
     QFETCH(QString, model);
+    QFETCH(QString, tab);
     QProcess process;
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
@@ -221,6 +225,7 @@ private slots:
            {"pp", "microbatches", "virtual_stages", "ops", "frame_ms", "window_repaint_ms"})
         QVERIFY2(row.value(QLatin1String(field)).toDouble() > 0, field);
       QCOMPARE(row.value(QStringLiteral("model")).toString(), model);
+      QCOMPARE(row.value(QStringLiteral("tab")).toString(), tab);
       QCOMPARE(row.value(QStringLiteral("hardware")).isNull(), model.isEmpty());
       QCOMPARE(row.value(QStringLiteral("ops")).toInt(),
                2 * row.value(QStringLiteral("pp")).toInt() *
@@ -229,20 +234,31 @@ private slots:
   }
 
   // A benchmark asked for an impossible setting says which and exits 2, as the app does.
+  void benchRefusesABadSetting_data() {
+    QTest::addColumn<QStringList>("settings");
+    QTest::addColumn<QString>("named");
+    QTest::newRow("model") << QStringList{QStringLiteral("--model"),
+                                          QStringLiteral("no-such-model"),
+                                          QStringLiteral("--hardware"), QStringLiteral("h100-sxm")}
+                           << QStringLiteral("no-such-model");
+    QTest::newRow("tab") << QStringList{QStringLiteral("--tab"), QStringLiteral("no-such-tab")}
+                         << QStringLiteral("no tab named 'no-such-tab'");
+  }
+
   void benchRefusesABadSetting() {
+    QFETCH(QStringList, settings);
+    QFETCH(QString, named);
     QProcess process;
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
     process.setProcessEnvironment(environment);
     process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
-                  {QStringLiteral("--bench"), QStringLiteral("--model"),
-                   QStringLiteral("no-such-model"), QStringLiteral("--hardware"),
-                   QStringLiteral("h100-sxm")});
+                  QStringList{QStringLiteral("--bench")} + settings);
     QVERIFY(process.waitForFinished(60000));
     QCOMPARE(process.exitCode(), 2);
     const QString output =
         QString::fromUtf8(process.readAllStandardOutput() + process.readAllStandardError());
-    QVERIFY2(output.contains(QStringLiteral("no-such-model")), qPrintable(output));
+    QVERIFY2(output.contains(named), qPrintable(output));
   }
 
   void refusesABadPlan() {
