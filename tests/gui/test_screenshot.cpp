@@ -248,16 +248,8 @@ private slots:
   void benchRefusesABadSetting() {
     QFETCH(QStringList, settings);
     QFETCH(QString, named);
-    QProcess process;
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-    process.setProcessEnvironment(environment);
-    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
-                  QStringList{QStringLiteral("--bench")} + settings);
-    QVERIFY(process.waitForFinished(60000));
-    QCOMPARE(process.exitCode(), 2);
-    const QString output =
-        QString::fromUtf8(process.readAllStandardOutput() + process.readAllStandardError());
+    QString output;
+    QCOMPARE(run(QStringList{QStringLiteral("--bench")} + settings, &output), 2);
     QVERIFY2(output.contains(named), qPrintable(output));
   }
 
