@@ -94,8 +94,9 @@ Plan planOfSize(Plan plan, const Size &size) {
   plan.request.microbatches = size.microbatches;
   plan.request.chunks = size.chunks;
   plan.request.microbatch_group = 0;
+  // The other mesh sizes stay the plan's (DP, TP, CP from the plan options): the ladder is P,
+  // M and V.
   plan.mesh.pp = size.pp;
-  plan.mesh.dp = plan.mesh.tp = 1;
   return plan;
 }
 
