@@ -16,6 +16,7 @@
 #include <QPainter>
 #include <QRegularExpression>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSplitter>
@@ -57,6 +58,12 @@ QScrollArea *scrolling(QWidget *content, QWidget *parent) {
   area->setWidgetResizable(true);
   area->setFrameShape(QFrame::NoFrame);
   area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  area->verticalScrollBar()->setStyleSheet(QStringLiteral(
+      "QScrollBar:vertical { background: #f0f0f2; width: 12px; margin: 0; }"
+      "QScrollBar::handle:vertical { background: #c2c4ca; min-height: 28px; margin: 0 2px; }"
+      "QScrollBar::handle:vertical:hover { background: #a9acb3; }"
+      "QScrollBar::add-line:vertical, QScrollBar::sub-line:vertical { height: 0; }"
+      "QScrollBar::add-page:vertical, QScrollBar::sub-page:vertical { background: none; }"));
   return area;
 }
 
