@@ -233,7 +233,7 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
     capacity_->replace(QList<QPointF>{QPointF(-0.5, bars.capacity),
                                       QPointF(bars.rankCount() - 0.5, bars.capacity)});
   // Qt Charts relayouts on every title or legend text set, changed or not.
-  if (chart_->title() != title()) chart_->setTitle(title());
+  if (const QString text = title(); chart_->title() != text) chart_->setTitle(text);
   QString legend;
   for (int segment = bars.bytes ? 0 : 3; segment < 4; ++segment)
     legend += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")

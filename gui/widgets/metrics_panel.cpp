@@ -1,7 +1,5 @@
 #include "gui/widgets/metrics_panel.h"
 
-#include "engine/model/speed_of_light.h"
-
 #include <QClipboard>
 #include <QContextMenuEvent>
 #include <QEvent>
@@ -192,8 +190,9 @@ QString MetricsPanel::copyableText() const {
     auto *name = first ? qobject_cast<QLabel *>(first->widget()) : nullptr;
     if (!name || name->isHidden()) continue;
     const QString name_text = QTextDocumentFragment::fromHtml(name->text()).toPlainText();
-    const QString key = values_.key(qobject_cast<QLabel *>(
-        grid_->itemAtPosition(row, 1) ? grid_->itemAtPosition(row, 1)->widget() : nullptr));
+    const QLayoutItem *second = grid_->itemAtPosition(row, 1);
+    // A section title spans both columns: no value's label there.
+    const QString key = values_.key(qobject_cast<QLabel *>(second ? second->widget() : nullptr));
     if (key.isEmpty()) {
       text += (text.isEmpty() ? QString() : QStringLiteral("\n")) + name_text + QLatin1Char('\n');
       continue;
