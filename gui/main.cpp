@@ -82,6 +82,9 @@ struct Flags {
       flag("json", "With --bench, print the rows as one JSON object {\"rows\": [...]}.");
   QCommandLineOption bench_max_ops =
       valued("bench-max-ops", "With --bench, skip the sizes with more than OPS ops.", "OPS");
+  QCommandLineOption bench_schedule = valued(
+      "bench-schedule",
+      "With --bench, time only the ladder's sizes of these schedules (comma-separated).", "LIST");
   QCommandLineOption chunks = valued("chunks", "Same as --virtual-stages.", "V");
   QCommandLineOption tab =
       valued("tab", "Bottom tab to show: memory, mesh, explain, compare, run, search.", "NAME");
@@ -141,6 +144,7 @@ struct Flags {
                        bench,
                        bench_json,
                        bench_max_ops,
+                       bench_schedule,
                        chunks,
                        tab,
                        highlight,
@@ -417,6 +421,8 @@ int main(int argc, char *argv[]) {
     if (parser.isSet(flags.bench_max_ops))
       bench_options.largest_ops = parser.value(flags.bench_max_ops).toULongLong();
     bench_options.tab = parser.value(flags.tab);
+    if (parser.isSet(flags.bench_schedule))
+      bench_options.schedules = parser.value(flags.bench_schedule).split(QLatin1Char(','));
     bench_options.base_plan = [&](const Plan &explorer_plan) {
       return plannedFromFlags(parser, flags, explorer_plan);
     };

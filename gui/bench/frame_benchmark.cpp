@@ -100,6 +100,22 @@ Plan planOfSize(Plan plan, const Size &size) {
   return plan;
 }
 
+/// One slider move of the M spin box to `value`, run to the end as the event loop runs it; returns
+/// the milliseconds of its deferred part (the event-loop turn after the repaint). Out of line so a
+/// profiler can collect exactly the moves: `valgrind --tool=callgrind --collect-atstart=no
+/// --toggle-collect='*moveMicrobatches*' pipescope-gui --bench --bench-schedule v-half ...`.
+[[gnu::noinline]] double moveMicrobatches(MainWindow &window, int value) {
+  window.controls()->microbatches()->spinBox()->setValue(value);
+  window.evaluator()->waitForIdle();
+  // Layouts first (Qt posts them), so the paint shows the settled result.
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+  QCoreApplication::sendPostedEvents();
+  QElapsedTimer after;
+  after.start();
+  QCoreApplication::processEvents();
+  return milliseconds(after);
+}
+
 Row measure(MainWindow &window, const Plan &plan, const Size &size) {
   Row row;
   row.size = size;
@@ -123,15 +139,7 @@ Row measure(MainWindow &window, const Plan &plan, const Size &size) {
     QElapsedTimer timer;
     const std::clock_t cpu_start = std::clock();
     timer.start();
-    window.controls()->microbatches()->spinBox()->setValue(value);
-    window.evaluator()->waitForIdle();
-    // Layouts first (Qt posts them), so the paint shows the settled result.
-    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
-    QCoreApplication::sendPostedEvents();
-    QElapsedTimer after;
-    after.start();
-    QCoreApplication::processEvents();
-    deferred.push_back(milliseconds(after));
+    deferred.push_back(moveMicrobatches(window, value));
     frame.push_back(milliseconds(timer));
     cpu.push_back(static_cast<double>(std::clock() - cpu_start) * 1000.0 / CLOCKS_PER_SEC);
     simulate.push_back(window.snapshot()->compute_ms);
@@ -254,6 +262,16 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
       return 2;
     }
   }
+  QStringList families;
+  for (const Size &size : kLadder)
+    if (!families.contains(QLatin1String(size.schedule)))
+      families << QString::fromLatin1(size.schedule);
+  for (const QString &schedule : options.schedules)
+    if (!families.contains(schedule)) {
+      QTextStream(stderr) << "pipescope-gui: the benchmark's ladder has no schedule '" << schedule
+                          << "'; it has: " << families.join(QStringLiteral(", ")) << '\n';
+      return 2;
+    }
   const QString tab = window.tabs()->tabText(window.tabs()->currentIndex());
   Plan base = window.controls()->plan();
   if (options.base_plan) {
@@ -270,6 +288,8 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
   for (const Size &size : kLadder) {
     const Plan plan = planOfSize(base, size);
     if (estimatedOpCount(plan) > options.largest_ops) continue;
+    if (!options.schedules.isEmpty() && !options.schedules.contains(QLatin1String(size.schedule)))
+      continue;
     // A model may not split over every size (fewer layers than P x V stages): such a size is
     // left out, as it would time an error message.
     window.setPlan(plan);

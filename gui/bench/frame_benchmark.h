@@ -5,6 +5,7 @@
 // event-loop turn), one frame of panning the timeline and one repaint of the whole window,
 // offscreen, over a ladder of sizes (DESIGN.md §9), with op times or a model's costs.
 #include <QString>
+#include <QStringList>
 #include <QTextStream>
 #include <cstddef>
 #include <functional>
@@ -30,6 +31,9 @@ struct FrameBenchmarkOptions {
   /// The tab shown under the timeline while the frames are measured (its title, any case; the
   /// Memory tab by default): a tab in view updates with every move, hidden ones catch up later.
   QString tab;
+  /// Only the ladder's sizes of these schedule families (empty: all). A name the ladder does not
+  /// hold is refused with the list of those it does.
+  QStringList schedules;
 };
 
 /// Runs the ladder and writes the table (or the JSON object) to `out`. Returns 0, or 2 after one

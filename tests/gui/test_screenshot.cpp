@@ -233,6 +233,29 @@ private slots:
     }
   }
 
+  // --bench-schedule times only the sizes of the families named (a profiler collects one of them).
+  void benchTimesOnlyTheSchedulesAsked() {
+    QProcess process;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    process.setProcessEnvironment(environment);
+    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
+                  QStringList{QStringLiteral("--bench"), QStringLiteral("--json"),
+                              QStringLiteral("--bench-max-ops"), QStringLiteral("7000"),
+                              QStringLiteral("--bench-schedule"), QStringLiteral("gpipe,zb-h1")});
+    QVERIFY(process.waitForFinished(240000));
+    QCOMPARE(process.exitCode(), 0);
+    const QJsonArray rows = QJsonDocument::fromJson(process.readAllStandardOutput())
+                                .object()
+                                .value(QStringLiteral("rows"))
+                                .toArray();
+    QStringList schedules;
+    for (const QJsonValue &row : rows)
+      schedules << row.toObject().value(QStringLiteral("schedule")).toString();
+    // The ladder's order: zb-h1 16 128 1 (6144 ops), then gpipe 16 128 1 (4096).
+    QCOMPARE(schedules, (QStringList{QStringLiteral("zb-h1"), QStringLiteral("gpipe")}));
+  }
+
   // A benchmark asked for an impossible setting says which and exits 2, as the app does.
   void benchRefusesABadSetting_data() {
     QTest::addColumn<QStringList>("settings");
@@ -243,6 +266,9 @@ private slots:
                            << QStringLiteral("no-such-model");
     QTest::newRow("tab") << QStringList{QStringLiteral("--tab"), QStringLiteral("no-such-tab")}
                          << QStringLiteral("no tab named 'no-such-tab'");
+    QTest::newRow("schedule") << QStringList{QStringLiteral("--bench-schedule"),
+                                             QStringLiteral("1f1b,no-such-schedule")}
+                              << QStringLiteral("has no schedule 'no-such-schedule'");
   }
 
   void benchRefusesABadSetting() {
