@@ -221,9 +221,13 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
   // A stable axis during playback: the peak totals, not the playhead values, decide the range.
   // While the tallest bar stays in the upper part of the axis the range is kept: Qt Charts
   // relayouts the whole chart on a new range, and the bars of one drag stay comparable.
+  // "Far under" is against the range asked for, not the one shown: nice numbers can take 602 GiB
+  // up to 1000, and the next move's 597 would then be "far under" it on every other move.
   const double wanted = std::max(top * 1.08, 1e-9);
-  if (wanted > value_axis_->max() || wanted < 0.6 * value_axis_->max() ||
+  if (wanted > value_axis_->max() || wanted < 0.6 * axis_asked_ ||
       value_axis_->titleText() != bars.unit) {
+    axis_asked_ = wanted;
+    ++value_axis_sets_;
     value_axis_->setRange(0, wanted);
     value_axis_->setTitleText(bars.unit);
     value_axis_->applyNiceNumbers();

@@ -58,6 +58,9 @@ public:
   /// The top of the value axis as drawn: kept while the tallest bar stays in its upper 40 %,
   /// so a drag does not relayout the chart on every move.
   double valueAxisTop() const;
+  /// How often the value axis was set since the chart was made: each time Qt Charts relayouts
+  /// the whole chart, whether or not nice numbers then give the same top.
+  int valueAxisSets() const { return value_axis_sets_; }
   /// Whether the rank labels stand upright, whole: past 8 ranks or with a rank out of memory
   /// ("3 OOM"), where a label is wider than its bar.
   bool rankLabelsUpright() const;
@@ -70,6 +73,8 @@ private:
   QLineSeries *capacity_ = nullptr;
   QBarCategoryAxis *rank_axis_ = nullptr;
   QValueAxis *value_axis_ = nullptr;
+  double axis_asked_ = 0; ///< the top the value axis was last set for, before nice numbers
+  int value_axis_sets_ = 0;
   QLabel *legend_ = nullptr;
   MemoryBars bars_;
 };

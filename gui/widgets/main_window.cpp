@@ -740,6 +740,8 @@ void MainWindow::settle() {
   evaluator_.waitForIdle();
   compare_->waitForIdle();
   metrics_->waitForSpeedOfLight();
+  // What a person sees once a drag rests: rows fitted to their values.
+  metrics_->fitRowsToValues();
   timeline_->finishMorph();
   compare_->timeline()->finishMorph();
   QCoreApplication::processEvents();

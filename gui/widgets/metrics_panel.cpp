@@ -5,6 +5,7 @@
 #include <QEvent>
 #include <QGridLayout>
 #include <QGuiApplication>
+#include <QHash>
 #include <QLabel>
 #include <QLocale>
 #include <QMenu>
@@ -30,6 +31,12 @@ namespace {
 /// check for an unchanged width). A slider move changes a dozen values and the panel's layout
 /// asks every label for its height several times: remembered here for the text, width and font
 /// it was worked out for, so only a changed value is laid out again.
+///
+/// While values change, a row only grows: a value that wraps onto fewer lines keeps its row's
+/// height until releaseHeight(). Otherwise a drag that takes a value back and forth over a line
+/// break (the M slider does that with a communication figure or the formula's agreement) moves
+/// every row below it on every move: the panel's height changes, and the scroll area around it
+/// resizes and repaints all of it (48 labels) where the move changed a dozen.
 class ValueLabel : public QLabel {
 public:
   using QLabel::QLabel;
@@ -40,13 +47,37 @@ public:
       height_width_ = width;
       height_text_ = text();
     }
-    return height_;
+    // A few widths at most (the panel with and without its scroll bar): any more, a resize.
+    if (tallest_.size() > 4 && !tallest_.contains(width)) tallest_.clear();
+    int &tallest = tallest_[width];
+    tallest = std::max(tallest, height_);
+    return tallest;
+  }
+
+  // A word-wrapped QLabel works out its size hints by laying its text out at several widths,
+  // again after every change of text: two layouts a changed value on a move, a sixth of a move's
+  // work. The grid needs neither: a value's row takes its height from heightForWidth at the
+  // column's width, and the column takes what the dock (270-330 pixels) leaves beside the names.
+  // So the hints ask a few characters' width; the window lays out as it did with the text's own
+  // hints (the same pixels at 1000x700, 1280x800 and 1920x1080).
+  QSize minimumSizeHint() const override {
+    return {fontMetrics().averageCharWidth() * 8, fontMetrics().height()};
+  }
+  QSize sizeHint() const override { return minimumSizeHint(); }
+
+  /// Fits the row to its value again (the panel does this once the values have rested).
+  void releaseHeight() {
+    if (tallest_.isEmpty()) return;
+    tallest_.clear();
+    updateGeometry();
   }
 
 protected:
   void changeEvent(QEvent *event) override {
-    if (event->type() == QEvent::FontChange || event->type() == QEvent::StyleChange)
+    if (event->type() == QEvent::FontChange || event->type() == QEvent::StyleChange) {
       height_width_ = -1;
+      tallest_.clear();
+    }
     QLabel::changeEvent(event);
   }
 
@@ -54,6 +85,7 @@ private:
   mutable int height_width_ = -1;
   mutable int height_ = 0;
   mutable QString height_text_;
+  mutable QHash<int, int> tallest_; ///< width -> the tallest height given since the release
 };
 
 } // namespace
@@ -75,6 +107,10 @@ MetricsPanel::MetricsPanel(QWidget *parent) : QWidget(parent) {
   static const auto warm_up =
       QtConcurrent::run([] { return validatedAccuracy("", GemmPrecision::Bf16, false); });
   (void)warm_up;
+  release_heights_ = new QTimer(this);
+  release_heights_->setSingleShot(true);
+  release_heights_->setInterval(400);
+  connect(release_heights_, &QTimer::timeout, this, &MetricsPanel::fitRowsToValues);
   speed_of_light_delay_ = new QTimer(this);
   speed_of_light_delay_->setSingleShot(true);
   speed_of_light_delay_->setInterval(150);
@@ -163,6 +199,8 @@ QLabel *MetricsPanel::addRow(const QString &key, const QString &name, const QStr
   value->setObjectName(QStringLiteral("metric_") + key);
   value->setToolTip(tooltip);
   value->setWordWrap(true);
+  // At the top of its row: a row kept taller than its value (ValueLabel) leaves the room below.
+  value->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   grid_->addWidget(name_label, next_row_, 0);
   grid_->addWidget(value, next_row_, 1);
   ++next_row_;
@@ -360,9 +398,16 @@ void MetricsPanel::waitForSpeedOfLight() {
   }
 }
 
+void MetricsPanel::fitRowsToValues() {
+  release_heights_->stop();
+  for (QLabel *label : std::as_const(values_))
+    static_cast<ValueLabel *>(label)->releaseHeight();
+}
+
 void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot || !snapshot->evaluation) return;
   snapshot_ = snapshot;
+  release_heights_->start();
   showPublishedRun();
   const Evaluation &evaluation = *snapshot->evaluation;
   const SimulationResult &simulation = evaluation.simulation;

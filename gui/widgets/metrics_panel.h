@@ -47,6 +47,10 @@ public:
   /// Waits for the speed of light of the plan shown (worked out off the GUI thread after each
   /// snapshot, so a slider move does not wait for a second evaluation) and shows it.
   void waitForSpeedOfLight();
+  /// Fits every row to its value again. While values change (a drag), a row that a value needs
+  /// less of keeps its height, so the rows below do not jump on every move; the panel does this
+  /// itself once the values have rested for 0.4 s.
+  void fitRowsToValues();
 
 protected:
   void contextMenuEvent(QContextMenuEvent *event) override;
@@ -65,6 +69,7 @@ private:
   /// Starts the speed of light once the settings have stayed put a moment: a drag does not
   /// share the processor with evaluations whose results it would replace at once.
   QTimer *speed_of_light_delay_ = nullptr;
+  QTimer *release_heights_ = nullptr;  ///< fits the rows to their values once the values rest
   SnapshotPointer speed_of_light_for_; ///< the snapshot the running evaluation is for
   QMap<QString, QLabel *> values_;
   QMap<QString, QLabel *> names_;

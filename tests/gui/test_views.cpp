@@ -125,6 +125,19 @@ private slots:
     chart.setBars(bars);
     QVERIFY(chart.valueAxisTop() < 0.6 * 175);
     QVERIFY(chart.valueAxisTop() >= 36 * 1.08 - 1e-9);
+    // Nice numbers can put the axis far above the bar. GPipe at M = 128 asks 597 GiB (shown as
+    // 600), at M = 129 602 GiB (shown as 1000): M = 128's 597 GiB again is no reason to relayout.
+    bars.activations = {597.18 / 1.08 - 35, 30};
+    chart.setBars(bars);
+    bars.activations = {601.75 / 1.08 - 35, 30};
+    chart.setBars(bars);
+    const double nice_top = chart.valueAxisTop();
+    const int sets = chart.valueAxisSets();
+    QVERIFY(nice_top >= 601.75 - 1e-9);
+    bars.activations = {597.18 / 1.08 - 35, 30};
+    chart.setBars(bars);
+    QCOMPARE(chart.valueAxisTop(), nice_top);
+    QCOMPARE(chart.valueAxisSets(), sets);
     // Two ranks' numbers fit under their bars; a rank out of memory ("0 OOM") or 16 ranks do
     // not, and their labels stand upright, whole, instead of as "...".
     QVERIFY(!chart.rankLabelsUpright());
@@ -167,6 +180,62 @@ private slots:
     // The published row is hidden with no published run open: not copied.
     QVERIFY(!text.contains(QStringLiteral("published:")));
     QVERIFY(metrics->plainValueText(QStringLiteral("no_such_row")).isEmpty());
+  }
+
+  void metricsRowsHoldTheirHeightWhileADragChangesValues() {
+    // Llama 3 70B at TP 8 on 16 ranks: between M = 128 and 144 the formula's agreement and the PP
+    // communication wrap onto a different number of lines at this window size (measured with
+    // pipescope-gui --bench), so every row below them would move on every move of a drag.
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    Plan plan = modelPlan();
+    auto model = loadModelSpec("llama3-70b");
+    QVERIFY(model.ok());
+    plan.model->model = *model;
+    plan.mesh.tp = 8;
+    plan.mesh.pp = 16;
+    plan.request = ScheduleRequest{};
+    plan.request.name = "v-half";
+    plan.request.pp = 16;
+    plan.request.microbatches = 128;
+    plan.request.chunks = 2;
+    window.setPlan(plan);
+    window.settle();
+    QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+    MetricsPanel *metrics = window.metrics();
+    // From the first row under the speed of light (whose value arrives later, off the GUI
+    // thread) to the last row: the span the two wrapping rows sit in.
+    auto *first = metrics->findChild<QLabel *>(QStringLiteral("metric_bubble_fraction"));
+    auto *last = metrics->findChild<QLabel *>(QStringLiteral("metric_evaluation_time"));
+    QVERIFY(first && last);
+    auto span = [&] { return last->y() - first->y(); };
+    QSpinBox *spin = window.controls()->microbatches()->spinBox();
+    auto move = [&](int microbatches) {
+      spin->setValue(microbatches);
+      window.evaluator()->waitForIdle();
+      QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+      QCoreApplication::processEvents();
+      return span();
+    };
+    auto fitted = [&](int microbatches) {
+      move(microbatches);
+      metrics->fitRowsToValues();
+      QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+      QCoreApplication::processEvents();
+      return span();
+    };
+    // Fitted to their values, the two settings take different heights...
+    const int fitted_128 = fitted(128);
+    const int fitted_144 = fitted(144);
+    QVERIFY2(fitted_128 != fitted_144,
+             "no row wraps differently between M = 128 and 144 any more: pick another pair");
+    // ... but during a drag over both, the rows keep the taller of the two.
+    const int tallest = std::max(fitted_128, fitted_144);
+    for (int microbatches : {128, 144, 128, 144})
+      QCOMPARE(move(microbatches), tallest);
+    // Once the values rest, the rows fit them again: the panel does it itself after 0.4 s.
+    QTRY_COMPARE_WITH_TIMEOUT(span(), fitted_144, 3000);
   }
 
   void memoryBarsMatchTheEngine() {
