@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -471,10 +472,70 @@ const std::map<std::string, std::string> &unpricedArguments() {
        "faster)"},
       {"--wgrad-deferral-limit", "how many microbatches' output-layer weight gradients wait"},
       {"--manual-gc", "Python's garbage collector run at fixed steps"},
+      {"--rotary-percent", "rotary embeddings on part of each head (priced on all of it)"},
       {"--sequence-packing", "packed sequences"},
       {"--reset-attention-mask", "document masks inside a sequence"},
   };
   return what;
+}
+
+// Megatron's --step-batch-size-schedule, "THRESHOLD:BATCH ..." (spaces or commas between
+// entries; K, M, B, T suffixes; thresholds in tokens, as Megatron passes the sequence length),
+// checked as num_microbatches_calculator.py's StepBatchsizeNumMicroBatchesCalculator checks it:
+// sorted by threshold, the first at 0, thresholds strictly increasing, batches positive.
+struct BatchStep {
+  long long samples = 0; ///< the step applies from this many consumed samples on
+  long long batch = 0;
+};
+
+Result<std::vector<BatchStep>> parseStepBatchSizeSchedule(const std::string &text,
+                                                          long long sequence) {
+  auto number = [](std::string value) -> std::optional<long long> {
+    double multiplier = 1;
+    if (!value.empty()) {
+      const char suffix = static_cast<char>(std::toupper(static_cast<unsigned char>(value.back())));
+      const double scale = suffix == 'T'   ? 1e12
+                           : suffix == 'B' ? 1e9
+                           : suffix == 'M' ? 1e6
+                           : suffix == 'K' ? 1e3
+                                           : 1;
+      if (scale != 1) {
+        multiplier = scale;
+        value.pop_back();
+      }
+    }
+    double parsed = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    if (value.empty() || error != std::errc() || end != value.data() + value.size() ||
+        !std::isfinite(parsed) || parsed < 0 || parsed * multiplier > 9e18)
+      return std::nullopt;
+    return static_cast<long long>(parsed * multiplier);
+  };
+  std::string spaced = text;
+  std::replace(spaced.begin(), spaced.end(), ',', ' ');
+  std::istringstream entries(spaced);
+  std::vector<BatchStep> steps;
+  for (std::string entry; entries >> entry;) {
+    const auto colon = entry.find(':');
+    const auto threshold =
+        colon == std::string::npos ? std::nullopt : number(entry.substr(0, colon));
+    const auto batch = colon == std::string::npos ? std::nullopt : number(entry.substr(colon + 1));
+    if (!threshold || !batch)
+      return makeError("'" + entry + "' is not THRESHOLD:BATCH (e.g. 0:384 200B:768)");
+    if (*batch <= 0) return makeError("'" + entry + "': a batch must be positive");
+    steps.push_back({*threshold / sequence, *batch});
+  }
+  if (steps.empty()) return makeError("no THRESHOLD:BATCH entry (e.g. 0:384 200B:768)");
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const BatchStep &a, const BatchStep &b) { return a.samples < b.samples; });
+  if (steps.front().samples != 0)
+    return makeError("the first step must start at 0 (Megatron refuses it too), got " +
+                     std::to_string(steps.front().samples) + " samples");
+  for (std::size_t k = 1; k < steps.size(); ++k)
+    if (steps[k].samples == steps[k - 1].samples)
+      return makeError("two steps start at " + std::to_string(steps[k].samples) +
+                       " samples; thresholds must increase (Megatron refuses it too)");
+  return steps;
 }
 
 class Reader {
@@ -657,6 +718,9 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
                        " is not in the arguments; Megatron-LM needs it, and so does pipescope");
   const int h = static_cast<int>(*hidden), a = static_cast<int>(*heads);
   const bool swiglu = r.flag("--swiglu");
+  if (r.flag("--squared-relu"))
+    assumed.push_back("--squared-relu: priced as GeLU, one elementwise pass over the FFN's "
+                      "hidden activations whose input the backward keeps, as Megatron's does");
 
   json model = {{"name", target.name}, {"layers", *layers}, {"hidden", h}};
   std::optional<long long> ffn;
@@ -782,6 +846,9 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   if (norm != "LayerNorm" && norm != "RMSNorm")
     return makeError("--normalization " + norm + " is not priced; use LayerNorm or RMSNorm");
   model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
+  if (r.flag("--apply-layernorm-1p"))
+    assumed.push_back("--apply-layernorm-1p: priced as the norm it is (its weights stored as "
+                      "1 + w, the same passes)");
 
   // Attention: Transformer Engine's fused (flash) kernels unless the run asks for the unfused
   // path (scores materialized).
@@ -940,6 +1007,27 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
     chunks = layout_stages / pp;
   }
   const long long per_step = microbatch.value_or(1) * dp;
+  // A batch that grows during training (num_microbatches_calculator.py): without
+  // --global-batch-size Megatron sets args.global_batch_size to micro-batch × DP, but the step
+  // runs the schedule's batch.
+  std::optional<std::string> batch_schedule_text;
+  READ(r.text("--step-batch-size-schedule"), batch_schedule_text);
+  if (batch_schedule_text) {
+    if (global_batch)
+      return makeError("--step-batch-size-schedule and --global-batch-size are both given; give "
+                       "one (Megatron refuses both too)");
+    auto steps = parseStepBatchSizeSchedule(*batch_schedule_text, *sequence);
+    if (!steps) return makeError("--step-batch-size-schedule: " + steps.error().message);
+    global_batch = steps->front().batch;
+    std::string later;
+    for (std::size_t k = 1; k < steps->size(); ++k)
+      later += (k > 1 ? ", " : "") + std::to_string((*steps)[k].batch) + " from sample " +
+               std::to_string((*steps)[k].samples);
+    assumed.push_back("global batch " + std::to_string(*global_batch) +
+                      ": the first of --step-batch-size-schedule, where training starts" +
+                      (later.empty() ? std::string()
+                                     : " (then " + later + ": later steps run more microbatches)"));
+  }
   const long long batch = global_batch.value_or(per_step);
   if (!global_batch)
     assumed.push_back("global batch " + std::to_string(batch) +

@@ -233,13 +233,22 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(llama.row["training"]["cross_entropy"].get<std::string>(),
              std::string("vocab-parallel"));
 
-    // 8 GPUs from torchrun cannot hold TP 8 × PP 16; on 128 it reads.
+    // 8 GPUs from torchrun cannot hold TP 8 × PP 16. The script gives both --global-batch-size
+    // 1536 and --step-batch-size-schedule "0:16 ... 12B:1536", which Megatron-LM at that commit
+    // refuses (arguments.py: "Cannot specify both"): refused here too, naming both.
     const std::string gpt3 = example("train_gpt3_175b_distributed.sh");
     QVERIFY(errorOf(gpt3, 0).find("TP 8 × PP 16") != std::string::npos);
-    const MegatronTranslation big = translated(gpt3, 128);
+    QVERIFY(errorOf(gpt3, 128).find("--step-batch-size-schedule and --global-batch-size") !=
+            std::string::npos);
+    // Without the fixed batch, on 128 GPUs it reads, at the schedule's first batch, 16.
+    std::string scheduled = gpt3;
+    const auto fixed = scheduled.find("--global-batch-size 1536");
+    QVERIFY(fixed != std::string::npos);
+    scheduled.erase(fixed, std::string("--global-batch-size 1536").size());
+    const MegatronTranslation big = translated(scheduled, 128);
     QCOMPARE(big.row["model"]["layers"].get<int>(), 96);
     QCOMPARE(big.row["model"]["dtype"].get<std::string>(), std::string("fp16"));
-    QCOMPARE(big.row["schedule"]["microbatches"].get<int>(), 1536);
+    QCOMPARE(big.row["schedule"]["microbatches"].get<int>(), 16); // 16 / (1 × DP 1)
     QCOMPARE(big.row["model"]["vocab"].get<int>(), 51200); // GPT-2's 50,257 padded to 128 × 8
 
     QVERIFY(errorOf(example("mamba_train.sh")).find("pretrain_hybrid.py") != std::string::npos);
@@ -486,6 +495,42 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
   }
 
   // One message per bad launch, naming the argument.
+  // Megatron's step batch-size schedule (num_microbatches_calculator.py): the step runs the
+  // schedule's batch, not the micro-batch × DP Megatron writes into args.global_batch_size.
+  void aStepBatchSizeScheduleSetsTheBatch() {
+    // Thresholds in tokens (Megatron passes the sequence length): 2048-token sequences.
+    const MegatronTranslation t = translated(
+        std::string(kSmall) + "--micro-batch-size 2 --step-batch-size-schedule \"4.096M:96, "
+                              "0:32 8192K:192\"",
+        8);
+    QCOMPARE(t.row["schedule"]["microbatches"].get<int>(), 2); // 32 / (2 × DP 8)
+    const auto said = std::find_if(t.assumed.begin(), t.assumed.end(), [](const auto &line) {
+      return line.find("global batch 32: the first of --step-batch-size-schedule") !=
+             std::string::npos;
+    });
+    QVERIFY(said != t.assumed.end());
+    // The later steps, sorted, from their first sample: 4.096M tokens / 2048 = 2000.
+    QVERIFY2(said->find("96 from sample 2000, 192 from sample 4000") != std::string::npos,
+             said->c_str());
+    const std::pair<std::string, std::string> bad[] = {
+        {"--global-batch-size 32 --step-batch-size-schedule 0:32", "both given"},
+        {"--step-batch-size-schedule 0-32", "'0-32' is not THRESHOLD:BATCH"},
+        {"--step-batch-size-schedule \"0:32 1B:x\"", "'1B:x' is not THRESHOLD:BATCH"},
+        {"--step-batch-size-schedule 1M:32", "the first step must start at 0"},
+        {"--step-batch-size-schedule \"0:32 0:64\"", "two steps start at 0 samples"},
+        {"--step-batch-size-schedule 0:0", "a batch must be positive"},
+        {"--micro-batch-size 2 --step-batch-size-schedule 0:33", "not a multiple"},
+    };
+    for (const auto &[arguments, named] : bad) {
+      const std::string message = errorOf(std::string(kSmall) + arguments, 8);
+      QVERIFY2(message.find("--step-batch-size-schedule") != std::string::npos ||
+                   message.find("--global-batch-size") != std::string::npos,
+               message.c_str());
+      QVERIFY2(message.find(named) != std::string::npos,
+               qPrintable(QString::fromStdString(arguments + " -> '" + message + "'")));
+    }
+  }
+
   void badLaunchesAreNamed() {
     const std::pair<std::string, std::string> cases[] = {
         {"--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 10",
