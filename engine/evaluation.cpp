@@ -303,13 +303,16 @@ Result<Evaluation> evaluateSchedule(Schedule schedule, const Costs &costs,
   return lowerAndSimulate(std::move(schedule), costs, options);
 }
 
+Result<Evaluation> evaluateGenerated(Schedule schedule, const Costs &costs,
+                                     const SimulationOptions &options) {
+  return lowerAndSimulate(std::move(schedule), costs, options);
+}
+
 Result<Evaluation> evaluate(const ScheduleRequest &request, const Costs &costs,
                             const SimulationOptions &options) {
   auto schedule = generateSchedule(request);
   if (!schedule) return schedule.error();
-  // Generated schedules skip the coverage pass: the suites check every generator's coverage over
-  // grids of P, M, V, and the simulator still refuses anything that cannot complete.
-  return lowerAndSimulate(std::move(*schedule), costs, options);
+  return evaluateGenerated(std::move(*schedule), costs, options);
 }
 
 } // namespace pipescope

@@ -45,7 +45,13 @@ Status checkEvaluationFigures(const Evaluation &evaluation, const Costs &costs);
 /// Checks op coverage, lowers, resolves costs and simulates a schedule.
 Result<Evaluation> evaluateSchedule(Schedule schedule, const Costs &costs,
                                     const SimulationOptions &options = {});
-/// Generates the requested schedule, then evaluateSchedule.
+/// The same for a schedule generateSchedule built, without the coverage pass: the suites check
+/// every generator's coverage over grids of P, M and V, and the simulator still refuses anything
+/// that cannot complete. The pass is a tenth of a million-op evaluation; a schedule from a file,
+/// a trace or an edit goes through evaluateSchedule.
+Result<Evaluation> evaluateGenerated(Schedule schedule, const Costs &costs,
+                                     const SimulationOptions &options = {});
+/// Generates the requested schedule, then evaluateGenerated.
 Result<Evaluation> evaluate(const ScheduleRequest &request, const Costs &costs,
                             const SimulationOptions &options = {});
 

@@ -35,7 +35,8 @@ Result<Evaluation> evaluatePlan(const Plan &plan, SimulationOptions options,
     options.stage_activation_bytes = local.stage_activation_bytes;
     options.stage_activation_granule_bytes = local.stage_activation_granule_bytes;
   }
-  auto evaluation = evaluateSchedule(std::move(*schedule), *costs, options);
+  auto evaluation = plan.custom ? evaluateSchedule(std::move(*schedule), *costs, options)
+                                : evaluateGenerated(std::move(*schedule), *costs, options);
   if (derivation) *derivation = std::move(local);
   return evaluation;
 }

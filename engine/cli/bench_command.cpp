@@ -59,7 +59,7 @@ int runBench(const std::vector<std::string> &args) {
         const auto t1 = std::chrono::steady_clock::now();
         if (!schedule) return fail(schedule.error().message);
         ops = schedule->opCount();
-        auto evaluation = evaluateSchedule(std::move(*schedule), Costs{});
+        auto evaluation = evaluateGenerated(std::move(*schedule), Costs{});
         const auto t2 = std::chrono::steady_clock::now();
         if (!evaluation) return fail(evaluation.error().message);
         best_generate =
