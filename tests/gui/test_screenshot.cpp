@@ -31,6 +31,21 @@ private:
     return process.exitCode();
   }
 
+  /// Runs `pipescope-gui --bench --json ARGUMENTS` offscreen: its exit code (-1 when it did not
+  /// finish in four minutes), its standard output read as JSON into `document`.
+  static int benchJson(const QStringList &arguments, QJsonDocument *document,
+                       QJsonParseError *error) {
+    QProcess process;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    process.setProcessEnvironment(environment);
+    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
+                  QStringList{QStringLiteral("--bench"), QStringLiteral("--json")} + arguments);
+    if (!process.waitForFinished(240000)) return -1;
+    *document = QJsonDocument::fromJson(process.readAllStandardOutput(), error);
+    return process.exitCode();
+  }
+
   /// The colours ops of `kinds` are painted in (every microbatch shade).
   static QSet<QRgb> opColors(std::initializer_list<OpKind> kinds) {
     QSet<QRgb> colors;
@@ -203,18 +218,12 @@ private slots:
     QFETCH(QStringList, settings);
     QFETCH(QString, model);
     QFETCH(QString, tab);
-    QProcess process;
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-    process.setProcessEnvironment(environment);
-    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
-                  QStringList{QStringLiteral("--bench"), QStringLiteral("--json"),
-                              QStringLiteral("--bench-max-ops"), QStringLiteral("600")} +
-                      settings);
-    QVERIFY(process.waitForFinished(240000));
-    QCOMPARE(process.exitCode(), 0);
+    QJsonDocument document;
     QJsonParseError error;
-    const QJsonDocument document = QJsonDocument::fromJson(process.readAllStandardOutput(), &error);
+    QCOMPARE(
+        benchJson(QStringList{QStringLiteral("--bench-max-ops"), QStringLiteral("600")} + settings,
+                  &document, &error),
+        0);
     QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
     const QJsonArray rows = document.object().value(QStringLiteral("rows")).toArray();
     QCOMPARE(rows.size(), 2); // 1f1b 4 8 (64 ops) and 1f1b 8 32 (512 ops)
@@ -235,20 +244,14 @@ private slots:
 
   // --bench-schedule times only the sizes of the families named (a profiler collects one of them).
   void benchTimesOnlyTheSchedulesAsked() {
-    QProcess process;
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-    process.setProcessEnvironment(environment);
-    process.start(QStringLiteral(PIPESCOPE_GUI_EXECUTABLE),
-                  QStringList{QStringLiteral("--bench"), QStringLiteral("--json"),
-                              QStringLiteral("--bench-max-ops"), QStringLiteral("7000"),
-                              QStringLiteral("--bench-schedule"), QStringLiteral("gpipe,zb-h1")});
-    QVERIFY(process.waitForFinished(240000));
-    QCOMPARE(process.exitCode(), 0);
-    const QJsonArray rows = QJsonDocument::fromJson(process.readAllStandardOutput())
-                                .object()
-                                .value(QStringLiteral("rows"))
-                                .toArray();
+    QJsonDocument document;
+    QJsonParseError error;
+    QCOMPARE(benchJson({QStringLiteral("--bench-max-ops"), QStringLiteral("7000"),
+                        QStringLiteral("--bench-schedule"), QStringLiteral("gpipe,zb-h1")},
+                       &document, &error),
+             0);
+    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+    const QJsonArray rows = document.object().value(QStringLiteral("rows")).toArray();
     QStringList schedules;
     for (const QJsonValue &row : rows)
       schedules << row.toObject().value(QStringLiteral("schedule")).toString();
