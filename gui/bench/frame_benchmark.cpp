@@ -240,6 +240,16 @@ QJsonObject jsonRow(const Row &row) {
 } // namespace
 
 int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
+  QStringList families;
+  for (const Size &size : kLadder)
+    if (!families.contains(QLatin1String(size.schedule)))
+      families << QString::fromLatin1(size.schedule);
+  for (const QString &schedule : options.schedules)
+    if (!families.contains(schedule)) {
+      QTextStream(stderr) << "pipescope-gui: the benchmark's ladder has no schedule '" << schedule
+                          << "'; it has: " << families.join(QStringLiteral(", ")) << '\n';
+      return 2;
+    }
   MainWindowOptions window_options;
   window_options.use_settings = false;
   window_options.animate = false;
@@ -262,16 +272,6 @@ int runFrameBenchmark(QTextStream &out, const FrameBenchmarkOptions &options) {
       return 2;
     }
   }
-  QStringList families;
-  for (const Size &size : kLadder)
-    if (!families.contains(QLatin1String(size.schedule)))
-      families << QString::fromLatin1(size.schedule);
-  for (const QString &schedule : options.schedules)
-    if (!families.contains(schedule)) {
-      QTextStream(stderr) << "pipescope-gui: the benchmark's ladder has no schedule '" << schedule
-                          << "'; it has: " << families.join(QStringLiteral(", ")) << '\n';
-      return 2;
-    }
   const QString tab = window.tabs()->tabText(window.tabs()->currentIndex());
   Plan base = window.controls()->plan();
   if (options.base_plan) {
