@@ -80,6 +80,37 @@ std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double sta
   return out;
 }
 
+std::vector<QRect> stepLineBands(const std::vector<QPoint> &pixels) {
+  std::vector<QRect> bands;
+  if (pixels.empty()) return bands;
+  QPoint from = pixels.front(), to = from; // the run being drawn
+  const auto close = [&] {
+    bands.emplace_back(QPoint(std::min(from.x(), to.x()), std::min(from.y(), to.y())),
+                       QPoint(std::max(from.x(), to.x()) + 1, std::max(from.y(), to.y()) + 1));
+  };
+  const auto same_way = [](int a, int b, int c) { return (b - a > 0) == (c - b > 0); };
+  // Extends the run to `pixel`, a move along x or along y.
+  const auto extend = [&](QPoint pixel) {
+    if (pixel == to) return;
+    const bool goes_on =
+        from == to ||
+        (from.y() == to.y() && pixel.y() == to.y() && same_way(from.x(), to.x(), pixel.x())) ||
+        (from.x() == to.x() && pixel.x() == to.x() && same_way(from.y(), to.y(), pixel.y()));
+    if (!goes_on) {
+      close();
+      from = to;
+    }
+    to = pixel;
+  };
+  for (std::size_t i = 1; i < pixels.size(); ++i) {
+    const QPoint pixel = pixels[i];
+    if (pixel.x() != to.x() && pixel.y() != to.y()) extend(QPoint(pixel.x(), to.y()));
+    extend(pixel);
+  }
+  close();
+  return bands;
+}
+
 double niceValueStep(double maximum, int count) {
   if (!(maximum > 0) || count <= 0) return 1;
   const double raw = maximum / count;

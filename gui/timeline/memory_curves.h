@@ -4,6 +4,7 @@
 // visible window (Tracy keeps a min and max per pixel for its plots; for memory the maximum is
 // what matters, so no peak is ever lost).
 #include <QPointF>
+#include <QRect>
 #include <vector>
 
 #include "gui/explorer/explorer_snapshot.h"
@@ -33,6 +34,13 @@ MemorySteps memoryStepsFor(const ExplorerSnapshot &snapshot, int max_ranks = kMa
 /// level at `start` is the one set by the last change before it.
 std::vector<QPointF> capStepSeries(const std::vector<QPointF> &steps, double start, double end,
                                    int bins);
+
+/// The rectangles that draw a step line through `pixels` (a polyline of horizontal and vertical
+/// moves, as capStepSeries gives once mapped to whole pixels) two pixels wide: one per run, a run
+/// going on while the line keeps its direction (a level that dips and comes back inside one pixel
+/// column is two runs). A move in both x and y (rounding can put a step's ends a pixel apart)
+/// goes along x first.
+std::vector<QRect> stepLineBands(const std::vector<QPoint> &pixels);
 
 /// Nice 1-2-5 steps for a value axis from 0 to at least `maximum`, about `count` of them.
 double niceValueStep(double maximum, int count);

@@ -129,46 +129,17 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
   painter.setClipRect(plot.adjusted(0, -2, 0, 1));
   const int bins = std::max(1, static_cast<int>(plot.width()));
   painter.setPen(Qt::NoPen);
-  std::vector<QRect> bands;
+  std::vector<QPoint> pixels;
   for (int rank = 0; rank < steps_.shownRanks(); ++rank) {
     const auto points = capStepSeries(steps_.ranks[static_cast<std::size_t>(rank)],
                                       mapping.viewStart(), mapping.viewEnd(), bins);
-    // A step line is horizontal and vertical runs only: each run, merged with the next while it
-    // goes on in the same direction, is a band two pixels wide, filled on the raster engine's
-    // rectangle path. (Two one-pixel polylines a pixel apart through the cosmetic stroker cost a
-    // fifth of a slider move; a 2 px pen through the stroker costs more still.)
-    bands.clear();
-    QPoint from, to; // the run being drawn
-    const auto close = [&] {
-      bands.emplace_back(QPoint(std::min(from.x(), to.x()), std::min(from.y(), to.y())),
-                         QPoint(std::max(from.x(), to.x()) + 1, std::max(from.y(), to.y()) + 1));
-    };
-    // Extends the run to `pixel`, one step away along x or along y. A run goes on only the way it
-    // went: a level that dips and comes back within one pixel column is two runs, not one.
-    const auto same_way = [](int a, int b, int c) { return (b - a > 0) == (c - b > 0); };
-    const auto extend = [&](QPoint pixel) {
-      if (pixel == to) return;
-      const bool goes_on =
-          from == to ||
-          (from.y() == to.y() && pixel.y() == to.y() && same_way(from.x(), to.x(), pixel.x())) ||
-          (from.x() == to.x() && pixel.x() == to.x() && same_way(from.y(), to.y(), pixel.y()));
-      if (!goes_on) {
-        close();
-        from = to;
-      }
-      to = pixel;
-    };
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const QPoint pixel(qRound(mapping.mapTimeToX(points[i].x())), qRound(y_of(points[i].y())));
-      if (i == 0) {
-        from = to = pixel;
-        continue;
-      }
-      // Rounding can put a step's two ends a pixel apart in x: along, then up or down.
-      if (pixel.x() != to.x() && pixel.y() != to.y()) extend(QPoint(pixel.x(), to.y()));
-      extend(pixel);
-    }
-    if (!points.empty()) close();
+    pixels.clear();
+    pixels.reserve(points.size());
+    for (const QPointF &point : points)
+      pixels.emplace_back(qRound(mapping.mapTimeToX(point.x())), qRound(y_of(point.y())));
+    // Filled on the raster engine's rectangle path: two one-pixel polylines a pixel apart through
+    // the cosmetic stroker cost a fifth of a slider move, and a 2 px pen through the stroker more.
+    const std::vector<QRect> bands = stepLineBands(pixels);
     painter.setBrush(palette::rankSeries(rank, steps_.shownRanks()));
     painter.drawRects(bands.data(), static_cast<int>(bands.size()));
   }

@@ -102,6 +102,38 @@ private slots:
     QCOMPARE(QList<QPointF>(output.begin(), output.end()), expected);
   }
 
+  // The memory view's step lines as two-pixel bands: each row a polyline of whole pixels and the
+  // rectangles expected (QRect(top-left, bottom-right), both corners inside).
+  void stepLineBands_data() {
+    QTest::addColumn<QList<QPoint>>("pixels");
+    QTest::addColumn<QList<QRect>>("bands");
+    QTest::newRow("along, up, along")
+        << QList<QPoint>{{0, 10}, {5, 10}, {5, 4}, {9, 4}}
+        << QList<QRect>{QRect(QPoint(0, 10), QPoint(6, 11)), QRect(QPoint(5, 4), QPoint(6, 11)),
+                        QRect(QPoint(5, 4), QPoint(10, 5))};
+    QTest::newRow("a run merged over repeated and collinear points")
+        << QList<QPoint>{{0, 3}, {2, 3}, {2, 3}, {4, 3}}
+        << QList<QRect>{QRect(QPoint(0, 3), QPoint(5, 4))};
+    // A level that dips and comes back inside one pixel column keeps its dip.
+    QTest::newRow("a dip in one column")
+        << QList<QPoint>{{0, 5}, {3, 5}, {3, 9}, {3, 5}, {6, 5}}
+        << QList<QRect>{QRect(QPoint(0, 5), QPoint(4, 6)), QRect(QPoint(3, 5), QPoint(4, 10)),
+                        QRect(QPoint(3, 5), QPoint(4, 10)), QRect(QPoint(3, 5), QPoint(7, 6))};
+    QTest::newRow("a move in x and y goes along first")
+        << QList<QPoint>{{0, 0}, {4, 2}}
+        << QList<QRect>{QRect(QPoint(0, 0), QPoint(5, 1)), QRect(QPoint(4, 0), QPoint(5, 3))};
+    QTest::newRow("one point") << QList<QPoint>{{7, 7}}
+                               << QList<QRect>{QRect(QPoint(7, 7), QPoint(8, 8))};
+    QTest::newRow("none") << QList<QPoint>{} << QList<QRect>{};
+  }
+  void stepLineBands() {
+    QFETCH(QList<QPoint>, pixels);
+    QFETCH(QList<QRect>, bands);
+    const auto output =
+        pipescope::gui::stepLineBands(std::vector<QPoint>(pixels.begin(), pixels.end()));
+    QCOMPARE(QList<QRect>(output.begin(), output.end()), bands);
+  }
+
   void niceValueSteps_data() {
     QTest::addColumn<double>("maximum");
     QTest::addColumn<double>("step");
