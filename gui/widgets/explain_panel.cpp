@@ -125,6 +125,10 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
 ExplainPanel::ExplainPanel(QWidget *parent) : QTextBrowser(parent) {
   setOpenExternalLinks(true);
   setFrameShape(QFrame::NoFrame);
+  // A new text empties the document first, so a scroll bar shown as needed went away and came
+  // back on every slider move, and each time the text was laid out again at the other width:
+  // three layouts a move, two fifths of a move with this tab in view. Always shown, once.
+  setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
 }
 
 void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {

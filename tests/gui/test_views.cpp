@@ -472,6 +472,36 @@ private slots:
     QVERIFY(!sliderEffects(*window.snapshot()).empty());
   }
 
+  // A new explanation is laid out once: its scroll bar does not go away and come back with every
+  // slider move, each time resizing the text's viewport and laying it all out again.
+  void explainKeepsItsWidthWhileADragChangesIt() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    window.settle();
+    window.tabs()->setCurrentWidget(window.explain());
+    window.settle();
+    struct ResizeCounter : QObject {
+      int resizes = 0;
+      bool eventFilter(QObject *, QEvent *event) override {
+        if (event->type() == QEvent::Resize) ++resizes;
+        return false;
+      }
+    } counter;
+    window.explain()->viewport()->installEventFilter(&counter);
+    QSpinBox *spin = window.controls()->microbatches()->spinBox();
+    const QString before = window.explain()->toPlainText();
+    for (int microbatches : {9, 8, 12, 8}) {
+      spin->setValue(microbatches);
+      window.evaluator()->waitForIdle();
+      QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+      QCoreApplication::processEvents();
+    }
+    QCOMPARE(counter.resizes, 0);
+    QVERIFY(window.explain()->toPlainText().contains(QStringLiteral("M = 8")));
+    QCOMPARE(window.explain()->toPlainText(), before);
+  }
+
   void compareStacksSchedulesAndDrawsBubbleCurves() {
     MainWindow window(quietOptions());
     window.show();
