@@ -132,6 +132,9 @@ MegatronArguments blockArguments(const std::vector<std::pair<std::string, std::s
   };
   const bool experts = !off("num_experts"), fp8 = !off("fp8"), fp4 = !off("fp4");
   const bool offloading = !off("cpu_offloading");
+  // With a step batch-size schedule Megatron fills global_batch_size with micro-batch × DP
+  // (arguments.py, after refusing both on the command line): the steps run the schedule's batch.
+  const bool batch_schedule = !off("step_batch_size_schedule");
   const bool pipelined = values.count("pipeline_model_parallel_size") != 0 &&
                          leadingNumber(values["pipeline_model_parallel_size"]) > 1;
   const bool rotary = values.count("position_embedding_type") != 0 &&
@@ -143,6 +146,7 @@ MegatronArguments blockArguments(const std::vector<std::pair<std::string, std::s
     if (!fp8 && name.starts_with("fp8_")) continue;
     if (!fp4 && name.starts_with("fp4_")) continue;
     if (!offloading && name.starts_with("cpu_offloading_")) continue;
+    if (batch_schedule && name == "global_batch_size") continue;
     std::string flag = "--" + name;
     std::replace(flag.begin(), flag.end(), '_', '-');
     if (name == "fp8") flag = "--fp8-format"; // argparse's dest for --fp8-format

@@ -459,6 +459,21 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     };
     QCOMPARE(value("--num-layers"), std::optional<std::string>("4"));
     QCOMPARE(value("--hidden-size"), std::optional<std::string>("1024"));
+    // Megatron logs a schedule run's global_batch_size as micro-batch × DP: the schedule counts.
+    {
+      std::string scheduled = block;
+      scheduled.insert(scheduled.find("  world_size"),
+                       "  global_batch_size ............................... 8\n"
+                       "  step_batch_size_schedule ........................ 0:64 1B:128\n");
+      auto with_schedule = parseMegatronLog(scheduled);
+      QVERIFY(with_schedule);
+      bool has_global = false, has_schedule = false;
+      for (const auto &argument : with_schedule->arguments.arguments) {
+        has_global = has_global || argument.name == "--global-batch-size";
+        has_schedule = has_schedule || argument.name == "--step-batch-size-schedule";
+      }
+      QVERIFY(!has_global && has_schedule);
+    }
     QCOMPARE(value("--recompute-modules"), std::optional<std::string>("core_attn mlp"));
     QCOMPARE(value("--attention-backend"), std::optional<std::string>("flash"));
     QCOMPARE(value("--disable-bias-linear"), std::optional<std::string>(""));
