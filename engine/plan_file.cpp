@@ -24,6 +24,12 @@ Result<Costs> planCosts(const Plan &plan, const Placement &placement, ModelDeriv
   return costs;
 }
 
+Result<Evaluation> evaluatePlanSchedule(const Plan &plan, Schedule schedule, const Costs &costs,
+                                        const SimulationOptions &options) {
+  return plan.custom ? evaluateSchedule(std::move(schedule), costs, options)
+                     : evaluateGenerated(std::move(schedule), costs, options);
+}
+
 Result<Evaluation> evaluatePlan(const Plan &plan, SimulationOptions options,
                                 ModelDerivation *derivation) {
   auto schedule = planSchedule(plan);
@@ -35,8 +41,7 @@ Result<Evaluation> evaluatePlan(const Plan &plan, SimulationOptions options,
     options.stage_activation_bytes = local.stage_activation_bytes;
     options.stage_activation_granule_bytes = local.stage_activation_granule_bytes;
   }
-  auto evaluation = plan.custom ? evaluateSchedule(std::move(*schedule), *costs, options)
-                                : evaluateGenerated(std::move(*schedule), *costs, options);
+  auto evaluation = evaluatePlanSchedule(plan, std::move(*schedule), *costs, options);
   if (derivation) *derivation = std::move(local);
   return evaluation;
 }

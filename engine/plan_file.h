@@ -41,6 +41,11 @@ Result<Schedule> planSchedule(const Plan &plan);
 Result<Costs> planCosts(const Plan &plan, const Placement &placement,
                         ModelDerivation *derivation = nullptr);
 
+/// Evaluates planSchedule's schedule of the plan: a custom one with the op-coverage pass
+/// (evaluateSchedule), a generated one without it (evaluateGenerated).
+Result<Evaluation> evaluatePlanSchedule(const Plan &plan, Schedule schedule, const Costs &costs,
+                                        const SimulationOptions &options = {});
+
 /// Evaluates the plan: its schedule, its costs (derived from the model when present, with the
 /// stage activation bytes tracked), lowering and simulation.
 Result<Evaluation> evaluatePlan(const Plan &plan, SimulationOptions options = {},

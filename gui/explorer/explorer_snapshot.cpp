@@ -108,8 +108,7 @@ SnapshotPointer computeSnapshotUnchecked(const Plan &plan) {
     options.stage_activation_bytes = derivation.stage_activation_bytes;
     options.stage_activation_granule_bytes = derivation.stage_activation_granule_bytes;
   }
-  auto evaluation = plan.custom ? evaluateSchedule(std::move(*schedule), *costs, options)
-                                : evaluateGenerated(std::move(*schedule), *costs, options);
+  auto evaluation = evaluatePlanSchedule(plan, std::move(*schedule), *costs, options);
   if (!evaluation) {
     snapshot->error = fromEngine(evaluation.error());
     return snapshot;

@@ -143,7 +143,6 @@ void MemoryTimeView::paintEvent(QPaintEvent *) {
     painter.setBrush(palette::rankSeries(rank, steps_.shownRanks()));
     painter.drawRects(bands.data(), static_cast<int>(bands.size()));
   }
-  painter.setBrush(Qt::NoBrush);
   if (!std::isnan(playhead_us_)) {
     const double x = mapping.mapTimeToX(playhead_us_);
     painter.setPen(QPen(palette::playhead(), 0));
