@@ -1,6 +1,7 @@
 #include "gui/widgets/explain_panel.h"
 
 #include <QScrollBar>
+#include <QTimer>
 
 #include "gui/timeline/timeline_model.h"
 #include "gui/widgets/metrics_panel.h"
@@ -129,11 +130,24 @@ ExplainPanel::ExplainPanel(QWidget *parent) : QTextBrowser(parent) {
   // back on every slider move, and each time the text was laid out again at the other width:
   // three layouts a move, two fifths of a move with this tab in view. Always shown, once.
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+  coalesce_ = new QTimer(this);
+  coalesce_->setSingleShot(true);
+  connect(coalesce_, &QTimer::timeout, this, &ExplainPanel::applyPending);
 }
 
 void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {
   if (!snapshot) return;
   pending_ = snapshot;
+  if (!isVisible()) return;
+  const qint64 since =
+      since_applied_.isValid() ? since_applied_.elapsed() : qint64{minimum_update_ms_};
+  if (since >= minimum_update_ms_)
+    applyPending();
+  else if (!coalesce_->isActive())
+    coalesce_->start(static_cast<int>(minimum_update_ms_ - since));
+}
+
+void ExplainPanel::flush() {
   if (isVisible()) applyPending();
 }
 
@@ -143,10 +157,12 @@ void ExplainPanel::showEvent(QShowEvent *event) {
 }
 
 void ExplainPanel::applyPending() {
+  coalesce_->stop();
   if (!pending_) return;
   const int scroll = verticalScrollBar() ? verticalScrollBar()->value() : 0;
   setHtml(explanationHtml(*pending_));
   pending_.reset();
+  since_applied_.start();
   if (verticalScrollBar()) verticalScrollBar()->setValue(scroll);
 }
 

@@ -742,6 +742,7 @@ void MainWindow::settle() {
   metrics_->waitForSpeedOfLight();
   // What a person sees once a drag rests: rows fitted to their values.
   metrics_->fitRowsToValues();
+  explain_->flush();
   timeline_->finishMorph();
   compare_->timeline()->finishMorph();
   QCoreApplication::processEvents();

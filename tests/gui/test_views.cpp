@@ -498,8 +498,49 @@ private slots:
       QCoreApplication::processEvents();
     }
     QCOMPARE(counter.resizes, 0);
+    // The last move's text may still wait (ExplainPanel::minimumUpdateMs); it is laid out once
+    // the drag rests.
+    window.settle();
+    QVERIFY(!window.explain()->hasPending());
+    QCOMPARE(counter.resizes, 0);
     QVERIFY(window.explain()->toPlainText().contains(QStringLiteral("M = 8")));
     QCOMPARE(window.explain()->toPlainText(), before);
+  }
+
+  void explainFollowsADragAtMostEveryInterval() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    ExplainPanel *explain = window.explain();
+    QCOMPARE(explain->minimumUpdateMs(), ExplainPanel::kMinimumUpdateMs);
+    // An interval no test machine outlasts, so that what waits does not depend on its speed.
+    explain->setMinimumUpdateMs(3600 * 1000);
+    window.tabs()->setCurrentWidget(explain); // shown: laid out now
+    window.settle();
+    QSpinBox *spin = window.controls()->microbatches()->spinBox();
+    const auto move = [&](int microbatches) {
+      spin->setValue(microbatches);
+      window.evaluator()->waitForIdle();
+      QCoreApplication::processEvents();
+    };
+    move(12);
+    QVERIFY(explain->hasPending());
+    QVERIFY(!explain->toPlainText().contains(QStringLiteral("M = 12")));
+    move(16);
+    QVERIFY(explain->hasPending());
+    window.settle(); // the drag rests: the latest is laid out
+    QVERIFY(!explain->hasPending());
+    QVERIFY(explain->toPlainText().contains(QStringLiteral("M = 16")));
+    // With a short interval the waiting text comes on its own, without a settle.
+    explain->setMinimumUpdateMs(30);
+    move(20);
+    QTRY_VERIFY_WITH_TIMEOUT(!explain->hasPending(), 5000);
+    QVERIFY(explain->toPlainText().contains(QStringLiteral("M = 20")));
+    // A move after a rest longer than the interval shows at once.
+    QTest::qWait(60);
+    move(24);
+    QVERIFY(!explain->hasPending());
+    QVERIFY(explain->toPlainText().contains(QStringLiteral("M = 24")));
   }
 
   void compareStacksSchedulesAndDrawsBubbleCurves() {
