@@ -18,6 +18,12 @@ prediction exact: the step is linear in h, so two predictions (h = 0 and h = 10 
 slope, the MoE layer-microbatches on the critical path, and (measured - predicted at 0) / slope
 is the h the row asks for. One constant fits all rows only as far as these agree.
 
+With --local-experts it tries the term those asks suggest, h = a + b x (local experts per rank),
+against one constant h on every timed MoE row (the set-aside row left out), both fitted to the
+rows' mean |error| on a grid (a in steps of 0.1 ms, b of 0.01 ms; the constant in steps of
+0.05 ms) from the same two predictions a row (its step is linear in h), and each held out in
+turn (fitted on the other rows, leave one out).
+
 Standard library only.
 """
 import argparse
@@ -78,6 +84,49 @@ def per_row(pipescope, sets):
               f"{spec['schedule']['name']}")
 
 
+def linear_rows(pipescope, sets):
+    """(id, measured s, predicted s at h = 0, seconds per ms of h, local experts) of every timed
+    MoE row but the set-aside ones."""
+    without, with_10ms = predictions(pipescope, sets, 0.0), predictions(pipescope, sets, 10000.0)
+    rows = []
+    for key, (row, spec) in without.items():
+        if row.get("measured_step_s") is None or row.get("set_aside"):
+            continue
+        slope = (with_10ms[key][0]["predicted_step_s"] - row["predicted_step_s"]) / 10.0
+        local = spec["model"]["experts"] // spec["mesh"].get("ep", 1)
+        rows.append((row["id"], row["measured_step_s"], row["predicted_step_s"], slope, local))
+    return rows
+
+
+def local_experts(pipescope, sets):
+    """Prints the constant and the local-experts term, fitted and held out."""
+    rows = linear_rows(pipescope, sets)
+
+    def error(row, h_ms):
+        _, measured, at_zero, slope, _ = row
+        return (at_zero + slope * h_ms - measured) / measured
+
+    def mean_abs(some, h_of):
+        return sum(abs(error(row, h_of(row))) for row in some) / len(some)
+
+    constants = [(lambda row, h=0.05 * i: h) for i in range(161)]
+    terms = [(lambda row, a=-2 + 0.1 * i, b=-0.2 + 0.01 * j: a + b * row[4])
+             for i in range(81) for j in range(71)]
+
+    def fit(some, models):
+        return min(models, key=lambda h_of: mean_abs(some, h_of))
+
+    for name, models in (("one constant", constants), ("a + b x local experts", terms)):
+        best = fit(rows, models)
+        held = [abs(error(row, fit(rows[:i] + rows[i + 1:], models)(row)))
+                for i, row in enumerate(rows)]
+        print(f"{name:22s}  fitted: mean |error| {100 * mean_abs(rows, best):.1f} %;  held out: "
+              f"mean {100 * sum(held) / len(held):.1f} %, worst {100 * max(held):.1f} %")
+    print(f"(over {len(rows)} timed MoE rows; h for 4 and 16 local experts as fitted: "
+          f"{fit(rows, terms)(('', 0, 0, 0, 4)):.2f} and {fit(rows, terms)(('', 0, 0, 0, 16)):.2f} ms, "
+          f"the constant {fit(rows, constants)(None):.2f} ms)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pipescope", default="build/engine/cli/pipescope")
@@ -85,8 +134,13 @@ def main():
     parser.add_argument("--hosts-ms", default="0,2,2.5,3,3.5,4,4.5,5")
     parser.add_argument("--per-row", action="store_true",
                         help="the host time each MoE row would need, instead of the fit")
+    parser.add_argument("--local-experts", action="store_true",
+                        help="a host time growing with the local experts against one constant")
     args = parser.parse_args()
     sets = sorted(glob.glob(os.path.join(args.sets, "*.json")))
+    if args.local_experts:
+        local_experts(args.pipescope, sets)
+        return
     if args.per_row:
         per_row(args.pipescope, sets)
         return
