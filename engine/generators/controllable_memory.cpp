@@ -250,8 +250,9 @@ int dependencySlot(const Slots &slots, int rank, int type, int m) {
 // them there and the squeeze moves an op only to a slot after them), so each rank here runs down
 // its own slot order as far as its neighbours' progress allows, sweeping over the ranks until all
 // are done: the same starts, without sorting every op by slot. With the squeeze's window
-// (visitInSlotOrder) this took V-Half's generation at P = 64, M = 2048 from 38 to 34 ms (best of
-// 20 runs each) and its first-level data-cache misses down by a quarter (cachegrind).
+// (visitInSlotOrder) this took V-Half's generation at P = 64, M = 2048 from 38 to 34 ms
+// (RelWithDebInfo, best of 20 runs each) and its first-level data-cache misses down by a quarter
+// (cachegrind).
 Slots replayAsSoonAsPossible(const Slots &slots) {
   const std::size_t pp = slots.size();
   Slots start = slots;
