@@ -14,6 +14,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 #include "gui/timeline/palette.h"
 #include "gui/timeline/timeline_model.h"
@@ -89,6 +90,15 @@ QValueAxis *addValueAxis(QChart *chart, Qt::Alignment alignment, const QString &
   axis->setLabelFormat(label_format);
   chart->addAxis(axis, alignment);
   return axis;
+}
+
+// After applyNiceNumbers (ticks 1, 2 or 5 × 10^n apart): as many decimals as the tick step
+// needs, so that no two ticks print alike ("%.0f" printed 0, 0, 0, 1, 1 on an axis to 1).
+void fitLabelDecimals(QValueAxis *axis) {
+  const double step = (axis->max() - axis->min()) / std::max(1, axis->tickCount() - 1);
+  const int decimals =
+      step > 0 ? std::clamp(static_cast<int>(-std::floor(std::log10(step) + 1e-9)), 0, 6) : 0;
+  axis->setLabelFormat(QStringLiteral("%.") + QString::number(decimals) + QStringLiteral("f"));
 }
 
 void styleTitle(QChart *chart) {
@@ -341,6 +351,7 @@ SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
   tokens_axis_ =
       addValueAxis(chart_, Qt::AlignLeft, tr("tokens/s (whole mesh)"), QStringLiteral("%.0f"));
   styleTitle(chart_);
+  labels_color_ = memory_axis_->labelsColor();
   front_ = new QLineSeries(chart_);
   front_->setName(tr("Pareto front"));
   front_->setPen(QPen(palette::paretoLine(), 1.5, Qt::DashLine));
@@ -363,7 +374,7 @@ SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
 }
 
 void SearchScatterChart::clear() {
-  setResults({}, {}, 0, tr("No search yet: set the GPUs and schedules, then Run."));
+  setResults({}, {}, 0, tr("No search yet: press Run search"));
 }
 
 void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
@@ -437,6 +448,15 @@ void SearchScatterChart::setResults(const std::vector<ScatterGroup> &groups,
   tokens_axis_->setRange(any ? min_tokens * 0.9 : 0, max_tokens);
   memory_axis_->applyNiceNumbers();
   tokens_axis_->applyNiceNumbers();
+  fitLabelDecimals(memory_axis_);
+  fitLabelDecimals(tokens_axis_);
+  // Before a search, or with no plan to show, an axis without data has no scale worth reading.
+  // Its labels turn transparent rather than hidden, which would take their space and leave too
+  // little for the axis title (elided to "...").
+  memory_scaled_ = any || limit_gib > 0;
+  tokens_scaled_ = any;
+  memory_axis_->setLabelsColor(memory_scaled_ ? labels_color_ : Qt::transparent);
+  tokens_axis_->setLabelsColor(tokens_scaled_ ? labels_color_ : Qt::transparent);
   chart_->setTitle(title);
   legend_->setText(legend);
 }
@@ -484,6 +504,19 @@ QString SearchScatterChart::xTitle() const {
 
 QString SearchScatterChart::yTitle() const {
   return tokens_axis_->titleText();
+}
+
+QStringList SearchScatterChart::tickLabels(Qt::Orientation orientation) const {
+  const bool horizontal = orientation == Qt::Horizontal;
+  const QValueAxis *axis = horizontal ? memory_axis_ : tokens_axis_;
+  QStringList labels;
+  if (!(horizontal ? memory_scaled_ : tokens_scaled_)) return labels;
+  const int ticks = std::max(2, axis->tickCount());
+  const QByteArray format = axis->labelFormat().toLatin1();
+  for (int i = 0; i < ticks; ++i)
+    labels << QString::asprintf(format.constData(),
+                                axis->min() + i * (axis->max() - axis->min()) / (ticks - 1));
+  return labels;
 }
 
 QString SearchScatterChart::detailsOf(int plan) const {

@@ -132,6 +132,9 @@ public:
   QColor seriesColor(int index) const;
   QString xTitle() const;
   QString yTitle() const;
+  /// The tick labels of the x (memory) or y (tokens/s) axis as drawn; empty while the axis has
+  /// no data to scale it.
+  QStringList tickLabels(Qt::Orientation orientation) const;
   /// The details shown on hovering the point of plan `plan` (what a tooltip shows).
   QString detailsOf(int plan) const;
   /// Marks the plan loaded into the explorer (-1: none).
@@ -148,6 +151,8 @@ private:
   QChart *chart_ = nullptr;
   QValueAxis *memory_axis_ = nullptr;
   QValueAxis *tokens_axis_ = nullptr;
+  QColor labels_color_;
+  bool memory_scaled_ = false, tokens_scaled_ = false;
   QLineSeries *front_ = nullptr;
   QLineSeries *limit_ = nullptr;
   QScatterSeries *chosen_ = nullptr;

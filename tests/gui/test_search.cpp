@@ -74,6 +74,7 @@ private slots:
   void layerEditorAppliesLayout();
   void invalidLayoutKeepsThePlan();
   void layerEditorNeedsAModel();
+  void chartAxesTellTheirTicksApart();
 };
 
 void TestSearch::searchShowsPointsAndFront() {
@@ -474,6 +475,40 @@ void TestSearch::layerEditorNeedsAModel() {
   QVERIFY(editor->toolTip().contains(QStringLiteral("model + hardware")));
   QVERIFY(!editor->applyLayoutText(QStringLiteral("Et*8|t*8|t*8|t*8L")));
   QVERIFY(editor->message()->text().contains(QStringLiteral("model + hardware")));
+}
+
+// Before a search the axes have no scale (they printed 0, 0, 0, 1, 1 from 0 to 1); after one,
+// every tick prints differently, however small the range.
+void TestSearch::chartAxesTellTheirTicksApart() {
+  SearchScatterChart chart;
+  chart.resize(400, 300);
+  QVERIFY(chart.tickLabels(Qt::Horizontal).isEmpty());
+  QVERIFY(chart.tickLabels(Qt::Vertical).isEmpty());
+  const auto distinct = [](const QStringList &labels) {
+    return !labels.isEmpty() && QSet<QString>(labels.begin(), labels.end()).size() == labels.size();
+  };
+  // A small model: under 2 GiB a GPU, tokens/s within 10 % of each other.
+  ScatterGroup small{QStringLiteral("1F1B"), Qt::blue, {}};
+  for (int i = 0; i < 5; ++i)
+    small.points.push_back({QPointF(0.3 + 0.35 * i, 1000 + 25 * i), QString(), i});
+  chart.setResults({small}, {}, 0, QStringLiteral("small"));
+  const QStringList memory = chart.tickLabels(Qt::Horizontal);
+  QVERIFY2(distinct(memory), qPrintable(memory.join(QLatin1Char(' '))));
+  QVERIFY2(memory.last().contains(QLatin1Char('.')), qPrintable(memory.last()));
+  QVERIFY2(distinct(chart.tickLabels(Qt::Vertical)),
+           qPrintable(chart.tickLabels(Qt::Vertical).join(QLatin1Char(' '))));
+  // A large one: whole GiB and tokens/s, no decimals to read past.
+  ScatterGroup large{QStringLiteral("ZB-V"), Qt::red, {}};
+  for (int i = 0; i < 5; ++i)
+    large.points.push_back({QPointF(20 + 12 * i, 1.2e6 + 5e4 * i), QString(), i});
+  chart.setResults({large}, {}, 79.6, QStringLiteral("large"));
+  const QStringList gib = chart.tickLabels(Qt::Horizontal), tokens = chart.tickLabels(Qt::Vertical);
+  QVERIFY2(distinct(gib) && !gib.join(QString()).contains(QLatin1Char('.')),
+           qPrintable(gib.join(QLatin1Char(' '))));
+  QVERIFY2(distinct(tokens) && !tokens.join(QString()).contains(QLatin1Char('.')),
+           qPrintable(tokens.join(QLatin1Char(' '))));
+  chart.clear();
+  QVERIFY(chart.tickLabels(Qt::Horizontal).isEmpty());
 }
 
 QTEST_MAIN(TestSearch)
