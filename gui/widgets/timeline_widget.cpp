@@ -782,6 +782,7 @@ void TimelineWidget::paintAxis(QPainter &painter) {
   font.setPointSizeF(std::min(font.pointSizeF(), 8.5));
   painter.setFont(font);
   const auto ticks = axisTicks(mapping_, 90);
+  axis_label_rects_.clear();
   for (const auto &tick : ticks) {
     if (tick.x < kHeaderWidth) continue;
     painter.setPen(palette::minorTick());
@@ -789,6 +790,11 @@ void TimelineWidget::paintAxis(QPainter &painter) {
     // A faint grid line through the rows.
     painter.setPen(palette::gridLine());
     painter.drawLine(QPointF(tick.x, kAxisHeight), QPointF(tick.x, height()));
+    // A label that would run past the right edge is left out, not cut to its first digits
+    // ("1" of "15 µs").
+    const double label_width = texts_.width(font, tick.label);
+    if (tick.x + 3 + label_width > width()) continue;
+    axis_label_rects_.append(QRectF(tick.x + 3, 2, label_width, kAxisHeight - 8));
     painter.setPen(palette::text());
     texts_.draw(painter, QRectF(tick.x + 3, 2, 120, kAxisHeight - 8),
                 Qt::AlignLeft | Qt::AlignVCenter, tick.label);

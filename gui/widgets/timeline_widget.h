@@ -76,6 +76,8 @@ public:
   QString hoverTextAt(QPoint position);
 
   bool morphing() const { return morph_.active() && morph_timer_.isActive(); }
+  /// Where the time axis's tick labels went in the last paint (widget coordinates).
+  const QList<QRectF> &axisLabelRects() const { return axis_label_rects_; }
   /// Ends a running morph at once (tests, screenshots).
   void finishMorph();
 
@@ -129,6 +131,7 @@ private:
   TimelineModel model_;
   TimeMapping mapping_;
   TextCache texts_;
+  QList<QRectF> axis_label_rects_;
   DrawList draw_list_;
   DrawList measured_draw_list_;
   bool draw_list_valid_ = false;

@@ -507,6 +507,33 @@ private slots:
     QCOMPARE(window.explain()->toPlainText(), before);
   }
 
+  void timelineAxisLabelsStayInsideTheWidget() {
+    MainWindow window(quietOptions());
+    window.resize(1500, 950);
+    window.show();
+    window.controls()->pipelineRanks()->spinBox()->setValue(2);
+    window.controls()->microbatches()->spinBox()->setValue(4);
+    window.tabs()->setCurrentWidget(window.compare());
+    window.settle();
+    // The stacked schedules' axis runs to P = 2, M = 4's 1F1B step of 15 µs, a tick's time: its
+    // label "15 µs" was cut to "1" at the right edge.
+    TimelineWidget *timeline = window.compare()->timeline();
+    int labels = 0;
+    // Over many widths some tick falls near the right edge; its label is left out, not cut.
+    for (int width = 420; width <= 900; width += 7) {
+      timeline->resize(width, 200);
+      QImage image(timeline->size(), QImage::Format_ARGB32);
+      timeline->render(&image);
+      for (const QRectF &rect : timeline->axisLabelRects()) {
+        QVERIFY2(rect.right() <= width,
+                 qPrintable(
+                     QStringLiteral("a label to x = %1 at width %2").arg(rect.right()).arg(width)));
+        ++labels;
+      }
+    }
+    QVERIFY(labels > 100);
+  }
+
   void explainFollowsADragAtMostEveryInterval() {
     MainWindow window(quietOptions());
     window.resize(1280, 800);
