@@ -2,6 +2,7 @@
 
 #include "gui/timeline/palette.h"
 #include "gui/widgets/layer_editor.h"
+#include <QAbstractItemView>
 #include <QButtonGroup>
 #include <QCheckBox>
 #include <QComboBox>
@@ -13,10 +14,12 @@
 #include <QLabel>
 #include <QMenu>
 #include <QRadioButton>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QStyle>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -272,6 +275,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_group_->setFlat(true);
   auto *model_form = new QFormLayout(model_group_);
   model_form->setContentsMargins(0, 0, 0, 0);
+  // Its longest labels beside its widest fields ("recompute" with its modules button) made the
+  // panel wider than a narrow dock; there the field goes under its label instead.
+  model_form->setRowWrapPolicy(QFormLayout::WrapLongRows);
   model_preset_ = new QComboBox(model_group_);
   for (const auto &name : modelPresetNames())
     model_preset_->addItem(QString::fromStdString(name));
@@ -511,6 +517,25 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   });
   showTraining(TrainingSetup{});
   setPlan(plan_);
+  // The panel must fit its dock (at most 340 px): combo boxes sized to their longest item
+  // ("Combined 1F1B (EP all-to-all overlap)") made it 350 px wide, cut on the right with no
+  // scroll bar. They shrink to a few characters instead, and their popups keep full names.
+  for (QComboBox *box : findChildren<QComboBox *>()) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(kComboMinimumCharacters);
+    const auto fitPopup = [box] {
+      int widest = 0;
+      for (int i = 0; i < box->count(); ++i)
+        widest = std::max(widest, box->fontMetrics().horizontalAdvance(box->itemText(i)));
+      // The item's text margins and a scroll bar, should the list need one.
+      box->view()->setMinimumWidth(widest +
+                                   2 * box->style()->pixelMetric(QStyle::PM_FocusFrameHMargin) +
+                                   16 + box->view()->verticalScrollBar()->sizeHint().width());
+    };
+    fitPopup();
+    connect(box->model(), &QAbstractItemModel::rowsInserted, box, fitPopup);
+    connect(box->model(), &QAbstractItemModel::modelReset, box, fitPopup);
+  }
 }
 
 void ControlsPanel::setPlan(const Plan &plan) {

@@ -74,6 +74,8 @@ class ControlsPanel : public QWidget {
   Q_OBJECT
 public:
   explicit ControlsPanel(QWidget *parent = nullptr);
+  /// Characters a combo box keeps when its dock is narrow (its popup shows whole items).
+  static constexpr int kComboMinimumCharacters = 8;
 
   /// Shows a plan in the controls (without emitting planEdited).
   void setPlan(const Plan &plan);

@@ -1,10 +1,12 @@
 // The explorer's views, offscreen: the timeline's hit test, hover, highlight, zoom and pan; memory
 // bars against the engine, with and without a model, and following the playhead; the mesh on
 // hover; the explanation; the comparison of schedules; the timeline morphing between settings.
+#include <QAbstractItemView>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QRadioButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSlider>
 #include <QSpinBox>
@@ -505,6 +507,34 @@ private slots:
     QCOMPARE(counter.resizes, 0);
     QVERIFY(window.explain()->toPlainText().contains(QStringLiteral("M = 8")));
     QCOMPARE(window.explain()->toPlainText(), before);
+  }
+
+  void settingsFitTheirDock() {
+    // The panel was 350 px wide in a dock of at most 340: its right edge (spin box arrows, the
+    // end of every combo box) was cut at any window size.
+    for (const QSize size : {QSize(1280, 800), QSize(1000, 700), QSize(1920, 1080)}) {
+      MainWindow window(quietOptions());
+      window.resize(size);
+      window.show();
+      window.settle();
+      ControlsPanel *controls = window.controls();
+      auto *area = qobject_cast<QScrollArea *>(controls->parentWidget()->parentWidget());
+      QVERIFY(area);
+      QVERIFY2(controls->width() <= area->viewport()->width(),
+               qPrintable(QStringLiteral("%1 px of settings in %2 px at %3x%4")
+                              .arg(controls->width())
+                              .arg(area->viewport()->width())
+                              .arg(size.width())
+                              .arg(size.height())));
+    }
+    // A combo box that shrank still lists whole names.
+    MainWindow window(quietOptions());
+    auto *schedule = window.controls()->findChild<QComboBox *>(QStringLiteral("schedule"));
+    QVERIFY(schedule);
+    int widest = 0;
+    for (int i = 0; i < schedule->count(); ++i)
+      widest = std::max(widest, schedule->fontMetrics().horizontalAdvance(schedule->itemText(i)));
+    QVERIFY(schedule->view()->minimumWidth() >= widest);
   }
 
   void timelineAxisLabelsStayInsideTheWidget() {
