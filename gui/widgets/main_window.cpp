@@ -294,7 +294,11 @@ QWidget *MainWindow::buildTransportBar() {
           [this] { playback_->setSpeed(speed_box_->currentData().toDouble()); });
   layout->addWidget(speed_box_);
   transport_label_ = new QLabel(bar);
-  transport_label_->setMinimumWidth(120);
+  // Room for the step ("step 999.99 ms") without re-laying out the bar on every new plan; the
+  // measurement's two boxes need the rest of the bar at 1280 px.
+  transport_label_->setMinimumWidth(transport_label_->fontMetrics().horizontalAdvance(
+                                        tr("step %1").arg(QStringLiteral("999.99 ms"))) +
+                                    4);
   layout->addWidget(transport_label_);
   layout->addSpacing(8);
   auto *zoom_out = tool(tr("\u2212"), zoom_->zoomOutAction()->toolTip());
@@ -548,7 +552,7 @@ void MainWindow::updateMeasuredControls() {
   const auto steps = run_panel_->measurement()->steps();
   QSignalBlocker blocker(measured_step_box_);
   measured_step_box_->clear();
-  measured_step_box_->addItem(tr("Latest step"), -1);
+  measured_step_box_->addItem(tr("Latest"), -1);
   for (int step : steps)
     measured_step_box_->addItem(tr("Step %1").arg(step), step);
   const int index = measured_step_box_->findData(selected);

@@ -5,6 +5,7 @@
 // names what the rank waits for; the critical path's ops sum to the makespan. The executable's
 // --import and --critical-path flags render a screenshot.
 #include <QAction>
+#include <QComboBox>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -177,6 +178,26 @@ private slots:
     QCOMPARE(window.snapshot()->plan.request.microbatches, before.request.microbatches);
     // And the next import works.
     QVERIFY(window.importRealRun({kRuns + QStringLiteral("/gpipe-p2-m4")}));
+  }
+
+  // With a run drawn, the transport bar gains the overlay and step boxes; at the default window
+  // size they got less than their width ("Latest step" cut to "Latest ste").
+  void theMeasurementsBoxesFitTheBar() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    window.settle();
+    QVERIFY(window.importRealRun({kRuns + QStringLiteral("/gpipe-p2-m4")}));
+    window.settle();
+    for (const char *name : {"overlay_mode", "measured_step"}) {
+      auto *box = window.findChild<QComboBox *>(QLatin1String(name));
+      QVERIFY2(box && box->isVisible(), name);
+      QVERIFY2(box->width() >= box->sizeHint().width(),
+               qPrintable(QStringLiteral("%1: %2 of %3 px")
+                              .arg(QLatin1String(name))
+                              .arg(box->width())
+                              .arg(box->sizeHint().width())));
+    }
   }
 
   // Hovering a bubble of the example 1F1B plan (P=4, M=8) names its cause: rank 3's leading idle
