@@ -15,6 +15,7 @@
 #include <QMenuBar>
 #include <QPainter>
 #include <QRegularExpression>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
@@ -22,6 +23,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -347,9 +349,13 @@ QWidget *MainWindow::buildTransportBar() {
   legend_ = new QLabel(column);
   legend_->setTextFormat(Qt::RichText);
   legend_->setObjectName(QStringLiteral("legend"));
-  // The legend may be clipped on a narrow window; it must never widen the window.
+  // The legend must never widen the window. On a narrow one it wraps between its colours onto a
+  // second line instead of cutting off what the last ones mean (DualPipeV with a run and its
+  // critical path drawn lost "F&B overlapped pair" at 1280 px); the mouse hint after them stays
+  // only while it fits on their line, else it is the legend's tooltip (updateLegend).
   legend_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   legend_->setMinimumWidth(0);
+  legend_->installEventFilter(this);
   column_layout->addWidget(legend_);
   return column;
 }
@@ -619,30 +625,63 @@ void MainWindow::updateLegend() {
   for (const auto &ops : shown_->evaluation->schedule.ranks)
     for (const auto &op : ops)
       present[static_cast<int>(op.kind)] = true;
-  QString html;
-  // First when shown: it is what was asked for, and the legend is clipped on narrow windows.
+  // One entry per colour, its words held together so that a narrow legend wraps between
+  // entries only.
+  const auto entry = [](const QString &swatch_color, const QString &swatch, const QString &words,
+                        const QString &title = QString()) {
+    QString text = words.toHtmlEscaped();
+    text.replace(QLatin1Char(' '), QStringLiteral("&nbsp;"));
+    return QStringLiteral("<span style='color:%1; font-size:12pt'%2>%3</span>&nbsp;%4 &nbsp; ")
+        .arg(swatch_color,
+             title.isEmpty() ? QString() : QStringLiteral(" title='%1'").arg(title.toHtmlEscaped()),
+             swatch, text);
+  };
+  QString colours;
+  // First when shown: it is what was asked for.
   if (timeline_->criticalPathShown())
-    html += tr("<span style='color:%1; font-size:12pt'>\u25a1</span>&nbsp;critical path "
-               "&nbsp;&nbsp; ")
-                .arg(palette::criticalPath().name());
+    colours += entry(palette::criticalPath().name(), QStringLiteral("\u25a1"), tr("critical path"));
   for (OpKind kind : {OpKind::Forward, OpKind::InputGrad, OpKind::WeightGrad, OpKind::FullBackward,
                       OpKind::OverlappedPair}) {
     if (!present[static_cast<int>(kind)]) continue;
-    html +=
-        QStringLiteral(
-            "<span style='color:%1; font-size:12pt' title='%3'>\u25a0</span>&nbsp;%2 &nbsp;&nbsp; ")
-            .arg(opKindColor(kind).name(), opKindShortLegend(kind).toHtmlEscaped(),
-                 opKindLegend(kind).toHtmlEscaped());
+    colours += entry(opKindColor(kind).name(), QStringLiteral("\u25a0"), opKindShortLegend(kind),
+                     opKindLegend(kind));
   }
   if (timeline_->hasMeasuredOverlay())
-    html += tr("<span style='color:%1; font-size:12pt'>\u25af</span>&nbsp;predicted &nbsp;"
-               "<span style='color:%2; font-size:12pt'>\u25ae</span>&nbsp;measured &nbsp;&nbsp; ")
-                .arg(palette::predictedGhost().name(), palette::measuredSwatch().name());
-  html += tr("<span style='color:%1; font-size:12pt'>\u25a8</span>&nbsp;idle (bubble) &nbsp;&nbsp; "
-             "<span style='color:%2'>wheel zoom \u00b7 drag pan \u00b7 click: path \u00b7 "
-             "hover a bubble: its cause</span>")
-              .arg(palette::idleHatch().name(), palette::faintText().name());
-  legend_->setText(html);
+    colours += entry(palette::predictedGhost().name(), QStringLiteral("\u25af"), tr("predicted")) +
+               entry(palette::measuredSwatch().name(), QStringLiteral("\u25ae"), tr("measured"));
+  colours += entry(palette::idleHatch().name(), QStringLiteral("\u25a8"), tr("idle (bubble)"));
+  const QString hint = tr("wheel zoom \u00b7 drag pan \u00b7 click: path \u00b7 hover a bubble: "
+                          "its cause");
+  const QString hint_html = QStringLiteral("<span style='color:%1'>%2</span>")
+                                .arg(palette::faintText().name(), hint.toHtmlEscaped());
+  const int width = legend_->contentsRect().width();
+  if (colours != legend_measured_colours_ || width != legend_measured_width_) {
+    QTextDocument document;
+    document.setDefaultFont(legend_->font());
+    document.setDocumentMargin(0);
+    document.setHtml(colours + hint_html);
+    legend_hint_fits_ = document.idealWidth() <= width;
+    document.setHtml(colours);
+    legend_colours_fit_ = document.idealWidth() <= width;
+    legend_measured_colours_ = colours;
+    legend_measured_width_ = width;
+  }
+  // Wrapping only when the colours need it: a wrapping label lays its rich text out again at
+  // every activation of the layout above the timeline, which a slider move causes (a seventh
+  // more instructions a move at TP 8).
+  // (Each setter relays the label out even for what it already has: set only changes.)
+  if (legend_->wordWrap() == legend_colours_fit_) legend_->setWordWrap(!legend_colours_fit_);
+  const QString text = legend_hint_fits_ ? colours + hint_html : colours;
+  if (legend_->text() != text) legend_->setText(text);
+  const QString tip = legend_hint_fits_ ? QString() : hint;
+  if (legend_->toolTip() != tip) legend_->setToolTip(tip);
+}
+
+bool MainWindow::eventFilter(QObject *watched, QEvent *event) {
+  if (watched == legend_ && event->type() == QEvent::Resize &&
+      static_cast<QResizeEvent *>(event)->oldSize().width() != legend_->width())
+    updateLegend();
+  return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::setPlaying(bool playing) {

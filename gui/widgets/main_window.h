@@ -123,6 +123,7 @@ public:
 
 protected:
   void closeEvent(QCloseEvent *event) override;
+  bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
   void buildDocks();
@@ -176,6 +177,12 @@ private:
   std::optional<MeasuredTraceFile> pending_run_;
   QLabel *banner_ = nullptr;
   QLabel *legend_ = nullptr;
+  /// Whether the mouse hint fits on the legend's line beside its colours, for the colours and
+  /// width it was measured at (updateLegend measures again only when one of them changes).
+  QString legend_measured_colours_;
+  int legend_measured_width_ = -1;
+  bool legend_hint_fits_ = false;
+  bool legend_colours_fit_ = true; ///< else the legend wraps between its colours
   QLabel *transport_label_ = nullptr;
   QLabel *busy_label_ = nullptr;
   QToolButton *play_button_ = nullptr;

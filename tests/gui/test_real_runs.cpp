@@ -6,6 +6,7 @@
 // --import and --critical-path flags render a screenshot.
 #include <QAction>
 #include <QComboBox>
+#include <QLabel>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -198,6 +199,25 @@ private slots:
                               .arg(box->width())
                               .arg(box->sizeHint().width())));
     }
+  }
+
+  // DualPipeV's five colours with a run and its critical path drawn are more than one line at
+  // 1280 px: the legend wraps between them instead of cutting off the last ("F&B overlapped").
+  void aLongLegendWrapsBetweenItsColours() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    window.settle();
+    QVERIFY(window.importRealRun({kRuns + QStringLiteral("/dualpipev-p4-m8")}));
+    window.setCriticalPathShown(true);
+    window.settle();
+    auto *legend = window.findChild<QLabel *>(QStringLiteral("legend"));
+    QVERIFY(legend);
+    QVERIFY(legend->wordWrap());
+    for (const char *entry :
+         {"critical&nbsp;path", "overlapped&nbsp;pair", "measured", "idle&nbsp;(bubble)"})
+      QVERIFY2(legend->text().contains(QLatin1String(entry)), entry);
+    QVERIFY(!legend->text().contains(QStringLiteral("wheel zoom")));
   }
 
   // Hovering a bubble of the example 1F1B plan (P=4, M=8) names its cause: rank 3's leading idle

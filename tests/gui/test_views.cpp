@@ -509,6 +509,24 @@ private slots:
     QCOMPARE(window.explain()->toPlainText(), before);
   }
 
+  void legendDropsTheMouseHintBeforeAColour() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    window.settle();
+    auto *legend = window.findChild<QLabel *>(QStringLiteral("legend"));
+    QVERIFY(legend);
+    // At 1280 px the hint did not fit beside the colours and was cut ("... hover a bubble: its"):
+    // it is the tooltip there, and every colour stays on the legend.
+    QVERIFY(!legend->text().contains(QStringLiteral("wheel zoom")));
+    QVERIFY(legend->toolTip().contains(QStringLiteral("wheel zoom")));
+    QVERIFY(legend->text().contains(QStringLiteral("idle&nbsp;(bubble)")));
+    window.resize(1920, 1080);
+    window.settle();
+    QTRY_VERIFY(legend->text().contains(QStringLiteral("wheel zoom")));
+    QVERIFY(legend->toolTip().isEmpty());
+  }
+
   void settingsFitTheirDock() {
     // The panel was 350 px wide in a dock of at most 340: its right edge (spin box arrows, the
     // end of every combo box) was cut at any window size.
