@@ -35,6 +35,16 @@ namespace {
 
 const QString kRuns = QStringLiteral(PIPESCOPE_TORCH_RUNS);
 
+// The window at its default size with one of tests/data/torch_runs drawn over its plan.
+bool showRunAt1280(MainWindow &window, const QString &run) {
+  window.resize(1280, 800);
+  window.show();
+  window.settle();
+  const bool imported = window.importRealRun({kRuns + QLatin1Char('/') + run});
+  window.settle();
+  return imported;
+}
+
 json runDescription(const QString &run) {
   const QString path = kRuns + QLatin1Char('/') + run + QStringLiteral("/run.json");
   auto text = readTextFile(path.toStdString());
@@ -185,11 +195,7 @@ private slots:
   // size they got less than their width ("Latest step" cut to "Latest ste").
   void theMeasurementsBoxesFitTheBar() {
     MainWindow window(quietOptions());
-    window.resize(1280, 800);
-    window.show();
-    window.settle();
-    QVERIFY(window.importRealRun({kRuns + QStringLiteral("/gpipe-p2-m4")}));
-    window.settle();
+    QVERIFY(showRunAt1280(window, QStringLiteral("gpipe-p2-m4")));
     for (const char *name : {"overlay_mode", "measured_step"}) {
       auto *box = window.findChild<QComboBox *>(QLatin1String(name));
       QVERIFY2(box && box->isVisible(), name);
@@ -205,10 +211,7 @@ private slots:
   // 1280 px: the legend wraps between them instead of cutting off the last ("F&B overlapped").
   void aLongLegendWrapsBetweenItsColours() {
     MainWindow window(quietOptions());
-    window.resize(1280, 800);
-    window.show();
-    window.settle();
-    QVERIFY(window.importRealRun({kRuns + QStringLiteral("/dualpipev-p4-m8")}));
+    QVERIFY(showRunAt1280(window, QStringLiteral("dualpipev-p4-m8")));
     window.setCriticalPathShown(true);
     window.settle();
     auto *legend = window.findChild<QLabel *>(QStringLiteral("legend"));
