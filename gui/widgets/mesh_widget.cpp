@@ -48,7 +48,40 @@ MeshWidget::Layout MeshWidget::layout() const {
   return result;
 }
 
+bool MeshWidget::drawsNodes() const {
+  const int world = mesh_.worldSize();
+  return world > kMaxDrawnGpus || (world > 0 && layout().cell < kMinGpuCellPx);
+}
+
+MeshWidget::NodeGrid MeshWidget::nodeGrid() const {
+  NodeGrid grid;
+  const int nodes = std::max(1, mesh_.nodeCount());
+  const double width = std::max(100, this->width() - 8);
+  const double height = std::max(60.0, this->height() - grid.top - 22); // above the legend
+  // The column count that gives the largest squares.
+  double best = 0;
+  for (int columns = 1; columns <= nodes; ++columns) {
+    const int rows = (nodes + columns - 1) / columns;
+    const double side = std::min(width / columns, height / rows) - grid.gap;
+    if (side > best) {
+      best = side;
+      grid.columns = columns;
+    }
+  }
+  grid.side = std::max(1.0, std::min(best, 46.0));
+  grid.gap = grid.side >= 6 ? 2 : 1;
+  return grid;
+}
+
+QRectF MeshWidget::nodeRect(int node) const {
+  const NodeGrid grid = nodeGrid();
+  const double pitch = grid.side + grid.gap;
+  return QRectF(4 + (node % grid.columns) * pitch, grid.top + (node / grid.columns) * pitch,
+                grid.side, grid.side);
+}
+
 QRectF MeshWidget::gpuRect(int rank) const {
+  if (drawsNodes()) return nodeRect(mesh_.nodeOf(rank));
   const Layout l = layout();
   const int node = mesh_.nodeOf(rank);
   const int local = mesh_.localRankOf(rank);
@@ -63,7 +96,18 @@ QRectF MeshWidget::gpuRect(int rank) const {
 
 int MeshWidget::gpuAt(QPoint position) const {
   const int world = mesh_.worldSize();
-  if (world > kMaxDrawnGpus) return -1;
+  if (drawsNodes()) {
+    const NodeGrid grid = nodeGrid();
+    const double pitch = grid.side + grid.gap;
+    if (position.x() < 4 || position.y() < grid.top) return -1;
+    const int column = static_cast<int>((position.x() - 4) / pitch);
+    const int row = static_cast<int>((position.y() - grid.top) / pitch);
+    const int node = row * grid.columns + column;
+    if (column >= grid.columns || node >= mesh_.nodeCount() ||
+        !nodeRect(node).contains(QPointF(position)))
+      return -1;
+    return node * mesh_.gpus_per_node;
+  }
   for (int rank = 0; rank < world; ++rank)
     if (gpuRect(rank).adjusted(-1, -1, 1, 1).contains(position)) return rank;
   return -1;
@@ -86,14 +130,24 @@ QString MeshWidget::describeGpu(int rank) const {
     return QStringLiteral("<b>%1 group</b> [%2]: %3")
         .arg(name, members.join(QStringLiteral(", ")), link);
   };
-  QString text = tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank "
-                    "p=%5, TP index t=%6")
-                     .arg(rank)
-                     .arg(mesh_.nodeOf(rank))
-                     .arg(mesh_.localRankOf(rank))
-                     .arg(coords.d)
-                     .arg(coords.p)
-                     .arg(coords.t);
+  QString text;
+  if (drawsNodes()) {
+    const int node = mesh_.nodeOf(rank);
+    const int first = node * mesh_.gpus_per_node;
+    const int last = std::min(mesh_.worldSize(), first + mesh_.gpus_per_node) - 1;
+    text += tr("<b>node %1</b>: GPUs %2\u2013%3; its first, for its groups:<br>")
+                .arg(node)
+                .arg(first)
+                .arg(last);
+  }
+  text += tr("<b>GPU %1</b> &nbsp;node %2, local %3<br>DP replica d=%4, pipeline rank "
+             "p=%5, TP index t=%6")
+              .arg(rank)
+              .arg(mesh_.nodeOf(rank))
+              .arg(mesh_.localRankOf(rank))
+              .arg(coords.d)
+              .arg(coords.p)
+              .arg(coords.t);
   if (mesh_.cp > 1)
     text += tr(", CP index c=%1 (sequence chunks %1 and %2 of %3)")
                 .arg(coords.c)
@@ -153,17 +207,18 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     dims += mesh_.expertsFoldTp()
                 ? tr(" (EP %1 \u00d7 ETP %2 in TP\u00d7DP\u00d7CP)").arg(mesh_.ep).arg(mesh_.etp)
                 : tr(" (EP %1 in DP\u00d7CP)").arg(mesh_.ep);
-  const QString summary =
-      tr("%1 GPUs = %2, %3 per node, rank order %4 \u2014 color = pipeline rank; hover a GPU "
-         "for its groups")
-          .arg(world)
-          .arg(dims)
-          .arg(mesh_.gpus_per_node)
-          .arg(QString::fromStdString(mesh_.orderName()));
-  painter.drawText(QRectF(6, 4, width() - 12, 22), Qt::AlignLeft | Qt::AlignVCenter, summary);
-  if (world > kMaxDrawnGpus || world <= 0) {
-    painter.drawText(rect(), Qt::AlignCenter,
-                     tr("%1 GPUs are too many to draw one by one").arg(world));
+  const QString how = drawsNodes() ? tr("a square per node, color = pipeline rank")
+                                   : tr("color = pipeline rank; hover a GPU for its groups");
+  painter.drawText(QRectF(6, 4, width() - 12, 22), Qt::AlignLeft | Qt::AlignVCenter,
+                   tr("%1 GPUs = %2, %3 per node, rank order %4 \u2014 %5")
+                       .arg(world)
+                       .arg(dims)
+                       .arg(mesh_.gpus_per_node)
+                       .arg(QString::fromStdString(mesh_.orderName()), how));
+  if (world <= 0) return;
+  if (drawsNodes()) {
+    paintNodes(painter);
+    paintGroupLegend(painter);
     return;
   }
   const Layout l = layout();
@@ -220,6 +275,10 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     painter.setPen(QPen(palette::hoveredGpu(), 2));
     painter.drawRect(gpuRect(hovered_));
   }
+  paintGroupLegend(painter);
+}
+
+void MeshWidget::paintGroupLegend(QPainter &painter) {
   // Legend for the outlines.
   const double legend_y = height() - 16;
   struct Entry {
@@ -241,6 +300,47 @@ void MeshWidget::paintEvent(QPaintEvent *) {
                      QString::fromLatin1(entry.name));
     x += 82;
   }
+}
+
+void MeshWidget::paintNodes(QPainter &painter) {
+  const NodeGrid grid = nodeGrid();
+  const int per_node = mesh_.gpus_per_node;
+  const int world = mesh_.worldSize();
+  for (int node = 0; node < mesh_.nodeCount(); ++node) {
+    const QRectF square = nodeRect(node);
+    // One stripe per run of GPUs on the same pipeline rank, as wide as its share of the node.
+    const int first = node * per_node, end = std::min(world, first + per_node);
+    int run_start = first;
+    for (int rank = first + 1; rank <= end; ++rank) {
+      const int stage = mesh_.coordsOf(run_start).p;
+      if (rank < end && mesh_.coordsOf(rank).p == stage) continue;
+      const double x0 = square.left() + square.width() * (run_start - first) / (end - first);
+      const double x1 = square.left() + square.width() * (rank - first) / (end - first);
+      painter.fillRect(QRectF(x0, square.top(), x1 - x0, square.height()),
+                       pipelineStageColor(stage, mesh_.pp));
+      run_start = rank;
+    }
+  }
+  if (hovered_ < 0) return;
+  // The nodes each of the hovered GPU's groups reaches, outlined as the GPU view outlines GPUs.
+  painter.setBrush(Qt::NoBrush);
+  const auto outline = [&](MeshGroup kind, const QColor &color, double inset,
+                           Qt::PenStyle style = Qt::SolidLine) {
+    std::vector<int> nodes;
+    for (int member : mesh_.groupOf(kind, hovered_))
+      nodes.push_back(mesh_.nodeOf(member));
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    painter.setPen(QPen(color, grid.side >= 8 ? 2.0 : 1.0, style));
+    for (int node : nodes)
+      painter.drawRect(nodeRect(node).adjusted(inset, inset, -inset, -inset));
+  };
+  const double step = grid.side >= 12 ? 1.5 : 0;
+  outline(MeshGroup::DP, palette::dpGroup(), -1);
+  outline(MeshGroup::PP, palette::ppGroup(), step);
+  if (mesh_.ep > 1) outline(MeshGroup::EP, palette::epGroup(), 2 * step, Qt::DashLine);
+  if (mesh_.cp > 1) outline(MeshGroup::CP, palette::cpGroup(), 3 * step);
+  outline(MeshGroup::TP, palette::tpGroup(), 2.5 * step);
 }
 
 } // namespace pipescope::gui

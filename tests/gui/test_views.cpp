@@ -461,6 +461,42 @@ private slots:
     QVERIFY(text.contains(QStringLiteral("intra-node")));
   }
 
+  // Megatron-Core's 462B on 6,144 GPUs was an empty tab ("too many to draw one by one"): it is
+  // one square per node, colored by pipeline rank, a node's hover standing for its first GPU.
+  void aHugeMeshIsDrawnNodeByNode() {
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    Plan plan = examplePlan();
+    plan.request.pp = plan.mesh.pp = 16;
+    plan.request.microbatches = 32;
+    plan.mesh.dp = 48;
+    plan.mesh.tp = 8;
+    plan.mesh.gpus_per_node = 8;
+    window.setPlan(plan);
+    window.tabs()->setCurrentWidget(window.mesh());
+    window.settle();
+    MeshWidget *mesh = window.mesh();
+    QCOMPARE(mesh->mesh().worldSize(), 6144);
+    QVERIFY(mesh->drawsNodes());
+    const QRectF node = mesh->gpuRect(1000); // node 125
+    QCOMPARE(mesh->gpuRect(1007), node);
+    QVERIFY(node.width() >= 4);
+    QCOMPARE(mesh->gpuAt(node.center().toPoint()), 1000);
+    QVERIFY(mesh->describeGpu(1000).contains(QStringLiteral("node 125</b>: GPUs 1000")));
+    QImage image(mesh->size(), QImage::Format_ARGB32);
+    mesh->render(&image);
+    const int stage = mesh->mesh().coordsOf(1000).p;
+    QCOMPARE(image.pixel(node.center().toPoint()),
+             pipelineStageColor(stage, mesh->mesh().pp).rgb());
+    // A small mesh keeps its GPUs.
+    plan.mesh.dp = 2;
+    plan.request.pp = plan.mesh.pp = 4;
+    window.setPlan(plan);
+    window.settle();
+    QVERIFY(!mesh->drawsNodes());
+  }
+
   void explainShowsTheFormulaAndItsSource() {
     MainWindow window(quietOptions());
     window.show();
