@@ -15,11 +15,12 @@ MeshWidget::MeshWidget(QWidget *parent) : QWidget(parent) {
 
 void MeshWidget::setMesh(const Mesh &mesh) {
   mesh_ = mesh;
+  geometry_.reset();
   if (hovered_ >= mesh_.worldSize()) hovered_ = -1;
   update();
 }
 
-MeshWidget::Layout MeshWidget::layout() const {
+MeshWidget::Layout MeshWidget::computeLayout() const {
   Layout result;
   const int world = std::max(1, mesh_.worldSize());
   const int nodes = std::max(1, mesh_.nodeCount());
@@ -48,12 +49,27 @@ MeshWidget::Layout MeshWidget::layout() const {
   return result;
 }
 
-bool MeshWidget::drawsNodes() const {
-  const int world = mesh_.worldSize();
-  return world > kMaxDrawnGpus || (world > 0 && layout().cell < kMinGpuCellPx);
+// Both grids depend only on the mesh and the widget's size; gpuRect and gpuAt ask for them once
+// a GPU, so they are computed once a size.
+const MeshWidget::Geometry &MeshWidget::geometry() const {
+  if (!geometry_ || geometry_size_ != size()) {
+    Geometry computed;
+    computed.gpus = computeLayout();
+    computed.nodes = computeNodeGrid();
+    const int world = mesh_.worldSize();
+    computed.draws_nodes =
+        world > kMaxDrawnGpus || (world > 0 && computed.gpus.cell < kMinGpuCellPx);
+    geometry_ = computed;
+    geometry_size_ = size();
+  }
+  return *geometry_;
 }
 
-MeshWidget::NodeGrid MeshWidget::nodeGrid() const {
+bool MeshWidget::drawsNodes() const {
+  return geometry().draws_nodes;
+}
+
+MeshWidget::NodeGrid MeshWidget::computeNodeGrid() const {
   NodeGrid grid;
   const int nodes = std::max(1, mesh_.nodeCount());
   const double width = std::max(100, this->width() - 8);
@@ -74,7 +90,7 @@ MeshWidget::NodeGrid MeshWidget::nodeGrid() const {
 }
 
 QRectF MeshWidget::nodeRect(int node) const {
-  const NodeGrid grid = nodeGrid();
+  const NodeGrid &grid = geometry().nodes;
   const double pitch = grid.side + grid.gap;
   return QRectF(4 + (node % grid.columns) * pitch, grid.top + (node / grid.columns) * pitch,
                 grid.side, grid.side);
@@ -82,7 +98,7 @@ QRectF MeshWidget::nodeRect(int node) const {
 
 QRectF MeshWidget::gpuRect(int rank) const {
   if (drawsNodes()) return nodeRect(mesh_.nodeOf(rank));
-  const Layout l = layout();
+  const Layout &l = geometry().gpus;
   const int node = mesh_.nodeOf(rank);
   const int local = mesh_.localRankOf(rank);
   // Nodes and GPUs fill whole grid rows: the row is an integer division on purpose.
@@ -97,7 +113,7 @@ QRectF MeshWidget::gpuRect(int rank) const {
 int MeshWidget::gpuAt(QPoint position) const {
   const int world = mesh_.worldSize();
   if (drawsNodes()) {
-    const NodeGrid grid = nodeGrid();
+    const NodeGrid &grid = geometry().nodes;
     const double pitch = grid.side + grid.gap;
     if (position.x() < 4 || position.y() < grid.top) return -1;
     const int column = static_cast<int>((position.x() - 4) / pitch);
@@ -221,7 +237,7 @@ void MeshWidget::paintEvent(QPaintEvent *) {
     paintGroupLegend(painter);
     return;
   }
-  const Layout l = layout();
+  const Layout &l = geometry().gpus;
   // The hovered GPU's groups, outlined in one color each.
   std::vector<int> tp_group, pp_group, dp_group, cp_group, ep_group;
   if (hovered_ >= 0) {
@@ -303,7 +319,7 @@ void MeshWidget::paintGroupLegend(QPainter &painter) {
 }
 
 void MeshWidget::paintNodes(QPainter &painter) {
-  const NodeGrid grid = nodeGrid();
+  const NodeGrid &grid = geometry().nodes;
   const int per_node = mesh_.gpus_per_node;
   const int world = mesh_.worldSize();
   for (int node = 0; node < mesh_.nodeCount(); ++node) {

@@ -55,19 +55,28 @@ private:
     double gap = 8, padding = 4, title = 14;
     double top = 30; ///< below the legend line
   };
-  Layout layout() const;
+  Layout computeLayout() const;
   /// The node view's squares: columns, side and gap.
   struct NodeGrid {
     int columns = 1;
     double side = 4, gap = 2, top = 30;
   };
-  NodeGrid nodeGrid() const;
+  NodeGrid computeNodeGrid() const;
+  struct Geometry {
+    Layout gpus;
+    NodeGrid nodes;
+    bool draws_nodes = false;
+  };
+  /// The grids at the current size (computed again after a resize or a new mesh).
+  const Geometry &geometry() const;
   QRectF nodeRect(int node) const;
   void paintNodes(class QPainter &painter);
   void paintGroupLegend(class QPainter &painter);
 
   Mesh mesh_;
   int hovered_ = -1;
+  mutable std::optional<Geometry> geometry_;
+  mutable QSize geometry_size_;
 };
 
 } // namespace pipescope::gui
