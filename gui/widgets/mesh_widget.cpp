@@ -92,8 +92,8 @@ MeshWidget::NodeGrid MeshWidget::computeNodeGrid() const {
 QRectF MeshWidget::nodeRect(int node) const {
   const NodeGrid &grid = geometry().nodes;
   const double pitch = grid.side + grid.gap;
-  return QRectF(4 + (node % grid.columns) * pitch, grid.top + (node / grid.columns) * pitch,
-                grid.side, grid.side);
+  const int row = node / grid.columns, column = node % grid.columns; // whole grid rows
+  return QRectF(4 + column * pitch, grid.top + row * pitch, grid.side, grid.side);
 }
 
 QRectF MeshWidget::gpuRect(int rank) const {
