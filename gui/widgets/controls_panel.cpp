@@ -274,6 +274,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_group_ = new QGroupBox(source_group);
   model_group_->setFlat(true);
   auto *model_form = new QFormLayout(model_group_);
+  model_form_ = model_form;
   model_form->setContentsMargins(0, 0, 0, 0);
   // Its longest labels beside its widest fields ("recompute" with its modules button) made the
   // panel wider than a narrow dock; there the field goes under its label instead.
@@ -446,6 +447,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("GEMMs"), gemm_precision_);
   // The MoE dispatcher with the FP8-dispatch flag beside it: one row for the all-to-all.
   auto *dispatch_row = new QHBoxLayout;
+  moe_dispatch_row_ = dispatch_row;
   dispatch_row->setContentsMargins(0, 0, 0, 0);
   dispatch_row->addWidget(moe_dispatcher_, 1);
   dispatch_row->addWidget(fp8_dispatch_);
@@ -914,6 +916,11 @@ void ControlsPanel::updateApplicability() {
                "schedule).")
           : tr("The microbatch group applies to Interleaved 1F1B only."));
   const bool model = plan_.model.has_value();
+  // With a model the op-time fields are hidden: they showed figures the plan does not use
+  // (F = 1 µs beside the model's derived times) and pushed the layer editor below the fold of a
+  // 1040 px window. Without one the model's settings stay in view, disabled, to show what
+  // 'Model + hardware' offers.
+  op_times_group_->setVisible(!model);
   op_times_group_->setEnabled(!model);
   op_times_group_->setToolTip(
       model ? tr("The model + hardware preset derives every op time; choose 'Op times' to "
@@ -1027,6 +1034,12 @@ void ControlsPanel::updateTrainingApplicability() {
                    .arg(sm_count);
   dispatcher_sms_->setToolTip(sms_tip);
   moe_host_->setEnabled(moe);
+  // A dense model's settings leave out the three MoE rows: their fields, disabled, only said
+  // they apply to MoE models (as the EP slider still does), and took the room the layer editor
+  // below them needs.
+  model_form_->setRowVisible(moe_dispatch_row_, moe);
+  model_form_->setRowVisible(dispatcher_sms_, moe);
+  model_form_->setRowVisible(moe_host_, moe);
   moe_host_->setToolTip(
       tr("Host time per MoE layer and microbatch that the GPU waits out: the framework "
          "launching the layer's many small kernels and the dispatcher's sync on the token "

@@ -14,7 +14,9 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QGroupBox;
+class QHBoxLayout;
 class QLabel;
 class QRadioButton;
 class QSlider;
@@ -181,6 +183,8 @@ private:
   QSpinBox *dispatcher_sms_ = nullptr; ///< SMs DeepEP/HybridEP hold beside an overlapped pair
   QDoubleSpinBox *moe_host_ = nullptr; ///< ms of host time per MoE layer and microbatch
   QGroupBox *op_times_group_ = nullptr, *model_group_ = nullptr;
+  QFormLayout *model_form_ = nullptr;       ///< the model's settings, rows shown as they apply
+  QHBoxLayout *moe_dispatch_row_ = nullptr; ///< the MoE dispatcher and its FP8 flag
   QLabel *stage_costs_note_ = nullptr;
   LayerEditor *layer_editor_ = nullptr;
 };

@@ -54,8 +54,24 @@ const QString kLastPlanKey = QStringLiteral("session/last_plan");
 const QString kGeometryKey = QStringLiteral("window/geometry");
 const QString kStateKey = QStringLiteral("window/state");
 
+// A dock's scroll area as wide as its content would like to be. QScrollArea's own hint is a
+// fixed guess (267 px), so the settings dock opened at its 290 px minimum, where the settings'
+// long rows ("recompute" with its modules button, "MoE dispatch") wrap under their labels
+// although the dock may grow to 340 px.
+class DockScrollArea : public QScrollArea {
+public:
+  using QScrollArea::QScrollArea;
+  QSize sizeHint() const override {
+    QSize hint = QScrollArea::sizeHint();
+    if (widget())
+      hint.setWidth(widget()->sizeHint().width() + verticalScrollBar()->sizeHint().width() +
+                    2 * frameWidth());
+    return hint;
+  }
+};
+
 QScrollArea *scrolling(QWidget *content, QWidget *parent) {
-  auto *area = new QScrollArea(parent);
+  auto *area = new DockScrollArea(parent);
   area->setWidget(content);
   area->setWidgetResizable(true);
   area->setFrameShape(QFrame::NoFrame);

@@ -22,6 +22,7 @@
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/controls_panel.h"
 #include "gui/widgets/explain_panel.h"
+#include "gui/widgets/layer_editor.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/mesh_widget.h"
 #include "gui/widgets/metrics_panel.h"
@@ -114,6 +115,13 @@ private slots:
     chart.setBars(bars);
     const double top = chart.valueAxisTop();
     QVERIFY(top >= 75 * 1.08 - 1e-9); // the tallest bar, 75 GiB, with room above it
+    // Ticks 20 GiB apart print whole ("20", not "20.0"), each unlike the others.
+    const QStringList labels = chart.valueAxisLabels();
+    QVERIFY2(labels.size() >= 3, qPrintable(labels.join(QLatin1Char(' '))));
+    QCOMPARE(labels.first(), QStringLiteral("0"));
+    QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
+    for (const QString &label : labels)
+      QVERIFY2(!label.contains(QLatin1Char('.')), qPrintable(labels.join(QLatin1Char(' '))));
     // A drag that moves the tallest bar a little keeps the axis (no relayout); the bars move.
     bars.activations = {36, 30};
     chart.setBars(bars);
@@ -589,6 +597,59 @@ private slots:
     for (int i = 0; i < schedule->count(); ++i)
       widest = std::max(widest, schedule->fontMetrics().horizontalAdvance(schedule->itemText(i)));
     QVERIFY(schedule->view()->minimumWidth() >= widest);
+  }
+
+  void settingsShowWhatThePlanUses() {
+    // With a model the op-time fields (F = 1 µs, ...) and a dense model's MoE rows were shown
+    // disabled, and the settings opened at the dock's 290 px minimum, where "recompute" and
+    // "MoE dispatch" wrapped under their labels: the layer editor sat below a 1040 px window.
+    MainWindow window(quietOptions());
+    window.resize(1440, 1120);
+    window.show();
+    window.settle();
+    ControlsPanel *controls = window.controls();
+    QVERIFY(controls->forwardBox()->isVisible());     // op times: typed, so shown
+    QVERIFY(controls->modelPresetBox()->isVisible()); // the model's settings, disabled
+    QVERIFY(!controls->modelPresetBox()->isEnabled());
+    controls->modelButton()->setChecked(true);
+    window.settle();
+    QVERIFY(!controls->forwardBox()->isVisible());
+    QVERIFY(controls->modelPresetBox()->isEnabled());
+    QCOMPARE(controls->modelPresetBox()->currentText(), QStringLiteral("llama3-8b"));
+    for (QWidget *moe : std::initializer_list<QWidget *>{
+             controls->moeDispatcherBox(), controls->dispatcherSmsBox(), controls->moeHostBox()})
+      QVERIFY(!moe->isVisible());
+    // Each label beside its field: the recompute box starts at its label's row.
+    QLabel *label = nullptr;
+    for (QLabel *candidate : controls->findChildren<QLabel *>())
+      if (candidate->text() == QStringLiteral("recompute")) label = candidate;
+    QVERIFY(label);
+    const int label_top = label->mapTo(controls, QPoint(0, 0)).y();
+    const int box_top = controls->recomputeBox()->mapTo(controls, QPoint(0, 0)).y();
+    QVERIFY2(box_top < label_top + label->height(),
+             qPrintable(QStringLiteral("recompute box at y %1 under its label at %2 (%3 px)")
+                            .arg(box_top)
+                            .arg(label_top)
+                            .arg(label->height())));
+    // The layer editor in view without scrolling.
+    auto *area = qobject_cast<QScrollArea *>(controls->parentWidget()->parentWidget());
+    QVERIFY(area);
+    const QRect editor(controls->layerEditor()->mapTo(area->viewport(), QPoint(0, 0)),
+                       controls->layerEditor()->size());
+    QVERIFY2(area->viewport()->rect().contains(editor),
+             qPrintable(QStringLiteral("layer editor at y %1-%2 in a %3 px viewport")
+                            .arg(editor.top())
+                            .arg(editor.bottom())
+                            .arg(area->viewport()->height())));
+    // An MoE model brings its rows.
+    controls->modelPresetBox()->setCurrentText(QStringLiteral("mixtral-8x7b"));
+    window.settle();
+    for (QWidget *moe : std::initializer_list<QWidget *>{
+             controls->moeDispatcherBox(), controls->dispatcherSmsBox(), controls->moeHostBox()})
+      QVERIFY(moe->isVisible());
+    controls->opTimesButton()->setChecked(true);
+    window.settle();
+    QVERIFY(controls->forwardBox()->isVisible());
   }
 
   void timelineAxisLabelsStayInsideTheWidget() {
