@@ -101,6 +101,17 @@ void fitLabelDecimals(QValueAxis *axis) {
   axis->setLabelFormat(QStringLiteral("%.") + QString::number(decimals) + QStringLiteral("f"));
 }
 
+// The labels a value axis draws at its ticks, as its label format prints them.
+QStringList axisTickLabels(const QValueAxis *axis) {
+  QStringList labels;
+  const int ticks = std::max(2, axis->tickCount());
+  const QByteArray format = axis->labelFormat().toLatin1();
+  for (int i = 0; i < ticks; ++i)
+    labels << QString::asprintf(format.constData(),
+                                axis->min() + i * (axis->max() - axis->min()) / (ticks - 1));
+  return labels;
+}
+
 void styleTitle(QChart *chart) {
   QFont title_font = chart->titleFont();
   title_font.setPointSizeF(9);
@@ -241,6 +252,7 @@ void MemoryBarsChart::setBars(const MemoryBars &bars) {
     value_axis_->setRange(0, wanted);
     value_axis_->setTitleText(bars.unit);
     value_axis_->applyNiceNumbers();
+    fitLabelDecimals(value_axis_); // "400" and "0.5", not "400.0" and "0.5"
   }
   capacity_->setVisible(bars.capacity > 0);
   if (bars.capacity > 0)
@@ -284,6 +296,10 @@ QString MemoryBarsChart::title() const {
 
 QStringList MemoryBarsChart::categories() const {
   return rank_axis_->categories();
+}
+
+QStringList MemoryBarsChart::valueAxisLabels() const {
+  return axisTickLabels(value_axis_);
 }
 
 double MemoryBarsChart::valueAxisTop() const {
@@ -509,14 +525,8 @@ QString SearchScatterChart::yTitle() const {
 QStringList SearchScatterChart::tickLabels(Qt::Orientation orientation) const {
   const bool horizontal = orientation == Qt::Horizontal;
   const QValueAxis *axis = horizontal ? memory_axis_ : tokens_axis_;
-  QStringList labels;
-  if (!(horizontal ? memory_scaled_ : tokens_scaled_)) return labels;
-  const int ticks = std::max(2, axis->tickCount());
-  const QByteArray format = axis->labelFormat().toLatin1();
-  for (int i = 0; i < ticks; ++i)
-    labels << QString::asprintf(format.constData(),
-                                axis->min() + i * (axis->max() - axis->min()) / (ticks - 1));
-  return labels;
+  if (!(horizontal ? memory_scaled_ : tokens_scaled_)) return {};
+  return axisTickLabels(axis);
 }
 
 QString SearchScatterChart::detailsOf(int plan) const {

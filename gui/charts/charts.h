@@ -58,6 +58,8 @@ public:
   /// The top of the value axis as drawn: kept while the tallest bar stays in its upper 40 %,
   /// so a drag does not relayout the chart on every move.
   double valueAxisTop() const;
+  /// The value axis's tick labels as drawn ("0", "100", ... for a step of 100).
+  QStringList valueAxisLabels() const;
   /// How often the value axis was set since the chart was made: each time Qt Charts relayouts
   /// the whole chart, whether or not nice numbers then give the same top.
   int valueAxisSets() const { return value_axis_sets_; }
