@@ -445,10 +445,12 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     peak_microbatches = std::max(peak_microbatches, stats.peak_inflight_microbatches);
     peak_bytes = std::max(peak_bytes, stats.peak_activation_bytes);
   }
-  QString peak = tr("%1 chunks = %2 microbatches (rank %3)")
-                     .arg(peak_chunks)
-                     .arg(QString::number(peak_microbatches, 'g', 4))
-                     .arg(peak_rank);
+  QString peak = (peak_chunks == 1 ? tr("1 chunk") : tr("%1 chunks").arg(peak_chunks)) +
+                 QStringLiteral(" = ") +
+                 (peak_microbatches == 1
+                      ? tr("1 microbatch")
+                      : tr("%1 microbatches").arg(QString::number(peak_microbatches, 'g', 4))) +
+                 tr(" (rank %1)").arg(peak_rank);
   if (snapshot->report) {
     double report_peak = 0;
     for (const auto &memory : snapshot->report->memory)

@@ -105,6 +105,13 @@ private slots:
     QCOMPARE(window.timeline()->model().opCount(), expected.schedule.opCount());
     QCOMPARE(window.timeline()->mapping().fullEnd(), expected.simulation.makespan_us);
     QVERIFY(window.timeline()->drawList().itemCount() != items_before);
+    // 1F1B on P = 4: rank 0 holds P forwards at its peak.
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("peak_activations")),
+             QStringLiteral("4 chunks = 4 microbatches (rank 0)"));
+    window.controls()->pipelineRanks()->spinBox()->setValue(1);
+    window.settle();
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("peak_activations")),
+             QStringLiteral("1 chunk = 1 microbatch (rank 0)")); // was "1 chunks = 1 microbatches"
 
     // The spin box reaches past the slider, and P reshapes rows, mesh and memory bars.
     window.controls()->pipelineRanks()->spinBox()->setValue(6);
