@@ -138,11 +138,16 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   for (const auto &family : scheduleFamilies()) {
     auto *item = new QListWidgetItem(QString::fromStdString(family.title), schedules_);
     item->setData(Qt::UserRole, QString::fromStdString(family.name));
-    item->setToolTip(QString::fromStdString(family.summary));
+    item->setToolTip(QString::fromStdString(family.title + ": " + family.summary));
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
     item->setCheckState(Qt::Checked);
   }
   schedules_->setMaximumHeight(120);
+  // The longest titles ("Combined 1F1B (EP all-to-all overlap)") are wider than the inputs'
+  // column: elided in the middle, whole in each item's tooltip, instead of a horizontal scroll
+  // bar that took a row of the list's five.
+  schedules_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  schedules_->setTextElideMode(Qt::ElideMiddle);
   schedules_->setToolTip(tr("Families to try (none checked: every family)"));
   top_ = new QSpinBox(inputs);
   top_->setRange(1, 1000);

@@ -235,6 +235,14 @@ void TestSearch::everyColumnOfTheTableIsReadable() {
                      search->table()->horizontalHeader()->sectionSize(9) <=
                  search->table()->viewport()->width(),
              true);
+    // The schedules list keeps its rows for names: a long title is elided, not scrolled to,
+    // and its tooltip names it whole.
+    QListWidget *schedules = search->scheduleList();
+    QVERIFY(!schedules->horizontalScrollBar()->isVisible());
+    QCOMPARE(schedules->textElideMode(), Qt::ElideMiddle);
+    for (int row = 0; row < schedules->count(); ++row)
+      QVERIFY(schedules->item(row)->toolTip().startsWith(schedules->item(row)->text() +
+                                                         QStringLiteral(": ")));
   }
 }
 
