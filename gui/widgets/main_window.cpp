@@ -27,6 +27,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <tuple>
 
 #include "engine/output_file.h"
 #include "engine/trace_file.h"
@@ -119,7 +120,9 @@ void MainWindow::buildDocks() {
   auto *controls_dock = new QDockWidget(tr("Settings"), this);
   controls_dock->setObjectName(QStringLiteral("settings_dock"));
   controls_dock->setWidget(scrolling(controls_, controls_dock));
-  controls_dock->setFeatures(QDockWidget::DockWidgetMovable);
+  // Closable, and listed in the View menu: with both docks the window is at least 1224 px
+  // wide, more than half of a 1920 px screen.
+  controls_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable);
   controls_dock->setMinimumWidth(290);
   controls_dock->setMaximumWidth(340);
   addDockWidget(Qt::LeftDockWidgetArea, controls_dock);
@@ -129,10 +132,12 @@ void MainWindow::buildDocks() {
   auto *metrics_dock = new QDockWidget(tr("Metrics"), this);
   metrics_dock->setObjectName(QStringLiteral("metrics_dock"));
   metrics_dock->setWidget(scrolling(metrics_, metrics_dock));
-  metrics_dock->setFeatures(QDockWidget::DockWidgetMovable);
+  metrics_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable);
   metrics_dock->setMinimumWidth(270);
   metrics_dock->setMaximumWidth(330);
   addDockWidget(Qt::RightDockWidgetArea, metrics_dock);
+  settings_dock_ = controls_dock;
+  metrics_dock_ = metrics_dock;
 }
 
 // The timeline over the bottom tabs (memory, mesh, explain, compare, run, search).
@@ -420,6 +425,18 @@ void MainWindow::buildMenus() {
                           zoom_->zoomBackAction()}) {
     view->addAction(action);
     addAction(action);
+  }
+  view->addSeparator();
+  // The side bars' keys of VS Code: Ctrl+B the left one, Ctrl+Alt+B the right one.
+  for (const auto &[dock, text, keys] :
+       {std::tuple{settings_dock_, tr("&Settings panel"), QKeySequence(tr("Ctrl+B"))},
+        std::tuple{metrics_dock_, tr("&Metrics panel"), QKeySequence(tr("Ctrl+Alt+B"))}}) {
+    QAction *toggle = dock->toggleViewAction();
+    toggle->setText(text);
+    toggle->setShortcut(keys);
+    toggle->setShortcutContext(Qt::WindowShortcut);
+    view->addAction(toggle);
+    addAction(toggle);
   }
   view->addSeparator();
   add(view, tr("Load the &example plan"), QKeySequence(), [this] { setPlan(examplePlan()); });

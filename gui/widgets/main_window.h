@@ -21,6 +21,7 @@ class QToolButton;
 class QTabWidget;
 class QMenu;
 class QAction;
+class QDockWidget;
 
 namespace pipescope::gui {
 
@@ -106,6 +107,10 @@ public:
   RunPanel *runPanel() const { return run_panel_; }
   SearchPanel *search() const { return search_; }
   QTabWidget *tabs() const { return tabs_; }
+  /// The settings (left) and metrics (right) docks; View > Settings / Metrics hides and shows
+  /// each, so the explorer fits a narrower screen.
+  QDockWidget *settingsDock() const { return settings_dock_; }
+  QDockWidget *metricsDock() const { return metrics_dock_; }
   ExplorerEvaluator *evaluator() { return &evaluator_; }
   /// The last snapshot shown (the last one that evaluated without error).
   const SnapshotPointer &snapshot() const { return shown_; }
@@ -173,6 +178,7 @@ private:
   QAction *cancel_action_ = nullptr;
   QAction *calibrate_action_ = nullptr;
   QAction *critical_path_action_ = nullptr;
+  QDockWidget *settings_dock_ = nullptr, *metrics_dock_ = nullptr;
   /// An imported real run waiting for its plan's snapshot, to be drawn over it.
   std::optional<MeasuredTraceFile> pending_run_;
   QLabel *banner_ = nullptr;

@@ -3,6 +3,7 @@
 // timeline exports as PNG, SVG and a Chrome trace, and the settings remember the plan.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFile>
 #include <QImage>
 #include <QLabel>
@@ -606,12 +607,16 @@ private slots:
       Plan plan = examplePlan();
       plan.request.microbatches = 13;
       window.setPlan(plan);
+      window.metricsDock()->toggleViewAction()->trigger(); // View > Metrics panel, hidden
       window.settle();
       window.close();
     }
     MainWindow restored(options);
+    restored.show();
     restored.settle();
     QCOMPARE(restored.snapshot()->plan.request.microbatches, 13);
+    QVERIFY(restored.metricsDock()->isHidden()); // and which side panels were shown
+    QVERIFY(restored.settingsDock()->isVisible());
     QSettings().clear();
   }
 };

@@ -3,6 +3,7 @@
 // hover; the explanation; the comparison of schedules; the timeline morphing between settings.
 #include <QAbstractItemView>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QRadioButton>
@@ -650,6 +651,42 @@ private slots:
     controls->opTimesButton()->setChecked(true);
     window.settle();
     QVERIFY(controls->forwardBox()->isVisible());
+  }
+
+  void sidePanelsHideForANarrowScreen() {
+    // Both docks make the window at least ~1224 px wide: more than half of a 1920 px screen.
+    // View > Settings panel (Ctrl+B) and Metrics panel (Ctrl+Alt+B) hide and show each.
+    MainWindow window(quietOptions());
+    window.show();
+    window.settle();
+    const int both = window.minimumSizeHint().width();
+    QAction *metrics = window.metricsDock()->toggleViewAction();
+    QAction *settings = window.settingsDock()->toggleViewAction();
+    QCOMPARE(metrics->shortcut(), QKeySequence(QStringLiteral("Ctrl+Alt+B")));
+    QCOMPARE(settings->shortcut(), QKeySequence(QStringLiteral("Ctrl+B")));
+    QVERIFY(window.actions().contains(metrics) && window.actions().contains(settings));
+    QVERIFY(metrics->isChecked());
+    metrics->trigger();
+    window.settle();
+    QVERIFY(window.metricsDock()->isHidden());
+    const int without_metrics = window.minimumSizeHint().width();
+    QVERIFY2(without_metrics <= both - window.metricsDock()->minimumWidth(),
+             qPrintable(QStringLiteral("%1 px with both, %2 without the metrics")
+                            .arg(both)
+                            .arg(without_metrics)));
+    settings->trigger();
+    window.settle();
+    QVERIFY(window.settingsDock()->isHidden());
+    QVERIFY(window.minimumSizeHint().width() <= 960); // half of a 1920 px screen
+    // The plan still evaluates and its metrics follow while hidden.
+    window.controls()->microbatches()->spinBox()->setValue(12);
+    window.settle();
+    QCOMPARE(window.snapshot()->plan.request.microbatches, 12);
+    metrics->trigger();
+    settings->trigger();
+    window.settle();
+    QVERIFY(window.metricsDock()->isVisible() && window.settingsDock()->isVisible());
+    QCOMPARE(window.controls()->microbatches()->spinBox()->value(), 12);
   }
 
   void timelineAxisLabelsStayInsideTheWidget() {
