@@ -213,6 +213,106 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
 
 namespace {
 
+// "850 µs", "1.21 ms", "2.5 s": three significant figures.
+std::string durationText(double us) {
+  char buffer[32];
+  if (std::abs(us) >= 1e6)
+    std::snprintf(buffer, sizeof buffer, "%.3g s", us * 1e-6);
+  else if (std::abs(us) >= 1e3)
+    std::snprintf(buffer, sizeof buffer, "%.3g ms", us * 1e-3);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.3g \u00b5s", us);
+  return buffer;
+}
+
+// Equal up to the rounding of share-scaled times.
+bool nearlyEqual(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+// The widest spread of one kind of op time the schedule runs (F and B, or F, I and W where it
+// splits the backward) over the virtual stages, as "F 98.1 ms to 121 ms"; empty when each kind
+// is the same on every stage.
+std::string stageSpread(const StageTimes &times, bool splits_backward) {
+  std::string widest;
+  double widest_ratio = 1;
+  using Kind = std::pair<const char *, const std::vector<double> *>;
+  const std::vector<Kind> kinds =
+      splits_backward ? std::vector<Kind>{{"F", &times.forward},
+                                          {"I", &times.input_grad},
+                                          {"W", &times.weight_grad}}
+                      : std::vector<Kind>{{"F", &times.forward}, {"B", &times.full_backward}};
+  for (const auto &[letter, values] : kinds) {
+    if (values->empty()) continue;
+    const auto [low, high] = std::minmax_element(values->begin(), values->end());
+    if (nearlyEqual(*low, *high)) continue;
+    const double ratio = *low > 0 ? *high / *low : INFINITY;
+    if (widest.empty() || ratio > widest_ratio) {
+      widest_ratio = ratio;
+      widest = std::string(letter) + " " + durationText(*low) + " to " + durationText(*high);
+    }
+  }
+  return widest;
+}
+
+} // namespace
+
+std::vector<std::string> analyticDepartures(const Evaluation &evaluation) {
+  std::vector<std::string> departures;
+  if (!evaluation.analytic) return departures;
+  const Schedule &schedule = evaluation.schedule;
+  const StageTimes &times = evaluation.times;
+  const std::string &name = schedule.name;
+  const int P = schedule.pp(), M = schedule.microbatches();
+  const std::string p_text = std::to_string(P), m_text = std::to_string(M);
+  // Every closed form assumes uniform op times and free transfers (the `uniform` of
+  // analyticMetrics, or "F = I = W, free transfers" where stronger).
+  const ScheduleFamily *family = findScheduleFamily(name);
+  if (const std::string spread = stageSpread(times, family && family->splits_backward);
+      !spread.empty())
+    departures.push_back("the stages' op times differ (" + spread + " a stage)");
+  double transfer = 0;
+  for (const auto *sends : {&times.send_forward, &times.send_backward})
+    for (double t : *sends)
+      transfer = std::max(transfer, t);
+  if (transfer > 0) departures.push_back("transfers take up to " + durationText(transfer));
+  if (times.gradient_sync > 0)
+    departures.push_back("the DP gradient sync and optimizer step add " +
+                         durationText(times.gradient_sync) + " after each rank's last op");
+  if (!times.concurrency_slowdown.empty())
+    departures.push_back("ranks share a device, so an op's time depends on what runs beside it");
+  // The schedule's own conditions.
+  const int G = schedule.microbatch_group > 0 ? schedule.microbatch_group : P;
+  if (name == "interleaved-1f1b") {
+    if (M % P != 0) departures.push_back("M = " + m_text + " is not a multiple of P = " + p_text);
+    if (G != P) departures.push_back("G = " + std::to_string(G) + ", not P = " + p_text);
+  }
+  if ((name == "zb-h1" || name == "interleaved-zb") && M < P)
+    departures.push_back("M = " + m_text + " is below P = " + p_text);
+  if ((name == "v-half" || name == "v-min") && M < 2 * P)
+    departures.push_back("M = " + m_text + " is below 2P = " + std::to_string(2 * P));
+  if (name == "zb-h2" && M < 2 * P - 1)
+    departures.push_back("M = " + m_text + " is below 2P-1 = " + std::to_string(2 * P - 1));
+  const bool equal_thirds = name == "zb-v" || name == "v-half" || name == "v-min" ||
+                            name == "dualpipe" || name == "dualpipev";
+  if (equal_thirds && !times.forward.empty()) {
+    // Per stage F = I = W; the stages are alike once the spread above is empty, so stage 0
+    // says it.
+    const double f = times.forward.front(), i = times.input_grad.front(),
+                 w = times.weight_grad.front();
+    if (!nearlyEqual(f, i) || !nearlyEqual(f, w))
+      departures.push_back("F, I and W differ (" + durationText(f) + ", " + durationText(i) +
+                           " and " + durationText(w) + " on stage 0)");
+  }
+  if ((name == "dualpipe" || name == "dualpipev") && !nearlyEqual(times.overlap_factor, 1))
+    departures.push_back("an overlapped F&B pair takes " +
+                         std::to_string(static_cast<int>(std::lround(times.overlap_factor * 100))) +
+                         " % of F + B");
+  return departures;
+}
+
+namespace {
+
 std::string figureText(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.6g", value);

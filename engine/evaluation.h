@@ -36,6 +36,15 @@ struct Evaluation {
   std::optional<AnalyticMetrics> analytic;
 };
 
+/// Where an evaluated plan leaves the regime in which its closed form is exact
+/// (AnalyticMetrics::exact_when), one phrase each with its size, e.g. "the stages' op times
+/// differ (F 98.1 ms to 121 ms a stage)", "transfers take up to 2.6 ms", "M = 6 is not a
+/// multiple of P = 4". Empty when the plan is inside that regime (or there is no closed form):
+/// the simulation then matches the formula, except V-Half's and V-Min's, which are approximate.
+/// So a reader of "differs by 4.7 points" learns which assumption this plan breaks, not a list
+/// of all of them.
+std::vector<std::string> analyticDepartures(const Evaluation &evaluation);
+
 /// Whether every figure an evaluation reports is finite and non-negative: the makespan, each
 /// rank's busy, idle and peak figures, both bubble metrics and the analytic ones. The error names
 /// the figure and, for a non-finite one, the cost that made it so and what would work.

@@ -1,5 +1,6 @@
 // `pipescope simulate`: generates (or loads) a schedule, lowers it, simulates one training step and
 // prints its metrics, or writes the plan, the trace, the PyTorch CSV and the Chrome trace.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -93,7 +94,8 @@ json rankJson(const RankStats &stats) {
           {"peak_inflight_microbatches", stats.peak_inflight_microbatches}};
 }
 
-json analyticJson(const std::optional<AnalyticMetrics> &analytic) {
+json analyticJson(const Evaluation &evaluation) {
+  const std::optional<AnalyticMetrics> &analytic = evaluation.analytic;
   if (!analytic) return nullptr;
   json out = {
       {"makespan", analytic->makespan_us},          {"bubble_fraction", analytic->bubble_fraction},
@@ -101,6 +103,8 @@ json analyticJson(const std::optional<AnalyticMetrics> &analytic) {
       {"memory_formula", analytic->memory_formula}, {"source", analytic->source},
       {"exact_when", analytic->exact_when}};
   if (!analytic->peak_inflight.empty()) out["peak_inflight"] = analytic->peak_inflight;
+  // Which of exact_when's assumptions this plan breaks (empty: none).
+  out["departures"] = analyticDepartures(evaluation);
   return out;
 }
 
@@ -194,7 +198,7 @@ int runSimulate(const std::vector<std::string> &args) {
     out["makespan"] = sim.makespan_us;
     out["bubble_fraction"] = sim.bubble_fraction;
     out["bubble_ratio"] = sim.bubble_ratio;
-    out["analytic"] = analyticJson(e.analytic);
+    out["analytic"] = analyticJson(e);
     json ranks = json::array();
     for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
       json rank = rankJson(sim.ranks[r]);
@@ -311,6 +315,12 @@ int runSimulate(const std::vector<std::string> &args) {
   if (e.analytic)
     summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
             << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
+  // Where the simulation and the closed form part, which of its assumptions this plan breaks.
+  if (e.analytic && std::abs(sim.bubble_fraction - e.analytic->bubble_fraction) >= 1e-6) {
+    const std::vector<std::string> departures = analyticDepartures(e);
+    for (std::size_t i = 0; i < departures.size(); ++i)
+      summary << (i == 0 ? "not here:        " : "                 ") << departures[i] << '\n';
+  }
   summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
           << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
   if (report) summary << "   memory (params+grads+optimizer+activations / capacity)";

@@ -43,8 +43,7 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
               .arg(escaped(analytic.bubble_formula), formatPercent(analytic.bubble_fraction),
                    formatPercent(simulation.bubble_fraction), escaped(analytic.memory_formula),
                    escaped(analytic.source), escaped(analytic.exact_when));
-      html +=
-          QStringLiteral("<p>%1</p>").arg(analyticAgreement(simulation, analytic).toHtmlEscaped());
+      html += QStringLiteral("<p>%1</p>").arg(analyticAgreement(evaluation).toHtmlEscaped());
     }
     html +=
         QObject::tr("<p><b>Two bubble metrics.</b> The fraction 1 \u2212 \u03a3busy/(P\u00b7T) = "

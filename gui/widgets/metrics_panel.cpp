@@ -90,11 +90,23 @@ private:
 
 } // namespace
 
-QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic) {
+QString analyticAgreement(const Evaluation &evaluation) {
+  const SimulationResult &simulation = evaluation.simulation;
+  const AnalyticMetrics &analytic = *evaluation.analytic;
   const double difference = std::abs(simulation.bubble_fraction - analytic.bubble_fraction);
   if (difference < 1e-6) return QObject::tr("The simulation matches the formula exactly.");
   QString text = QObject::tr("The simulation differs from the formula by %1 points")
                      .arg(QString::number(difference * 100, 'f', 2));
+  const std::vector<std::string> departures = analyticDepartures(evaluation);
+  if (!departures.empty()) {
+    // "a, b and c": the assumptions this plan breaks, with their sizes.
+    QString list;
+    for (std::size_t i = 0; i < departures.size(); ++i) {
+      if (i > 0) list += i + 1 == departures.size() ? QObject::tr(" and ") : QStringLiteral(", ");
+      list += QString::fromStdString(departures[i]);
+    }
+    return text + QObject::tr(": here %1.").arg(list);
+  }
   if (!analytic.exact_when.empty())
     text += QObject::tr("; the formula is exact only when %1")
                 .arg(QString::fromStdString(analytic.exact_when));
@@ -427,7 +439,7 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
                        .arg(QString::fromStdString(analytic.bubble_formula).toHtmlEscaped(),
                             QString::fromStdString(analytic.source).toHtmlEscaped(),
                             palette::hintText().name()));
-    set("agreement", analyticAgreement(simulation, analytic));
+    set("agreement", analyticAgreement(evaluation));
   } else {
     const QString none = tr("no published closed form for this schedule");
     set("bubble_fraction_analytic", QStringLiteral("\u2014"));

@@ -19,8 +19,10 @@ class QTimer;
 
 namespace pipescope::gui {
 
-/// Whether the simulation matches the analytic closed form, in words.
-QString analyticAgreement(const SimulationResult &simulation, const AnalyticMetrics &analytic);
+/// Whether the simulation matches the analytic closed form, in words, and where it differs which
+/// of the formula's assumptions this plan breaks (analyticDepartures), else the regime in which
+/// it is exact. Needs evaluation.analytic.
+QString analyticAgreement(const Evaluation &evaluation);
 
 class MetricsPanel : public QWidget {
   Q_OBJECT

@@ -177,6 +177,80 @@ private slots:
     QVERIFY(checked >= 20);
   }
 
+  // analyticDepartures names what a plan breaks of its closed form's regime: wherever it names
+  // nothing, the closed form is exact (V-Half and V-Min, approximate by construction, aside);
+  // each broken assumption is named with its size.
+  void departuresNameWhatBreaksTheClosedForm() {
+    Costs uneven_thirds; // F = 1.5, I = 1.25, W = 1
+    uneven_thirds.forward_us = 1.5;
+    uneven_thirds.backward_us = 2.25;
+    Costs priced;
+    priced.p2p_latency_us = 0.37;
+    Costs synced;
+    synced.gradient_sync_us = 2;
+    const Costs variants[] = {Costs{}, uneven_thirds, priced, synced};
+    int exact = 0, departing = 0;
+    for (const auto &family : scheduleFamilies()) {
+      if (family.name == "v-half" || family.name == "v-min" || family.name == "custom") continue;
+      for (const auto &point : gridFor(family)) {
+        const ScheduleRequest request{family.name, point.pp, point.microbatches, point.chunks,
+                                      point.group};
+        if (!checkScheduleRequest(request)) continue;
+        for (std::size_t c = 0; c < std::size(variants); ++c) {
+          const Evaluation e = evaluateOrFail(request, variants[c]);
+          if (!e.analytic) continue;
+          const std::vector<std::string> departures = analyticDepartures(e);
+          const bool matches =
+              std::abs(e.simulation.bubble_fraction - e.analytic->bubble_fraction) < 1e-9;
+          QString named;
+          for (const auto &d : departures)
+            named += QString::fromStdString(d) + QStringLiteral("; ");
+          QVERIFY2(matches || !departures.empty(),
+                   qPrintable(describe(request) + QStringLiteral(" costs %1: simulated %2, "
+                                                                 "closed form %3, nothing named")
+                                                      .arg(c)
+                                                      .arg(e.simulation.bubble_fraction)
+                                                      .arg(e.analytic->bubble_fraction)));
+          if (c == 2 && point.pp > 1)
+            QVERIFY2(named.contains(QStringLiteral("transfers take up to 0.37 \u00b5s")),
+                     qPrintable(describe(request) + QStringLiteral(": ") + named));
+          if (c == 3)
+            QVERIFY2(named.contains(QStringLiteral("add 2 \u00b5s after each rank's last op")),
+                     qPrintable(describe(request) + QStringLiteral(": ") + named));
+          if (departures.empty())
+            ++exact;
+          else
+            ++departing;
+        }
+      }
+    }
+    QVERIFY(exact >= 300 && departing >= 300);
+
+    // The schedule's own conditions, and uneven stages.
+    const auto named = [](const ScheduleRequest &request, const Costs &costs = {}) {
+      std::string all;
+      for (const auto &d : analyticDepartures(evaluateOrFail(request, costs)))
+        all += d + "; ";
+      return all;
+    };
+    QCOMPARE(named({"interleaved-1f1b", 4, 6, 2, 6}),
+             std::string("M = 6 is not a multiple of P = 4; G = 6, not P = 4; "));
+    QCOMPARE(named({"zb-h2", 4, 5, 1, 0}), std::string("M = 5 is below 2P-1 = 7; "));
+    QCOMPARE(named({"zb-v", 4, 8, 2, 0}, uneven_thirds),
+             std::string("F, I and W differ (0.75 \u00b5s, 0.625 \u00b5s and 0.5 \u00b5s on "
+                         "stage 0); "));
+    Costs last_stage_slow;
+    last_stage_slow.stage_overrides.assign(4, StageCost{1, 2, 1, 0});
+    last_stage_slow.stage_overrides.back() = StageCost{1, 3.5, 1, 0};
+    QCOMPARE(named({"1f1b", 4, 8, 1, 0}, last_stage_slow),
+             std::string("the stages' op times differ (B 2 \u00b5s to 3.5 \u00b5s a stage); "));
+    Costs paired;
+    paired.overlapped_us = 2.4;
+    QCOMPARE(named({"dualpipev", 4, 8, 2, 0}, paired),
+             std::string("an overlapped F&B pair takes 80 % of F + B; "));
+    QVERIFY(named({"1f1b", 4, 8, 1, 0}).empty());
+  }
+
   // Looped BFS and interleaved zero bubble: their closed forms are exact for uniform op times
   // and free transfers (looped BFS at every M, interleaved-zb for M >= P), peaks included.
   void loopedClosedFormsAreExact_data() {

@@ -122,6 +122,23 @@ private slots:
     QCOMPARE(window.memoryBars()->bars().rankCount(), 6);
   }
 
+  void agreementNamesWhatThePlanBreaks() {
+    // "differs from the formula by 6.24 points; the formula is exact only when uniform op
+    // times, free transfers" listed every assumption; now the ones this plan breaks, with sizes.
+    MainWindow window(quietOptions());
+    showWithModelCosts(window);
+    const QString agreement = window.metrics()->valueText(QStringLiteral("agreement"));
+    QVERIFY2(agreement.contains(QStringLiteral("points: here the stages' op times differ (")),
+             qPrintable(agreement));
+    QVERIFY2(agreement.contains(QStringLiteral("transfers take up to ")), qPrintable(agreement));
+    QVERIFY2(!agreement.contains(QStringLiteral("exact only when")), qPrintable(agreement));
+    // Op times, uniform and free: the formula is exact.
+    window.controls()->opTimesButton()->setChecked(true);
+    window.settle();
+    QCOMPARE(window.metrics()->valueText(QStringLiteral("agreement")),
+             QStringLiteral("The simulation matches the formula exactly."));
+  }
+
   void scheduleChoiceAppliesAndExplainsDisabledControls() {
     MainWindow window(quietOptions());
     window.show();
