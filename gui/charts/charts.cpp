@@ -36,18 +36,21 @@ QLabel *addWrappingLegend(QChart *chart, QWidget *parent) {
   return legend;
 }
 
-QString legendHtml(const std::vector<QLineSeries *> &series) {
-  QString html;
-  for (auto *line : series)
-    html += QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>&nbsp;%2 &nbsp; ")
-                .arg(line->pen().color().name(), line->name().toHtmlEscaped());
-  return html;
-}
-
-// One legend entry that never breaks between its symbol and its name.
+// One legend entry that never breaks between its symbol and its name, nor inside its name.
 QString legendItem(const QString &symbol_html, const QString &name) {
   return QStringLiteral("<span style='white-space:nowrap'>%1&nbsp;%2</span> &nbsp; ")
       .arg(symbol_html, name.toHtmlEscaped());
+}
+
+// The compare view's bubble-against-M legend wrapped inside names ("ZB-" / "H1", "Combined
+// 1F1B (EP all-to-all" / "overlap)"): each entry is one unbreakable item.
+QString legendHtml(const std::vector<QLineSeries *> &series) {
+  QString html;
+  for (auto *line : series)
+    html += legendItem(QStringLiteral("<span style='color:%1; font-size:11pt'>\u25a0</span>")
+                           .arg(line->pen().color().name()),
+                       line->name());
+  return html;
 }
 
 // `antialiased` for charts with sloped lines (curves, a Pareto front); a chart of bars, grid

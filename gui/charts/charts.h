@@ -93,6 +93,8 @@ public:
   explicit BubbleCurveChart(QWidget *parent = nullptr);
   void setCurves(const std::vector<BubbleCurve> &curves, const QString &subtitle);
   int curveCount() const { return static_cast<int>(series_.size()); }
+  /// The legend under the chart (a label, so that it wraps between its entries).
+  QLabel *legend() const { return legend_; }
 
 private:
   QChartView *view_ = nullptr;

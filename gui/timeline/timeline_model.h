@@ -36,6 +36,11 @@ struct TimelineSection {
   int rankCount() const {
     return evaluation ? static_cast<int>(evaluation->schedule.ranks.size()) : 0;
   }
+  /// Where the title does not fit the width: "name: figures" (e.g. "Interleaved 1F1B: 5.648 s,
+  /// 13.3 %, V = 2"), the name elided in the middle before the figures are cut. Empty: the title
+  /// is elided at the right.
+  QString short_name = {};
+  QString short_figures = {};
 };
 
 /// Where one op lives: section, pipeline rank and position in that rank's list.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "gui/timeline/palette.h"
+#include "gui/widgets/schedule_family_list.h"
 #include "gui/widgets/timeline_widget.h"
 
 namespace pipescope::gui {
@@ -80,8 +81,15 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
     section.title = QObject::tr("%1 \u2014 step %2, bubble %3 %")
                         .arg(title, formatDuration(evaluation->simulation.makespan_us))
                         .arg(QString::number(evaluation->simulation.bubble_fraction * 100, 'f', 1));
-    if (family && family->uses_chunks)
+    section.short_name = title;
+    section.short_figures =
+        QObject::tr("%1, %2 %")
+            .arg(formatDuration(evaluation->simulation.makespan_us))
+            .arg(QString::number(evaluation->simulation.bubble_fraction * 100, 'f', 1));
+    if (family && family->uses_chunks) {
       section.title += QObject::tr(" (V = %1)").arg(request.chunks);
+      section.short_figures += QObject::tr(", V = %1").arg(request.chunks);
+    }
     section.evaluation = std::make_shared<const Evaluation>(std::move(*evaluation));
     result.sections.push_back(std::move(section));
   }
@@ -114,18 +122,11 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent) {
   auto *left = new QVBoxLayout;
   auto *hint = new QLabel(tr("Schedules to stack:"), this);
   left->addWidget(hint);
-  family_list_ = new QListWidget(this);
+  family_list_ = makeScheduleFamilyList(this, [](const ScheduleFamily &family) {
+    return family.name == "1f1b" || family.name == "interleaved-1f1b" || family.name == "zb-h1" ||
+           family.name == "zb-v" || family.name == "dualpipev";
+  });
   family_list_->setMaximumWidth(150);
-  for (const auto &family : scheduleFamilies()) {
-    auto *item = new QListWidgetItem(QString::fromStdString(family.title), family_list_);
-    item->setData(Qt::UserRole, QString::fromStdString(family.name));
-    item->setToolTip(QString::fromStdString(family.summary));
-    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    const bool default_on = family.name == "1f1b" || family.name == "interleaved-1f1b" ||
-                            family.name == "zb-h1" || family.name == "zb-v" ||
-                            family.name == "dualpipev";
-    item->setCheckState(default_on ? Qt::Checked : Qt::Unchecked);
-  }
   left->addWidget(family_list_, 1);
   layout->addLayout(left);
   auto *splitter = new QSplitter(Qt::Horizontal, this);
@@ -158,20 +159,12 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent) {
 }
 
 QStringList CompareView::checkedFamilies() const {
-  QStringList names;
-  for (int row = 0; row < family_list_->count(); ++row)
-    if (family_list_->item(row)->checkState() == Qt::Checked)
-      names << family_list_->item(row)->data(Qt::UserRole).toString();
-  return names;
+  return checkedScheduleFamilies(family_list_);
 }
 
 void CompareView::setCheckedFamilies(const QStringList &families) {
   const QSignalBlocker blocker(family_list_);
-  for (int row = 0; row < family_list_->count(); ++row) {
-    auto *item = family_list_->item(row);
-    item->setCheckState(families.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
-                                                                               : Qt::Unchecked);
-  }
+  checkScheduleFamilies(family_list_, families);
   dirty_ = true;
   recompute();
 }

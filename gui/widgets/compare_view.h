@@ -44,6 +44,7 @@ public:
   void waitForIdle();
   TimelineWidget *timeline() const { return timeline_; }
   BubbleCurveChart *bubbleChart() const { return bubble_chart_; }
+  QListWidget *familyList() const { return family_list_; }
   const ComparisonResult &result() const { return result_; }
 
 protected:

@@ -28,6 +28,7 @@
 #include "gui/charts/charts.h"
 #include "gui/explorer/labels.h"
 #include "gui/timeline/palette.h"
+#include "gui/widgets/schedule_family_list.h"
 
 namespace pipescope::gui {
 
@@ -134,20 +135,8 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   memory_limit_->setSuffix(QStringLiteral(" GiB"));
   memory_limit_->setSpecialValueText(tr("the GPU's memory"));
   memory_limit_->setToolTip(tr("Per GPU: plans over it are pruned before simulating"));
-  schedules_ = new QListWidget(inputs);
-  for (const auto &family : scheduleFamilies()) {
-    auto *item = new QListWidgetItem(QString::fromStdString(family.title), schedules_);
-    item->setData(Qt::UserRole, QString::fromStdString(family.name));
-    item->setToolTip(QString::fromStdString(family.title + ": " + family.summary));
-    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    item->setCheckState(Qt::Checked);
-  }
+  schedules_ = makeScheduleFamilyList(inputs, [](const ScheduleFamily &) { return true; });
   schedules_->setMaximumHeight(120);
-  // The longest titles ("Combined 1F1B (EP all-to-all overlap)") are wider than the inputs'
-  // column: elided in the middle, whole in each item's tooltip, instead of a horizontal scroll
-  // bar that took a row of the list's five.
-  schedules_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  schedules_->setTextElideMode(Qt::ElideMiddle);
   schedules_->setToolTip(tr("Families to try (none checked: every family)"));
   top_ = new QSpinBox(inputs);
   top_->setRange(1, 1000);
@@ -295,12 +284,10 @@ void SearchPanel::takeSettingsFrom(const Plan &plan) {
 }
 
 void SearchPanel::setSchedules(const std::vector<std::string> &names) {
-  for (int row = 0; row < schedules_->count(); ++row) {
-    QListWidgetItem *item = schedules_->item(row);
-    const std::string name = item->data(Qt::UserRole).toString().toStdString();
-    item->setCheckState(std::find(names.begin(), names.end(), name) != names.end() ? Qt::Checked
-                                                                                   : Qt::Unchecked);
-  }
+  QStringList list;
+  for (const std::string &name : names)
+    list << QString::fromStdString(name);
+  checkScheduleFamilies(schedules_, list);
 }
 
 Result<SearchRequest> SearchPanel::request() const {
@@ -320,10 +307,8 @@ Result<SearchRequest> SearchPanel::request() const {
   request.global_batch = global_batch_->value();
   if (sequence_->value() > 0) request.model.sequence_length = sequence_->value();
   request.memory_limit_gib = memory_limit_->value();
-  for (int row = 0; row < schedules_->count(); ++row)
-    if (schedules_->item(row)->checkState() == Qt::Checked)
-      request.schedules.push_back(
-          schedules_->item(row)->data(Qt::UserRole).toString().toStdString());
+  for (const QString &name : checkedScheduleFamilies(schedules_))
+    request.schedules.push_back(name.toStdString());
   request.top = top_->value();
   // FP8 only where this hardware has it (the controls fall back the same way).
   request.gemm_precision =

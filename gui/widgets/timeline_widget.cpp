@@ -512,6 +512,7 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
   painter.setFont(font);
   const double row_height = rowHeight();
   const int label_every = std::max(1, static_cast<int>(std::ceil(12.0 / row_height)));
+  drawn_section_titles_.clear();
   for (int section = 0; section < static_cast<int>(model_.sections().size()); ++section) {
     const auto &info = model_.sections()[static_cast<std::size_t>(section)];
     const int first = model_.sectionFirstRow(section);
@@ -520,10 +521,23 @@ void TimelineWidget::paintEvent(QPaintEvent *) {
       QFont bold = font;
       bold.setBold(true);
       painter.setFont(bold);
-      texts_.draw(painter,
-                  QRectF(6, rowTop(first, section) - kSectionTitleHeight, width() - 12,
-                         kSectionTitleHeight),
-                  Qt::AlignLeft | Qt::AlignVCenter, info.title);
+      // "Interleaved 1F1B — step 5.648 s, bubble 13.3 % (V = 2)" was cut at the right edge of a
+      // narrow compare view, figures first: there the short title, elided if need be.
+      const QFontMetrics metrics(bold);
+      const int room = width() - 12;
+      QString title = info.title;
+      if (metrics.horizontalAdvance(title) > room && !info.short_figures.isEmpty()) {
+        const QString figures = QStringLiteral(": ") + info.short_figures;
+        title = metrics.elidedText(info.short_name, Qt::ElideMiddle,
+                                   std::max(0, room - metrics.horizontalAdvance(figures))) +
+                figures;
+      }
+      title = metrics.elidedText(title, Qt::ElideRight, room);
+      drawn_section_titles_ << title;
+      texts_.draw(
+          painter,
+          QRectF(6, rowTop(first, section) - kSectionTitleHeight, room, kSectionTitleHeight),
+          Qt::AlignLeft | Qt::AlignVCenter, title);
       painter.setFont(font);
     }
     painter.setPen(palette::rowLabel());

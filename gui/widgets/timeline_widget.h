@@ -78,6 +78,8 @@ public:
   bool morphing() const { return morph_.active() && morph_timer_.isActive(); }
   /// Where the time axis's tick labels went in the last paint (widget coordinates).
   const QList<QRectF> &axisLabelRects() const { return axis_label_rects_; }
+  /// The section titles as the last paint drew them (after fitting the width), one a section.
+  const QStringList &drawnSectionTitles() const { return drawn_section_titles_; }
   /// Ends a running morph at once (tests, screenshots).
   void finishMorph();
 
@@ -132,6 +134,7 @@ private:
   TimeMapping mapping_;
   TextCache texts_;
   QList<QRectF> axis_label_rects_;
+  QStringList drawn_section_titles_;
   DrawList draw_list_;
   DrawList measured_draw_list_;
   bool draw_list_valid_ = false;

@@ -6,8 +6,10 @@
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QListWidget>
 #include <QRadioButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSlider>
 #include <QSpinBox>
@@ -770,6 +772,42 @@ private slots:
     for (const auto &curve : result.curves)
       for (const auto &point : curve.points)
         QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
+  }
+
+  void compareFitsANarrowTab() {
+    // At 1280 px the stacked timelines are about 270 px wide: "Interleaved 1F1B — step 22.50 µs,
+    // bubble 20.0 % (V = 2)" was cut at the right, its figures lost; the family list scrolled
+    // sideways to show "Combined 1F1B (EP all-to-all overlap)"; the curves' legend broke names
+    // ("ZB-" / "H1").
+    MainWindow window(quietOptions());
+    window.resize(1280, 800);
+    window.show();
+    window.settle();
+    window.tabs()->setCurrentWidget(window.compare());
+    window.compare()->setCheckedFamilies(
+        {QStringLiteral("1f1b"), QStringLiteral("interleaved-1f1b"), QStringLiteral("zb-h1")});
+    window.settle();
+    window.compare()->timeline()->repaint();
+    const auto &sections = window.compare()->result().sections;
+    const QStringList drawn = window.compare()->timeline()->drawnSectionTitles();
+    QCOMPARE(drawn.size(), static_cast<qsizetype>(sections.size()));
+    bool shortened = false;
+    for (std::size_t i = 0; i < sections.size(); ++i) {
+      const QString &title = drawn[static_cast<qsizetype>(i)];
+      // Whole, or the name shortened before the figures: step, bubble and V kept.
+      QVERIFY2(title == sections[i].title ||
+                   title.endsWith(QStringLiteral(": ") + sections[i].short_figures),
+               qPrintable(title));
+      shortened = shortened || title != sections[i].title;
+    }
+    QVERIFY(shortened);
+    QListWidget *families = window.compare()->familyList();
+    QVERIFY(!families->horizontalScrollBar()->isVisible());
+    QCOMPARE(families->textElideMode(), Qt::ElideMiddle);
+    const QString legend = window.compare()->bubbleChart()->legend()->text();
+    QVERIFY2(legend.contains(QStringLiteral("white-space:nowrap'><span style='color:")) &&
+                 legend.contains(QStringLiteral("&nbsp;ZB-H1</span>")),
+             qPrintable(legend));
   }
 
   void parameterChangeMorphsTheTimeline() {
