@@ -257,8 +257,11 @@ std::string stageSpread(const StageTimes &times, bool splits_backward) {
 
 } // namespace
 
-std::vector<std::string> analyticDepartures(const Evaluation &evaluation) {
-  std::vector<std::string> departures;
+std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) {
+  std::vector<AnalyticDeparture> departures;
+  const auto add = [&](DepartureKind kind, std::string text) {
+    departures.push_back({kind, std::move(text)});
+  };
   if (!evaluation.analytic) return departures;
   const Schedule &schedule = evaluation.schedule;
   const StageTimes &times = evaluation.times;
@@ -270,29 +273,34 @@ std::vector<std::string> analyticDepartures(const Evaluation &evaluation) {
   const ScheduleFamily *family = findScheduleFamily(name);
   if (const std::string spread = stageSpread(times, family && family->splits_backward);
       !spread.empty())
-    departures.push_back("the stages' op times differ (" + spread + " a stage)");
+    add(DepartureKind::UnevenStages, "the stages' op times differ (" + spread + " a stage)");
   double transfer = 0;
   for (const auto *sends : {&times.send_forward, &times.send_backward})
     for (double t : *sends)
       transfer = std::max(transfer, t);
-  if (transfer > 0) departures.push_back("transfers take up to " + durationText(transfer));
+  if (transfer > 0) add(DepartureKind::Transfers, "transfers take up to " + durationText(transfer));
   if (times.gradient_sync > 0)
-    departures.push_back("the DP gradient sync and optimizer step add " +
-                         durationText(times.gradient_sync) + " after each rank's last op");
+    add(DepartureKind::GradientSync, "the DP gradient sync and optimizer step add " +
+                                         durationText(times.gradient_sync) +
+                                         " after each rank's last op");
   if (!times.concurrency_slowdown.empty())
-    departures.push_back("ranks share a device, so an op's time depends on what runs beside it");
+    add(DepartureKind::SharedDevice,
+        "ranks share a device, so an op's time depends on what runs beside it");
   // The schedule's own conditions.
   const int G = schedule.microbatch_group > 0 ? schedule.microbatch_group : P;
   if (name == "interleaved-1f1b") {
-    if (M % P != 0) departures.push_back("M = " + m_text + " is not a multiple of P = " + p_text);
-    if (G != P) departures.push_back("G = " + std::to_string(G) + ", not P = " + p_text);
+    if (M % P != 0)
+      add(DepartureKind::Microbatches, "M = " + m_text + " is not a multiple of P = " + p_text);
+    if (G != P)
+      add(DepartureKind::MicrobatchGroup, "G = " + std::to_string(G) + ", not P = " + p_text);
   }
   if ((name == "zb-h1" || name == "interleaved-zb") && M < P)
-    departures.push_back("M = " + m_text + " is below P = " + p_text);
+    add(DepartureKind::Microbatches, "M = " + m_text + " is below P = " + p_text);
   if ((name == "v-half" || name == "v-min") && M < 2 * P)
-    departures.push_back("M = " + m_text + " is below 2P = " + std::to_string(2 * P));
+    add(DepartureKind::Microbatches, "M = " + m_text + " is below 2P = " + std::to_string(2 * P));
   if (name == "zb-h2" && M < 2 * P - 1)
-    departures.push_back("M = " + m_text + " is below 2P-1 = " + std::to_string(2 * P - 1));
+    add(DepartureKind::Microbatches,
+        "M = " + m_text + " is below 2P-1 = " + std::to_string(2 * P - 1));
   const bool equal_thirds = name == "zb-v" || name == "v-half" || name == "v-min" ||
                             name == "dualpipe" || name == "dualpipev";
   if (equal_thirds && !times.forward.empty()) {
@@ -301,14 +309,53 @@ std::vector<std::string> analyticDepartures(const Evaluation &evaluation) {
     const double f = times.forward.front(), i = times.input_grad.front(),
                  w = times.weight_grad.front();
     if (!nearlyEqual(f, i) || !nearlyEqual(f, w))
-      departures.push_back("F, I and W differ (" + durationText(f) + ", " + durationText(i) +
-                           " and " + durationText(w) + " on stage 0)");
+      add(DepartureKind::UnequalOpKinds, "F, I and W differ (" + durationText(f) + ", " +
+                                             durationText(i) + " and " + durationText(w) +
+                                             " on stage 0)");
   }
   if ((name == "dualpipe" || name == "dualpipev") && !nearlyEqual(times.overlap_factor, 1))
-    departures.push_back("an overlapped F&B pair takes " +
-                         std::to_string(static_cast<int>(std::lround(times.overlap_factor * 100))) +
-                         " % of F + B");
+    add(DepartureKind::PairOverlap,
+        "an overlapped F&B pair takes " +
+            std::to_string(static_cast<int>(std::lround(times.overlap_factor * 100))) +
+            " % of F + B");
   return departures;
+}
+
+std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, DepartureKind kind) {
+  StageTimes times = evaluation.times;
+  const auto mean = [](const std::vector<double> &values) {
+    double sum = 0;
+    for (double v : values)
+      sum += v;
+    return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+  };
+  switch (kind) {
+  case DepartureKind::UnevenStages:
+    for (auto *values :
+         {&times.forward, &times.input_grad, &times.weight_grad, &times.full_backward})
+      values->assign(values->size(), mean(*values));
+    break;
+  case DepartureKind::Transfers:
+    std::fill(times.send_forward.begin(), times.send_forward.end(), 0.0);
+    std::fill(times.send_backward.begin(), times.send_backward.end(), 0.0);
+    break;
+  case DepartureKind::GradientSync: times.gradient_sync = 0; break;
+  case DepartureKind::SharedDevice: times.concurrency_slowdown.clear(); break;
+  case DepartureKind::UnequalOpKinds:
+    // The stage's F + I + W shared equally: its work, and so the step's, is kept.
+    for (std::size_t s = 0; s < times.forward.size(); ++s) {
+      const double third = (times.forward[s] + times.input_grad[s] + times.weight_grad[s]) / 3;
+      times.forward[s] = times.input_grad[s] = times.weight_grad[s] = third;
+      times.full_backward[s] = 2 * third;
+    }
+    break;
+  case DepartureKind::PairOverlap: times.overlap_factor = 1; break;
+  case DepartureKind::Microbatches:
+  case DepartureKind::MicrobatchGroup: return std::nullopt;
+  }
+  auto simulation = simulate(evaluation.schedule, evaluation.program, times);
+  if (!simulation) return std::nullopt;
+  return simulation->bubble_fraction;
 }
 
 namespace {

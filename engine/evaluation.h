@@ -36,6 +36,22 @@ struct Evaluation {
   std::optional<AnalyticMetrics> analytic;
 };
 
+/// One way a plan leaves the regime in which its closed form is exact.
+enum class DepartureKind {
+  UnevenStages,    ///< the virtual stages' op times differ
+  Transfers,       ///< transfers between stages take time
+  GradientSync,    ///< a DP sync and optimizer tail after each rank's last op
+  SharedDevice,    ///< ranks sharing a device slow each other
+  Microbatches,    ///< M outside the formula's range (below P, not a multiple of P, ...)
+  MicrobatchGroup, ///< an interleaved group G other than P
+  UnequalOpKinds,  ///< F, I and W differ where the formula takes them equal
+  PairOverlap,     ///< an overlapped F&B pair takes other than F + B
+};
+struct AnalyticDeparture {
+  DepartureKind kind;
+  std::string text; ///< with its size, e.g. "transfers take up to 2.6 ms"
+};
+
 /// Where an evaluated plan leaves the regime in which its closed form is exact
 /// (AnalyticMetrics::exact_when), one phrase each with its size, e.g. "the stages' op times
 /// differ (F 98.1 ms to 121 ms a stage)", "transfers take up to 2.6 ms", "M = 6 is not a
@@ -43,7 +59,15 @@ struct Evaluation {
 /// the simulation then matches the formula, except V-Half's and V-Min's, which are approximate.
 /// So a reader of "differs by 4.7 points" learns which assumption this plan breaks, not a list
 /// of all of them.
-std::vector<std::string> analyticDepartures(const Evaluation &evaluation);
+std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation);
+
+/// The simulated bubble fraction of the same schedule with one departure's costs made as the
+/// closed form assumes: each kind of op at its mean over the stages, free transfers, no sync
+/// tail, separate devices, F = I = W at their mean on each stage, an F&B pair taking F + B. So
+/// "without it the bubble would be 9.6 %" says how much of the gap that departure makes (one at
+/// a time: the effects of several need not add up). Nothing for M or G, which change the
+/// schedule itself, or when the simulation fails.
+std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, DepartureKind kind);
 
 /// Whether every figure an evaluation reports is finite and non-negative: the makespan, each
 /// rank's busy, idle and peak figures, both bubble metrics and the analytic ones. The error names

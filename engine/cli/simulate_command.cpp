@@ -103,8 +103,15 @@ json analyticJson(const Evaluation &evaluation) {
       {"memory_formula", analytic->memory_formula}, {"source", analytic->source},
       {"exact_when", analytic->exact_when}};
   if (!analytic->peak_inflight.empty()) out["peak_inflight"] = analytic->peak_inflight;
-  // Which of exact_when's assumptions this plan breaks (empty: none).
-  out["departures"] = analyticDepartures(evaluation);
+  // Which of exact_when's assumptions this plan breaks (empty: none), each with the simulated
+  // bubble fraction without it where that is a matter of costs (null for M or G).
+  json departures = json::array();
+  for (const AnalyticDeparture &departure : analyticDepartures(evaluation)) {
+    const std::optional<double> without = bubbleFractionWithout(evaluation, departure.kind);
+    departures.push_back({{"what", departure.text},
+                          {"bubble_fraction_without", without ? json(*without) : json(nullptr)}});
+  }
+  out["departures"] = std::move(departures);
   return out;
 }
 
@@ -317,9 +324,13 @@ int runSimulate(const std::vector<std::string> &args) {
             << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
   // Where the simulation and the closed form part, which of its assumptions this plan breaks.
   if (e.analytic && std::abs(sim.bubble_fraction - e.analytic->bubble_fraction) >= 1e-6) {
-    const std::vector<std::string> departures = analyticDepartures(e);
-    for (std::size_t i = 0; i < departures.size(); ++i)
-      summary << (i == 0 ? "not here:        " : "                 ") << departures[i] << '\n';
+    const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
+    for (std::size_t i = 0; i < departures.size(); ++i) {
+      summary << (i == 0 ? "not here:        " : "                 ") << departures[i].text;
+      if (const auto without = bubbleFractionWithout(e, departures[i].kind))
+        summary << "; bubble_fraction " << percent(*without) << " without it";
+      summary << '\n';
+    }
   }
   summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
           << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";

@@ -2,6 +2,7 @@
 
 #include <QScrollBar>
 #include <QTimer>
+#include <cmath>
 
 #include "gui/timeline/timeline_model.h"
 #include "gui/widgets/metrics_panel.h"
@@ -12,6 +13,32 @@ namespace {
 
 QString escaped(const std::string &text) {
   return QString::fromStdString(text).toHtmlEscaped();
+}
+
+// Where the simulation and the closed form part: by how much, each assumption this plan breaks,
+// and (on a small plan, where re-simulating is cheap on the GUI thread, as the "Try it" variants
+// are) what the simulated bubble would be without it. Empty where they agree or nothing is named.
+QString departuresHtml(const ExplorerSnapshot &snapshot) {
+  const Evaluation &evaluation = *snapshot.evaluation;
+  const double simulated = evaluation.simulation.bubble_fraction;
+  if (std::abs(simulated - evaluation.analytic->bubble_fraction) < 1e-6) return {};
+  const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
+  if (departures.empty()) return {};
+  const bool resimulate = estimatedOpCount(snapshot.plan) <= 20000;
+  QString html =
+      QObject::tr("<p>The simulation differs from the formula by %1 points; here:</p><ul>")
+          .arg(QString::number(std::abs(simulated - evaluation.analytic->bubble_fraction) * 100,
+                               'f', 2));
+  for (const AnalyticDeparture &departure : departures) {
+    html += QStringLiteral("<li>") + escaped(departure.text);
+    if (const auto without =
+            resimulate ? bubbleFractionWithout(evaluation, departure.kind) : std::nullopt)
+      html += QObject::tr(": without it the simulated bubble would be %1 (%2 points)")
+                  .arg(formatPercent(*without))
+                  .arg(QString::number((*without - simulated) * 100, 'f', 2));
+    html += QStringLiteral("</li>");
+  }
+  return html + QStringLiteral("</ul>");
 }
 
 } // namespace
@@ -43,7 +70,11 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
               .arg(escaped(analytic.bubble_formula), formatPercent(analytic.bubble_fraction),
                    formatPercent(simulation.bubble_fraction), escaped(analytic.memory_formula),
                    escaped(analytic.source), escaped(analytic.exact_when));
-      html += QStringLiteral("<p>%1</p>").arg(analyticAgreement(evaluation).toHtmlEscaped());
+      // The assumptions this plan breaks, each with its effect; else the agreement in words.
+      if (const QString departures = departuresHtml(snapshot); !departures.isEmpty())
+        html += departures;
+      else
+        html += QStringLiteral("<p>%1</p>").arg(analyticAgreement(evaluation).toHtmlEscaped());
     }
     html +=
         QObject::tr("<p><b>Two bubble metrics.</b> The fraction 1 \u2212 \u03a3busy/(P\u00b7T) = "

@@ -97,13 +97,13 @@ QString analyticAgreement(const Evaluation &evaluation) {
   if (difference < 1e-6) return QObject::tr("The simulation matches the formula exactly.");
   QString text = QObject::tr("The simulation differs from the formula by %1 points")
                      .arg(QString::number(difference * 100, 'f', 2));
-  const std::vector<std::string> departures = analyticDepartures(evaluation);
+  const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (!departures.empty()) {
     // "a, b and c": the assumptions this plan breaks, with their sizes.
     QString list;
     for (std::size_t i = 0; i < departures.size(); ++i) {
       if (i > 0) list += i + 1 == departures.size() ? QObject::tr(" and ") : QStringLiteral(", ");
-      list += QString::fromStdString(departures[i]);
+      list += QString::fromStdString(departures[i].text);
     }
     return text + QObject::tr(": here %1.").arg(list);
   }

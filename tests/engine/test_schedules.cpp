@@ -199,12 +199,12 @@ private slots:
         for (std::size_t c = 0; c < std::size(variants); ++c) {
           const Evaluation e = evaluateOrFail(request, variants[c]);
           if (!e.analytic) continue;
-          const std::vector<std::string> departures = analyticDepartures(e);
+          const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
           const bool matches =
               std::abs(e.simulation.bubble_fraction - e.analytic->bubble_fraction) < 1e-9;
           QString named;
           for (const auto &d : departures)
-            named += QString::fromStdString(d) + QStringLiteral("; ");
+            named += QString::fromStdString(d.text) + QStringLiteral("; ");
           QVERIFY2(matches || !departures.empty(),
                    qPrintable(describe(request) + QStringLiteral(" costs %1: simulated %2, "
                                                                  "closed form %3, nothing named")
@@ -217,6 +217,16 @@ private slots:
           if (c == 3)
             QVERIFY2(named.contains(QStringLiteral("add 2 \u00b5s after each rank's last op")),
                      qPrintable(describe(request) + QStringLiteral(": ") + named));
+          // Priced transfers or a sync tail alone: without it the plan is in the formula's
+          // regime at the same F, B, W, so the simulated bubble is the formula's.
+          if ((c == 2 || c == 3) && departures.size() == 1) {
+            const auto without = bubbleFractionWithout(e, departures.front().kind);
+            QVERIFY(without);
+            QVERIFY2(std::abs(*without - e.analytic->bubble_fraction) < 1e-9,
+                     qPrintable(describe(request) + QStringLiteral(": without %1, formula %2")
+                                                        .arg(*without)
+                                                        .arg(e.analytic->bubble_fraction)));
+          }
           if (departures.empty())
             ++exact;
           else
@@ -230,7 +240,7 @@ private slots:
     const auto named = [](const ScheduleRequest &request, const Costs &costs = {}) {
       std::string all;
       for (const auto &d : analyticDepartures(evaluateOrFail(request, costs)))
-        all += d + "; ";
+        all += d.text + "; ";
       return all;
     };
     QCOMPARE(named({"interleaved-1f1b", 4, 6, 2, 6}),
@@ -249,6 +259,20 @@ private slots:
     QCOMPARE(named({"dualpipev", 4, 8, 2, 0}, paired),
              std::string("an overlapped F&B pair takes 80 % of F + B; "));
     QVERIFY(named({"1f1b", 4, 8, 1, 0}).empty());
+
+    // Stages uneven around the plan's own B (1.5, 2.5, 2, 2): evened out, the formula's bubble.
+    Costs around = Costs{};
+    around.stage_overrides = {StageCost{1, 1.5, 1, 0}, StageCost{1, 2.5, 1, 0},
+                              StageCost{1, 2, 1, 0}, StageCost{1, 2, 1, 0}};
+    const Evaluation uneven = evaluateOrFail({"1f1b", 4, 8, 1, 0}, around);
+    QVERIFY(uneven.simulation.bubble_fraction > uneven.analytic->bubble_fraction + 0.01);
+    const auto evened = bubbleFractionWithout(uneven, DepartureKind::UnevenStages);
+    QVERIFY(evened);
+    QCOMPARE(*evened, uneven.analytic->bubble_fraction);
+    // M and G change the schedule itself: no re-simulation stands for them.
+    const Evaluation off_group = evaluateOrFail({"interleaved-1f1b", 4, 6, 2, 6});
+    QVERIFY(!bubbleFractionWithout(off_group, DepartureKind::Microbatches));
+    QVERIFY(!bubbleFractionWithout(off_group, DepartureKind::MicrobatchGroup));
   }
 
   // Looped BFS and interleaved zero bubble: their closed forms are exact for uniform op times

@@ -132,6 +132,13 @@ private slots:
              qPrintable(agreement));
     QVERIFY2(agreement.contains(QStringLiteral("transfers take up to ")), qPrintable(agreement));
     QVERIFY2(!agreement.contains(QStringLiteral("exact only when")), qPrintable(agreement));
+    // The Explain tab gives each one's share: the simulated bubble without it.
+    window.tabs()->setCurrentWidget(window.explain());
+    window.settle();
+    const QString explained = window.explain()->toPlainText();
+    QVERIFY2(explained.contains(QStringLiteral("transfers take up to ")) &&
+                 explained.contains(QStringLiteral("without it the simulated bubble would be ")),
+             qPrintable(explained));
     // Op times, uniform and free: the formula is exact.
     window.controls()->opTimesButton()->setChecked(true);
     window.settle();
