@@ -99,13 +99,28 @@ QString analyticAgreement(const Evaluation &evaluation) {
                      .arg(QString::number(difference * 100, 'f', 2));
   const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (!departures.empty()) {
-    // "a, b and c": the assumptions this plan breaks, with their sizes.
+    // "a, b and c": the assumptions this plan breaks, by name; their sizes, and how much each
+    // moves the bubble, are the Explain tab's (a row of nine lines here pushed the memory and
+    // throughput rows out of a 800 px window).
+    const auto name = [](const AnalyticDeparture &departure) {
+      switch (departure.kind) {
+      case DepartureKind::UnevenStages: return QObject::tr("uneven stages");
+      case DepartureKind::Transfers: return QObject::tr("transfer times");
+      case DepartureKind::GradientSync: return QObject::tr("the DP sync tail");
+      case DepartureKind::SharedDevice: return QObject::tr("a shared device");
+      case DepartureKind::Microbatches: // short already: "M = 6 is not a multiple of P = 4"
+      case DepartureKind::MicrobatchGroup: return QString::fromStdString(departure.text);
+      case DepartureKind::UnequalOpKinds: return QObject::tr("unequal F, I, W");
+      case DepartureKind::PairOverlap: return QObject::tr("the F&B pair's overlap");
+      }
+      return QString();
+    };
     QString list;
     for (std::size_t i = 0; i < departures.size(); ++i) {
       if (i > 0) list += i + 1 == departures.size() ? QObject::tr(" and ") : QStringLiteral(", ");
-      list += QString::fromStdString(departures[i].text);
+      list += name(departures[i]);
     }
-    return text + QObject::tr(": here %1.").arg(list);
+    return text + QObject::tr(": %1 (Explain says how much each moves it).").arg(list);
   }
   if (!analytic.exact_when.empty())
     text += QObject::tr("; the formula is exact only when %1")
