@@ -280,7 +280,7 @@ std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) 
       transfer = std::max(transfer, t);
   if (transfer > 0) add(DepartureKind::Transfers, "transfers take up to " + durationText(transfer));
   if (times.gradient_sync > 0)
-    add(DepartureKind::GradientSync, "the DP gradient sync and optimizer step add " +
+    add(DepartureKind::GradientSync, "the gradient sync and optimizer step add " +
                                          durationText(times.gradient_sync) +
                                          " after each rank's last op");
   if (!times.concurrency_slowdown.empty())

@@ -40,7 +40,7 @@ struct Evaluation {
 enum class DepartureKind {
   UnevenStages,    ///< the virtual stages' op times differ
   Transfers,       ///< transfers between stages take time
-  GradientSync,    ///< a DP sync and optimizer tail after each rank's last op
+  GradientSync,    ///< a gradient sync and optimizer tail after each rank's last op
   SharedDevice,    ///< ranks sharing a device slow each other
   Microbatches,    ///< M outside the formula's range (below P, not a multiple of P, ...)
   MicrobatchGroup, ///< an interleaved group G other than P

@@ -106,7 +106,7 @@ QString analyticAgreement(const Evaluation &evaluation) {
       switch (departure.kind) {
       case DepartureKind::UnevenStages: return QObject::tr("uneven stages");
       case DepartureKind::Transfers: return QObject::tr("transfer times");
-      case DepartureKind::GradientSync: return QObject::tr("the DP sync tail");
+      case DepartureKind::GradientSync: return QObject::tr("the sync and optimizer tail");
       case DepartureKind::SharedDevice: return QObject::tr("a shared device");
       case DepartureKind::Microbatches: // short already: "M = 6 is not a multiple of P = 4"
       case DepartureKind::MicrobatchGroup: return QString::fromStdString(departure.text);
