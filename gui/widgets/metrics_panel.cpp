@@ -120,7 +120,10 @@ QString analyticAgreement(const Evaluation &evaluation) {
       if (i > 0) list += i + 1 == departures.size() ? QObject::tr(" and ") : QStringLiteral(", ");
       list += name(departures[i]);
     }
-    return text + QObject::tr(": %1 (Explain says how much each moves it).").arg(list);
+    return text + (departures.size() == 1
+                       ? QObject::tr(": %1 (Explain says how much it moves the bubble).")
+                       : QObject::tr(": %1 (Explain says how much each moves the bubble)."))
+                      .arg(list);
   }
   if (!analytic.exact_when.empty())
     text += QObject::tr("; the formula is exact only when %1")

@@ -128,7 +128,8 @@ private slots:
     MainWindow window(quietOptions());
     showWithModelCosts(window);
     const QString agreement = window.metrics()->valueText(QStringLiteral("agreement"));
-    QVERIFY2(agreement.contains(QStringLiteral("points: uneven stages, transfer times")),
+    QVERIFY2(agreement.contains(QStringLiteral("points: uneven stages, transfer times")) &&
+                 agreement.endsWith(QStringLiteral("how much each moves the bubble).")),
              qPrintable(agreement));
     QVERIFY2(!agreement.contains(QStringLiteral("exact only when")), qPrintable(agreement));
     // The Explain tab gives each one's share: the simulated bubble without it.
@@ -138,6 +139,14 @@ private slots:
     QVERIFY2(explained.contains(QStringLiteral("transfers take up to ")) &&
                  explained.contains(QStringLiteral("without it the simulated bubble would be ")),
              qPrintable(explained));
+    // One stage: only the optimizer step's tail is left between them.
+    window.controls()->pipelineRanks()->spinBox()->setValue(1);
+    window.settle();
+    QCOMPARE(window.metrics()
+                 ->valueText(QStringLiteral("agreement"))
+                 .section(QStringLiteral("points: "), 1),
+             QStringLiteral("the sync and optimizer tail (Explain says how much it moves the "
+                            "bubble)."));
     // Op times, uniform and free: the formula is exact.
     window.controls()->opTimesButton()->setChecked(true);
     window.settle();
