@@ -257,6 +257,11 @@ std::string stageSpread(const StageTimes &times, bool splits_backward) {
 
 } // namespace
 
+double closedFormGap(const Evaluation &evaluation) {
+  if (!evaluation.analytic) return 0;
+  return std::abs(evaluation.simulation.bubble_fraction - evaluation.analytic->bubble_fraction);
+}
+
 std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) {
   std::vector<AnalyticDeparture> departures;
   const auto add = [&](DepartureKind kind, std::string text) {

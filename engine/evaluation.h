@@ -36,6 +36,14 @@ struct Evaluation {
   std::optional<AnalyticMetrics> analytic;
 };
 
+/// How far the simulated bubble fraction is from the closed form's, in fractions (0 without a
+/// closed form), and whether that is a real departure: above rounding (1e-6, a ten-thousandth of
+/// a percentage point), the line every face draws between "matches" and "differs".
+double closedFormGap(const Evaluation &evaluation);
+inline bool departsFromClosedForm(const Evaluation &evaluation) {
+  return closedFormGap(evaluation) >= 1e-6;
+}
+
 /// One way a plan leaves the regime in which its closed form is exact.
 enum class DepartureKind {
   UnevenStages,    ///< the virtual stages' op times differ

@@ -1,6 +1,5 @@
 // `pipescope simulate`: generates (or loads) a schedule, lowers it, simulates one training step and
 // prints its metrics, or writes the plan, the trace, the PyTorch CSV and the Chrome trace.
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -323,7 +322,7 @@ int runSimulate(const std::vector<std::string> &args) {
     summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
             << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
   // Where the simulation and the closed form part, which of its assumptions this plan breaks.
-  if (e.analytic && std::abs(sim.bubble_fraction - e.analytic->bubble_fraction) >= 1e-6) {
+  if (departsFromClosedForm(e)) {
     const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
     for (std::size_t i = 0; i < departures.size(); ++i) {
       summary << (i == 0 ? "not here:        " : "                 ") << departures[i].text;

@@ -2,7 +2,6 @@
 
 #include <QScrollBar>
 #include <QTimer>
-#include <cmath>
 
 #include "gui/timeline/timeline_model.h"
 #include "gui/widgets/metrics_panel.h"
@@ -21,14 +20,13 @@ QString escaped(const std::string &text) {
 QString departuresHtml(const ExplorerSnapshot &snapshot) {
   const Evaluation &evaluation = *snapshot.evaluation;
   const double simulated = evaluation.simulation.bubble_fraction;
-  if (std::abs(simulated - evaluation.analytic->bubble_fraction) < 1e-6) return {};
+  if (!departsFromClosedForm(evaluation)) return {};
   const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (departures.empty()) return {};
   const bool resimulate = estimatedOpCount(snapshot.plan) <= 20000;
   QString html =
       QObject::tr("<p>The simulation differs from the formula by %1 points; here:</p><ul>")
-          .arg(QString::number(std::abs(simulated - evaluation.analytic->bubble_fraction) * 100,
-                               'f', 2));
+          .arg(QString::number(closedFormGap(evaluation) * 100, 'f', 2));
   for (const AnalyticDeparture &departure : departures) {
     html += QStringLiteral("<li>") + escaped(departure.text);
     if (const auto without =

@@ -91,12 +91,11 @@ private:
 } // namespace
 
 QString analyticAgreement(const Evaluation &evaluation) {
-  const SimulationResult &simulation = evaluation.simulation;
   const AnalyticMetrics &analytic = *evaluation.analytic;
-  const double difference = std::abs(simulation.bubble_fraction - analytic.bubble_fraction);
-  if (difference < 1e-6) return QObject::tr("The simulation matches the formula exactly.");
+  if (!departsFromClosedForm(evaluation))
+    return QObject::tr("The simulation matches the formula exactly.");
   QString text = QObject::tr("The simulation differs from the formula by %1 points")
-                     .arg(QString::number(difference * 100, 'f', 2));
+                     .arg(QString::number(closedFormGap(evaluation) * 100, 'f', 2));
   const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (!departures.empty()) {
     // "a, b and c": the assumptions this plan breaks, by name; their sizes, and how much each
