@@ -1,6 +1,7 @@
 #include "engine/evaluation.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -169,8 +170,9 @@ std::optional<AnalyticMetrics> analyticMetrics(const Schedule &schedule, const C
   }
   if (name == "zb-v") {
     // Qi et al. 2024 (controllable memory): with F = I = W = t per rank share, the only idle
-    // time is the start offset, T = 3Mt + max((P-1)t/2, (2P-1-M)t).
-    const double t = F;
+    // time is the start offset, T = 3Mt + max((P-1)t/2, (2P-1-M)t). Where they differ, t is
+    // their mean, so 3Mt is still the rank's work (t = F claimed a bubble on one rank).
+    const double t = (F + B) / 3;
     auto m =
         fromMakespan(3 * M * t + std::max((P - 1) * t / 2, (2 * P - 1 - M) * t), M * (F + B), P);
     m.bubble_formula = "bubble per rank = max((P-1)F/2, (2P-1-M)F) for F = I = W: zero inside each "
@@ -326,8 +328,12 @@ std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) 
   return departures;
 }
 
-std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, DepartureKind kind) {
-  StageTimes times = evaluation.times;
+namespace {
+
+// Makes one departure's costs as the closed form assumes; false for M and G, which change the
+// schedule itself. The kinds commute: evening the stages and sharing each stage's work equally
+// among F, I and W give the same times in either order.
+bool makeAsFormulaAssumes(StageTimes &times, DepartureKind kind) {
   const auto mean = [](const std::vector<double> &values) {
     double sum = 0;
     for (double v : values)
@@ -339,13 +345,13 @@ std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, Depart
     for (auto *values :
          {&times.forward, &times.input_grad, &times.weight_grad, &times.full_backward})
       values->assign(values->size(), mean(*values));
-    break;
+    return true;
   case DepartureKind::Transfers:
     std::fill(times.send_forward.begin(), times.send_forward.end(), 0.0);
     std::fill(times.send_backward.begin(), times.send_backward.end(), 0.0);
-    break;
-  case DepartureKind::GradientSync: times.gradient_sync = 0; break;
-  case DepartureKind::SharedDevice: times.concurrency_slowdown.clear(); break;
+    return true;
+  case DepartureKind::GradientSync: times.gradient_sync = 0; return true;
+  case DepartureKind::SharedDevice: times.concurrency_slowdown.clear(); return true;
   case DepartureKind::UnequalOpKinds:
     // The stage's F + I + W shared equally: its work, and so the step's, is kept.
     for (std::size_t s = 0; s < times.forward.size(); ++s) {
@@ -353,14 +359,70 @@ std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, Depart
       times.forward[s] = times.input_grad[s] = times.weight_grad[s] = third;
       times.full_backward[s] = 2 * third;
     }
-    break;
-  case DepartureKind::PairOverlap: times.overlap_factor = 1; break;
+    return true;
+  case DepartureKind::PairOverlap: times.overlap_factor = 1; return true;
   case DepartureKind::Microbatches:
-  case DepartureKind::MicrobatchGroup: return std::nullopt;
+  case DepartureKind::MicrobatchGroup: return false;
   }
+  return false;
+}
+
+} // namespace
+
+std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, DepartureKind kind) {
+  StageTimes times = evaluation.times;
+  if (!makeAsFormulaAssumes(times, kind)) return std::nullopt;
   auto simulation = simulate(evaluation.schedule, evaluation.program, times);
   if (!simulation) return std::nullopt;
   return simulation->bubble_fraction;
+}
+
+std::optional<GapShares> closedFormGapShares(const Evaluation &evaluation,
+                                             const std::vector<AnalyticDeparture> &departures,
+                                             double max_simulated_ops) {
+  std::vector<std::size_t> costs; // indices into departures of those that are costs
+  for (std::size_t i = 0; i < departures.size(); ++i) {
+    StageTimes probe; // empty times: only whether the kind is a cost is asked
+    if (makeAsFormulaAssumes(probe, departures[i].kind)) costs.push_back(i);
+  }
+  const std::size_t n = costs.size();
+  if (n == 0 || n > 16) return std::nullopt;
+  const std::size_t subsets = std::size_t{1} << n;
+  if (static_cast<double>(subsets - 1) * static_cast<double>(evaluation.schedule.opCount()) >
+      max_simulated_ops)
+    return std::nullopt;
+  // bubble[S]: the bubble with the departures in subset S made as the formula assumes.
+  std::vector<double> bubble(subsets);
+  bubble[0] = evaluation.simulation.bubble_fraction;
+  for (std::size_t subset = 1; subset < subsets; ++subset) {
+    StageTimes times = evaluation.times;
+    for (std::size_t j = 0; j < n; ++j)
+      if (subset >> j & 1) makeAsFormulaAssumes(times, departures[costs[j]].kind);
+    auto simulation = simulate(evaluation.schedule, evaluation.program, times);
+    if (!simulation) return std::nullopt;
+    bubble[subset] = simulation->bubble_fraction;
+  }
+  // Shapley's weight of a subset of size k not holding the departure: k! (n-k-1)! / n!.
+  std::vector<double> weight(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    double w = 1.0 / static_cast<double>(n);
+    for (std::size_t i = 1; i <= k; ++i)
+      w *= static_cast<double>(i) / static_cast<double>(n - i);
+    weight[k] = w;
+  }
+  GapShares result;
+  result.shares.assign(departures.size(), std::nullopt);
+  result.without_all = bubble[subsets - 1];
+  for (std::size_t j = 0; j < n; ++j) {
+    double share = 0;
+    for (std::size_t subset = 0; subset < subsets; ++subset) {
+      if (subset >> j & 1) continue;
+      const auto k = static_cast<std::size_t>(std::popcount(subset));
+      share += weight[k] * (bubble[subset] - bubble[subset | std::size_t{1} << j]);
+    }
+    result.shares[costs[j]] = share;
+  }
+  return result;
 }
 
 namespace {

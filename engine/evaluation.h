@@ -77,6 +77,26 @@ std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation);
 /// schedule itself, or when the simulation fails.
 std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, DepartureKind kind);
 
+/// How the gap between the simulated bubble and the closed form's divides among the departures
+/// that are costs. One at a time (bubbleFractionWithout) their effects need not add up: evening
+/// the stages also shortens the transfers' share of the critical path, so taking either away
+/// first claims the overlap. Each share here is Shapley's value (Shapley, "A Value for n-Person
+/// Games", 1953): the bubble a departure adds, averaged over every order of taking the costs
+/// away, so the shares add up to `simulated - without_all` exactly, and a departure that adds
+/// nothing in any order gets 0.
+struct GapShares {
+  std::vector<std::optional<double>> shares; ///< per departure, as a fraction; none for M or G
+  double without_all = 0; ///< the bubble with every cost as the formula assumes, all at once
+};
+
+/// The shares for `departures` (analyticDepartures of the same evaluation), from 2^n
+/// simulations over the n cost departures. Nothing when no departure is a cost, when that would
+/// mean more than `max_simulated_ops` ops simulated in all (n simulations of a million-op plan
+/// take seconds), or when a simulation fails.
+std::optional<GapShares> closedFormGapShares(const Evaluation &evaluation,
+                                             const std::vector<AnalyticDeparture> &departures,
+                                             double max_simulated_ops = 4e6);
+
 /// Whether every figure an evaluation reports is finite and non-negative: the makespan, each
 /// rank's busy, idle and peak figures, both bubble metrics and the analytic ones. The error names
 /// the figure and, for a non-finite one, the cost that made it so and what would work.

@@ -32,6 +32,14 @@ std::string bytesText(double bytes) {
   return buffer;
 }
 
+// A departure's share of the closed-form gap, signed: "adds 2.49 points" or "takes 0.10 points".
+std::string pointsOfGap(double share) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%s %.2f points", share < 0 ? "takes" : "adds",
+                std::abs(share) * 100);
+  return buffer;
+}
+
 const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 
 Generates (or loads) a schedule, lowers it, simulates one training step and prints a summary;
@@ -103,14 +111,21 @@ json analyticJson(const Evaluation &evaluation) {
       {"exact_when", analytic->exact_when}};
   if (!analytic->peak_inflight.empty()) out["peak_inflight"] = analytic->peak_inflight;
   // Which of exact_when's assumptions this plan breaks (empty: none), each with the simulated
-  // bubble fraction without it where that is a matter of costs (null for M or G).
+  // bubble fraction without it alone and its Shapley share of the gap where that is a matter of
+  // costs (null for M or G, and the share on plans too large to simulate 2^n times).
   json departures = json::array();
-  for (const AnalyticDeparture &departure : analyticDepartures(evaluation)) {
-    const std::optional<double> without = bubbleFractionWithout(evaluation, departure.kind);
-    departures.push_back({{"what", departure.text},
-                          {"bubble_fraction_without", without ? json(*without) : json(nullptr)}});
-  }
+  const std::vector<AnalyticDeparture> found = analyticDepartures(evaluation);
+  const std::optional<GapShares> shares = closedFormGapShares(evaluation, found);
+  const auto orNull = [](const std::optional<double> &value) {
+    return value ? json(*value) : json(nullptr);
+  };
+  for (std::size_t i = 0; i < found.size(); ++i)
+    departures.push_back(
+        {{"what", found[i].text},
+         {"bubble_fraction_without", orNull(bubbleFractionWithout(evaluation, found[i].kind))},
+         {"share_of_gap", shares ? orNull(shares->shares[i]) : json(nullptr)}});
   out["departures"] = std::move(departures);
+  out["bubble_fraction_with_costs_as_assumed"] = shares ? json(shares->without_all) : json(nullptr);
   return out;
 }
 
@@ -322,14 +337,22 @@ int runSimulate(const std::vector<std::string> &args) {
     summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
             << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
   // Where the simulation and the closed form part, which of its assumptions this plan breaks.
+  // Each with its share of the gap (Shapley's, so the shares add up) and the bubble without it
+  // alone; then, where the schedule's own conditions leave a rest, the bubble with every cost as
+  // the formula assumes.
   if (departsFromClosedForm(e)) {
     const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
+    const std::optional<GapShares> shares = closedFormGapShares(e, departures);
     for (std::size_t i = 0; i < departures.size(); ++i) {
       summary << (i == 0 ? "not here:        " : "                 ") << departures[i].text;
+      if (shares && shares->shares[i]) summary << "; " << pointsOfGap(*shares->shares[i]);
       if (const auto without = bubbleFractionWithout(e, departures[i].kind))
-        summary << "; bubble_fraction " << percent(*without) << " without it";
+        summary << " (bubble_fraction " << percent(*without) << " without it alone)";
       summary << '\n';
     }
+    if (shares && std::abs(shares->without_all - e.analytic->bubble_fraction) >= 1e-6)
+      summary << "                 with every cost as the formula assumes: bubble_fraction "
+              << percent(shares->without_all) << '\n';
   }
   summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
           << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";

@@ -40,7 +40,7 @@ std::optional<std::pair<double, int>> variantMetrics(const Costs &costs,
 std::vector<SliderEffect> sliderEffectsOf(const Plan &plan, const Costs &costs,
                                           const Evaluation &current) {
   std::vector<SliderEffect> effects;
-  if (plan.custom || estimatedOpCount(plan) > 20000) return effects;
+  if (plan.custom || estimatedOpCount(plan) > kResimulatedOpLimit) return effects;
   const auto *family = findScheduleFamily(plan.request.name);
   // Explicit costs only: a model's costs depend on the placement, so they would not carry over.
   if (plan.model) return effects;

@@ -42,6 +42,11 @@ std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot);
 /// Rough op count of a plan's schedule, to decide between inline and worker evaluation.
 std::size_t estimatedOpCount(const Plan &plan);
 
+/// The largest plan (estimatedOpCount) whose variants the Explain panel re-simulates on the GUI
+/// thread: the "Try it" slider steps and the closed form's departures. Each simulation of it
+/// takes 1-2 ms (15 of them for the shares of four departures: about 25 ms).
+inline constexpr std::size_t kResimulatedOpLimit = 20000;
+
 /// Everything the window needs for one plan. Never throws; failures land in `error`.
 SnapshotPointer computeSnapshot(const Plan &plan);
 

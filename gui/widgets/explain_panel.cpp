@@ -2,6 +2,8 @@
 
 #include <QScrollBar>
 #include <QTimer>
+#include <algorithm>
+#include <cmath>
 
 #include "gui/timeline/timeline_model.h"
 #include "gui/widgets/metrics_panel.h"
@@ -16,27 +18,61 @@ QString escaped(const std::string &text) {
 
 // Where the simulation and the closed form part: by how much, each assumption this plan breaks,
 // and (on a small plan, where re-simulating is cheap on the GUI thread, as the "Try it" variants
-// are) what the simulated bubble would be without it. Empty where they agree or nothing is named.
+// are) each one's share of the gap, Shapley's, so the shares add up, and what the simulated
+// bubble would be without it alone. Empty where they agree or nothing is named.
 QString departuresHtml(const ExplorerSnapshot &snapshot) {
   const Evaluation &evaluation = *snapshot.evaluation;
-  const double simulated = evaluation.simulation.bubble_fraction;
   if (!departsFromClosedForm(evaluation)) return {};
   const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (departures.empty()) return {};
-  const bool resimulate = estimatedOpCount(snapshot.plan) <= 20000;
+  const bool resimulate = estimatedOpCount(snapshot.plan) <= kResimulatedOpLimit;
+  const std::optional<GapShares> shares =
+      resimulate ? closedFormGapShares(evaluation, departures) : std::nullopt;
+  const QString gap = QString::number(closedFormGap(evaluation) * 100, 'f', 2);
   QString html =
       QObject::tr("<p>The simulation differs from the formula by %1 points; here:</p><ul>")
-          .arg(QString::number(closedFormGap(evaluation) * 100, 'f', 2));
-  for (const AnalyticDeparture &departure : departures) {
-    html += QStringLiteral("<li>") + escaped(departure.text);
+          .arg(gap);
+  for (std::size_t i = 0; i < departures.size(); ++i) {
+    html += QStringLiteral("<li>") + escaped(departures[i].text);
+    if (shares && shares->shares[i])
+      html += QObject::tr(": %1 %2 points")
+                  .arg(*shares->shares[i] < 0 ? QObject::tr("takes") : QObject::tr("adds"))
+                  .arg(QString::number(std::abs(*shares->shares[i]) * 100, 'f', 2));
     if (const auto without =
-            resimulate ? bubbleFractionWithout(evaluation, departure.kind) : std::nullopt)
-      html += QObject::tr(": without it the simulated bubble would be %1 (%2 points)")
-                  .arg(formatPercent(*without))
-                  .arg(QString::number((*without - simulated) * 100, 'f', 2));
+            resimulate ? bubbleFractionWithout(evaluation, departures[i].kind) : std::nullopt)
+      html += QObject::tr("; without it alone the simulated bubble would be %1")
+                  .arg(formatPercent(*without));
     html += QStringLiteral("</li>");
   }
-  return html + QStringLiteral("</ul>");
+  html += QStringLiteral("</ul>");
+  if (shares) {
+    // What is left once every cost is as the formula assumes: the schedule's own conditions (M,
+    // G), or the formula's figure itself read at op times it takes to be equal.
+    const double rest = shares->without_all - evaluation.analytic->bubble_fraction;
+    const bool schedule_conditions =
+        std::any_of(departures.begin(), departures.end(), [](const AnalyticDeparture &d) {
+          return d.kind == DepartureKind::Microbatches || d.kind == DepartureKind::MicrobatchGroup;
+        });
+    const QString how = QObject::tr("each is what that cost adds averaged over every order of "
+                                    "taking the costs away (Shapley's value), as one at a time "
+                                    "their effects overlap");
+    html +=
+        std::abs(rest) < 1e-6
+            ? QObject::tr("<p>The shares add up to the gap: %1.</p>").arg(how)
+            : QObject::tr("<p>The shares add up to %1 of the points: %2. With every cost as "
+                          "the formula assumes the simulated bubble is %3; the other %4 "
+                          "points are %5.</p>")
+                  .arg(QString::number(
+                      (evaluation.simulation.bubble_fraction - shares->without_all) * 100, 'f', 2))
+                  .arg(how)
+                  .arg(formatPercent(shares->without_all))
+                  .arg(QString::number(rest * 100, 'f', 2))
+                  .arg(schedule_conditions
+                           ? QObject::tr("the schedule's own conditions above")
+                           : QObject::tr("the formula's own figure, read at this plan's "
+                                         "op times where it assumes them equal"));
+  }
+  return html;
 }
 
 } // namespace

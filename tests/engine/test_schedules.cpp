@@ -2,6 +2,8 @@
 // the known peak in-flight counts, the text forms, and refusals of impossible requests.
 #include <QtTest>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "engine/evaluation.h"
@@ -249,6 +251,9 @@ private slots:
     QCOMPARE(named({"zb-v", 4, 8, 2, 0}, uneven_thirds),
              std::string("F, I and W differ (0.75 \u00b5s, 0.625 \u00b5s and 0.5 \u00b5s on "
                          "stage 0); "));
+    // ZB-V's formula at unequal thirds takes their mean, so a one-rank plan has no bubble (with
+    // t = F it claimed 17 %).
+    QCOMPARE(evaluateOrFail({"zb-v", 1, 1, 1, 0}, uneven_thirds).analytic->bubble_fraction, 0.0);
     Costs last_stage_slow;
     last_stage_slow.stage_overrides.assign(4, StageCost{1, 2, 1, 0});
     last_stage_slow.stage_overrides.back() = StageCost{1, 3.5, 1, 0};
@@ -273,6 +278,88 @@ private slots:
     const Evaluation off_group = evaluateOrFail({"interleaved-1f1b", 4, 6, 2, 6});
     QVERIFY(!bubbleFractionWithout(off_group, DepartureKind::Microbatches));
     QVERIFY(!bubbleFractionWithout(off_group, DepartureKind::MicrobatchGroup));
+  }
+
+  // closedFormGapShares divides the gap among the cost departures so that the shares add up:
+  // over every family's grid with uneven F, I, W, priced transfers and a sync tail at once, the
+  // shares sum to the simulated bubble minus the bubble with all of them removed, which is the
+  // formula's wherever only costs are named. One at a time the effects need not add up.
+  void gapSharesAddUpToTheGap() {
+    Costs costs;
+    costs.forward_us = 1.5;
+    costs.backward_us = 2.25;
+    costs.p2p_latency_us = 0.37;
+    costs.gradient_sync_us = 2;
+    int checked = 0, only_costs = 0, overlapping = 0;
+    for (const auto &family : scheduleFamilies()) {
+      if (family.name == "custom") continue;
+      for (const auto &point : gridFor(family)) {
+        const ScheduleRequest request{family.name, point.pp, point.microbatches, point.chunks,
+                                      point.group};
+        if (!checkScheduleRequest(request)) continue;
+        const Evaluation e = evaluateOrFail(request, costs);
+        if (!e.analytic) continue;
+        const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
+        const std::optional<GapShares> shares = closedFormGapShares(e, departures);
+        if (departures.empty()) continue;
+        QVERIFY2(shares, qPrintable(describe(request)));
+        QCOMPARE(shares->shares.size(), departures.size());
+        double sum = 0, alone = 0;
+        bool costs_only = true;
+        for (std::size_t i = 0; i < departures.size(); ++i) {
+          const auto without = bubbleFractionWithout(e, departures[i].kind);
+          QCOMPARE(shares->shares[i].has_value(), without.has_value());
+          if (!without) {
+            costs_only = false;
+            continue;
+          }
+          sum += *shares->shares[i];
+          alone += e.simulation.bubble_fraction - *without;
+        }
+        const double gap = e.simulation.bubble_fraction - shares->without_all;
+        QVERIFY2(std::abs(sum - gap) < 1e-9,
+                 qPrintable(describe(request) +
+                            QStringLiteral(": shares %1, gap %2").arg(sum).arg(gap)));
+        // DualPipe's formula reads F&B, B and W themselves: at unequal ones its figure is not
+        // the one at the equal thirds the bubble is re-simulated with.
+        const bool reads_thirds =
+            (family.name == "dualpipe" || family.name == "dualpipev") &&
+            std::any_of(departures.begin(), departures.end(), [](const AnalyticDeparture &d) {
+              return d.kind == DepartureKind::UnequalOpKinds;
+            });
+        if (costs_only && !reads_thirds && family.name != "v-half" && family.name != "v-min") {
+          QVERIFY2(std::abs(shares->without_all - e.analytic->bubble_fraction) < 1e-9,
+                   qPrintable(describe(request) + QStringLiteral(": without all %1, formula %2")
+                                                      .arg(shares->without_all)
+                                                      .arg(e.analytic->bubble_fraction)));
+          ++only_costs;
+        }
+        if (std::abs(alone - gap) > 1e-6) ++overlapping;
+        ++checked;
+      }
+    }
+    QVERIFY(checked >= 100 && only_costs >= 100);
+    QVERIFY(overlapping >= 10); // plans where one-at-a-time effects miss the gap
+
+    // One cost alone: its share is the whole gap, and what removing it alone gives.
+    Costs synced;
+    synced.gradient_sync_us = 2;
+    const Evaluation tail = evaluateOrFail({"1f1b", 4, 8, 1, 0}, synced);
+    const auto tail_departures = analyticDepartures(tail);
+    QCOMPARE(tail_departures.size(), std::size_t{1});
+    const auto tail_shares = closedFormGapShares(tail, tail_departures);
+    QVERIFY(tail_shares && tail_shares->shares[0]);
+    QVERIFY(*tail_shares->shares[0] > 0.03); // 3/11 of 33 us, 11/35 with the 2 us tail
+    QVERIFY(std::abs(*tail_shares->shares[0] - closedFormGap(tail)) < 1e-12);
+    // M and G alone are no costs: nothing to share. A budget below 2^n - 1 simulations of the
+    // plan: nothing either, rather than a slow answer.
+    const Evaluation off_group = evaluateOrFail({"interleaved-1f1b", 4, 6, 2, 6});
+    QVERIFY(!closedFormGapShares(off_group, analyticDepartures(off_group)));
+    const Evaluation two = evaluateOrFail({"1f1b", 4, 8, 1, 0}, costs); // transfers, tail
+    QCOMPARE(analyticDepartures(two).size(), std::size_t{2});
+    const auto ops = static_cast<double>(two.schedule.opCount());
+    QVERIFY(closedFormGapShares(two, analyticDepartures(two), 3 * ops));
+    QVERIFY(!closedFormGapShares(two, analyticDepartures(two), 2.9 * ops));
   }
 
   // Looped BFS and interleaved zero bubble: their closed forms are exact for uniform op times

@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QMenu>
 #include <QRadioButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSlider>
 #include <QSpinBox>
@@ -18,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QtTest>
+#include <cmath>
 
 #include "engine/output_file.h"
 #include "engine/plan_file.h"
@@ -132,13 +134,28 @@ private slots:
                  agreement.endsWith(QStringLiteral("how much each moves the bubble).")),
              qPrintable(agreement));
     QVERIFY2(!agreement.contains(QStringLiteral("exact only when")), qPrintable(agreement));
-    // The Explain tab gives each one's share: the simulated bubble without it.
+    // The Explain tab gives each one's share of the gap, and the shares add up to it (one at a
+    // time, the bubble without each, they did not), then the bubble without each alone.
     window.tabs()->setCurrentWidget(window.explain());
     window.settle();
     const QString explained = window.explain()->toPlainText();
     QVERIFY2(explained.contains(QStringLiteral("transfers take up to ")) &&
-                 explained.contains(QStringLiteral("without it the simulated bubble would be ")),
+                 explained.contains(QStringLiteral("without it alone the simulated bubble would "
+                                                   "be ")) &&
+                 explained.contains(QStringLiteral("The shares add up to the gap")),
              qPrintable(explained));
+    const QRegularExpression gap_text(QStringLiteral("differs from the formula by ([0-9.]+) "));
+    const QRegularExpression share_text(QStringLiteral("(adds|takes) ([0-9.]+) points"));
+    const double gap = gap_text.match(explained).captured(1).toDouble();
+    double shares = 0;
+    int share_count = 0;
+    for (auto it = share_text.globalMatch(explained); it.hasNext(); ++share_count) {
+      const QRegularExpressionMatch share = it.next();
+      shares +=
+          (share.captured(1) == QStringLiteral("adds") ? 1 : -1) * share.captured(2).toDouble();
+    }
+    QVERIFY2(gap > 0.1 && share_count >= 2, qPrintable(explained));
+    QVERIFY2(std::abs(shares - gap) <= 0.005 * (share_count + 1), qPrintable(explained));
     // One stage: only the optimizer step's tail is left between them.
     window.controls()->pipelineRanks()->spinBox()->setValue(1);
     window.settle();
