@@ -36,10 +36,21 @@ QLabel *addWrappingLegend(QChart *chart, QWidget *parent) {
   return legend;
 }
 
-// One legend entry that never breaks between its symbol and its name, nor inside its name.
+// One legend entry that never breaks between its symbol and its name, nor inside its name. A
+// name wider than the legend's line ("Combined 1F1B (EP all-to-all overlap)" beside a narrow
+// chart) broke at a hyphen, nowrap or not ("all-to-" / "all overlap)"): its hyphens are
+// non-breaking, and its parenthesis may go to a line of its own.
 QString legendItem(const QString &symbol_html, const QString &name) {
-  return QStringLiteral("<span style='white-space:nowrap'>%1&nbsp;%2</span> &nbsp; ")
-      .arg(symbol_html, name.toHtmlEscaped());
+  QString unbroken = name;
+  unbroken.replace(QLatin1Char('-'), QChar(0x2011));
+  const qsizetype aside = unbroken.indexOf(QStringLiteral(" ("));
+  const QString nowrap = QStringLiteral("<span style='white-space:nowrap'>%1</span>");
+  const QString head =
+      nowrap.arg(symbol_html + QStringLiteral("&nbsp;") + unbroken.left(aside).toHtmlEscaped());
+  return (aside < 0
+              ? head
+              : head + QLatin1Char(' ') + nowrap.arg(unbroken.mid(aside + 1).toHtmlEscaped())) +
+         QStringLiteral(" &nbsp; ");
 }
 
 // The compare view's bubble-against-M legend wrapped inside names ("ZB-" / "H1", "Combined

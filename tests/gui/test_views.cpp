@@ -805,8 +805,14 @@ private slots:
     QVERIFY(!families->horizontalScrollBar()->isVisible());
     QCOMPARE(families->textElideMode(), Qt::ElideMiddle);
     const QString legend = window.compare()->bubbleChart()->legend()->text();
+    // Hyphens do not break ("all-to-" / "all overlap)" did, nowrap or not); a parenthesis may
+    // take a line of its own.
     QVERIFY2(legend.contains(QStringLiteral("white-space:nowrap'><span style='color:")) &&
-                 legend.contains(QStringLiteral("&nbsp;ZB-H1</span>")),
+                 legend.contains(QStringLiteral("&nbsp;ZB\u2011H1</span>")) &&
+                 legend.contains(QStringLiteral(
+                     "&nbsp;Combined 1F1B</span> <span style='white-space:nowrap'>(EP "
+                     "all\u2011to\u2011all overlap)</span>")) &&
+                 !legend.contains(QStringLiteral("ZB-")),
              qPrintable(legend));
   }
 
