@@ -56,21 +56,20 @@ QString departuresHtml(const ExplorerSnapshot &snapshot) {
     const QString how = QObject::tr("each is what that cost adds averaged over every order of "
                                     "taking the costs away (Shapley's value), as one at a time "
                                     "their effects overlap");
-    html +=
-        std::abs(rest) < 1e-6
-            ? QObject::tr("<p>The shares add up to the gap: %1.</p>").arg(how)
-            : QObject::tr("<p>The shares add up to %1 of the points: %2. With every cost as "
-                          "the formula assumes the simulated bubble is %3; the other %4 "
-                          "points are %5.</p>")
-                  .arg(QString::number(
-                      (evaluation.simulation.bubble_fraction - shares->without_all) * 100, 'f', 2))
-                  .arg(how)
-                  .arg(formatPercent(shares->without_all))
-                  .arg(QString::number(rest * 100, 'f', 2))
-                  .arg(schedule_conditions
-                           ? QObject::tr("the schedule's own conditions above")
-                           : QObject::tr("the formula's own figure, read at this plan's "
-                                         "op times where it assumes them equal"));
+    const auto points = [](double fraction) { return QString::number(fraction * 100, 'f', 2); };
+    html += std::abs(rest) < 1e-6
+                ? QObject::tr("<p>The shares add up to the gap: %1.</p>").arg(how)
+                : QObject::tr("<p>The shares add up to %1 points, the simulated bubble less the "
+                              "%2 it would be with every cost as the formula assumes: %3. That "
+                              "%2 is %4 points %5 the formula's %6: %7.</p>")
+                      .arg(points(evaluation.simulation.bubble_fraction - shares->without_all),
+                           formatPercent(shares->without_all), how, points(std::abs(rest)),
+                           rest < 0 ? QObject::tr("below") : QObject::tr("above"),
+                           formatPercent(evaluation.analytic->bubble_fraction),
+                           schedule_conditions
+                               ? QObject::tr("the schedule's own conditions above")
+                               : QObject::tr("the formula's own figure, read at this plan's "
+                                             "op times where it assumes them equal"));
   }
   return html;
 }

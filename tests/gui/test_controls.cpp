@@ -171,6 +171,36 @@ private slots:
              QStringLiteral("The simulation matches the formula exactly."));
   }
 
+  // What the shares leave over: nothing where only costs and the schedule's conditions are named
+  // (Megatron's breadth-first groups keep the formula exact at free transfers), the formula's own
+  // figure for DualPipeV at unequal F, I, W (it reads them; the re-simulation evens them).
+  void explainSaysWhatTheSharesLeave() {
+    Plan plan = examplePlan();
+    plan.model.reset();
+    plan.costs = Costs{};
+    plan.costs.p2p_latency_us = 0.3;
+    plan.request = {"interleaved-1f1b", 4, 10, 2, 5};
+    plan.mesh.pp = 4;
+    const QString grouped = explanationHtml(*computeSnapshot(plan));
+    QVERIFY2(grouped.contains(QStringLiteral("G = 5, not P = 4")) &&
+                 grouped.contains(QStringLiteral("adds 6.31 points")) &&
+                 grouped.contains(QStringLiteral("The shares add up to the gap")),
+             qPrintable(grouped));
+    plan.costs.forward_us = 1.5;
+    plan.costs.backward_us = 2.25;
+    plan.costs.p2p_latency_us = 0.2;
+    plan.request = {"dualpipev", 4, 8, 1, 0};
+    const QString dualpipe = explanationHtml(*computeSnapshot(plan));
+    QVERIFY2(dualpipe.contains(QStringLiteral("adds 8.16 points")) &&
+                 dualpipe.contains(QStringLiteral("adds 2.09 points")) &&
+                 dualpipe.contains(QStringLiteral("The shares add up to 10.25 points, the "
+                                                  "simulated bubble less the 11.11 % it would "
+                                                  "be")) &&
+                 dualpipe.contains(QStringLiteral("That 11.11 % is 1.93 points below the "
+                                                  "formula's 13.04 %: the formula's own figure")),
+             qPrintable(dualpipe));
+  }
+
   void scheduleChoiceAppliesAndExplainsDisabledControls() {
     MainWindow window(quietOptions());
     window.show();
