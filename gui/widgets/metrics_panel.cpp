@@ -98,8 +98,8 @@ QString analyticAgreement(const Evaluation &evaluation) {
                      .arg(QString::number(closedFormGap(evaluation) * 100, 'f', 2));
   const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
   if (!departures.empty()) {
-    // "a, b and c": the assumptions this plan breaks, by name; their sizes, and how much each
-    // moves the bubble, are the Explain tab's (a row of nine lines here pushed the memory and
+    // "a, b and c": the assumptions this plan breaks, by name; their sizes, and each one's share
+    // of the gap, are the Explain tab's (a row of nine lines here pushed the memory and
     // throughput rows out of a 800 px window).
     const auto name = [](const AnalyticDeparture &departure) {
       switch (departure.kind) {
@@ -121,7 +121,7 @@ QString analyticAgreement(const Evaluation &evaluation) {
     }
     return text + (departures.size() == 1
                        ? QObject::tr(": %1 (Explain says how much it moves the bubble).")
-                       : QObject::tr(": %1 (Explain says how much each moves the bubble)."))
+                       : QObject::tr(": %1 (Explain gives each one's share of the gap)."))
                       .arg(list);
   }
   if (!analytic.exact_when.empty())

@@ -131,7 +131,7 @@ private slots:
     showWithModelCosts(window);
     const QString agreement = window.metrics()->valueText(QStringLiteral("agreement"));
     QVERIFY2(agreement.contains(QStringLiteral("points: uneven stages, transfer times")) &&
-                 agreement.endsWith(QStringLiteral("how much each moves the bubble).")),
+                 agreement.endsWith(QStringLiteral("(Explain gives each one's share of the gap).")),
              qPrintable(agreement));
     QVERIFY2(!agreement.contains(QStringLiteral("exact only when")), qPrintable(agreement));
     // The Explain tab gives each one's share of the gap, and the shares add up to it (one at a
