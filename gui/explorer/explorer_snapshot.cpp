@@ -25,38 +25,51 @@ QString fromEngine(const Error &error) {
   return QString::fromStdString(error.message);
 }
 
-// Bubble and rank-0 memory of the same plan with one request field changed; nothing when that
-// variant is not a valid request.
-std::optional<std::pair<double, int>> variantMetrics(const Costs &costs,
-                                                     const ScheduleRequest &request) {
-  if (!checkScheduleRequest(request)) return std::nullopt;
-  auto evaluation = evaluate(request, costs);
-  if (!evaluation) return std::nullopt;
-  const auto &ranks = evaluation->simulation.ranks;
-  return std::pair{evaluation->simulation.bubble_fraction,
-                   ranks.empty() ? 0 : ranks[0].peak_inflight};
+// The largest rank's memory in a model report, in GiB.
+double largestRankGib(const ModelReport &report) {
+  double largest = 0;
+  for (const RankMemory &rank : report.memory)
+    largest = std::max(largest, rank.total);
+  return largest / (1024.0 * 1024.0 * 1024.0);
 }
 
-std::vector<SliderEffect> sliderEffectsOf(const Plan &plan, const Costs &costs,
-                                          const Evaluation &current) {
+std::vector<SliderEffect> sliderEffectsOf(const ExplorerSnapshot &current) {
   std::vector<SliderEffect> effects;
+  const Plan &plan = current.plan;
   if (plan.custom || estimatedOpCount(plan) > kResimulatedOpLimit) return effects;
   const auto *family = findScheduleFamily(plan.request.name);
-  // Explicit costs only: a model's costs depend on the placement, so they would not carry over.
-  if (plan.model) return effects;
+  const auto rank0Peak = [](const Evaluation &evaluation) {
+    const auto &ranks = evaluation.simulation.ranks;
+    return ranks.empty() ? 0 : ranks[0].peak_inflight;
+  };
   auto add = [&](const QString &control, int from, int to, const ScheduleRequest &request) {
-    if (auto metrics = variantMetrics(costs, request)) {
-      SliderEffect effect;
-      effect.control = control;
-      effect.from = from;
-      effect.to = to;
-      effect.bubble_fraction_from = current.simulation.bubble_fraction;
-      effect.bubble_fraction_to = metrics->first;
-      effect.peak_inflight_from =
-          current.simulation.ranks.empty() ? 0 : current.simulation.ranks[0].peak_inflight;
-      effect.peak_inflight_to = metrics->second;
-      effects.push_back(effect);
+    if (!checkScheduleRequest(request)) return;
+    Plan variant = plan;
+    variant.request = request;
+    variant.mesh.pp = request.pp;
+    // A layer layout is per stage: another P or V drops it, as the sliders do.
+    if (variant.model && (request.pp != plan.request.pp || request.chunks != plan.request.chunks))
+      variant.model->training.layout = {};
+    const SnapshotPointer tried = computeSnapshot(variant);
+    if (!tried->ok()) return;
+    SliderEffect effect;
+    effect.control = control;
+    effect.from = from;
+    effect.to = to;
+    effect.bubble_fraction_from = current.evaluation->simulation.bubble_fraction;
+    effect.bubble_fraction_to = tried->evaluation->simulation.bubble_fraction;
+    effect.peak_inflight_from = rank0Peak(*current.evaluation);
+    effect.peak_inflight_to = rank0Peak(*tried->evaluation);
+    if (current.report && tried->report) {
+      effect.with_model = true;
+      effect.step_s_from = current.report->step_time_s;
+      effect.step_s_to = tried->report->step_time_s;
+      effect.tokens_per_gpu_from = current.report->tokens_per_s / plan.mesh.worldSize();
+      effect.tokens_per_gpu_to = tried->report->tokens_per_s / variant.mesh.worldSize();
+      effect.peak_gib_from = largestRankGib(*current.report);
+      effect.peak_gib_to = largestRankGib(*tried->report);
     }
+    effects.push_back(effect);
   };
   ScheduleRequest more_microbatches = plan.request;
   more_microbatches.microbatches *= 2;
@@ -167,11 +180,8 @@ double activationsAt(const SimulationResult &simulation, int rank, double time_u
 }
 
 std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot) {
-  // Explicit costs only (sliderEffectsOf refuses a model's): they do not depend on the placement.
-  if (!snapshot.ok() || snapshot.plan.model) return {};
-  auto costs = planCosts(snapshot.plan, snapshot.evaluation->schedule.placement, nullptr);
-  if (!costs) return {};
-  return sliderEffectsOf(snapshot.plan, *costs, *snapshot.evaluation);
+  if (!snapshot.ok()) return {};
+  return sliderEffectsOf(snapshot);
 }
 
 } // namespace pipescope::gui

@@ -19,6 +19,12 @@ struct SliderEffect {
   int from = 0, to = 0; ///< the slider value now and the one tried
   double bubble_fraction_from = 0, bubble_fraction_to = 0;
   int peak_inflight_from = 0, peak_inflight_to = 0; ///< rank 0, in activation sets
+  /// With a model: what a planner weighs the bubble against. The step, tokens/s per GPU (the
+  /// mesh's size moves with P) and the largest rank's memory, now and tried.
+  bool with_model = false;
+  double step_s_from = 0, step_s_to = 0;
+  double tokens_per_gpu_from = 0, tokens_per_gpu_to = 0;
+  double peak_gib_from = 0, peak_gib_to = 0;
 };
 
 struct ExplorerSnapshot {
@@ -35,8 +41,10 @@ struct ExplorerSnapshot {
 using SnapshotPointer = std::shared_ptr<const ExplorerSnapshot>;
 
 /// How the bubble would move if M, P or V moved one step (the Explain panel's "Try it"): each
-/// variant is a whole evaluation of a larger schedule, so it is computed when the panel is shown,
-/// not on every slider move. Small settings with explicit costs only; empty otherwise.
+/// variant is a whole evaluation of a larger schedule (with a model, its costs derived again for
+/// the new placement, and a custom layer layout of the old stage count dropped, as the sliders
+/// drop it), so it is computed when the panel is shown, not on every slider move. Plans up to
+/// kResimulatedOpLimit ops; empty otherwise, or for a custom schedule.
 std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot);
 
 /// Rough op count of a plan's schedule, to decide between inline and worker evaluation.

@@ -1,7 +1,9 @@
 #include "gui/widgets/explain_panel.h"
 
+#include <QLocale>
 #include <QScrollBar>
 #include <QTimer>
+#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 
@@ -162,17 +164,29 @@ QString explanationHtml(const ExplorerSnapshot &snapshot) {
   html += QStringLiteral("</ul>");
   if (const auto effects = sliderEffects(snapshot); !effects.empty()) {
     html += QObject::tr("<h4>Try it</h4><ul>");
-    for (const auto &effect : effects)
-      html += QObject::tr("<li>%1 from %2 to %3: bubble %4 \u2192 %5; rank 0 holds %6 \u2192 %7 "
-                          "activation sets at "
-                          "its peak.</li>")
+    for (const auto &effect : effects) {
+      html += QObject::tr("<li>%1 from %2 to %3: bubble %4 \u2192 %5")
                   .arg(effect.control)
                   .arg(effect.from)
                   .arg(effect.to)
                   .arg(formatPercent(effect.bubble_fraction_from),
-                       formatPercent(effect.bubble_fraction_to))
-                  .arg(effect.peak_inflight_from)
-                  .arg(effect.peak_inflight_to);
+                       formatPercent(effect.bubble_fraction_to));
+      // With a model the bubble is one term of the step: what it buys in tokens/s per GPU (the
+      // GPUs move with P) and costs in memory, in GiB rather than activation sets.
+      if (effect.with_model)
+        html += QObject::tr("; step %1 \u2192 %2, %3 \u2192 %4 tokens/s per GPU; the largest rank "
+                            "holds %5 \u2192 %6 GiB.</li>")
+                    .arg(formatDuration(effect.step_s_from * 1e6),
+                         formatDuration(effect.step_s_to * 1e6))
+                    .arg(QLocale().toString(effect.tokens_per_gpu_from, 'f', 0),
+                         QLocale().toString(effect.tokens_per_gpu_to, 'f', 0))
+                    .arg(effect.peak_gib_from, 0, 'f', 1)
+                    .arg(effect.peak_gib_to, 0, 'f', 1);
+      else
+        html += QObject::tr("; rank 0 holds %1 \u2192 %2 activation sets at its peak.</li>")
+                    .arg(effect.peak_inflight_from)
+                    .arg(effect.peak_inflight_to);
+    }
     html += QStringLiteral("</ul>");
   }
   html += QObject::tr("<h4>Letters</h4><p>");
@@ -195,7 +209,12 @@ ExplainPanel::ExplainPanel(QWidget *parent) : QTextBrowser(parent) {
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
   coalesce_ = new QTimer(this);
   coalesce_->setSingleShot(true);
-  connect(coalesce_, &QTimer::timeout, this, &ExplainPanel::applyPending);
+  connect(coalesce_, &QTimer::timeout, this, &ExplainPanel::startWriting);
+  connect(&writing_, &QFutureWatcher<QString>::finished, this, [this] {
+    showText(writing_.result(), writing_sequence_);
+    // A snapshot that came while the worker wrote waits its turn as a drag's next one would.
+    if (pending_) setSnapshot(pending_);
+  });
 }
 
 void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {
@@ -205,27 +224,51 @@ void ExplainPanel::setSnapshot(const SnapshotPointer &snapshot) {
   const qint64 since =
       since_applied_.isValid() ? since_applied_.elapsed() : qint64{minimum_update_ms_};
   if (since >= minimum_update_ms_)
-    applyPending();
+    startWriting();
   else if (!coalesce_->isActive())
     coalesce_->start(static_cast<int>(minimum_update_ms_ - since));
 }
 
 void ExplainPanel::flush() {
-  if (isVisible()) applyPending();
+  if (!isVisible()) return;
+  if (writing_.isRunning()) {
+    writing_.waitForFinished();
+    showText(writing_.result(), writing_sequence_); // its finished signal then finds it shown
+  }
+  applyPending();
 }
 
 void ExplainPanel::showEvent(QShowEvent *event) {
   QTextBrowser::showEvent(event);
+  // A tab switch, not a drag: the text at once, rather than a blank panel for a moment.
   applyPending();
+}
+
+void ExplainPanel::startWriting() {
+  coalesce_->stop();
+  if (!pending_ || writing_.isRunning()) return; // the running one's finish starts the next
+  const SnapshotPointer snapshot = std::move(pending_);
+  pending_.reset();
+  since_applied_.start();
+  writing_sequence_ = ++next_sequence_;
+  // The snapshot is immutable and explanationHtml reads only it.
+  writing_.setFuture(QtConcurrent::run([snapshot] { return explanationHtml(*snapshot); }));
 }
 
 void ExplainPanel::applyPending() {
   coalesce_->stop();
   if (!pending_) return;
-  const int scroll = verticalScrollBar() ? verticalScrollBar()->value() : 0;
-  setHtml(explanationHtml(*pending_));
+  const SnapshotPointer snapshot = std::move(pending_);
   pending_.reset();
+  showText(explanationHtml(*snapshot), ++next_sequence_);
   since_applied_.start();
+}
+
+void ExplainPanel::showText(const QString &html, quint64 sequence) {
+  if (sequence <= shown_sequence_) return; // a newer text is on screen already
+  shown_sequence_ = sequence;
+  const int scroll = verticalScrollBar() ? verticalScrollBar()->value() : 0;
+  setHtml(html);
   if (verticalScrollBar()) verticalScrollBar()->setValue(scroll);
 }
 

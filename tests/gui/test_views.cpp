@@ -18,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/model/layer_layout.h"
 #include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
 #include "engine/plan_file.h"
@@ -521,6 +522,46 @@ private slots:
     QVERIFY(!sliderEffects(*window.snapshot()).empty());
   }
 
+  // With a model, "Try it" derives each variant's costs again and weighs the bubble against the
+  // step, tokens/s per GPU and memory; a layer layout of the old stage count is dropped for P and
+  // V, as the sliders drop it (kept, the variant would be refused and not shown).
+  void tryItWithAModelWeighsTheStep() {
+    auto model = loadModelSpec("llama3-8b");
+    auto hardware = loadHardwareSpec("h100-sxm");
+    QVERIFY(model.ok() && hardware.ok());
+    Plan plan = examplePlan();
+    plan.request = {"interleaved-1f1b", 4, 8, 2, 0};
+    plan.mesh.pp = 4;
+    plan.mesh.dp = 2;
+    plan.model = ModelSetup{*model, *hardware, TrainingSetup{}};
+    auto layout = parseMegatronLayout("Et*3|(t*4|)*6t*5L");
+    QVERIFY(layout.ok());
+    plan.model->training.layout = *layout;
+    const SnapshotPointer snapshot = computeSnapshot(plan);
+    QVERIFY2(snapshot->ok(), qPrintable(snapshot->error));
+    const std::vector<SliderEffect> effects = sliderEffects(*snapshot);
+    QCOMPARE(effects.size(), std::size_t{3});
+    QCOMPARE(effects[0].control, QStringLiteral("M"));
+    QCOMPARE(effects[1].control, QStringLiteral("P"));
+    QCOMPARE(effects[2].control, QStringLiteral("V"));
+    for (const SliderEffect &effect : effects) {
+      QVERIFY(effect.with_model);
+      QCOMPARE(effect.step_s_from, snapshot->report->step_time_s);
+      QVERIFY(effect.tokens_per_gpu_from > 0 && effect.tokens_per_gpu_to > 0);
+      QVERIFY(effect.peak_gib_from > 1 && effect.peak_gib_to > 1);
+    }
+    // Twice the microbatches: nearly twice the step, a smaller bubble, more tokens/s per GPU.
+    QVERIFY(effects[0].step_s_to > 1.8 * effects[0].step_s_from);
+    QVERIFY(effects[0].bubble_fraction_to < effects[0].bubble_fraction_from);
+    QVERIFY(effects[0].tokens_per_gpu_to > effects[0].tokens_per_gpu_from);
+    // Twice the ranks: each holds half the layers, so a shorter step and less memory.
+    QVERIFY(effects[1].step_s_to < effects[1].step_s_from);
+    QVERIFY(effects[1].peak_gib_to < effects[1].peak_gib_from);
+    const QString text = explanationHtml(*snapshot);
+    QVERIFY2(text.contains(QStringLiteral("tokens/s per GPU; the largest rank holds ")),
+             qPrintable(text));
+  }
+
   // A new explanation is laid out once: its scroll bar does not go away and come back with every
   // slider move, each time resizing the text's viewport and laying it all out again.
   void explainKeepsItsWidthWhileADragChangesIt() {
@@ -747,11 +788,13 @@ private slots:
     move(20);
     QTRY_VERIFY_WITH_TIMEOUT(!explain->hasPending(), 5000);
     QVERIFY(explain->toPlainText().contains(QStringLiteral("M = 20")));
-    // A move after a rest longer than the interval shows at once.
+    // A move after a rest longer than the interval starts its text at once, on a worker, and
+    // shows it when written.
     QTest::qWait(60);
     move(24);
+    QVERIFY(!explain->waitsForInterval());
+    QTRY_VERIFY_WITH_TIMEOUT(explain->toPlainText().contains(QStringLiteral("M = 24")), 5000);
     QVERIFY(!explain->hasPending());
-    QVERIFY(explain->toPlainText().contains(QStringLiteral("M = 24")));
   }
 
   void compareStacksSchedulesAndDrawsBubbleCurves() {
