@@ -194,6 +194,9 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
   results->addWidget(chart_);
   results->addWidget(table_);
+  // Empty until a search has ranked something: hidden till then, so the chart takes the width
+  // (beside it, at 1224 px, an empty table was squeezed to a scrolling 70 px sliver).
+  table_->hide();
   results->setStretchFactor(0, 1);
   results->setStretchFactor(1, 1);
   layout->addWidget(results, 1);
@@ -523,6 +526,7 @@ void SearchPanel::showResult() {
           .arg(result_->plans.size()));
   const ValidatedAccuracy accuracy = shownAccuracy();
   table_->setRowCount(static_cast<int>(result_->plans.size()));
+  table_->setVisible(!result_->plans.empty());
   for (int row = 0; row < static_cast<int>(result_->plans.size()); ++row) {
     const SearchPlan &plan = result_->plans[static_cast<std::size_t>(row)];
     const QString cells[kColumnCount] = {

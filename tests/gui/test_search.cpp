@@ -222,10 +222,15 @@ void TestSearch::everyColumnOfTheTableIsReadable() {
     window.settle();
     SearchPanel *search = window.search();
     window.tabs()->setCurrentWidget(search);
+    // Before a search there is nothing to rank: no empty table squeezed beside the chart.
+    window.settle();
+    QVERIFY(!search->table()->isVisible());
+    QCOMPARE(search->chart()->width(), search->table()->parentWidget()->width());
     setUpSmallSearch(search, 32);
     QVERIFY(search->startSearch());
     search->waitForSearch();
     QCoreApplication::processEvents();
+    QVERIFY(search->table()->isVisible());
     auto *splitter = qobject_cast<QSplitter *>(search->table()->parentWidget());
     QVERIFY(splitter);
     QCOMPARE(splitter->orientation(), orientation);
