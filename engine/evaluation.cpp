@@ -412,6 +412,7 @@ std::optional<GapShares> closedFormGapShares(const Evaluation &evaluation,
   }
   GapShares result;
   result.shares.assign(departures.size(), std::nullopt);
+  result.without_alone.assign(departures.size(), std::nullopt);
   result.without_all = bubble[subsets - 1];
   for (std::size_t j = 0; j < n; ++j) {
     double share = 0;
@@ -421,6 +422,7 @@ std::optional<GapShares> closedFormGapShares(const Evaluation &evaluation,
       share += weight[k] * (bubble[subset] - bubble[subset | std::size_t{1} << j]);
     }
     result.shares[costs[j]] = share;
+    result.without_alone[costs[j]] = bubble[std::size_t{1} << j];
   }
   return result;
 }

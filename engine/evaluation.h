@@ -86,6 +86,9 @@ std::optional<double> bubbleFractionWithout(const Evaluation &evaluation, Depart
 /// nothing in any order gets 0.
 struct GapShares {
   std::vector<std::optional<double>> shares; ///< per departure, as a fraction; none for M or G
+  /// Per departure, the bubble with it alone as the formula assumes: bubbleFractionWithout's
+  /// figure, already among the 2^n simulations. None for M or G.
+  std::vector<std::optional<double>> without_alone;
   double without_all = 0; ///< the bubble with every cost as the formula assumes, all at once
 };
 

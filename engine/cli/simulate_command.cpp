@@ -120,10 +120,11 @@ json analyticJson(const Evaluation &evaluation) {
     return value ? json(*value) : json(nullptr);
   };
   for (std::size_t i = 0; i < found.size(); ++i)
-    departures.push_back(
-        {{"what", found[i].text},
-         {"bubble_fraction_without", orNull(bubbleFractionWithout(evaluation, found[i].kind))},
-         {"share_of_gap", shares ? orNull(shares->shares[i]) : json(nullptr)}});
+    departures.push_back({{"what", found[i].text},
+                          {"bubble_fraction_without",
+                           orNull(shares ? shares->without_alone[i]
+                                         : bubbleFractionWithout(evaluation, found[i].kind))},
+                          {"share_of_gap", shares ? orNull(shares->shares[i]) : json(nullptr)}});
   out["departures"] = std::move(departures);
   out["bubble_fraction_with_costs_as_assumed"] = shares ? json(shares->without_all) : json(nullptr);
   return out;
@@ -346,7 +347,8 @@ int runSimulate(const std::vector<std::string> &args) {
     for (std::size_t i = 0; i < departures.size(); ++i) {
       summary << (i == 0 ? "not here:        " : "                 ") << departures[i].text;
       if (shares && shares->shares[i]) summary << "; " << pointsOfGap(*shares->shares[i]);
-      if (const auto without = bubbleFractionWithout(e, departures[i].kind))
+      if (const auto without =
+              shares ? shares->without_alone[i] : bubbleFractionWithout(e, departures[i].kind))
         summary << " (bubble_fraction " << percent(*without) << " without it alone)";
       summary << '\n';
     }

@@ -40,8 +40,10 @@ QString departuresHtml(const ExplorerSnapshot &snapshot) {
       html += QObject::tr(": %1 %2 points")
                   .arg(*shares->shares[i] < 0 ? QObject::tr("takes") : QObject::tr("adds"))
                   .arg(QString::number(std::abs(*shares->shares[i]) * 100, 'f', 2));
-    if (const auto without =
-            resimulate ? bubbleFractionWithout(evaluation, departures[i].kind) : std::nullopt)
+    const auto without = shares       ? shares->without_alone[i]
+                         : resimulate ? bubbleFractionWithout(evaluation, departures[i].kind)
+                                      : std::nullopt;
+    if (without)
       html += QObject::tr("; without it alone the simulated bubble would be %1")
                   .arg(formatPercent(*without));
     html += QStringLiteral("</li>");

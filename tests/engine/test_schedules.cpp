@@ -309,6 +309,7 @@ private slots:
         for (std::size_t i = 0; i < departures.size(); ++i) {
           const auto without = bubbleFractionWithout(e, departures[i].kind);
           QCOMPARE(shares->shares[i].has_value(), without.has_value());
+          QCOMPARE(shares->without_alone[i], without); // the same simulation, not run twice
           if (!without) {
             costs_only = false;
             continue;
