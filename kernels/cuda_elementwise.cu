@@ -4,6 +4,7 @@
 #include "kernels/cuda_kernels.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <cuda_fp8.h>
 
@@ -159,6 +160,99 @@ __global__ void softmaxRowsBackward(const bf16 *probs, bf16 *grad, int columns) 
     g[c] = __float2bfloat16(__bfloat162float(p[c]) * (__bfloat162float(g[c]) - dot));
 }
 
+// The same softmax passes with the row read from memory once and written once, for rows whose
+// width is a multiple of 8 (16-byte loads of 8 bf16) and fits in shared memory: every attention
+// row of the scaled models the stages run up to sequence 11264. The kernels above read a row
+// three times (forward) or twice (backward) in 2-byte loads, where the cost model prices one read
+// and one write of each; Megatron-LM's scaled_masked_softmax kernels likewise hold a row in
+// registers between their passes. Each thread keeps the vectors it loaded in shared memory at its
+// own slots, so no pass reads another thread's values.
+constexpr int kVectorWidth = 8;         // bf16 values in one 16-byte load
+// 44 KiB of fp32 a row: with the reduction's 1 KiB of static shared memory, under the 48 KiB a
+// block may take without opting in.
+constexpr int kCachedColumns = 11 << 10;
+
+union PackedBf16 {
+  uint4 vector;
+  bf16 values[kVectorWidth];
+};
+
+__global__ void softmaxRowsCached(bf16 *matrix, int columns) {
+  extern __shared__ float4 exponentials[]; // two float4 per vector of 8, at the loading thread's slots
+  __shared__ float partial[kThreads];
+  uint4 *row = reinterpret_cast<uint4 *>(matrix + static_cast<std::size_t>(blockIdx.x) * columns);
+  const int vectors = columns / kVectorWidth;
+  float largest = -INFINITY;
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    PackedBf16 packed;
+    packed.vector = row[v];
+    float x[kVectorWidth];
+    for (int j = 0; j < kVectorWidth; ++j) {
+      x[j] = __bfloat162float(packed.values[j]);
+      largest = fmaxf(largest, x[j]);
+    }
+    exponentials[2 * v] = make_float4(x[0], x[1], x[2], x[3]);
+    exponentials[2 * v + 1] = make_float4(x[4], x[5], x[6], x[7]);
+  }
+  largest = blockReduce(largest, partial, true);
+  float sum = 0.0f;
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x)
+    for (int half = 0; half < 2; ++half) {
+      float4 &e = exponentials[2 * v + half];
+      e = make_float4(__expf(e.x - largest), __expf(e.y - largest), __expf(e.z - largest),
+                      __expf(e.w - largest));
+      sum += e.x + e.y + e.z + e.w;
+    }
+  sum = blockReduce(sum, partial, false);
+  const float inverse = 1.0f / sum;
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    const float4 a = exponentials[2 * v], b = exponentials[2 * v + 1];
+    const float e[kVectorWidth] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    PackedBf16 packed;
+    for (int j = 0; j < kVectorWidth; ++j)
+      packed.values[j] = __float2bfloat16(e[j] * inverse);
+    row[v] = packed.vector;
+  }
+}
+
+__global__ void softmaxRowsBackwardCached(const bf16 *probs, bf16 *grad, int columns) {
+  extern __shared__ uint4 loaded[]; // the row's probabilities, then its gradients, as loaded
+  __shared__ float partial[kThreads];
+  const std::size_t offset = static_cast<std::size_t>(blockIdx.x) * columns;
+  const uint4 *p = reinterpret_cast<const uint4 *>(probs + offset);
+  uint4 *g = reinterpret_cast<uint4 *>(grad + offset);
+  const int vectors = columns / kVectorWidth;
+  float dot = 0.0f;
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    PackedBf16 pv, gv;
+    pv.vector = p[v];
+    gv.vector = g[v];
+    for (int j = 0; j < kVectorWidth; ++j)
+      dot += __bfloat162float(gv.values[j]) * __bfloat162float(pv.values[j]);
+    loaded[v] = pv.vector;
+    loaded[vectors + v] = gv.vector;
+  }
+  dot = blockReduce(dot, partial, false);
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    PackedBf16 pv, gv, out;
+    pv.vector = loaded[v];
+    gv.vector = loaded[vectors + v];
+    for (int j = 0; j < kVectorWidth; ++j)
+      out.values[j] = __float2bfloat16(__bfloat162float(pv.values[j]) *
+                                       (__bfloat162float(gv.values[j]) - dot));
+    g[v] = out.vector;
+  }
+}
+
+// Whether rows of `columns` starting at these pointers can take the cached kernels.
+bool cachedRows(int columns, const void *a, const void *b = nullptr) {
+  const auto aligned = [](const void *pointer) {
+    return reinterpret_cast<std::uintptr_t>(pointer) % sizeof(uint4) == 0;
+  };
+  return columns % kVectorWidth == 0 && columns <= kCachedColumns && aligned(a) &&
+         (b == nullptr || aligned(b));
+}
+
 // Uniform in [-scale, scale] from a 32-bit integer hash (Wang hash variant) of the index mixed
 // with the seed.
 __device__ float uniformAt(std::size_t i, float scale, std::uint32_t seed) {
@@ -270,14 +364,23 @@ cudaError_t launchNormalizeRows(bf16 *matrix, int rows, int columns, cudaStream_
 
 cudaError_t launchSoftmaxRows(bf16 *matrix, int rows, int columns, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  softmaxRows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(matrix, columns);
+  if (cachedRows(columns, matrix))
+    softmaxRowsCached<<<static_cast<unsigned>(rows), kThreads,
+                        static_cast<std::size_t>(columns) * sizeof(float), stream>>>(matrix, columns);
+  else
+    softmaxRows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(matrix, columns);
   return cudaGetLastError();
 }
 
 cudaError_t launchSoftmaxRowsBackward(const bf16 *probs, bf16 *grad, int rows, int columns,
                                       cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  softmaxRowsBackward<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(probs, grad, columns);
+  if (cachedRows(columns, probs, grad))
+    softmaxRowsBackwardCached<<<static_cast<unsigned>(rows), kThreads,
+                                static_cast<std::size_t>(columns) * 2 * sizeof(bf16), stream>>>(
+        probs, grad, columns);
+  else
+    softmaxRowsBackward<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(probs, grad, columns);
   return cudaGetLastError();
 }
 

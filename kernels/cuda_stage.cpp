@@ -522,30 +522,39 @@ Status checkCudaKernels(double *worst) {
                                         "bias+SwiGLU forward", "bias+SwiGLU backward"};
     PIPESCOPE_TRY(expectClose(names[kernel], *got, want, worst));
   }
-  // The attention softmax, forward and backward (rows of scores scaled up so that they differ).
-  auto scores = roundedValues(pre.size(), 13);
-  for (auto &v : scores)
-    v *= 4.0f;
-  DeviceBuffer dscores, dgrad;
-  PIPESCOPE_TRY(upload(scores, dscores));
-  PIPESCOPE_CUDA_CHECK(launchSoftmaxRows(dscores.as<bf16>(), rows, 2 * columns, nullptr));
-  PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-  auto probs = download(dscores, scores.size());
-  if (!probs) return probs.error();
-  std::vector<float> want = scores;
-  softmaxRows(want.data(), rows, 2 * columns);
-  PIPESCOPE_TRY(expectClose("softmax forward", *probs, want, worst));
-  // The backward from the GPU's own probabilities, so both sides start from the same numbers.
-  const auto grad = roundedValues(pre.size(), 17);
-  PIPESCOPE_TRY(upload(grad, dgrad));
-  PIPESCOPE_CUDA_CHECK(
-      launchSoftmaxRowsBackward(dscores.as<bf16>(), dgrad.as<bf16>(), rows, 2 * columns, nullptr));
-  PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-  auto got = download(dgrad, grad.size());
-  if (!got) return got.error();
-  want = grad;
-  softmaxRowsBackward(probs->data(), want.data(), rows, 2 * columns);
-  PIPESCOPE_TRY(expectClose("softmax backward", *got, want, worst));
+  // The attention softmax, forward and backward (rows of scores scaled up so that they differ),
+  // at widths that take each kernel: rows cached in shared memory (a multiple of 8 columns, up to
+  // 11264; one vector per thread or several) and the strided ones (other widths, wider rows).
+  const std::pair<int, int> softmax_shapes[] = {
+      {rows, 2 * columns}, {3, 4096}, {3, 4100}, {2, 11264}, {2, 11272}};
+  for (const auto &[softmax_rows, width] : softmax_shapes) {
+    const std::size_t count = static_cast<std::size_t>(softmax_rows) * width;
+    auto scores = roundedValues(count, 13);
+    for (auto &v : scores)
+      v *= 4.0f;
+    DeviceBuffer dscores, dgrad;
+    PIPESCOPE_TRY(upload(scores, dscores));
+    PIPESCOPE_CUDA_CHECK(launchSoftmaxRows(dscores.as<bf16>(), softmax_rows, width, nullptr));
+    PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    auto probs = download(dscores, count);
+    if (!probs) return probs.error();
+    std::vector<float> want = scores;
+    softmaxRows(want.data(), softmax_rows, width);
+    const std::string forward = "softmax forward, " + std::to_string(width) + " columns";
+    PIPESCOPE_TRY(expectClose(forward.c_str(), *probs, want, worst));
+    // The backward from the GPU's own probabilities, so both sides start from the same numbers.
+    const auto grad = roundedValues(count, 17);
+    PIPESCOPE_TRY(upload(grad, dgrad));
+    PIPESCOPE_CUDA_CHECK(launchSoftmaxRowsBackward(dscores.as<bf16>(), dgrad.as<bf16>(),
+                                                   softmax_rows, width, nullptr));
+    PIPESCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    auto got = download(dgrad, count);
+    if (!got) return got.error();
+    want = grad;
+    softmaxRowsBackward(probs->data(), want.data(), softmax_rows, width);
+    const std::string backward = "softmax backward, " + std::to_string(width) + " columns";
+    PIPESCOPE_TRY(expectClose(backward.c_str(), *got, want, worst));
+  }
   return Ok{};
 }
 
