@@ -8,7 +8,8 @@
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90 -I. docs/measurements/attention_kernels_bench.cu \
 //     build/kernels/libpipescope_cuda_kernels.a -lcublas -lcuda -o attention_kernels_bench
-//   ./attention_kernels_bench [sequence 4096] [head_dim 64] [heads_per_kv_group 4] [partition_sms 32]
+//   ./attention_kernels_bench [sequence 4096] [head_dim 64] [heads_per_kv_group 4] [partition_sms
+//   32]
 // Prints one JSON object per line: kernel, where (gpu or partition), microseconds, GB/s moved
 // (bytes each kernel must read and write once) and, for GEMMs, TFLOP/s.
 #include <cublas_v2.h>
@@ -32,7 +33,7 @@ using bf16 = __nv_bfloat16;
   do {                                                                                             \
     CUresult r_ = (call);                                                                          \
     if (r_ != CUDA_SUCCESS) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #call, int(r_));                 \
+      std::fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #call, int(r_));                  \
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
@@ -40,7 +41,7 @@ using bf16 = __nv_bfloat16;
   do {                                                                                             \
     cublasStatus_t s_ = (call);                                                                    \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #call, int(s_));                 \
+      std::fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #call, int(s_));                  \
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
@@ -200,42 +201,57 @@ int main(int argc, char **argv) {
                   flops > 0 ? flops / us * 1e-6 : 0.0);
     };
     const size_t vectors = elements * sizeof(bf16) / sizeof(uint4);
-    report("copy", timeUs(st, [&] {
-             copyVectors<<<where.sms * 8, kThreads, 0, st>>>(
-                 reinterpret_cast<const uint4 *>(scores), reinterpret_cast<uint4 *>(grad), vectors);
-           }),
+    report("copy",
+           timeUs(st,
+                  [&] {
+                    copyVectors<<<where.sms * 8, kThreads, 0, st>>>(
+                        reinterpret_cast<const uint4 *>(scores), reinterpret_cast<uint4 *>(grad),
+                        vectors);
+                  }),
            2 * bytes, 0);
     // Q·Kᵀ for the group's heads (K shared: stride 0), written as bf16 scores.
-    report("scores-gemm", timeUs(st, [&] {
-             CHECK_BLAS(cublasGemmStridedBatchedEx(
-                 blas, CUBLAS_OP_T, CUBLAS_OP_N, s, s, d, &scale, k, CUDA_R_16BF, d, 0, q,
-                 CUDA_R_16BF, d, static_cast<long long>(s) * d, &zero, scores, CUDA_R_16BF, s, square, group,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-           }),
+    report("scores-gemm",
+           timeUs(st,
+                  [&] {
+                    CHECK_BLAS(cublasGemmStridedBatchedEx(
+                        blas, CUBLAS_OP_T, CUBLAS_OP_N, s, s, d, &scale, k, CUDA_R_16BF, d, 0, q,
+                        CUDA_R_16BF, d, static_cast<long long>(s) * d, &zero, scores, CUDA_R_16BF,
+                        s, square, group, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                  }),
            bytes + 2.0 * s * d * (group + 1), 2.0 * square * d * group);
-    report("softmax-strided", timeUs(st, [&] {
-             stridedSoftmax<<<unsigned(group * s), kThreads, 0, st>>>(scores, s);
-           }),
+    report("softmax-strided",
+           timeUs(st, [&] { stridedSoftmax<<<unsigned(group * s), kThreads, 0, st>>>(scores, s); }),
            2 * bytes, 0);
-    report("softmax-backend", timeUs(st, [&] {
-             CHECK_CUDA(pipescope::kernels::launchSoftmaxRows(scores, group * s, s, st));
-           }),
+    report("softmax-backend",
+           timeUs(st,
+                  [&] {
+                    CHECK_CUDA(pipescope::kernels::launchSoftmaxRows(scores, group * s, s, st));
+                  }),
            2 * bytes, 0);
-    report("softmax-backward-strided", timeUs(st, [&] {
-             stridedSoftmaxBackward<<<unsigned(group * s), kThreads, 0, st>>>(scores, grad, s);
-           }),
+    report("softmax-backward-strided",
+           timeUs(st,
+                  [&] {
+                    stridedSoftmaxBackward<<<unsigned(group * s), kThreads, 0, st>>>(scores, grad,
+                                                                                     s);
+                  }),
            3 * bytes, 0);
-    report("softmax-backward-backend", timeUs(st, [&] {
-             CHECK_CUDA(pipescope::kernels::launchSoftmaxRowsBackward(scores, grad, group * s, s, st));
-           }),
+    report("softmax-backward-backend",
+           timeUs(st,
+                  [&] {
+                    CHECK_CUDA(pipescope::kernels::launchSoftmaxRowsBackward(scores, grad,
+                                                                             group * s, s, st));
+                  }),
            3 * bytes, 0);
     // P·V for the group's heads (V shared).
-    report("context-gemm", timeUs(st, [&] {
-             CHECK_BLAS(cublasGemmStridedBatchedEx(
-                 blas, CUBLAS_OP_N, CUBLAS_OP_N, d, s, s, &one, v, CUDA_R_16BF, d, 0, scores,
-                 CUDA_R_16BF, s, square, &zero, context, CUDA_R_16BF, d, static_cast<long long>(s) * d, group,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-           }),
+    report("context-gemm",
+           timeUs(st,
+                  [&] {
+                    CHECK_BLAS(cublasGemmStridedBatchedEx(
+                        blas, CUBLAS_OP_N, CUBLAS_OP_N, d, s, s, &one, v, CUDA_R_16BF, d, 0, scores,
+                        CUDA_R_16BF, s, square, &zero, context, CUDA_R_16BF, d,
+                        static_cast<long long>(s) * d, group, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT));
+                  }),
            bytes + 2.0 * s * d * (group + 1), 2.0 * square * d * group);
   }
   return 0;
