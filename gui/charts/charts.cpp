@@ -378,8 +378,7 @@ SearchScatterChart::SearchScatterChart(QWidget *parent) : QWidget(parent) {
   view_ = makeView(chart_, this);
   memory_axis_ = addValueAxis(chart_, Qt::AlignBottom, tr("peak memory per GPU (GiB)"),
                               QStringLiteral("%.0f"));
-  tokens_axis_ =
-      addValueAxis(chart_, Qt::AlignLeft, tr("tokens/s (whole mesh)"), QStringLiteral("%.0f"));
+  tokens_axis_ = addValueAxis(chart_, Qt::AlignLeft, tr("tokens/s"), QStringLiteral("%.0f"));
   styleTitle(chart_);
   labels_color_ = memory_axis_->labelsColor();
   front_ = new QLineSeries(chart_);

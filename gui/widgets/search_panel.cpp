@@ -34,6 +34,11 @@ namespace pipescope::gui {
 
 namespace {
 
+QString tableToolTip() {
+  return QCoreApplication::translate("SearchPanel",
+                                     "The top K, best first; double-click a row to load it");
+}
+
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 /// The ranked table's columns: mesh, schedule, tokens/s, step, memory, M, b, recompute, ZeRO and
 /// how many configurations are as fast.
@@ -191,7 +196,7 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   // keeps its family and its "(balanced)" mark.
   table_->setWordWrap(false);
   table_->setTextElideMode(Qt::ElideMiddle);
-  table_->setToolTip(tr("The top K, best first; double-click a row to load it"));
+  table_->setToolTip(tableToolTip());
   results->addWidget(chart_);
   results->addWidget(table_);
   // Empty until a search has ranked something: hidden till then, so the chart takes the width
@@ -563,6 +568,9 @@ void SearchPanel::showResult() {
 
 void SearchPanel::fitTableWidth() {
   if (user_sized_ || table_->rowCount() == 0) return;
+  for (int column = 0; column < kColumnCount; ++column)
+    table_->setColumnHidden(column, false);
+  table_->setToolTip(tableToolTip());
   table_->resizeColumnsToContents();
   // Sizes from hints: the headers' own widths are stale until the next layout pass.
   const int needed = table_->verticalHeader()->sizeHint().width() +
@@ -587,11 +595,27 @@ void SearchPanel::fitTableWidth() {
   // Still a little too narrow: the schedule column gives the difference (its cells elide; each
   // row's tooltip names the schedule in full), down to a width that still tells them apart.
   constexpr int kScheduleMinimum = 140;
-  const int overflow = needed - area.width();
-  if (overflow > 0)
-    table_->setColumnWidth(kSchedule,
-                           std::max(std::min(kScheduleMinimum, table_->columnWidth(kSchedule)),
-                                    table_->columnWidth(kSchedule) - overflow));
+  int overflow = needed - area.width();
+  if (overflow <= 0) return;
+  const int schedule = table_->columnWidth(kSchedule);
+  const int narrowed = std::max(std::min(kScheduleMinimum, schedule), schedule - overflow);
+  table_->setColumnWidth(kSchedule, narrowed);
+  overflow -= schedule - narrowed;
+  // Narrower still (a laptop's 1224 px): the configuration's lesser columns go, last first, so
+  // the ranking scrolls sideways by a column or two rather than by six; each row's tooltip keeps
+  // all of them. What their going frees beyond the overflow goes back to the schedule column.
+  QStringList hidden;
+  for (int column : {kAsFast, kZeroStage, kMicrobatchSize, kRecompute, kMicrobatches}) {
+    if (overflow <= 0) break;
+    overflow -= table_->columnWidth(column);
+    table_->setColumnHidden(column, true);
+    hidden.prepend(table_->horizontalHeaderItem(column)->text());
+  }
+  if (overflow < 0) table_->setColumnWidth(kSchedule, std::min(schedule, narrowed - overflow));
+  if (!hidden.isEmpty())
+    table_->setToolTip(tr("%1\nNot shown at this width: %2 (in each row's tooltip; widen the "
+                          "window to see them)")
+                           .arg(tableToolTip(), hidden.join(QStringLiteral(", "))));
 }
 
 void SearchPanel::resizeEvent(QResizeEvent *event) {
