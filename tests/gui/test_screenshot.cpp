@@ -230,8 +230,8 @@ private slots:
     for (const QJsonValue &value : rows) {
       const QJsonObject row = value.toObject();
       QVERIFY(!row.value(QStringLiteral("schedule")).toString().isEmpty());
-      for (const char *field :
-           {"pp", "microbatches", "virtual_stages", "ops", "frame_ms", "window_repaint_ms"})
+      for (const char *field : {"pp", "microbatches", "virtual_stages", "ops", "frame_ms",
+                                "window_repaint_ms", "explain_text_ms"})
         QVERIFY2(row.value(QLatin1String(field)).toDouble() > 0, field);
       QCOMPARE(row.value(QStringLiteral("model")).toString(), model);
       QCOMPARE(row.value(QStringLiteral("tab")).toString(), tab);
