@@ -101,7 +101,7 @@ static int runMain(int argc, char **argv) {
         reportBadInput(0, "--hardware: " + base.error().message);
         return kExitUsage;
       }
-      auto hardware = hardwareFromBenchmark(*benchmark, std::move(*base));
+      auto hardware = hardwareFromBenchmark(*benchmark, *base);
       if (!hardware) {
         emitError(launch.rank, hardware.error().message);
         return kExitFailure;
@@ -112,11 +112,14 @@ static int runMain(int argc, char **argv) {
         reportBadInput(0, "--save-hardware: " + written.error().message);
         return kExitUsage;
       }
-      emitJsonLine({{"event", "hardware_saved"},
-                    {"rank", launch.rank},
-                    {"path", options->save_hardware_path},
-                    {"points", hardware->gemm_efficiency.size()},
-                    {"fp8_points", hardware->gemm_efficiency_fp8.size()}});
+      nlohmann::json saved = {{"event", "hardware_saved"},
+                              {"rank", launch.rank},
+                              {"path", options->save_hardware_path},
+                              {"points", hardware->gemm_efficiency.size()},
+                              {"fp8_points", hardware->gemm_efficiency_fp8.size()},
+                              {"base", base->name}};
+      saved.update(savedAgainstBaseFields(*benchmark, *hardware, *base));
+      emitJsonLine(saved);
     }
     return 0;
   }

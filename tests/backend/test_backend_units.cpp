@@ -17,6 +17,7 @@
 #include "backend/options.h"
 #include "backend/tcp_channel.h"
 #include "backend/workload.h"
+#include "engine/model/gemm_efficiency.h"
 #include "engine/model/layer_costs.h"
 #include "engine/model/model_setup.h"
 #include "engine/plan_file.h"
@@ -440,6 +441,20 @@ private slots:
     QCOMPARE(saved->gemm_efficiency[2].flops, 2 * 4096.0 * 4096 * 4096);
     QCOMPARE(saved->intra_node_gbps, base->intra_node_gbps); // links from the base
     QCOMPARE(saved->sm_count, 114);
+    // The hardware_saved event sets the saved curve beside the preset's in-training level at the
+    // largest rung: 600 of 989 TFLOP/s there against the preset's curve at 2·4096³ FLOPs.
+    const nlohmann::json compared = savedAgainstBaseFields(gpu, *saved, *base);
+    QCOMPARE(compared.at("largest_gemm_flops").get<double>(), 2 * 4096.0 * 4096 * 4096);
+    QVERIFY(std::abs(compared.at("saved_efficiency").get<double>() - 600.0 / 989) < 1e-9);
+    const double preset = gemmEfficiency(gemmHardwareOf(*base), 2 * 4096.0 * 4096 * 4096);
+    QVERIFY(preset > 0.3 && preset < 600.0 / 989);
+    QVERIFY(std::abs(compared.at("base_efficiency").get<double>() - preset) < 1e-12);
+    const std::string note = compared.at("note").get<std::string>();
+    QVERIFY2(note.find("'h100-sxm'") != std::string::npos, note.c_str());
+    const std::string faster =
+        std::to_string(static_cast<int>(std::lround(100 * (600.0 / 989 / preset - 1)))) +
+        " % faster";
+    QVERIFY2(note.find(faster) != std::string::npos, note.c_str());
     // The file it writes reads back as the same curve.
     auto reread = hardwareSpecFromJson(toJson(*saved), "");
     QVERIFY2(reread, reread ? "" : reread.error().message.c_str());
@@ -454,6 +469,8 @@ private slots:
     QVERIFY(cpu_hardware);
     QVERIFY(std::abs(cpu_hardware->peak_tflops - 0.02) < 1e-12);
     QVERIFY(std::abs(cpu_hardware->gemm_efficiency.back().efficiency - 1) < 1e-12);
+    // ... has nothing to set beside a GPU preset ...
+    QVERIFY(savedAgainstBaseFields(cpu, *cpu_hardware, *base).empty());
     // ... and has no FP8 to price, whatever the base GPU had.
     QCOMPARE(cpu_hardware->peak_fp8_tflops, 0.0);
     QVERIFY(cpu_hardware->gemm_efficiency_fp8.empty());
