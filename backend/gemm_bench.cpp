@@ -152,22 +152,14 @@ Result<std::vector<GemmEfficiencyPoint>> ladderCurve(const std::vector<GemmRate>
 
 } // namespace
 
-SavedAgainstBase savedAgainstBase(const HardwareSpec &saved, const HardwareSpec &base) {
-  SavedAgainstBase compared;
-  if (saved.gemm_efficiency.empty()) return compared;
-  compared.flops = saved.gemm_efficiency.back().flops;
-  compared.saved_efficiency = gemmEfficiency(gemmHardwareOf(saved), compared.flops);
-  compared.base_efficiency = gemmEfficiency(gemmHardwareOf(base), compared.flops);
-  return compared;
-}
-
 nlohmann::json savedAgainstBaseFields(const GemmBenchmark &benchmark, const HardwareSpec &saved,
                                       const HardwareSpec &base) {
-  if (benchmark.gpu_name.empty()) return nlohmann::json::object();
-  const SavedAgainstBase compared = savedAgainstBase(saved, base);
-  const double change = compared.base_efficiency > 0
-                            ? 100.0 * (compared.saved_efficiency / compared.base_efficiency - 1)
-                            : 0.0;
+  if (benchmark.gpu_name.empty() || saved.gemm_efficiency.empty()) return nlohmann::json::object();
+  const double flops = saved.gemm_efficiency.back().flops;
+  const double saved_efficiency = gemmEfficiency(gemmHardwareOf(saved), flops);
+  const double base_efficiency = gemmEfficiency(gemmHardwareOf(base), flops);
+  const double change =
+      base_efficiency > 0 ? 100.0 * (saved_efficiency / base_efficiency - 1) : 0.0;
   char note[640];
   std::snprintf(note, sizeof note,
                 "the saved curve is this GPU's GEMMs alone at its power limit: %.2f of peak at "
@@ -175,11 +167,11 @@ nlohmann::json savedAgainstBaseFields(const GemmBenchmark &benchmark, const Hard
                 "inside training at scale, with what a step spends beyond its kernels), so plans "
                 "priced with the file run such GEMMs %.0f %% %s. Set GPUs side by side with it; "
                 "pipescope calibrate fits the level to your own runs",
-                compared.saved_efficiency, compared.flops, base.name.c_str(),
-                compared.base_efficiency, std::abs(change), change >= 0 ? "faster" : "slower");
-  return {{"largest_gemm_flops", compared.flops},
-          {"saved_efficiency", compared.saved_efficiency},
-          {"base_efficiency", compared.base_efficiency},
+                saved_efficiency, flops, base.name.c_str(), base_efficiency, std::abs(change),
+                change >= 0 ? "faster" : "slower");
+  return {{"largest_gemm_flops", flops},
+          {"saved_efficiency", saved_efficiency},
+          {"base_efficiency", base_efficiency},
           {"note", note}};
 }
 

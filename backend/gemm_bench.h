@@ -111,22 +111,14 @@ std::optional<std::string> hardwarePresetForGpu(const std::string &gpu_name);
 /// The sources name the device, the ladder and the scaling.
 Result<HardwareSpec> hardwareFromBenchmark(const GemmBenchmark &benchmark, HardwareSpec base);
 
-/// The saved curve beside its base's at the largest GEMM the ladder timed (the efficiencies at
-/// its FLOPs). The saved file is the GPU's kernels alone at its power limit; a preset's curve is
-/// the level GEMMs run at inside training at scale, fitted on published runs, which also carries
-/// what a step spends beyond its kernels: on one H200 the saved 0.69 of peak against the
-/// preset's 0.56 predicted the two H200 validation rows 13 % fast where the preset is within
-/// 3.6 % (docs/measurements/gpu-shared-h200.md). The hardware_saved event says so.
-struct SavedAgainstBase {
-  double flops = 0;            ///< the largest rung's GEMM
-  double saved_efficiency = 0; ///< the saved curve's efficiency there
-  double base_efficiency = 0;  ///< the base's curve's efficiency there
-};
-SavedAgainstBase savedAgainstBase(const HardwareSpec &saved, const HardwareSpec &base);
-/// On a GPU, the hardware_saved event's comparison: largest_gemm_flops, saved_efficiency,
-/// base_efficiency and a note saying what each curve is and how much faster (or slower) plans
-/// priced with the file run such GEMMs. Empty on the cpu device (its file's peak is its own best
-/// rate: nothing to set beside a GPU preset).
+/// On a GPU, the hardware_saved event's comparison of the saved curve with its base's at the
+/// largest GEMM the ladder timed: largest_gemm_flops, saved_efficiency, base_efficiency and a note
+/// saying what each curve is and how much faster (or slower) plans priced with the file run such
+/// GEMMs. The saved file is the GPU's kernels alone at its power limit; a preset's curve is the
+/// level GEMMs run at inside training at scale, fitted on published runs: on one H200 the saved
+/// 0.69 of peak against the preset's 0.56 predicted the two H200 validation rows 13 % fast where
+/// the preset is within 3.6 % (docs/measurements/gpu-shared-h200.md). Empty on the cpu device
+/// (its file's peak is its own best rate: nothing to set beside a GPU preset).
 nlohmann::json savedAgainstBaseFields(const GemmBenchmark &benchmark, const HardwareSpec &saved,
                                       const HardwareSpec &base);
 

@@ -175,9 +175,8 @@ Row measure(MainWindow &window, const Plan &plan, const Size &size) {
   for (int repeat = 0; repeat < 3; ++repeat) {
     QElapsedTimer timer;
     timer.start();
-    const QString html = explanationHtml(*window.snapshot());
+    explanationHtml(*window.snapshot());
     explain.push_back(milliseconds(timer));
-    if (html.isEmpty()) break;
   }
   row.ops = window.snapshot()->evaluation->schedule.opCount();
   row.frame_ms = median(frame);
