@@ -267,6 +267,44 @@ std::vector<int> layoutLayerCounts(const LayerLayout &layout) {
   return counts;
 }
 
+Result<LayerLayout> resplitLayout(const LayerLayout &layout, int stages) {
+  if (layout.empty() || static_cast<int>(layout.size()) == stages) return layout;
+  enum class Unit { Embedding, Layer, Mtp, Loss };
+  std::vector<Unit> units;
+  for (const StageLayers &stage : layout) {
+    if (stage.embedding) units.push_back(Unit::Embedding);
+    units.insert(units.end(), static_cast<std::size_t>(std::max(0, stage.layers)), Unit::Layer);
+    units.insert(units.end(), static_cast<std::size_t>(std::max(0, stage.mtp_layers)), Unit::Mtp);
+    if (stage.loss) units.push_back(Unit::Loss);
+  }
+  const auto count = static_cast<int>(units.size());
+  if (stages < 1 || count < stages)
+    return makeError("layout: its " + std::to_string(count) +
+                     " units (embedding, layers, loss) cannot fill " + std::to_string(stages) +
+                     " model stages; use at most " + std::to_string(count) +
+                     " stages (P × V), or an even split");
+  LayerLayout split(static_cast<std::size_t>(stages));
+  std::size_t next = 0;
+  for (int k = 0; k < stages; ++k) {
+    StageLayers &stage = split[static_cast<std::size_t>(k)];
+    const int length = count / stages + (k < count % stages ? 1 : 0);
+    for (int i = 0; i < length; ++i, ++next) {
+      switch (units[next]) {
+      case Unit::Embedding: stage.embedding = true; break;
+      case Unit::Layer: ++stage.layers; break;
+      case Unit::Mtp: ++stage.mtp_layers; break;
+      case Unit::Loss: stage.loss = true; break;
+      }
+    }
+  }
+  return split;
+}
+
+LayerLayout layoutForStages(const LayerLayout &layout, int stages) {
+  auto split = resplitLayout(layout, stages);
+  return split ? std::move(*split) : LayerLayout{};
+}
+
 Status checkLayerLayout(const LayerLayout &layout, int layers, int mtp_layers, int stages) {
   const auto n = static_cast<int>(layout.size());
   if (n != stages)

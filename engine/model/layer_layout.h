@@ -54,4 +54,17 @@ Status checkLayerLayout(const LayerLayout &layout, int layers, int mtp_layers, i
 /// Transformer layers per stage.
 std::vector<int> layoutLayerCounts(const LayerLayout &layout);
 
+/// The layout spread over another number of model stages, as Megatron-LM splits a model whose
+/// embedding and loss count as one layer each (--account-for-embedding-in-pipeline-split,
+/// --account-for-loss-in-pipeline-split): its units in model order (the embedding, each
+/// transformer layer, each MTP layer, the loss) cut into `stages` contiguous runs whose lengths
+/// differ by at most one, the longer runs first (where the engine's even split puts its
+/// remainder). "E|(t|)*94L" over 32 stages is "Ett|(ttt|)*30ttL". What the explorer does when P
+/// or V changes a plan's stage count. An empty layout, or one of `stages` stages, comes back as
+/// it is; fewer units than stages is an error naming the most stages the units fill.
+Result<LayerLayout> resplitLayout(const LayerLayout &layout, int stages);
+
+/// resplitLayout's layout, or none (the engine's even split) where the units are too few.
+LayerLayout layoutForStages(const LayerLayout &layout, int stages);
+
 } // namespace pipescope

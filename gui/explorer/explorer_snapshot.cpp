@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "engine/model/layer_layout.h"
 #include "resources/embedded_resources.h"
 
 namespace pipescope::gui {
@@ -47,9 +48,11 @@ std::vector<SliderEffect> sliderEffectsOf(const ExplorerSnapshot &current) {
     Plan variant = plan;
     variant.request = request;
     variant.mesh.pp = request.pp;
-    // A layer layout is per stage: another P or V drops it, as the sliders do.
-    if (variant.model && (request.pp != plan.request.pp || request.chunks != plan.request.chunks))
-      variant.model->training.layout = {};
+    // A layer layout is per stage: another P or V spreads it over the new stages, as the
+    // sliders do.
+    if (variant.model)
+      variant.model->training.layout =
+          layoutForStages(variant.model->training.layout, request.pp * std::max(1, request.chunks));
     const SnapshotPointer tried = computeSnapshot(variant);
     if (!tried->ok()) return;
     SliderEffect effect;

@@ -42,8 +42,8 @@ using SnapshotPointer = std::shared_ptr<const ExplorerSnapshot>;
 
 /// How the bubble would move if M, P or V moved one step (the Explain panel's "Try it"): each
 /// variant is a whole evaluation of a larger schedule (with a model, its costs derived again for
-/// the new placement, and a custom layer layout of the old stage count dropped, as the sliders
-/// drop it), so it is computed when the panel is shown, not on every slider move. Plans up to
+/// the new placement, and a custom layer layout spread over the new stage count, as the sliders
+/// spread it), so it is computed when the panel is shown, not on every slider move. Plans up to
 /// kResimulatedOpLimit ops; empty otherwise, or for a custom schedule.
 std::vector<SliderEffect> sliderEffects(const ExplorerSnapshot &snapshot);
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/model/layer_layout.h"
 #include "gui/timeline/palette.h"
 #include "gui/widgets/schedule_family_list.h"
 #include "gui/widgets/timeline_widget.h"
@@ -50,13 +51,27 @@ std::vector<int> microbatchLadder(int pp, int current_microbatches) {
 
 namespace {
 
-Result<Evaluation> evaluateFamily(const Plan &plan, const ScheduleRequest &request) {
+/// The plan's model on `request`'s schedule. A layer layout of another stage count is spread
+/// over this schedule's model stages, as the sliders spread it; `layout_stages` says how many
+/// when that happened (else 0), for the section's title.
+Result<Evaluation> evaluateFamily(const Plan &plan, const ScheduleRequest &request,
+                                  int *layout_stages = nullptr) {
   if (auto status = checkScheduleRequest(request); !status) return status.error();
   Plan variant = plan;
   variant.request = request;
   variant.custom.reset();
   auto schedule = planSchedule(variant);
   if (!schedule) return schedule.error();
+  if (variant.model && !variant.model->training.layout.empty()) {
+    LayerLayout &layout = variant.model->training.layout;
+    const int stages = schedule->placement.modelStageCount();
+    if (static_cast<int>(layout.size()) != stages) {
+      auto spread = resplitLayout(layout, stages);
+      if (!spread) return spread.error();
+      layout = std::move(*spread);
+      if (layout_stages) *layout_stages = stages;
+    }
+  }
   auto costs = planCosts(variant, schedule->placement);
   if (!costs) return costs.error();
   return evaluateSchedule(std::move(*schedule), *costs);
@@ -70,7 +85,8 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
   for (const QString &name : families) {
     const auto request = comparisonRequest(plan, name.toStdString());
     const ScheduleFamily *family = findScheduleFamily(request.name);
-    auto evaluation = evaluateFamily(plan, request);
+    int layout_stages = 0;
+    auto evaluation = evaluateFamily(plan, request, &layout_stages);
     const QString title = family ? QString::fromStdString(family->title) : name;
     if (!evaluation) {
       result.refused << QStringLiteral("%1: %2").arg(
@@ -90,6 +106,8 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
       section.title += QObject::tr(" (V = %1)").arg(request.chunks);
       section.short_figures += QObject::tr(", V = %1").arg(request.chunks);
     }
+    if (layout_stages > 0)
+      section.title += QObject::tr(" \u2014 layout spread over its %1 stages").arg(layout_stages);
     section.evaluation = std::make_shared<const Evaluation>(std::move(*evaluation));
     result.sections.push_back(std::move(section));
   }

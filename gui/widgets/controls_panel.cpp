@@ -1,5 +1,6 @@
 #include "gui/widgets/controls_panel.h"
 
+#include "engine/model/layer_layout.h"
 #include "gui/timeline/palette.h"
 #include "gui/widgets/layer_editor.h"
 #include <QAbstractItemView>
@@ -853,12 +854,11 @@ void ControlsPanel::readControls() {
     } else {
       setup.hardware.memory_gib = device_memory_->value();
     }
-    // A layout is per model stage: when P or V changes its stage count it no longer applies, and
-    // the engine's even split takes over (the layer editor says so).
+    // A layout is per model stage: when P or V changes its stage count, its units (embedding,
+    // layers, loss) are spread over the new stages as Megatron spreads them; where they are too
+    // few, the engine's even split takes over (the layer editor shows which).
     const int model_stages = plan.request.pp * std::max(1, plan.request.chunks);
-    if (!setup.training.layout.empty() &&
-        static_cast<int>(setup.training.layout.size()) != model_stages)
-      setup.training.layout.clear();
+    setup.training.layout = layoutForStages(setup.training.layout, model_stages);
     remembered_model_ = setup;
     plan.model = setup;
   } else {

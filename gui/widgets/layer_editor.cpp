@@ -43,7 +43,11 @@ LayerEditor::LayerEditor(QWidget *parent) : QWidget(parent) {
                      tr("Layers moved off the stages that hold the embedding and the loss head "
                         "so the slowest stage is as fast as it can be."),
                      Qt::ToolTipRole);
-  mode_->setItemData(2, tr("Layers per stage as edited below."), Qt::ToolTipRole);
+  mode_->setItemData(2,
+                     tr("Layers per stage as edited below. Another P or V spreads them over its "
+                        "stages, the embedding and the loss counting as a layer each (Megatron's "
+                        "--account-for-embedding/loss-in-pipeline-split)."),
+                     Qt::ToolTipRole);
   layout->addWidget(mode_);
   text_ = new QLineEdit(this);
   text_->setObjectName(QStringLiteral("layout_text"));

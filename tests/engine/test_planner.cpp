@@ -801,6 +801,50 @@ private slots:
     QVERIFY(status.error().message.find("MTP") != std::string::npos);
   }
 
+  // Another stage count spreads a layout's units as Megatron-LM spreads a model whose embedding
+  // and loss count as a layer each: the ModelZoo's Qwen3-235B-A22B layouts at PP 32 × VPP 3 and
+  // PP 8 × VPP 4 are the same 96 units over 96 and 32 stages.
+  void aLayoutSpreadsOverAnotherStageCount() {
+    auto one_per_stage = parseMegatronLayout("E|(t|)*94L");
+    QVERIFY(one_per_stage.ok());
+    auto over_32 = resplitLayout(*one_per_stage, 32);
+    QVERIFY(over_32.ok());
+    QCOMPARE(formatMegatronLayout(*over_32), std::string("Ett|(ttt|)*30ttL"));
+    QVERIFY(checkLayerLayout(*over_32, 94, 0, 32).ok());
+    // And back: the same units one a stage.
+    auto back = resplitLayout(*over_32, 96);
+    QVERIFY(back.ok());
+    QVERIFY(*back == *one_per_stage);
+    // 96 units over 64 stages: runs of 2 then 1, the longer first; the loss alone at the end.
+    auto over_64 = resplitLayout(*one_per_stage, 64);
+    QVERIFY(over_64.ok());
+    QCOMPARE(over_64->size(), std::size_t{64});
+    QVERIFY(over_64->front().embedding && over_64->front().layers == 1);
+    QCOMPARE((*over_64)[31].layers, 2);
+    QCOMPARE((*over_64)[32].layers, 1);
+    QVERIFY(over_64->back().loss && over_64->back().layers == 0);
+    QVERIFY(checkLayerLayout(*over_64, 94, 0, 64).ok());
+    // MTP layers keep their place after every transformer layer.
+    auto with_mtp = parseMegatronLayout("Et*3|(tt|)*29,m|L");
+    QVERIFY(with_mtp.ok());
+    auto mtp_over_16 = resplitLayout(*with_mtp, 16);
+    QVERIFY(mtp_over_16.ok());
+    QVERIFY(checkLayerLayout(*mtp_over_16, 61, 1, 16).ok());
+    // The same stage count, or no layout, comes back as it is.
+    QVERIFY(*resplitLayout(*with_mtp, 32) == *with_mtp);
+    QVERIFY(resplitLayout({}, 8)->empty());
+    // Fewer units than stages: an error naming the most stages they fill, and no layout (the
+    // even split) for the explorer.
+    auto small = parseMegatronLayout("Et|tL");
+    QVERIFY(small.ok());
+    auto refused = resplitLayout(*small, 5);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().message.find("use at most 4 stages") != std::string::npos,
+             refused.error().message.c_str());
+    QVERIFY(layoutForStages(*small, 5).empty());
+    QCOMPARE(formatMegatronLayout(layoutForStages(*small, 3)), std::string("Et|t|L"));
+  }
+
   // torchtitan's _generate_llm_fqn_per_model_part: its docstring example (2 stages, 3 layers,
   // weights 2 and 2) and the defaults (1 and 1) on Llama 3 8B's 32 layers over 4 stages.
   void torchtitanSplitsAsTorchtitanDoes() {

@@ -451,6 +451,20 @@ void TestSearch::layerEditorAppliesLayout() {
   window.settle();
   QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
            (std::vector<int>{4, 10, 10, 8}));
+  // Another P spreads the layout's 34 units (embedding, 32 layers, loss) over the new stages, as
+  // Megatron's --account-for-embedding/loss-in-pipeline-split would: 17 a stage on P = 2; back on
+  // P = 4, runs of 9, 9, 8, 8. The layer editor shows it as a custom layout.
+  window.controls()->pipelineRanks()->spinBox()->setValue(2);
+  window.settle();
+  QVERIFY(window.errorMessage().isEmpty());
+  QCOMPARE(formatMegatronLayout(window.controls()->plan().model->training.layout),
+           std::string("Et*16|t*16L"));
+  QCOMPARE(editor->mode(), LayerEditor::Mode::Custom);
+  window.controls()->pipelineRanks()->spinBox()->setValue(4);
+  window.settle();
+  QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
+           (std::vector<int>{8, 9, 8, 7}));
+  QCOMPARE(editor->stageCount(), 4);
   // Balanced: the engine's balanced split, no layout.
   editor->setMode(LayerEditor::Mode::Balanced);
   window.settle();

@@ -21,6 +21,7 @@
 #include "engine/model/layer_layout.h"
 #include "engine/model/speed_of_light.h"
 #include "engine/model/validated_accuracy.h"
+#include "engine/model/validation.h"
 #include "engine/plan_file.h"
 #include "gui/charts/charts.h"
 #include "gui/widgets/compare_view.h"
@@ -523,8 +524,9 @@ private slots:
   }
 
   // With a model, "Try it" derives each variant's costs again and weighs the bubble against the
-  // step, tokens/s per GPU and memory; a layer layout of the old stage count is dropped for P and
-  // V, as the sliders drop it (kept, the variant would be refused and not shown).
+  // step, tokens/s per GPU and memory; a layer layout of the old stage count is spread over the
+  // new one for P and V, as the sliders spread it (kept, the variant would be refused and not
+  // shown).
   void tryItWithAModelWeighsTheStep() {
     auto model = loadModelSpec("llama3-8b");
     auto hardware = loadHardwareSpec("h100-sxm");
@@ -815,6 +817,46 @@ private slots:
     for (const auto &curve : result.curves)
       for (const auto &point : curve.points)
         QVERIFY(point.y() >= -1e-9 && point.y() <= 100);
+  }
+
+  // A published run with a Megatron layout (Qwen3-235B-A22B on PP 32 × VPP 3, the embedding and
+  // loss a stage each: 96 stages) stacks against schedules of other stage counts: the layout is
+  // spread over each one's stages, and the section says so. (It was refused: "it has 96 stages
+  // but the schedule has 32 model stages".)
+  void compareSpreadsALayoutOverEachSchedulesStages() {
+    auto set = loadValidationSet("megatron-moe-modelzoo-h100");
+    QVERIFY(set.ok());
+    const auto row = std::find_if(set->cases.begin(), set->cases.end(), [](const auto &c) {
+      return c.id == "qwen3-235b-a22b-ep8-a2a-pp32";
+    });
+    QVERIFY(row != set->cases.end());
+    Plan plan = validationCasePlan(*row);
+    QVERIFY(plan.model && plan.model->training.layout.size() == 96);
+    plan.request.microbatches = 64; // enough for every family, a quicker simulation
+    const ComparisonResult result = computeComparison(
+        plan, {QStringLiteral("interleaved-1f1b"), QStringLiteral("1f1b"), QStringLiteral("zb-v")},
+        false);
+    QVERIFY2(result.refused.isEmpty(), qPrintable(result.refused.join(QStringLiteral("; "))));
+    QCOMPARE(result.sections.size(), std::size_t{3});
+    // Interleaved 1F1B at the plan's V = 3 keeps its 96 stages; 1F1B has 32, ZB-V 64.
+    QVERIFY(!result.sections[0].title.contains(QStringLiteral("layout spread")));
+    QVERIFY2(result.sections[1].title.contains(QStringLiteral("layout spread over its 32 stages")),
+             qPrintable(result.sections[1].title));
+    QVERIFY2(result.sections[2].title.contains(QStringLiteral("layout spread over its 64 stages")),
+             qPrintable(result.sections[2].title));
+    // One model, three schedules: each rank of 1F1B holds three stages' work at once, so its
+    // ops are about three times as long.
+    const auto longestOp = [](const Evaluation &evaluation) {
+      double longest = 0;
+      for (const auto &rank : evaluation.simulation.op_times)
+        for (const OpTiming &op : rank)
+          longest = std::max(longest, op.end_us - op.start_us);
+      return longest;
+    };
+    const double interleaved = longestOp(*result.sections[0].evaluation);
+    const double one_f_one_b = longestOp(*result.sections[1].evaluation);
+    QVERIFY2(one_f_one_b > 2.5 * interleaved && one_f_one_b < 4 * interleaved,
+             qPrintable(QStringLiteral("%1 vs %2").arg(one_f_one_b).arg(interleaved)));
   }
 
   void compareFitsANarrowTab() {
