@@ -856,20 +856,40 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
 
   // Activations per layer and microbatch on one TP rank (Korthikanti et al. 2022).
   const double scale = dt / 2; // the paper's counts are for 16-bit activations
+  // Bytes an element of a linear layer's input takes where the layer keeps it for its weight
+  // gradient, in the paper's 16-bit units (× scale below). Under FP8 GEMMs Transformer Engine
+  // keeps the FP8 cast it fed the GEMM, one byte an element, not the 16-bit tensor (its
+  // Linear, LayerNormLinear, LayerNormMLP and GroupedLinear save the quantized input for the
+  // wgrad GEMM): the QKV or MLA projections' input, the normalized latents, the attention output
+  // projection's input, the MLP's and the experts' two inputs. What else a layer keeps (norm
+  // inputs, Q, K, V, the activation function's input, the router's) stays 16-bit. Megatron-LM's
+  // CI measured the difference on one MoE test: 2.4 GiB less at the peak in FP8 than in BF16
+  // (docs/validation.md, "The FP8 row").
+  const double linear_input = fp8 ? 1 / scale : 2.0;
   // MLA's latents, before and after their norms (the up-projections' inputs), and the shared
   // rope key: held whole on each TP rank like the layer's input, split only by SP.
   const double latent_unsplit =
-      2 * s_local * b * (2 * attention.q_latent + 2 * attention.kv_latent + attention.rope_key);
-  // Without dropout the two 1-byte masks of sbh leave the 10·sbh.
-  const double unsplit = (m.dropout ? 10 : 8) * sbh + latent_unsplit;
+      s_local * b *
+      ((2 + linear_input) * (attention.q_latent + attention.kv_latent) + 2 * attention.rope_key);
+  // Korthikanti's 10·sbh: the two norms' inputs (4·sbh), the two 1-byte dropout masks of sbh
+  // (none without dropout), the QKV projection's input and the MLP's (2·sbh each). An MoE
+  // layer's MLP input also feeds the router, a 16-bit GEMM, so it stays 16-bit there.
+  const double unsplit_without_linear_inputs = (m.dropout ? 6 : 4) * sbh + latent_unsplit;
+  const double unsplit = unsplit_without_linear_inputs + 2 * linear_input * sbh;
+  const double moe_unsplit = unsplit_without_linear_inputs + (linear_input + 2) * sbh;
   // Korthikanti's split 24·sbh: Q, K, V and the output projection's input (2 bytes each; with
   // GQA, MLA or head_dim ≠ h/a their own widths) and the MLP's intermediates: the up
   // projection's output and the activation's (4 bytes × ffn); gated, the gate and up outputs
   // and the down projection's input (6 bytes × ffn, fused SwiGLU), or also silu's output when
-  // eager autograd keeps it (8; TrainingSetup::swiglu_fusion).
+  // eager autograd keeps it (8; TrainingSetup::swiglu_fusion). The inputs of the output and
+  // down projections are linear inputs.
   const double attention_split =
-      2 * s_local * b * (attention.query + attention.key + attention.value + attention.output);
-  const double mlp_bytes_per_ffn = !m.gated_mlp ? 4.0 : training.swiglu_fusion ? 6.0 : 8.0;
+      s_local * b *
+      (2 * (attention.query + attention.key + attention.value) + linear_input * attention.output);
+  const double mlp_bytes_per_ffn = (!m.gated_mlp             ? 2.0
+                                    : training.swiglu_fusion ? 4.0
+                                                             : 6.0) +
+                                   linear_input;
   const double split = attention_split + s_local * b * m.ffn_hidden * mlp_bytes_per_ffn;
   // Materialized scores: the softmax output (2·a·s²·b), and with dropout its mask and output
   // (1 + 2). FlashAttention keeps no s×s tensor, only the fp32 log-sum-exp per row (4·a·s·b
@@ -898,8 +918,11 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   // An MoE layer keeps, instead of the dense MLP's intermediates, those of every routed copy the
   // rank computes (k × load per token) and of the shared experts, plus the dispatched inputs.
   const double moe_copies = isMoe(m) ? expertLoadFactor(m, training.expert_load_imbalance) : 0;
+  // The dispatched inputs are the experts' linear inputs; the shared experts' input is the
+  // router's 16-bit one, of which their FP8 layers keep a cast of their own.
+  const double shared_expert_input = fp8 && m.shared_experts > 0 ? linear_input * sbh : 0.0;
   const double moe_split =
-      attention_split + 2 * moe_copies * sbh +
+      attention_split + linear_input * moe_copies * sbh + shared_expert_input +
       s_local * b * (moe_copies + m.shared_experts) * m.expert_ffn_hidden * mlp_bytes_per_ffn;
   // Megatron's --recompute-modules (TrainingSetup::recompute_modules): what each drops from a
   // dense or an MoE layer's stored activations, in the units of `unsplit` and `split`.
@@ -909,15 +932,16 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const auto droppedByModules = [&](bool moe_layer) {
     Dropped out;
     if (recomputes("layernorm")) {
-      if (attention.latent) out.unsplit += 2 * sbh; // the norm before MLA's down-projections
-      if (moe_layer) out.unsplit += 2 * sbh;        // the norm before the router
+      if (attention.latent) out.unsplit += linear_input * sbh; // before MLA's down-projections
+      if (moe_layer) out.unsplit += 2 * sbh;                   // the norm before the router
     }
     if (recomputes("mla_up_proj") && attention.latent) {
-      out.unsplit += 2 * s_local * b * (attention.q_latent + attention.kv_latent); // normalized
+      out.unsplit += linear_input * s_local * b * (attention.q_latent + attention.kv_latent);
       out.split += 2 * s_local * b * (attention.query + attention.key + attention.value);
     }
     if (recomputes("mlp") && !moe_layer) {
-      out.unsplit += 2 * sbh; // the norm fused into the up projection, inside the checkpoint
+      // the norm fused into the up projection, inside the checkpoint
+      out.unsplit += linear_input * sbh;
       out.split += s_local * b * m.ffn_hidden * mlp_bytes_per_ffn;
     }
     // The experts' activation keeps its input (the up projection's output, 4 bytes × ffn gated,
@@ -932,16 +956,17 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
                                                   unsplit - dense_dropped.unsplit);
   an.layer_activation_full = layerActivation(Recompute::None, split);
   const double moe_layer_activation = layerActivation(
-      training.recompute, moe_split - moe_dropped.split, unsplit - moe_dropped.unsplit);
+      training.recompute, moe_split - moe_dropped.split, moe_unsplit - moe_dropped.unsplit);
   if (isMoe(m))
-    an.layer_activation_full =
-        std::max(an.layer_activation_full, layerActivation(Recompute::None, moe_split));
+    an.layer_activation_full = std::max(an.layer_activation_full,
+                                        layerActivation(Recompute::None, moe_split, moe_unsplit));
   // What a layer's backward rebuilds beside the stored activations: under the modules, what they
   // dropped of that layer.
   double modules_transient = layerActivation(training.recompute, split) - layer_activation;
   if (isMoe(m))
-    modules_transient = std::max(modules_transient, layerActivation(training.recompute, moe_split) -
-                                                        moe_layer_activation);
+    modules_transient =
+        std::max(modules_transient, layerActivation(training.recompute, moe_split, moe_unsplit) -
+                                        moe_layer_activation);
   an.recompute_transient = training.recompute == Recompute::Full ? an.layer_activation_full
                            : training.recompute == Recompute::SelectiveOp
                                ? std::max(0.0, an.layer_activation_full - selective_op_activation)
@@ -953,9 +978,9 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
   const double kept_logit_bytes = training.cross_entropy == "te" ? dt : 4.0;
   const double head_activation =
       scale * 4 * sbh / (sp ? t : 1) + kept_logit_bytes * s_local * b * V / t;
-  // MTP, beyond its transformer layer: the concatenated projection input (2·sbh) and its own
-  // head and logits.
-  const double mtp_extra_activation = scale * 2 * 2 * sbh / (sp ? t : 1) +
+  // MTP, beyond its transformer layer: the concatenated projection input (2·sbh, a linear
+  // input) and its own head and logits.
+  const double mtp_extra_activation = scale * linear_input * 2 * sbh / (sp ? t : 1) +
                                       (training.recompute == Recompute::Full ? 0 : head_activation);
 
   // Layer split over the model stages.

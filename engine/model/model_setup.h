@@ -168,7 +168,8 @@ enum class CollectiveAlgorithm { Auto, Ring, Tree };
 /// the GEMMs of every TE linear layer (QKV or MLA projections, attention output, MLP and expert
 /// GEMMs, the MTP projection) in forward, input-grad and weight-grad at the FP8 peak, with their
 /// inputs and output gradients quantized by memory-bound amax-and-cast kernels; attention, the
-/// router and the output head stay in 16 bits, as do stored activations.
+/// router and the output head stay in 16 bits. Each linear layer's input, kept for its weight
+/// gradient, is kept as its FP8 cast (one byte an element); other stored activations stay 16-bit.
 enum class GemmPrecision { Bf16, Fp8 };
 
 /// Training options that change costs and memory.

@@ -1634,7 +1634,8 @@ private slots:
   }
 
   // Weights are cast once per step (TE's FP8 weight cache): the tail grows by 4 bytes per
-  // parameter of the rank at HBM bandwidth (read 2, write the FP8 copy and its transpose).
+  // parameter of the rank at HBM bandwidth (read 2, write the FP8 copy and its transpose). The
+  // stored linear inputs are FP8.
   void fp8WeightCastOncePerStep() {
     auto loaded = presetSetup("llama3-8b", "h100-sxm");
     QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
@@ -1651,8 +1652,23 @@ private slots:
     QVERIFY(near(fp8->costs.gradient_sync_us - bf16->costs.gradient_sync_us,
                  memoryBoundUs(4 * params, setup.hardware)));
     QVERIFY(fp8->costs.forward_us < bf16->costs.forward_us);
-    // Activations stay 16-bit.
-    QCOMPARE(fp8->stage_activation_bytes, bf16->stage_activation_bytes);
+    // Transformer Engine keeps each FP8 linear layer's input in FP8 for its weight gradient:
+    // per layer a byte less an element of the QKV and MLP inputs (h each), the attention output
+    // projection's input (heads × head_dim) and the down projection's input (ffn). Norm inputs,
+    // Q, K, V, the gate and up outputs and the head's logits stay 16-bit.
+    const ModelSpec &m = setup.model;
+    const double output = m.heads * (m.head_dim > 0 ? m.head_dim : m.hidden / m.heads);
+    const double saved = m.layers * static_cast<double>(m.sequence_length) * m.microbatch_size *
+                         (2.0 * m.hidden + output + m.ffn_hidden);
+    QCOMPARE(fp8->stage_activation_bytes.size(), std::size_t{1});
+    QVERIFY(near(bf16->stage_activation_bytes[0] - fp8->stage_activation_bytes[0], saved));
+    // Under full recomputation only the layers' 16-bit inputs are kept, FP8 or not.
+    setup.training.recompute = Recompute::Full;
+    auto fp8_full = deriveModelCosts(setup, mesh, schedule->placement);
+    setup.training.gemm_precision = GemmPrecision::Bf16;
+    auto bf16_full = deriveModelCosts(setup, mesh, schedule->placement);
+    QVERIFY(fp8_full && bf16_full);
+    QCOMPARE(fp8_full->stage_activation_bytes, bf16_full->stage_activation_bytes);
   }
 
   // The plan file's FP8 fields: round trip, and errors that name the field.

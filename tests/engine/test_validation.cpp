@@ -52,12 +52,12 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"megatron-mlsys23-a100/gpt-530b-seq-selective", 0.03},
     {"megatron-mlsys23-a100/gpt-1t-full", 0.095},
     {"megatron-mlsys23-a100/gpt-1t-seq-selective", 0.09},
-    // -0.0 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
+    // +0.4 %: DualPipe with DeepEP-style dispatch (once per node, at most 4 nodes a token) hides
     // the all-to-all, its kernels holding 20 of the 132 SMs beside the pair's compute, each MoE
     // layer leaves the GPU its host time, and the backward redoes the norms and MLA
-    // up-projections as the report says (§3.2.3); the figure is a whole-run mean (batch ramp,
-    // restarts and checkpoints inside it). Held out of the goal below (docs/validation.md, which
-    // also sets a MoE layer against DeepSeek's kernel profile).
+    // up-projections (§3.2.3) and the experts' SwiGLU (§3.3.3) as the report says; the figure
+    // is a whole-run mean (batch ramp, restarts and checkpoints inside it). Held out of the goal
+    // below (docs/validation.md, which also sets a MoE layer against DeepSeek's kernel profile).
     {"deepseek-v3-h800/deepseek-v3-pretrain", 0.02},
     // Megatron-Core r0.8.0 on H100 in BF16, interleaved with one layer a virtual stage where
     // PP > 1 (the README's overlapped PP communication exists only in that schedule at that
@@ -192,11 +192,12 @@ const std::map<std::string, double> kMemoryErrorBounds = {
     {"megatron-lm-ci-h100/gpt3-7b-tp4-pp1", 0.01},
     {"megatron-lm-ci-h100/gpt3-7b-tp1-pp4", 0.015},
     {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.035},
-    // The same in FP8 (Transformer Engine's tensorwise recipe): +0.5 %, two errors that cancel:
-    // the memory held between steps is 1.15 GiB above the prediction (TE's FP8 copies of the
-    // weights and their transposes, not priced), the activations 1.38 GiB below it (TE keeps the
-    // linear layers' inputs in FP8, not priced either).
-    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4-fp8", 0.01},
+    // The same in FP8 (Transformer Engine's tensorwise recipe): -3.0 % since TE's FP8 copies of
+    // the linear layers' inputs are priced (1.8 GiB less than the BF16 row's, measured 1.7 GiB
+    // less in all); the memory held between steps is 1.15 GiB above the prediction (TE's FP8
+    // copies of the weights and their transposes, not priced). It was +0.5 %, the two
+    // unpriced effects cancelling.
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4-fp8", 0.035},
     // The same with Megatron's recompute modules (layernorm, mla_up_proj, mlp, moe_act) and the
     // all-to-all overlapped in combined 1F1B: +4.3 %. It was +26 % with the modules' activations
     // counted as kept, and +13 % with each overlapped F&B pair holding both its chunks at once
@@ -465,9 +466,9 @@ private slots:
   }
 
   // Every published run ran, so a planner that prunes by predicted memory must keep it: each
-  // timed row's prediction fits its GPU. The exception, DeepSeek-V3 on H800, caches activations
-  // in FP8 and recomputes its norms and MLA up-projections (its report, §3.2.3 and §3.3.3),
-  // which pipescope does not model; it is predicted over and the test says so.
+  // timed row's prediction fits its GPU. The last to come in was DeepSeek-V3 on H800 (96.5 GiB
+  // predicted), with its linear layers' inputs kept in FP8 and the SwiGLU's output recomputed
+  // from its input, as its report says (§3.3.3): 79.3 GiB of the H800's 79.6.
   void publishedRunsFitTheirGpus() {
     int checked = 0;
     for (const std::string &name : validationSetNames()) {
@@ -481,7 +482,7 @@ private slots:
         for (const auto &memory : result->report.memory)
           fits = fits && memory.fits;
         const std::string id = name + "/" + row.id;
-        QVERIFY2(fits == (id != "deepseek-v3-h800/deepseek-v3-pretrain"), id.c_str());
+        QVERIFY2(fits, id.c_str());
         ++checked;
       }
     }
