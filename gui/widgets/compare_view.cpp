@@ -106,8 +106,10 @@ ComparisonResult computeComparison(const Plan &plan, const QStringList &families
       section.title += QObject::tr(" (V = %1)").arg(request.chunks);
       section.short_figures += QObject::tr(", V = %1").arg(request.chunks);
     }
-    if (layout_stages > 0)
+    if (layout_stages > 0) {
       section.title += QObject::tr(" \u2014 layout spread over its %1 stages").arg(layout_stages);
+      section.short_figures += QObject::tr(", layout over %1").arg(layout_stages);
+    }
     section.evaluation = std::make_shared<const Evaluation>(std::move(*evaluation));
     result.sections.push_back(std::move(section));
   }

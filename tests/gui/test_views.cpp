@@ -844,6 +844,8 @@ private slots:
              qPrintable(result.sections[1].title));
     QVERIFY2(result.sections[2].title.contains(QStringLiteral("layout spread over its 64 stages")),
              qPrintable(result.sections[2].title));
+    // A narrow tab draws the short figures: they keep it.
+    QVERIFY(result.sections[1].short_figures.endsWith(QStringLiteral(", layout over 32")));
     // One model, three schedules: each rank of 1F1B holds three stages' work at once, so its
     // ops are about three times as long.
     const auto longestOp = [](const Evaluation &evaluation) {
