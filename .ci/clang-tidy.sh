@@ -25,6 +25,12 @@ for file in backend/*.cpp; do
   esac
 done | tidy
 echo "clang-tidy: backend clean"
+# The kernels (kernels/): the CPU ones always, the CUDA ones where the compile commands hold
+# them (a build with the CUDA toolkit); the .cu files are device code, not checked here.
+for file in kernels/*.cpp; do
+  if grep -q "\"file\": *\"$root/$file\"" "$build/compile_commands.json"; then echo "$file"; fi
+done | tidy
+echo "clang-tidy: kernels clean"
 # The explorer (gui/): every library folder and the app, same checks, findings are errors.
 ls gui/*.cpp gui/*/*.cpp | tidy
 echo "clang-tidy: gui clean"

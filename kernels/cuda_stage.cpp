@@ -173,7 +173,7 @@ Status CudaStage::tuneGemms() {
   if (status) status = inputGrad(nullptr, nullptr, {});
   if (status) status = weightGrad();
   gemms_->setTuning(false);
-  PIPESCOPE_TRY(status);
+  if (!status) return status.error();
   PIPESCOPE_CUDA_CHECK(cudaMemsetAsync(weight_grads_, 0, weight_count_ * sizeof(bf16), stream_));
   PIPESCOPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return Ok{};
@@ -463,7 +463,7 @@ Status checkCudaKernels(double *worst) {
     Status tuned = (*stage)->gemm(ta, tb, m, n, k, 1.0f, da.as<bf16>(), lda, db.as<bf16>(), ldb,
                                   0.0f, dc.as<bf16>(), n);
     (*stage)->gemms().setTuning(false);
-    PIPESCOPE_TRY(tuned);
+    if (!tuned) return tuned.error();
     auto candidates = (*stage)->gemms().candidateCount(call);
     if (!candidates) return candidates.error();
     for (int candidate = -2; candidate < *candidates; ++candidate) {
