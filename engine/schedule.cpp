@@ -189,6 +189,12 @@ const std::vector<ScheduleFamily> &scheduleFamilies() {
   return families;
 }
 
+int modelStageCount(const ScheduleRequest &request) {
+  const ScheduleFamily *family = findScheduleFamily(request.name);
+  if (family && family->placement == PlacementKind::Bidirectional) return request.pp;
+  return request.pp * std::max(1, request.chunks);
+}
+
 const ScheduleFamily *findScheduleFamily(const std::string &name) {
   const auto *entry = findEntry(name);
   return entry ? &entry->family : nullptr;

@@ -55,6 +55,10 @@ struct ScheduleFamily {
 const std::vector<ScheduleFamily> &scheduleFamilies();
 /// The family of that name, or nullptr.
 const ScheduleFamily *findScheduleFamily(const std::string &name);
+/// How many model stages the request's schedule splits the model into, as its placement will
+/// (Placement::modelStageCount) without generating it: P for a bidirectional family (DualPipe's
+/// two directions run the same P stages), P × V otherwise.
+int modelStageCount(const ScheduleRequest &request);
 
 /// Size guard: the most compute ops one schedule may have (keeps memory and time bounded).
 inline constexpr std::size_t kMaxScheduleOps = std::size_t{1} << 25;

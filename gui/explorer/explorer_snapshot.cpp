@@ -52,7 +52,7 @@ std::vector<SliderEffect> sliderEffectsOf(const ExplorerSnapshot &current) {
     // sliders do.
     if (variant.model)
       variant.model->training.layout =
-          layoutForStages(variant.model->training.layout, request.pp * std::max(1, request.chunks));
+          layoutForStages(variant.model->training.layout, modelStageCount(request));
     const SnapshotPointer tried = computeSnapshot(variant);
     if (!tried->ok()) return;
     SliderEffect effect;

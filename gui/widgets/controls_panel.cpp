@@ -857,8 +857,7 @@ void ControlsPanel::readControls() {
     // A layout is per model stage: when P or V changes its stage count, its units (embedding,
     // layers, loss) are spread over the new stages as Megatron spreads them; where they are too
     // few, the engine's even split takes over (the layer editor shows which).
-    const int model_stages = plan.request.pp * std::max(1, plan.request.chunks);
-    setup.training.layout = layoutForStages(setup.training.layout, model_stages);
+    setup.training.layout = layoutForStages(setup.training.layout, modelStageCount(plan.request));
     remembered_model_ = setup;
     plan.model = setup;
   } else {

@@ -845,6 +845,21 @@ private slots:
     QCOMPARE(formatMegatronLayout(layoutForStages(*small, 3)), std::string("Et|t|L"));
   }
 
+  // The stage count a request splits the model into, known before its schedule is generated
+  // (the explorer spreads a layout over it): every family's, against its generated placement.
+  void modelStagesOfARequestMatchItsPlacement() {
+    for (const ScheduleFamily &family : scheduleFamilies()) {
+      ScheduleRequest request{family.name, 4, 16, family.uses_chunks ? 3 : 1, 0};
+      if (family.placement != PlacementKind::Loop) request.chunks = 2;
+      if (!checkScheduleRequest(request)) continue;
+      auto schedule = generateSchedule(request);
+      QVERIFY2(schedule.ok(), family.name.c_str());
+      QCOMPARE(modelStageCount(request), schedule->placement.modelStageCount());
+    }
+    QCOMPARE(modelStageCount({"dualpipe", 4, 16, 2, 0}), 4);
+    QCOMPARE(modelStageCount({"zb-v", 4, 16, 2, 0}), 8);
+  }
+
   // torchtitan's _generate_llm_fqn_per_model_part: its docstring example (2 stages, 3 layers,
   // weights 2 and 2) and the defaults (1 and 1) on Llama 3 8B's 32 layers over 4 stages.
   void torchtitanSplitsAsTorchtitanDoes() {

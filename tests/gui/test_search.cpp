@@ -465,6 +465,15 @@ void TestSearch::layerEditorAppliesLayout() {
   QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
            (std::vector<int>{8, 9, 8, 7}));
   QCOMPARE(editor->stageCount(), 4);
+  // DualPipe runs the same P stages in both directions: the layout keeps its 4 stages there.
+  QComboBox *schedule = window.controls()->scheduleBox();
+  schedule->setCurrentIndex(schedule->findData(QStringLiteral("dualpipe")));
+  window.settle();
+  QVERIFY2(window.errorMessage().isEmpty(), qPrintable(window.errorMessage()));
+  QCOMPARE(layoutLayerCounts(window.controls()->plan().model->training.layout),
+           (std::vector<int>{8, 9, 8, 7}));
+  schedule->setCurrentIndex(schedule->findData(QStringLiteral("1f1b")));
+  window.settle();
   // Balanced: the engine's balanced split, no layout.
   editor->setMode(LayerEditor::Mode::Balanced);
   window.settle();
