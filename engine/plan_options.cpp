@@ -48,6 +48,10 @@ std::span<const PlanOption> planOptions() {
       {"gemm-precision", "P",
        "bf16 or fp8: linear-layer GEMMs as Transformer Engine's FP8 runs them (with --model)."},
       {"fp8", nullptr, "Same as --gemm-precision fp8 (with --model)."},
+      {"fp8-params", nullptr,
+       "With FP8 GEMMs, the layers' weights held as FP8 parameters (Megatron's "
+       "--fp8-param-gather, NeMo's fp8_params): no 16-bit copy beside the FP8 one, weights "
+       "all-gathered at one byte (with --model)."},
       {"zero1", nullptr, "ZeRO-1: optimizer state sharded over DP; --zero-stage 1 (with --model)."},
       {"zero-stage", "Z",
        "DP sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters (FSDP) (with "
@@ -112,6 +116,11 @@ Status applyPrecisionAndCollectiveOptions(const OptionValues &a, TrainingSetup &
     if (a.has("gemm-precision") && training.gemm_precision != GemmPrecision::Fp8)
       return makeError("--fp8 contradicts --gemm-precision bf16; give one of them");
     training.gemm_precision = GemmPrecision::Fp8;
+  }
+  if (a.has("fp8-params")) {
+    if (training.gemm_precision != GemmPrecision::Fp8)
+      return makeError("--fp8-params needs FP8 GEMMs; add --fp8");
+    training.fp8_params = true;
   }
   if (auto algorithm = a.text("collective-algorithm")) {
     auto parsed = parseCollectiveAlgorithm(*algorithm);
@@ -324,7 +333,8 @@ Result<Plan> planFromOptions(const OptionValues &a, const Plan *base) {
                              "moe-layer-host-us",
                              "collective-algorithm",
                              "gemm-precision",
-                             "fp8"})
+                             "fp8",
+                             "fp8-params"})
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");
     for (const char *name : kLayoutOptionNames)
       if (a.has(name)) return makeError(std::string("--") + name + " needs --model and --hardware");

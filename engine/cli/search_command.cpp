@@ -95,6 +95,8 @@ to stderr on a terminal; Ctrl-C stops and keeps what was found.
   --gemm-precision P       bf16 or fp8 for every candidate (not searched): linear-layer GEMMs as
                            Transformer Engine's FP8 runs them; fp8 needs an FP8 GPU
   --fp8                    same as --gemm-precision fp8
+  --fp8-params             with --fp8, the layers' weights held as FP8 parameters on every
+                           candidate (Megatron's --fp8-param-gather)
   --collective-algorithm A all-reduce algorithm for every candidate: auto (NCCL's cheaper per
                            message, default), ring or tree
   --top K                  plans to print (default 10)
@@ -306,6 +308,7 @@ Result<SearchRequest> requestFromArguments(const Arguments &a) {
   TrainingSetup given;
   if (auto status = applyPrecisionAndCollectiveOptions(a, given); !status) return status.error();
   request.gemm_precision = given.gemm_precision;
+  request.fp8_params = given.fp8_params;
   request.collective_algorithm = given.collective_algorithm;
   for (const char *flag : {"csv", "save-plan"})
     if (auto path = a.text(flag); path && isStandardOutput(*path))
@@ -338,39 +341,39 @@ int runSearch(const std::vector<std::string> &args) {
     std::cout << kSearchHelp;
     return 0;
   }
-  auto parsed = Arguments::parse(
-      args,
-      {"model",
-       "hardware",
-       "gpus",
-       "global-batch",
-       "sequence",
-       "memory-limit",
-       "schedules",
-       "microbatch-sizes",
-       "virtual-stages",
-       "tp",
-       "pp",
-       "ep",
-       "etp",
-       "moe-dispatcher",
-       "moe-dispatcher-sms",
-       "moe-layer-host-us",
-       "cp",
-       "recompute",
-       "recompute-modules",
-       "rank-orders",
-       "zero-stage",
-       "layer-split",
-       "gemm-precision",
-       "collective-algorithm",
-       "gpus-per-node",
-       "top",
-       "threads",
-       "csv",
-       "save-plan"},
-      {"json", "zero1", "fp8", "tp-comm-overlap", "tp-backward-overlap", "fp32-gradients"},
-      "search");
+  auto parsed = Arguments::parse(args,
+                                 {"model",
+                                  "hardware",
+                                  "gpus",
+                                  "global-batch",
+                                  "sequence",
+                                  "memory-limit",
+                                  "schedules",
+                                  "microbatch-sizes",
+                                  "virtual-stages",
+                                  "tp",
+                                  "pp",
+                                  "ep",
+                                  "etp",
+                                  "moe-dispatcher",
+                                  "moe-dispatcher-sms",
+                                  "moe-layer-host-us",
+                                  "cp",
+                                  "recompute",
+                                  "recompute-modules",
+                                  "rank-orders",
+                                  "zero-stage",
+                                  "layer-split",
+                                  "gemm-precision",
+                                  "collective-algorithm",
+                                  "gpus-per-node",
+                                  "top",
+                                  "threads",
+                                  "csv",
+                                  "save-plan"},
+                                 {"json", "zero1", "fp8", "fp8-params", "tp-comm-overlap",
+                                  "tp-backward-overlap", "fp32-gradients"},
+                                 "search");
   if (!parsed) return fail(parsed.error().message);
   const Arguments &a = *parsed;
   if (!a.positional().empty())

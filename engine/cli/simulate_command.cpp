@@ -78,6 +78,8 @@ model (derives every cost from the model, hardware and mesh):
   --cp C (context parallelism: each sequence split over C of the dp ranks)
   --collective-algorithm auto|ring|tree (all-reduces; auto: NCCL's cheaper per message)
   --gemm-precision bf16|fp8 (or --fp8): linear-layer GEMMs at the FP8 peak with TE's casts
+  --fp8-params (with --fp8: the layers' weights held in FP8, as --fp8-param-gather; without
+  it TE keeps 16-bit weights and caches their FP8 copies for the step)
   --tp-comm-overlap (TP all-gathers / reduce-scatters under their GEMMs; needs --seq-parallel)
   --tp-backward-overlap (column-parallel layers' backward TP collectives beside their GEMMs,
   Megatron-LM since 2021) --fp32-gradients (gradients accumulated and reduced in fp32)

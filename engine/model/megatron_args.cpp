@@ -455,7 +455,6 @@ const std::map<std::string, std::string> &unpricedArguments() {
       {"--use-precision-aware-optimizer", "optimizer states in lower precision"},
       {"--qk-layernorm", "a norm on queries and keys (a few memory-bound passes)"},
       {"--fp8-recipe", "the FP8 scaling recipe (pipescope prices one FP8 GEMM curve)"},
-      {"--fp8-param-gather", "FP8 parameters all-gathered (half the bytes)"},
       {"--fp4-format", "FP4 GEMMs"},
       {"--no-rope-fusion", "rotary embeddings as unfused PyTorch ops"},
       {"--no-bias-gelu-fusion", "GeLU as unfused PyTorch ops"},
@@ -1133,6 +1132,9 @@ Result<MegatronTranslation> translateMegatronArguments(const MegatronArguments &
   std::optional<std::string> fp8;
   READ(r.text("--fp8-format"), fp8);
   if (fp8) training["gemm_precision"] = "fp8";
+  // arguments.py: "Keep the compute param in fp8 (do not use any other intermediate dtype) and
+  // perform the param all-gather in fp8." Megatron refuses it without --fp8-format.
+  if (r.flag("--fp8-param-gather") && fp8) training["fp8_params"] = true;
   std::optional<std::string> fusion_impl;
   READ(r.text("--cross-entropy-fusion-impl"), fusion_impl);
   training["cross_entropy"] = !r.flag("--cross-entropy-loss-fusion")   ? "vocab-parallel-unfused"

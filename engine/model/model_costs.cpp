@@ -1308,17 +1308,27 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       const double expert = an.rank_expert_params[i];
       // (A rank without routed experts runs no expert collective, so pays no latency for one.)
       // All-reduce time of the rank's parameters at `bytes` each.
-      const auto syncAt = [&](double bytes) {
-        return allReduceUs(hw, algorithm, (an.rank_params[i] - expert) * bytes, mesh.dataCpSize(),
-                           mesh_links.dp_cp_nodes[i], an.rank_dp_link[i]) +
-               (expert > 0 ? allReduceUs(hw, algorithm, expert * bytes, mesh.expertDataSize(),
+      const auto syncOf = [&](double dense_bytes, double expert_bytes) {
+        return allReduceUs(hw, algorithm, dense_bytes, mesh.dataCpSize(), mesh_links.dp_cp_nodes[i],
+                           an.rank_dp_link[i]) +
+               (expert > 0 ? allReduceUs(hw, algorithm, expert_bytes, mesh.expertDataSize(),
                                          mesh_links.expert_dp_nodes[i], an.rank_expert_dp_link[i])
                            : 0.0);
       };
+      const auto syncAt = [&](double bytes) {
+        return syncOf((an.rank_params[i] - expert) * bytes, expert * bytes);
+      };
       // Gradients are reduced at their own width (fp32 with fp32_gradients), updated parameters
       // gathered at the model's: ZeRO-1/2's reduce-scatter + all-gather is half an all-reduce of
-      // each; without ZeRO one all-reduce of the gradients.
-      const double gradient_sync = syncAt(gradient_bytes), parameter_sync = syncAt(dt);
+      // each; without ZeRO one all-reduce of the gradients. FP8 parameters are gathered at one
+      // byte, the embedding and head (16-bit outside FP8) at the model's.
+      const bool fp8_gathered = fp8 && training.fp8_params;
+      const double dense_fp8 =
+          fp8_gathered ? an.rank_params[i] - an.rank_outside_layer_params[i] - expert : 0;
+      const double gradient_sync = syncAt(gradient_bytes),
+                   parameter_sync =
+                       syncOf((an.rank_params[i] - expert - dense_fp8) * dt + dense_fp8,
+                              expert * (fp8_gathered ? 1 : dt));
       const double sync =
           training.zero_stage == 0 ? gradient_sync : (gradient_sync + parameter_sync) / 2;
       // The collectives of one layer-sized unit: the sync's share, so the last one's cannot hide.
@@ -1778,10 +1788,21 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   mem.grads = (training.zero_stage >= 2 ? shard : params) * gb;
   mem.optimizer =
       optimizerShare(params, expert_params, training, mesh) * training.optimizer_bytes_per_param;
-  // What is in flight besides the shards; one data-parallel rank has nothing to gather or
-  // reduce-scatter (as the DP traffic above).
+  // Under FP8 GEMMs without FP8 parameters Transformer Engine keeps, beside each 16-bit layer
+  // weight, its FP8 cast and that cast's transpose (Hopper's FP8 GEMMs read both layouts),
+  // made in the step's first microbatch and reused by the others: two bytes a weight of the
+  // layers held (under ZeRO-3 the gathered ones). The layers' parameters stand for their
+  // linear weights: their norms and routers, not FP8, are under 0.1 % of them. FP8 parameters
+  // are the one byte and its transpose themselves, two bytes as a 16-bit weight: no more.
   const double layer = at(derivation.rank_largest_layer_parameters);
   const double outside = at(derivation.rank_outside_layer_parameters);
+  if (training.gemm_precision == GemmPrecision::Fp8 && !training.fp8_params)
+    mem.params += 2 * (training.zero_stage >= 3 && mesh.dataCpSize() > 1 &&
+                               !zero3HoldsGathered(training, mesh.pp)
+                           ? 2 * layer
+                           : params - outside);
+  // What is in flight besides the shards; one data-parallel rank has nothing to gather or
+  // reduce-scatter (as the DP traffic above).
   const bool sharded_group = mesh.dataCpSize() > 1;
   if (sharded_group && zero3HoldsGathered(training, mesh.pp)) {
     // Kept gathered across microbatches (torchtitan with PP): the whole unsharded copy of the

@@ -329,6 +329,8 @@ nlohmann::json toJson(const TrainingSetup &training) {
       (training.recompute == Recompute::None || training.recompute == Recompute::Selective))
     out["recompute_modules"] = training.recompute_modules;
   if (training.gemm_precision == GemmPrecision::Fp8) out["fp8_dispatch"] = training.fp8_dispatch;
+  if (training.gemm_precision == GemmPrecision::Fp8 && training.fp8_params)
+    out["fp8_params"] = true;
   if (!training.layout.empty()) out["layout"] = formatMegatronLayout(training.layout);
   return out;
 }
@@ -644,6 +646,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
                           "collective_algorithm",
                           "gemm_precision",
                           "fp8_dispatch",
+                          "fp8_params",
                           "cross_entropy",
                           "moe_dispatcher",
                           "tp_comm_overlap",
@@ -667,6 +670,7 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   fields.text("recompute", recompute)
       .text("gemm_precision", gemm_precision)
       .boolean("fp8_dispatch", training.fp8_dispatch)
+      .boolean("fp8_params", training.fp8_params)
       .boolean("zero1", zero1)
       .integer("zero_stage", training.zero_stage, 0, 3)
       .boolean("sequence_parallel", training.sequence_parallel)
@@ -740,6 +744,10 @@ Result<TrainingSetup> trainingSetupFromJson(const nlohmann::json &json,
   auto precision = parseGemmPrecision(gemm_precision);
   if (!precision) return makeError(pointer + "/gemm_precision: " + precision.error().message);
   training.gemm_precision = *precision;
+  if (training.fp8_params && training.gemm_precision != GemmPrecision::Fp8)
+    return makeError(pointer +
+                     "/fp8_params: FP8 parameters need FP8 GEMMs; set \"gemm_precision\": "
+                     "\"fp8\" or remove \"fp8_params\"");
   return training;
 }
 

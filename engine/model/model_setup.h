@@ -253,6 +253,14 @@ struct TrainingSetup {
   /// all-to-all, combine kept in BF16; the backward's gradient dispatch likewise). false: both
   /// in the model's 16 bits. Ignored under bf16 GEMMs.
   bool fp8_dispatch = true;
+  /// Under FP8, the layers' weights are held as FP8 parameters (Megatron's --fp8-param-gather,
+  /// NeMo's fp8_params, Megatron-Bridge's fp8_param_gather, Transformer Engine's fp8_model_init):
+  /// one byte a weight and the transpose Hopper's FP8 GEMMs read (two bytes, as a 16-bit weight),
+  /// the fp32 master copy in the optimizer, and the updated weights all-gathered at one byte.
+  /// false (Transformer Engine's default): 16-bit weights, and each FP8 linear layer casts its
+  /// weight once a step and keeps the FP8 copy and its transpose for the step's other
+  /// microbatches (`is_first_microbatch`): two more bytes a weight. Ignored under bf16 GEMMs.
+  bool fp8_params = false;
   /// How the loss runs: its memory beyond the stored fp32 logits and its passes over them.
   /// "vocab-parallel": Megatron's fused vocab-parallel cross-entropy (--cross-entropy-loss-fusion,
   /// the default, so files that do not say keep their meaning): beside the saved fp32 softmax,

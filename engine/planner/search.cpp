@@ -430,6 +430,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
     setup.training.moe_dispatcher_sms = request.moe_dispatcher_sms;
     setup.training.moe_layer_host_us = request.moe_layer_host_us;
     setup.training.fp32_gradients = request.fp32_gradients;
+    setup.training.fp8_params = request.fp8_params;
     setup.training.tp_backward_overlap = request.tp_backward_overlap;
     setup.training.recompute_modules = request.recompute_modules;
     const std::vector<int> zero_stages = zeroStagesFor(request, variant.mesh);

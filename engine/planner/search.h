@@ -68,6 +68,7 @@ struct SearchRequest {
   /// TrainingSetup::tp_backward_overlap for every candidate.
   bool tp_backward_overlap = false;
   bool fp32_gradients = false; ///< TrainingSetup::fp32_gradients for every candidate
+  bool fp8_params = false;     ///< TrainingSetup::fp8_params for every candidate (FP8 GEMMs)
   /// TrainingSetup::recompute_modules for every candidate that recomputes none or selectively.
   std::vector<std::string> recompute_modules;
   int top = 10;

@@ -341,6 +341,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (GemmPrecision precision : {GemmPrecision::Bf16, GemmPrecision::Fp8})
     gemm_precision_->addItem(fromStd(gemmPrecisionName(precision)), static_cast<int>(precision));
   fp8_dispatch_ = new QCheckBox(tr("FP8"), model_group_);
+  fp8_params_ = new QCheckBox(tr("FP8 params"), model_group_);
   moe_dispatcher_ = new QComboBox(model_group_);
   for (const char *dispatcher : {"alltoall", "deepep", "hybridep"})
     moe_dispatcher_->addItem(QString::fromLatin1(dispatcher), QString::fromLatin1(dispatcher));
@@ -459,7 +460,9 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   model_form->addRow(tr("loss"), cross_entropy_);
   model_form->addRow(training_flags);
   model_form->addRow(more_training_flags);
+  // Each on a row of its own: beside each other they would widen the panel past its dock.
   model_form->addRow(tp_backward_overlap_);
+  model_form->addRow(fp8_params_); // shown under FP8 GEMMs only (below)
   model_form->addRow(tr("device memory"), device_memory_);
   source_layout->addWidget(model_group_);
   layout->addWidget(source_group);
@@ -498,7 +501,7 @@ ControlsPanel::ControlsPanel(QWidget *parent) : QWidget(parent) {
   for (QComboBox *box : {recompute_, zero_stage_, gemm_precision_, collective_algorithm_,
                          cross_entropy_, moe_dispatcher_})
     connect(box, &QComboBox::currentIndexChanged, this, edited);
-  for (QCheckBox *box : {fp8_dispatch_, sequence_parallel_, overlap_gradient_sync_,
+  for (QCheckBox *box : {fp8_dispatch_, fp8_params_, sequence_parallel_, overlap_gradient_sync_,
                          tp_comm_overlap_, tp_backward_overlap_, fp32_gradients_})
     connect(box, &QCheckBox::toggled, this, edited);
   for (QAction *action : recompute_modules_->menu()->actions())
@@ -730,6 +733,7 @@ void ControlsPanel::showTraining(const TrainingSetup &training) {
         1000);
   }
   fp8_dispatch_->setChecked(training.fp8_dispatch);
+  fp8_params_->setChecked(training.fp8_params);
   sequence_parallel_->setChecked(training.sequence_parallel);
   overlap_gradient_sync_->setChecked(training.overlap_gradient_sync);
   tp_comm_overlap_->setChecked(training.tp_comm_overlap);
@@ -772,6 +776,8 @@ void ControlsPanel::readTraining(TrainingSetup &training) const {
   const double host_us = moe_host_->value() * 1000;
   training.moe_layer_host_us = std::abs(host_us - moe_host_default_us_) < 0.5 ? -1 : host_us;
   training.fp8_dispatch = fp8_dispatch_->isChecked();
+  // FP8 parameters go with FP8 GEMMs (a plan file with them under bf16 is refused).
+  training.fp8_params = fp8_params_->isChecked() && training.gemm_precision == GemmPrecision::Fp8;
   training.sequence_parallel = sequence_parallel_->isChecked();
   training.overlap_gradient_sync = overlap_gradient_sync_->isChecked();
   // TP overlap rides on sequence parallelism's all-gathers and reduce-scatters.
@@ -1007,6 +1013,15 @@ void ControlsPanel::updateTrainingApplicability() {
   recompute_modules_->setEnabled(setup && (setup->training.recompute == Recompute::None ||
                                            setup->training.recompute == Recompute::Selective));
   fp8_dispatch_->setEnabled(moe && fp8);
+  // Like the MoE rows for a dense model, the FP8-parameters row only where the GEMMs are FP8:
+  // the layer editor below needs the room.
+  model_form_->setRowVisible(fp8_params_, fp8);
+  fp8_params_->setToolTip(
+      tr("The layers' weights held as FP8 parameters (plan field \"fp8_params\"; Megatron's "
+         "--fp8-param-gather, NeMo's fp8_params): one byte and its transpose, no 16-bit copy, "
+         "and the updated weights all-gathered at one byte. Off, Transformer Engine keeps "
+         "16-bit weights and caches their FP8 cast and its transpose for the step: two more "
+         "bytes a weight"));
   const bool sequence_parallel = setup && setup->training.sequence_parallel;
   tp_comm_overlap_->setEnabled(sequence_parallel);
   moe_dispatcher_->setEnabled(moe);

@@ -112,6 +112,7 @@ public:
   QComboBox *zeroStageBox() const { return zero_stage_; }
   QComboBox *gemmPrecisionBox() const { return gemm_precision_; }
   QCheckBox *fp8DispatchBox() const { return fp8_dispatch_; }
+  QCheckBox *fp8ParamsBox() const { return fp8_params_; }
   QComboBox *collectiveAlgorithmBox() const { return collective_algorithm_; }
   QComboBox *crossEntropyBox() const { return cross_entropy_; }
   QCheckBox *sequenceParallelBox() const { return sequence_parallel_; }
@@ -176,7 +177,7 @@ private:
   void showRecomputeModules();
   QComboBox *zero_stage_ = nullptr, *gemm_precision_ = nullptr, *collective_algorithm_ = nullptr,
             *cross_entropy_ = nullptr, *moe_dispatcher_ = nullptr;
-  QCheckBox *fp8_dispatch_ = nullptr, *sequence_parallel_ = nullptr,
+  QCheckBox *fp8_dispatch_ = nullptr, *fp8_params_ = nullptr, *sequence_parallel_ = nullptr,
             *overlap_gradient_sync_ = nullptr, *tp_comm_overlap_ = nullptr,
             *tp_backward_overlap_ = nullptr, *fp32_gradients_ = nullptr;
   QDoubleSpinBox *device_memory_ = nullptr;

@@ -359,6 +359,11 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(interleaved.row["training"]["recompute"].get<std::string>(), std::string("full"));
     QCOMPARE(interleaved.row["training"]["gemm_precision"].get<std::string>(), std::string("fp8"));
     QCOMPARE(interleaved.row["training"]["zero_stage"].get<int>(), 3);
+    QVERIFY(!interleaved.row["training"].contains("fp8_params"));
+    // --fp8-param-gather: the weights held in FP8 (no 16-bit copy beside TE's cast).
+    const MegatronTranslation fp8_params = translated(
+        std::string(kSmall) + "--global-batch-size 8 --fp8-format hybrid --fp8-param-gather", 8);
+    QVERIFY(fp8_params.row["training"]["fp8_params"].get<bool>());
   }
 
   // A real Megatron-LM log (pretrain_gpt.py on one H100, tests/data/megatron_h100_run): the

@@ -129,12 +129,13 @@ const std::map<std::string, double> kStepErrorBounds = {
     // row's own shape (both GPT3-175B rows: the launcher's 'H100/175B/TP4/MBS1/SeqLen2K/FP8'
     // file, MLPerf Training v4.0's GPT-3 config of the 512-GPU layout; +2.0 % and +14.4 %
     // without it); Nemotron-340B with the settings of the launcher's recipe that has the table's
-    // layout (userbuffers TP overlap: +11.7 % on the 24.07 tag's settings). 2.9 % mean; at the
-    // FP8 factor 0.95 or 1.05 it would be 4.5 % or 4.3 %, so this table on its own picks the
-    // factor fitted on megatron-bridge-h100. Slow: the 512-GPU GPT3-175B (MBS 2); fast:
+    // layout (userbuffers TP overlap: +11.7 % on the 24.07 tag's settings); the GPT3 and Llama
+    // rows reduce gradients in bf16, as the launcher's H100 example scripts of those models
+    // set (grad_sync_dtype=bf16; 2.9 % mean with fp32, which with TE's FP8 weight copies would
+    // not fit GPT3-20B in 80 GB). 3.1 % mean. Slow: the 512-GPU GPT3-175B (MBS 2); fast:
     // Nemotron-8B (MBS 4, two microbatches) and Llama 3 8B (CP 2).
     {"nemo-h100/gpt3-5b", 0.02},
-    {"nemo-h100/gpt3-20b", 0.025},
+    {"nemo-h100/gpt3-20b", 0.035},
     {"nemo-h100/gpt3-175b-128", 0.02},
     {"nemo-h100/gpt3-175b-512", 0.09},
     {"nemo-h100/llama2-7b", 0.035},
@@ -160,8 +161,11 @@ const std::map<std::string, double> kStepErrorBounds = {
     {"mlperf-training-h100/v3.1-10240", 0.105},
     {"mlperf-training-h100/v3.1-10752", 0.11},
     {"mlperf-training-h100/v4.0-512", 0.11},
-    {"mlperf-training-h100/v4.0-10752", 0.075},
-    {"mlperf-training-h100/v4.0-11616", 0.075},
+    // v4.0's large systems (per-layer CUDA graphs, PP 6, 6 microbatches): -8.7 % since their
+    // FP8 parameters are gathered at one byte (-6.3 % at two), which shortens the DP sync the
+    // GEMMs beside it are slowed by.
+    {"mlperf-training-h100/v4.0-10752", 0.09},
+    {"mlperf-training-h100/v4.0-11616", 0.09},
     // v4.1 (NeMo 24.09, MBS 2, VP 6, FP8 parameters): 12-15 % slow, as every MBS 2 GPT-3 row is.
     {"mlperf-training-h100/v4.1-256", 0.155},
     {"mlperf-training-h100/v4.1-512", 0.135},
@@ -192,12 +196,11 @@ const std::map<std::string, double> kMemoryErrorBounds = {
     {"megatron-lm-ci-h100/gpt3-7b-tp4-pp1", 0.01},
     {"megatron-lm-ci-h100/gpt3-7b-tp1-pp4", 0.015},
     {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4", 0.035},
-    // The same in FP8 (Transformer Engine's tensorwise recipe): -3.0 % since TE's FP8 copies of
-    // the linear layers' inputs are priced (1.8 GiB less than the BF16 row's, measured 1.7 GiB
-    // less in all); the memory held between steps is 1.15 GiB above the prediction (TE's FP8
-    // copies of the weights and their transposes, not priced). It was +0.5 %, the two
-    // unpriced effects cancelling.
-    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4-fp8", 0.035},
+    // The same in FP8 (Transformer Engine's tensorwise recipe, no --fp8-param-gather): -1.7 %
+    // with TE's FP8 copies of the linear layers' inputs (1.8 GiB less than the BF16 row's,
+    // measured 1.7 GiB less in all) and of the weights with their transposes (0.64 GiB) priced;
+    // -3.0 % with the inputs alone, +0.5 % with neither (the two cancelling).
+    {"megatron-lm-ci-h100/gpt3-moe-tp2-pp2-ep4-fp8", 0.02},
     // The same with Megatron's recompute modules (layernorm, mla_up_proj, mlp, moe_act) and the
     // all-to-all overlapped in combined 1F1B: +4.3 %. It was +26 % with the modules' activations
     // counted as kept, and +13 % with each overlapped F&B pair holding both its chunks at once
@@ -616,13 +619,12 @@ private slots:
   // Megatron-Bridge's 25.11 and PP 4 × CP 2 in NeMo 24.07; Llama 3 8B on 8 H100s, FSDP in
   // Megatron-Bridge's 25.11 and CP 2 in NeMo 24.07; GPT-3 175B on 512 H100s at GBS 2048, MLPerf
   // v3.1's MBS 1, v4.1's MBS 2 and NeMo 24.07's MBS 2, and on 10752 at GBS 2688, MLPerf v3.1's
-  // PP 8 and v4.0's PP 6), 15 are predicted in the measured order. The
-  // five that are not: the EP 8, PP 32 row, measured 23 % slower than the EP 32 DeepEP row and
-  // the EP 8 FSDP row and predicted faster than both; the two Llama pairs, 5 % and 18 % apart
-  // across two containers more than a year apart and predicted within 1-7 % the other way; and
-  // MLPerf's two layouts on 10,752 GPUs, measured 3 % apart and predicted 1 % apart the other
-  // way since the GEMMs an overlapped DP sync slows are priced (docs/validation.md). A
-  // hand-made pair checks the counting.
+  // PP 8 and v4.0's PP 6), 16 are predicted in the measured order (MLPerf's two layouts on
+  // 10,752 GPUs since v4.0's FP8 parameters are gathered at one byte: measured 3 % apart,
+  // predicted 1.6 %). The four that are not: the EP 8, PP 32 row, measured 23 % slower than the
+  // EP 32 DeepEP row and the EP 8 FSDP row and predicted faster than both; and the two Llama
+  // pairs, 5 % and 18 % apart across two containers more than a year apart and predicted
+  // within 1-7 % the other way (docs/validation.md). A hand-made pair checks the counting.
   void layoutsOfOneWorkloadInTheirMeasuredOrder() {
     std::vector<ValidationSet> sets;
     for (const auto &name : validationSetNames())
@@ -633,12 +635,11 @@ private slots:
         results.push_back(*predictValidationCase(row));
     const LayoutRanking ranking = layoutRanking(results);
     QCOMPARE(ranking.pairs, 20);
-    QVERIFY2(ranking.ordered >= 15, std::to_string(ranking.ordered).c_str());
+    QVERIFY2(ranking.ordered >= 16, std::to_string(ranking.ordered).c_str());
     for (const auto &pair : ranking.misordered)
       QVERIFY2(pair.find("qwen3-235b-a22b-ep8-a2a-pp32") != std::string::npos ||
                    pair.find("llama3-70b-gbs128 vs llama3-70b") != std::string::npos ||
-                   pair.find("llama3-8b-fsdp vs llama3-8b") != std::string::npos ||
-                   pair.find("v4.0-10752 vs v3.1-10752") != std::string::npos,
+                   pair.find("llama3-8b-fsdp vs llama3-8b") != std::string::npos,
                pair.c_str());
 
     ValidationCase faster = sets.front().cases.front(), slower = faster;

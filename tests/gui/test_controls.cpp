@@ -373,13 +373,26 @@ private slots:
     choose(controls->zeroStageBox(), 1);
     QCOMPARE(training().zero_stage, 1);
 
-    // FP8 dispatch applies to an MoE model under FP8 only.
+    // FP8 dispatch applies to an MoE model under FP8 only; so do FP8 parameters.
     QVERIFY(!controls->fp8DispatchBox()->isEnabled());
     QVERIFY(controls->fp8DispatchBox()->toolTip().contains(QStringLiteral("fp8")));
+    QVERIFY(controls->fp8ParamsBox()->isHidden());
     const double bf16_step = window.snapshot()->report->step_time_s;
+    const double bf16_params = window.snapshot()->report->memory.front().params;
     choose(controls->gemmPrecisionBox(), static_cast<int>(GemmPrecision::Fp8));
     QCOMPARE(training().gemm_precision, GemmPrecision::Fp8);
     QVERIFY(window.snapshot()->report->step_time_s < bf16_step);
+    // Transformer Engine's FP8 copies of the 16-bit weights, until the weights are FP8 themselves.
+    QVERIFY(!training().fp8_params);
+    QVERIFY(window.snapshot()->report->memory.front().params > 1.5 * bf16_params);
+    QVERIFY(!controls->fp8ParamsBox()->isHidden());
+    QVERIFY(controls->fp8ParamsBox()->toolTip().contains(QStringLiteral("plan field")));
+    controls->fp8ParamsBox()->setChecked(true);
+    window.settle();
+    QVERIFY(training().fp8_params);
+    QCOMPARE(window.snapshot()->report->memory.front().params, bf16_params);
+    controls->fp8ParamsBox()->setChecked(false);
+    window.settle();
     QVERIFY(controls->fp8DispatchBox()->isEnabled());
     QVERIFY(training().fp8_dispatch);
     controls->fp8DispatchBox()->setChecked(false);
