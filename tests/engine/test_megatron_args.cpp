@@ -229,6 +229,7 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \
     QCOMPARE(llama.row["schedule"]["microbatches"].get<int>(), 16); // 128 / (1 × 8)
     // "--fp8-format hybrid" is one quoted array element, split as the shell splits it.
     QCOMPARE(llama.row["training"]["gemm_precision"].get<std::string>(), std::string("fp8"));
+    QVERIFY(llama.row["training"]["fp8_params"].get<bool>());      // "--fp8-param-gather"
     QVERIFY(!llama.row["training"]["fp32_gradients"].get<bool>()); // --grad-reduce-in-bf16
     QCOMPARE(llama.row["training"]["cross_entropy"].get<std::string>(),
              std::string("vocab-parallel"));
