@@ -1730,12 +1730,27 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
                                         : (2 * dt + gb) * placement.microbatches;
   Link dp_link = Link::None;
   const auto ringShare = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
+  // FP8 parameters are gathered at one byte, not dt, for the layers' weights (as analyze's DP
+  // sync prices them): once a step under ZeRO-1/2 (or ZeRO-3 holding them), twice a
+  // microbatch under ZeRO-3.
+  const double gathers = training.zero_stage == 0 ? 0
+                         : training.zero_stage < 3 || zero3HoldsGathered(training, P)
+                             ? 1
+                             : 2.0 * placement.microbatches;
+  const bool fp8_gathered = training.gemm_precision == GemmPrecision::Fp8 && training.fp8_params;
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const double expert = an.rank_expert_params[i];
-    report.dp.bytes += t * dp_bytes_per_param / 2 *
-                       (ringShare(mesh.dataCpSize()) * (an.rank_params[i] - expert) +
-                        ringShare(mesh.expertDataSize()) * expert);
+    const double dense = an.rank_params[i] - expert;
+    const double dense_fp8 =
+        fp8_gathered ? an.rank_params[i] - an.rank_outside_layer_params[i] - expert : 0;
+    const double saved = fp8_gathered ? gathers * (dt - 1) / 2 : 0; // per FP8 weight
+    report.dp.bytes +=
+        t *
+        (dp_bytes_per_param / 2 *
+             (ringShare(mesh.dataCpSize()) * dense + ringShare(mesh.expertDataSize()) * expert) -
+         saved * (ringShare(mesh.dataCpSize()) * dense_fp8 +
+                  ringShare(mesh.expertDataSize()) * expert));
     dp_link = merge(dp_link, an.rank_dp_link[i]);
     if (expert > 0) dp_link = merge(dp_link, an.rank_expert_dp_link[i]);
   }

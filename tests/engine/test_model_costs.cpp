@@ -1118,6 +1118,23 @@ void TestModelCosts::zeroStagesMemoryByHand() {
   auto four = simulateModel(setup, mesh, request("1f1b", 1, 4));
   REQUIRE_OK(four);
   QVERIFY(near(four->report.dp.bytes, 4 * 3.0 * (n - 1) / n * 2 * psi, 1e-12));
+  // FP8 GEMMs at ZeRO-1: Transformer Engine's FP8 copy and transpose of every layer weight
+  // beside the 16-bit weights; with FP8 parameters none, and the updated layer weights gathered
+  // at one byte (the embedding, head and final norm outside the layers at two).
+  setup.training.zero_stage = 1;
+  setup.training.gemm_precision = GemmPrecision::Fp8;
+  auto copies = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  setup.training.fp8_params = true;
+  auto fp8_params = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  REQUIRE_OK(copies);
+  REQUIRE_OK(fp8_params);
+  const double layers = psi - kLlama8bOutside;
+  QVERIFY(near(copies->report.memory[0].params, 2 * psi + 2 * layers, 1e-12));
+  QVERIFY(near(fp8_params->report.memory[0].params, 2 * psi, 1e-12));
+  QVERIFY(near(copies->report.dp.bytes, 2.0 * (n - 1) / n * 2 * psi, 1e-12));
+  const double gathered = 2 * kLlama8bOutside + 1 * layers;
+  QVERIFY2(near(fp8_params->report.dp.bytes, (n - 1) / n * (2 * psi + gathered), 1e-12),
+           show(fp8_params->report.dp.bytes, (n - 1) / n * (2 * psi + gathered)).c_str());
 }
 
 // Under PP torchtitan keeps the gathered parameters and the unsharded gradients for the whole
