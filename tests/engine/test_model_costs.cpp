@@ -1135,6 +1135,12 @@ void TestModelCosts::zeroStagesMemoryByHand() {
   const double gathered = 2 * kLlama8bOutside + 1 * layers;
   QVERIFY2(near(fp8_params->report.dp.bytes, (n - 1) / n * (2 * psi + gathered), 1e-12),
            show(fp8_params->report.dp.bytes, (n - 1) / n * (2 * psi + gathered)).c_str());
+  // ZeRO-3 gathers them at one byte for the forward and again for the backward.
+  setup.training.zero_stage = 3;
+  auto fsdp = simulateModel(setup, mesh, request("1f1b", 1, 1));
+  REQUIRE_OK(fsdp);
+  QVERIFY2(near(fsdp->report.dp.bytes, (n - 1) / n * (2 * psi + 2 * gathered), 1e-12),
+           show(fsdp->report.dp.bytes, (n - 1) / n * (2 * psi + 2 * gathered)).c_str());
 }
 
 // Under PP torchtitan keeps the gathered parameters and the unsharded gradients for the whole
