@@ -450,6 +450,21 @@ bool zero3HoldsGathered(const TrainingSetup &training, int pp) {
   return training.zero_stage >= 3 && pp > 1;
 }
 
+/// Whether the layers' weights are FP8 parameters (TrainingSetup::fp8_params, under FP8 GEMMs):
+/// gathered at one byte, with no 16-bit copy beside them.
+bool holdsFp8Parameters(const TrainingSetup &training) {
+  return training.gemm_precision == GemmPrecision::Fp8 && training.fp8_params;
+}
+
+/// The rank's dense layer weights that the DP sync gathers at one byte as FP8 parameters: its
+/// parameters less the embedding and head (16-bit, outside FP8) and the routed experts (gathered
+/// over their own group); 0 without FP8 parameters.
+double fp8GatheredDenseParams(const Analysis &an, std::size_t rank, const TrainingSetup &training) {
+  return holdsFp8Parameters(training) ? an.rank_params[rank] - an.rank_outside_layer_params[rank] -
+                                            an.rank_expert_params[rank]
+                                      : 0;
+}
+
 /// Bandwidth (GB/s) and latency (µs) a collective achieves on a link: the link's figure times
 /// the hardware's bus-bandwidth efficiency for its class (nccl-tests' busbw over the link).
 std::pair<double, double> collectiveSpeed(const HardwareSpec &hw, Link link) {
@@ -1322,9 +1337,8 @@ Result<Analysis> analyze(const ModelSetup &setup, const Mesh &mesh, const Placem
       // gathered at the model's: ZeRO-1/2's reduce-scatter + all-gather is half an all-reduce of
       // each; without ZeRO one all-reduce of the gradients. FP8 parameters are gathered at one
       // byte, the embedding and head (16-bit outside FP8) at the model's.
-      const bool fp8_gathered = fp8 && training.fp8_params;
-      const double dense_fp8 =
-          fp8_gathered ? an.rank_params[i] - an.rank_outside_layer_params[i] - expert : 0;
+      const bool fp8_gathered = holdsFp8Parameters(training);
+      const double dense_fp8 = fp8GatheredDenseParams(an, i, training);
       const double gradient_sync = syncAt(gradient_bytes),
                    parameter_sync =
                        syncOf((an.rank_params[i] - expert - dense_fp8) * dt + dense_fp8,
@@ -1737,13 +1751,12 @@ ModelReport reportModel(const ModelSetup &setup, const Mesh &mesh, const Schedul
                          : training.zero_stage < 3 || zero3HoldsGathered(training, P)
                              ? 1
                              : 2.0 * placement.microbatches;
-  const bool fp8_gathered = training.gemm_precision == GemmPrecision::Fp8 && training.fp8_params;
+  const bool fp8_gathered = holdsFp8Parameters(training);
   for (int p = 0; p < P; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const double expert = an.rank_expert_params[i];
     const double dense = an.rank_params[i] - expert;
-    const double dense_fp8 =
-        fp8_gathered ? an.rank_params[i] - an.rank_outside_layer_params[i] - expert : 0;
+    const double dense_fp8 = fp8GatheredDenseParams(an, i, training);
     const double saved = fp8_gathered ? gathers * (dt - 1) / 2 : 0; // per FP8 weight
     report.dp.bytes +=
         t *
@@ -1811,7 +1824,7 @@ RankMemory rankMemory(const ModelSetup &setup, const Mesh &mesh, const ModelDeri
   // are the one byte and its transpose themselves, two bytes as a 16-bit weight: no more.
   const double layer = at(derivation.rank_largest_layer_parameters);
   const double outside = at(derivation.rank_outside_layer_parameters);
-  if (training.gemm_precision == GemmPrecision::Fp8 && !training.fp8_params)
+  if (training.gemm_precision == GemmPrecision::Fp8 && !holdsFp8Parameters(training))
     mem.params += 2 * (training.zero_stage >= 3 && mesh.dataCpSize() > 1 &&
                                !zero3HoldsGathered(training, mesh.pp)
                            ? 2 * layer
