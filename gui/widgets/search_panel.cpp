@@ -13,6 +13,7 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
@@ -111,8 +112,14 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   auto *layout = new QHBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
 
+  // The inputs' column: the fields, then the status in a box of its own that scrolls, so a
+  // search's summary of several lines is never cut off mid-sentence where the tab is short (a
+  // laptop's 1224 x 800 window leaves the bottom tabs about 500 px).
   auto *inputs = new QWidget(this);
-  auto *form = new QFormLayout(inputs);
+  auto *column = new QVBoxLayout(inputs);
+  column->setContentsMargins(0, 0, 0, 0);
+  auto *fields = new QWidget(inputs);
+  auto *form = new QFormLayout(fields);
   form->setContentsMargins(0, 0, 0, 0);
   model_ = new QComboBox(inputs);
   for (const auto &name : modelPresetNames())
@@ -164,11 +171,20 @@ SearchPanel::SearchPanel(QWidget *parent) : QWidget(parent) {
   progress_->setTextVisible(true);
   progress_->setFormat(QStringLiteral("%p %"));
   form->addRow(progress_);
-  status_ = new QLabel(inputs);
+  column->addWidget(fields);
+  auto *status_area = new QScrollArea(inputs);
+  status_area->setObjectName(QStringLiteral("search_status"));
+  status_area->setWidgetResizable(true);
+  status_area->setFrameShape(QFrame::NoFrame);
+  status_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  status_ = new QLabel(status_area);
   status_->setWordWrap(true);
+  status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  form->addRow(status_);
-  form->addItem(new QSpacerItem(0, 0, QSizePolicy::Minimum, QSizePolicy::Expanding));
+  status_area->setWidget(status_);
+  // Three lines at least: a one-line message whole, a longer one with its scroll bar.
+  status_area->setMinimumHeight(3 * status_->fontMetrics().lineSpacing() + 8);
+  column->addWidget(status_area, 1);
   inputs->setMinimumWidth(240);
   inputs->setMaximumWidth(300);
   layout->addWidget(inputs);

@@ -9,6 +9,7 @@
 #include <QListWidget>
 #include <QMenu>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
@@ -66,6 +67,7 @@ class TestSearch : public QObject {
 private slots:
   void searchShowsPointsAndFront();
   void everyColumnOfTheTableIsReadable();
+  void theWholeStatusIsReadableOnAShortWindow();
   void clickingBestLoadsItsPlan();
   void anAsFastConfigurationLoads();
   void cancelStopsTheSearch();
@@ -274,6 +276,31 @@ void TestSearch::everyColumnOfTheTableIsReadable() {
       QVERIFY(schedules->item(row)->toolTip().startsWith(schedules->item(row)->text() +
                                                          QStringLiteral(": ")));
   }
+}
+
+// A laptop's 1224 x 800 window leaves the bottom tabs about 500 px: the search's summary (several
+// lines under the inputs) was squeezed into what the fields left and cut off mid-sentence. It
+// now has a box of its own under the fields that scrolls, with the height its text needs.
+void TestSearch::theWholeStatusIsReadableOnAShortWindow() {
+  MainWindow window(quietOptions());
+  window.resize(1224, 800);
+  window.show();
+  window.settle();
+  window.tabs()->setCurrentWidget(window.search());
+  QVERIFY(runSmallSearch(window, 32));
+  QCoreApplication::processEvents();
+  window.settle();
+  QLabel *status = window.search()->status();
+  QVERIFY(status->text().size() > 200);
+  QVERIFY(status->height() >= status->heightForWidth(status->width()));
+  auto *area = window.search()->findChild<QScrollArea *>(QStringLiteral("search_status"));
+  QVERIFY(area);
+  QVERIFY(area->isVisible() && area->height() >= 3 * status->fontMetrics().lineSpacing());
+  // Scrolled to the end, the status's last line is in view.
+  area->verticalScrollBar()->setValue(area->verticalScrollBar()->maximum());
+  QCoreApplication::processEvents();
+  const QPoint bottom = status->mapTo(area->viewport(), QPoint(0, status->height() - 1));
+  QVERIFY(bottom.y() < area->viewport()->height());
 }
 
 void TestSearch::clickingBestLoadsItsPlan() {
