@@ -1,5 +1,6 @@
 // `pipescope simulate`: generates (or loads) a schedule, lowers it, simulates one training step and
 // prints its metrics, or writes the plan, the trace, the PyTorch CSV and the Chrome trace.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -38,6 +39,43 @@ std::string pointsOfGap(double share) {
   std::snprintf(buffer, sizeof buffer, "%s %.2f points", share < 0 ? "takes" : "adds",
                 std::abs(share) * 100);
   return buffer;
+}
+
+// The summary's labels take 17 columns; its explanations wrap at 100 (a terminal beside an
+// editor), each continuation under the text it continues, two columns further in.
+constexpr std::size_t kSummaryWidth = 100;
+const std::string kSummaryIndent(17, ' ');
+
+// `text` after `lead` (a label, or the indent), broken at spaces so no line passes kSummaryWidth
+// where a word allows; continuation lines start with `next` (the indent plus two by default).
+std::string wrappedLine(const std::string &lead, const std::string &text,
+                        const std::string &next = kSummaryIndent + "  ") {
+  std::string out = lead, line_lead = lead;
+  std::size_t column = lead.size(), start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    // Columns, not bytes: "µs" and "·" are two bytes of UTF-8 each and one column.
+    const std::size_t width =
+        static_cast<std::size_t>(std::count_if(word.begin(), word.end(), [](char c) {
+          return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        }));
+    // A unit stays with its number ("14.7 %", "0.24 GiB").
+    const bool unit = word == "%" || word == "s" || word == "ms" || word == "GiB";
+    if (!unit && column > line_lead.size() && column + 1 + width > kSummaryWidth) {
+      out += "\n" + next;
+      line_lead = next;
+      column = next.size();
+    } else if (column > line_lead.size()) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += width;
+    start = end + 1;
+  }
+  return out + '\n';
 }
 
 const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
@@ -337,8 +375,9 @@ int runSimulate(const std::vector<std::string> &args) {
   if (e.analytic) summary << "   analytic " << percent(e.analytic->bubble_ratio);
   summary << '\n';
   if (e.analytic)
-    summary << "closed form      " << e.analytic->bubble_formula << "\n                 "
-            << e.analytic->source << "; exact for " << e.analytic->exact_when << '\n';
+    summary << "closed form      " << e.analytic->bubble_formula << '\n'
+            << wrappedLine(kSummaryIndent,
+                           e.analytic->source + "; exact for " + e.analytic->exact_when);
   // Where the simulation and the closed form part, which of its assumptions this plan breaks.
   // Each with its share of the gap (Shapley's, so the shares add up) and the bubble without it
   // alone; then, where the schedule's own conditions leave a rest, the bubble with every cost as
@@ -347,12 +386,12 @@ int runSimulate(const std::vector<std::string> &args) {
     const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
     const std::optional<GapShares> shares = closedFormGapShares(e, departures);
     for (std::size_t i = 0; i < departures.size(); ++i) {
-      summary << (i == 0 ? "not here:        " : "                 ") << departures[i].text;
-      if (shares && shares->shares[i]) summary << "; " << pointsOfGap(*shares->shares[i]);
+      std::string line = departures[i].text;
+      if (shares && shares->shares[i]) line += "; " + pointsOfGap(*shares->shares[i]);
       if (const auto without =
               shares ? shares->without_alone[i] : bubbleFractionWithout(e, departures[i].kind))
-        summary << " (bubble_fraction " << percent(*without) << " without it alone)";
-      summary << '\n';
+        line += " (bubble_fraction " + percent(*without) + " without it alone)";
+      summary << wrappedLine(i == 0 ? "not here:        " : kSummaryIndent, line);
     }
     if (shares && std::abs(shares->without_all - e.analytic->bubble_fraction) >= 1e-6)
       summary << "                 with every cost as the formula assumes: bubble_fraction "
@@ -385,20 +424,22 @@ int runSimulate(const std::vector<std::string> &args) {
     // Bytes are summed over one pipeline replica's transfers (all its TP ranks' collectives, every
     // stage boundary), times are the busiest rank's: a 64-GPU llama3-70b step moves terabytes of
     // TP traffic in a second, and the line should not read as one rank's.
+    std::snprintf(line, sizeof line, "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%%s\n",
+                  report->step_time_s, report->tokens_per_s, report->mfu * 100, fp8);
+    summary << line;
     std::snprintf(line, sizeof line,
-                  "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%%s\ncommunication per step "
-                  "(bytes over one pipeline replica, time on its busiest rank): TP %s "
-                  "(%.3g s, %s), PP %s (%.3g s, %s), DP %s (%.3g s, %s)\n",
-                  report->step_time_s, report->tokens_per_s, report->mfu * 100, fp8,
+                  "communication per step (bytes over one pipeline replica, time on its busiest "
+                  "rank): TP %s (%.3g s, %s), PP %s (%.3g s, %s), DP %s (%.3g s, %s)",
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
-    summary << line;
+    summary << wrappedLine("", line, "  ");
     std::snprintf(line, sizeof line,
                   "speed of light %.4g s (every kernel at the GPU's peak, every link at its line "
-                  "rate, nothing else): the step is %.2fx it\n",
+                  "rate, nothing else): the step is %.2fx it",
                   speed_of_light_s, report->step_time_s / speed_of_light_s);
-    summary << line << "checked against: " << validatedAccuracyText(*accuracy) << '\n';
+    summary << wrappedLine("", line, "  ")
+            << wrappedLine("", "checked against: " + validatedAccuracyText(*accuracy), "  ");
   }
   return 0;
 }

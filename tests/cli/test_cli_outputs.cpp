@@ -62,6 +62,30 @@ private slots:
     QVERIFY(S_ISCHR(info.st_mode));
   }
 
+  // The summary's explanations (why the bubble is not the closed form's, the communication, the
+  // speed of light, the published runs it was checked against) wrap at 100 columns, each
+  // continuation indented under its text; before, they ran to 265. Only the rank table's header
+  // is wider. A unit stays with its number.
+  void summaryLinesWrapAtAHundredColumns() {
+    const Run run =
+        pipescope({"simulate", "--schedule", "interleaved-1f1b", "--pp", "8", "--microbatches", "8",
+                   "--virtual-stages", "4", "--model", "gpt3-175b", "--hardware", "h100-sxm",
+                   "--dp", "4", "--tp", "8", "--gpus-per-node", "8"});
+    QCOMPARE(run.exit_code, 0);
+    const QStringList lines = run.out.split('\n');
+    int continued = 0;
+    for (const QString &line : lines) {
+      if (line.startsWith(QStringLiteral("rank  busy"))) continue;
+      QVERIFY2(line.size() <= 102, qPrintable(line));
+      QVERIFY2(!line.endsWith(QStringLiteral(" 0.0")) && !line.trimmed().startsWith('%'),
+               qPrintable(line));
+      if (line.startsWith(QString(19, ' ')) && line.at(19) != ' ') ++continued;
+    }
+    QVERIFY(run.out.contains(QStringLiteral("not here:")));
+    QVERIFY(run.out.contains(QStringLiteral("checked against:")));
+    QVERIFY(continued > 0); // the closed form's source or a departure took a second line
+  }
+
   void aSymlinkedOutputStaysALink() {
     QTemporaryDir dir;
     const QString target = dir.filePath("schedule.csv");
