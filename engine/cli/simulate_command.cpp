@@ -397,23 +397,27 @@ int runSimulate(const std::vector<std::string> &args) {
       summary << "                 with every cost as the formula assumes: bubble_fraction "
               << percent(shares->without_all) << '\n';
   }
-  summary << "\nrank  busy " << std::string(4 - std::string(unit.name).size(), ' ') << "("
-          << unit.name << ")  idle (" << unit.name << ")   peak in-flight (chunks / microbatches)";
-  if (report) summary << "   memory (params+grads+optimizer+activations / capacity)";
-  summary << '\n';
+  const std::string header = "rank  busy " + std::string(4 - std::string(unit.name).size(), ' ') +
+                             "(" + unit.name + ")  idle (" + unit.name +
+                             ")   peak in-flight (chunks / microbatches)";
+  // The memory is the rank's peak: parameters, gradients, optimizer state and activations (each
+  // part in --json's ranks[].memory), in a column under its header.
+  const std::size_t memory_column = header.size() + 3;
+  summary << '\n' << header << (report ? "   peak memory / capacity" : "") << '\n';
   for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
     const auto &s = sim.ranks[r];
     char line[160];
     std::snprintf(line, sizeof line, "%4zu %10.5g %10.5g   %6d / %-8.6g", r,
                   s.busy_us * unit.per_us, s.idle_us * unit.per_us, s.peak_inflight,
                   s.peak_inflight_microbatches);
-    summary << line;
+    std::string row = line;
+    row.erase(row.find_last_not_of(' ') + 1); // the left-aligned microbatches' padding
     if (report) {
       const auto &m = report->memory[r];
-      summary << "          " << bytesText(m.total) << " / " << bytesText(m.capacity)
-              << (m.fits ? "" : "  OUT OF MEMORY");
+      row.resize(std::max(row.size() + 2, memory_column), ' ');
+      row += bytesText(m.total) + " / " + bytesText(m.capacity) + (m.fits ? "" : "  OUT OF MEMORY");
     }
-    summary << '\n';
+    summary << row << '\n';
   }
   if (report) {
     char fp8[64] = "";

@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <string>
@@ -64,8 +65,10 @@ private slots:
 
   // The summary's explanations (why the bubble is not the closed form's, the communication, the
   // speed of light, the published runs it was checked against) wrap at 100 columns, each
-  // continuation indented under its text; before, they ran to 265. Only the rank table's header
-  // is wider. A unit stays with its number.
+  // continuation indented under its text; before, they ran to 265. A unit stays with its number.
+  // The rank table's header was 126 columns over rows of 75, its memory column 17 columns left of
+  // its label: now the label is short, the figures under it, and a row with its out-of-memory
+  // flag stays within 110.
   void summaryLinesWrapAtAHundredColumns() {
     const Run run =
         pipescope({"simulate", "--schedule", "interleaved-1f1b", "--pp", "8", "--microbatches", "8",
@@ -73,9 +76,23 @@ private slots:
                    "--dp", "4", "--tp", "8", "--gpus-per-node", "8"});
     QCOMPARE(run.exit_code, 0);
     const QStringList lines = run.out.split('\n');
-    int continued = 0;
+    int continued = 0, rows = 0;
+    qsizetype memory_column = -1;
+    const QRegularExpression rank_row(QStringLiteral("^ *[0-9]+ ")),
+        memory(QStringLiteral("[0-9]+\\.[0-9]{2} GiB / "));
     for (const QString &line : lines) {
-      if (line.startsWith(QStringLiteral("rank  busy"))) continue;
+      if (line.startsWith(QStringLiteral("rank  busy"))) {
+        memory_column = line.indexOf(QStringLiteral("peak memory / capacity"));
+        QVERIFY(memory_column > 0 && line.size() <= 100);
+        continue;
+      }
+      if (rank_row.match(line).hasMatch()) {
+        ++rows;
+        QVERIFY2(line.size() <= 110, qPrintable(line));
+        QCOMPARE(line.indexOf(memory), memory_column);
+        QVERIFY(line.endsWith(QStringLiteral("OUT OF MEMORY"))); // 94 GiB on an 80 GB H100
+        continue;
+      }
       QVERIFY2(line.size() <= 102, qPrintable(line));
       QVERIFY2(!line.endsWith(QStringLiteral(" 0.0")) && !line.trimmed().startsWith('%'),
                qPrintable(line));
@@ -84,6 +101,7 @@ private slots:
     QVERIFY(run.out.contains(QStringLiteral("not here:")));
     QVERIFY(run.out.contains(QStringLiteral("checked against:")));
     QVERIFY(continued > 0); // the closed form's source or a departure took a second line
+    QCOMPARE(rows, 8);
   }
 
   void aSymlinkedOutputStaysALink() {
