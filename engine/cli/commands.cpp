@@ -34,6 +34,34 @@ bool wantsHelp(const std::vector<std::string> &args) {
          std::find(args.begin(), args.end(), "-h") != args.end();
 }
 
+std::string wrappedLine(const std::string &lead, const std::string &continuation,
+                        const std::string &text) {
+  std::string out = lead, line_lead = lead;
+  std::size_t column = lead.size(), start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    // Columns, not bytes: "µs" and "·" are two bytes of UTF-8 each and one column.
+    const auto width = static_cast<std::size_t>(std::count_if(word.begin(), word.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+    const bool unit = word == "%" || word == "s" || word == "ms" || word == "GiB";
+    if (!unit && column > line_lead.size() && column + 1 + width > kTextWidth) {
+      out += "\n" + continuation;
+      line_lead = continuation;
+      column = continuation.size();
+    } else if (column > line_lead.size()) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += width;
+    start = end + 1;
+  }
+  return out + '\n';
+}
+
 std::string percent(double fraction) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f %%", fraction * 100);

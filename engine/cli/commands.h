@@ -2,6 +2,7 @@
 // The subcommands of `pipescope`, one file each (<name>_command.cpp), listed once in
 // command_list.inc. Each returns the process exit code: 0 on success, 2 on bad usage or bad input
 // (after printing one line naming the problem on stderr).
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,14 @@ int fail(const std::string &message);
 
 /// Whether the arguments ask for the command's help (--help or -h anywhere).
 bool wantsHelp(const std::vector<std::string> &args);
+/// Text output's width: prose wraps at 100 columns (a terminal beside an editor).
+inline constexpr std::size_t kTextWidth = 100;
+/// `text` after `lead` (a label, or nothing), broken at spaces so that no line passes kTextWidth
+/// where a word allows; each further line starts with `continuation`. A unit ("%", "s", "ms",
+/// "GiB") stays with its number. Columns are counted in characters, not UTF-8 bytes. Ends in a
+/// newline.
+std::string wrappedLine(const std::string &lead, const std::string &continuation,
+                        const std::string &text);
 /// "12.34 %".
 std::string percent(double fraction);
 /// Six significant digits.

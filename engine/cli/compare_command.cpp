@@ -180,6 +180,12 @@ namespace {
 int runPublishedComparison(const std::string &which, const std::optional<std::string> &only_row,
                            const std::optional<std::string> &save_plan, bool markdown,
                            bool as_json) {
+  // The prose under the table: wrapped at the terminal's width as text; one line a paragraph as
+  // Markdown (docs/validation.md's "All rows"), whose renderer wraps it.
+  const auto paragraph = [markdown](const std::string &lead, const std::string &continuation,
+                                    const std::string &text) {
+    return markdown ? lead + text + '\n' : wrappedLine(lead, continuation, text);
+  };
   std::vector<std::string> names;
   if (which == "all")
     names = validationSetNames();
@@ -338,10 +344,13 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   printTable(table, markdown);
   if (!explanation.empty()) std::cout << '\n';
   for (const auto &line : explanation) {
-    // Markdown: a list, each stage's passes nested under it.
+    // Markdown: a list, each stage's passes nested under it. Text: each wrapped under itself.
     const bool nested = line.starts_with("  ");
-    std::cout << (markdown ? (nested ? "  - " : "- ") : "")
-              << (markdown && nested ? line.substr(2) : line) << '\n';
+    if (markdown)
+      std::cout << (nested ? "  - " : "- ") << (nested ? line.substr(2) : line) << '\n';
+    else
+      std::cout << paragraph(nested ? "  " : "", nested ? "    " : "  ",
+                             nested ? line.substr(2) : line);
   }
   if (save_plan)
     std::cout << "\nThe row's plan is written to " << *save_plan << " (pipescope simulate --plan "
@@ -349,17 +358,20 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
   if (only_row) {
     for (const auto &result : results)
       if (result.step_error)
-        std::cout << "\nspeed of light: " << fixed(result.speed_of_light_step_s, 3)
-                  << " s (every kernel at the GPU's peak, every link at its line rate, nothing "
-                     "else); measured "
-                  << fixed(result.validation_case->measured_step_s / result.speed_of_light_step_s,
-                           2)
-                  << "x it"
-                  << (belowSpeedOfLight(result)
-                          ? ": below it, so the run was not this configuration, or it overlapped "
-                            "something pipescope prices in series"
-                          : "")
-                  << '\n';
+        std::cout << '\n'
+                  << paragraph(
+                         "", "  ",
+                         "speed of light: " + fixed(result.speed_of_light_step_s, 3) +
+                             " s (every kernel at the GPU's peak, every link at its line rate, "
+                             "nothing else); measured " +
+                             fixed(result.validation_case->measured_step_s /
+                                       result.speed_of_light_step_s,
+                                   2) +
+                             "x it" +
+                             (belowSpeedOfLight(result)
+                                  ? ": below it, so the run was not this configuration, or it "
+                                    "overlapped something pipescope prices in series"
+                                  : ""));
     for (const auto &row : set_aside)
       std::cout << "\nset aside, not in the figures over rows: " << row.validation_case->set_aside
                 << '\n';
@@ -385,45 +397,46 @@ int runPublishedComparison(const std::string &which, const std::optional<std::st
               << " runs: mean |error| " << percentText(with_them.mean()) << ", worst "
               << percentText(with_them.worst) << "):\n";
     for (const auto &row : set_aside)
-      std::cout << (markdown ? "- " : "  ") << row.set << "/" << row.validation_case->id << " ("
-                << signedPercent(row.step_error) << "): " << row.validation_case->set_aside << '\n';
+      std::cout << paragraph(markdown ? "- " : "  ", markdown ? "  " : "    ",
+                             row.set + "/" + row.validation_case->id + " (" +
+                                 signedPercent(row.step_error) +
+                                 "): " + row.validation_case->set_aside);
   }
   if (speed_of_light.runs > 0) {
-    std::cout << (markdown ? "\n" : "")
-              << "measured over speed of light (the step with every kernel at the GPU's peak, "
-                 "every link at its line rate, nothing else): median "
-              << fixed(speed_of_light.median, 2) << "x over " << speed_of_light.runs
-              << " runs, lowest " << fixed(speed_of_light.lowest, 2) << "x, highest "
-              << fixed(speed_of_light.highest, 2) << "x";
+    std::string line = "measured over speed of light (the step with every kernel at the GPU's "
+                       "peak, every link at its line rate, nothing else): median " +
+                       fixed(speed_of_light.median, 2) + "x over " +
+                       std::to_string(speed_of_light.runs) + " runs, lowest " +
+                       fixed(speed_of_light.lowest, 2) + "x, highest " +
+                       fixed(speed_of_light.highest, 2) + "x";
     if (!speed_of_light.below.empty()) {
-      std::cout << "; below it, so the run was not its configuration as written, or it overlapped "
-                   "something pipescope prices in series:";
+      line += "; below it, so the run was not its configuration as written, or it overlapped "
+              "something pipescope prices in series:";
       for (const auto *result : speed_of_light.below)
-        std::cout << ' ' << result->validation_case->id << " ("
-                  << fixed(result->validation_case->measured_step_s, 3) << " s measured, "
-                  << fixed(result->speed_of_light_step_s, 3) << " s at speed of light)";
+        line += " " + result->validation_case->id + " (" +
+                fixed(result->validation_case->measured_step_s, 3) + " s measured, " +
+                fixed(result->speed_of_light_step_s, 3) + " s at speed of light)";
     }
-    std::cout << '\n';
+    std::cout << (markdown ? "\n" : "") << paragraph("", "  ", line);
   }
   if (ranking.pairs > 0) {
-    std::cout
-        << (markdown ? "\n" : "")
-        << "layouts of one workload (model, GPUs, tokens per step, precision) ordered as measured: "
-        << ranking.ordered << " of " << ranking.pairs << " pairs";
+    std::string line =
+        "layouts of one workload (model, GPUs, tokens per step, precision) ordered as measured: " +
+        std::to_string(ranking.ordered) + " of " + std::to_string(ranking.pairs) + " pairs";
     std::string misordered;
     for (const auto &pair : ranking.misordered)
       misordered += (misordered.empty() ? "" : "; ") + pair;
     if (!misordered.empty())
-      std::cout << " (measured faster first, predicted slower: " << misordered << ")";
-    std::cout << '\n';
+      line += " (measured faster first, predicted slower: " + misordered + ")";
+    std::cout << (markdown ? "\n" : "") << paragraph("", "  ", line);
   }
   if (memory_count > 0)
     std::cout << (markdown ? "\n" : "") << "peak memory over " << memory_count
               << " runs: mean |error| " << percentText(memory_mean) << ", worst "
               << percentText(memory_worst) << '\n';
   for (const auto &set : sets)
-    std::cout << (markdown ? "\n" : "") << set.name << ": " << set.title << ". " << set.source
-              << '\n';
+    std::cout << (markdown ? "\n" : "")
+              << paragraph("", "  ", set.name + ": " + set.title + ". " + set.source);
   return 0;
 }
 

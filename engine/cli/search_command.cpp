@@ -480,38 +480,51 @@ int runSearch(const std::vector<std::string> &args) {
   if (request->collective_algorithm != CollectiveAlgorithm::Auto)
     given += (given.empty() ? "" : ", ") +
              std::string(collectiveAlgorithmName(request->collective_algorithm)) + " all-reduces";
-  std::cout << request->model.name << " on " << request->gpus << " × " << request->hardware.name
-            << (given.empty() ? "" : " (" + given + ")") << ": " << result->space
-            << " configurations, " << result->pruned_by_memory << " pruned by memory, "
-            << result->evaluated << " simulated in " << fixed(result->seconds, 2) << " s"
-            << (result->cancelled ? " (interrupted)" : "")
-            << "\nchecked against: " << validatedAccuracyText(accuracy) << '\n';
+  // The prose around the tables wraps at the terminal's width (wrappedLine), each line continued
+  // two columns in, or under its "#k: ".
+  std::cout << wrappedLine("", "  ",
+                           request->model.name + " on " + std::to_string(request->gpus) + " × " +
+                               request->hardware.name + (given.empty() ? "" : " (" + given + ")") +
+                               ": " + std::to_string(result->space) + " configurations, " +
+                               std::to_string(result->pruned_by_memory) + " pruned by memory, " +
+                               std::to_string(result->evaluated) + " simulated in " +
+                               fixed(result->seconds, 2) + " s" +
+                               (result->cancelled ? " (interrupted)" : ""))
+            << wrappedLine("", "  ", "checked against: " + validatedAccuracyText(accuracy));
   // MFU counts model FLOPs against the dense 16-bit peak (ModelReport::mfu), so an FP8 search's
   // column reads high: say so, with the factor to the FP8 peak.
   if (request->gemm_precision == GemmPrecision::Fp8 && request->hardware.peak_fp8_tflops > 0)
-    std::cout << "MFU% is against the dense 16-bit peak ("
-              << fixed(request->hardware.peak_tflops, 0) << " TFLOPS); against the FP8 peak ("
-              << fixed(request->hardware.peak_fp8_tflops, 0) << ") it is "
-              << fixed(request->hardware.peak_tflops / request->hardware.peak_fp8_tflops, 2)
-              << " times as much\n";
+    std::cout << wrappedLine(
+        "", "  ",
+        "MFU% is against the dense 16-bit peak (" + fixed(request->hardware.peak_tflops, 0) +
+            " TFLOPS); against the FP8 peak (" + fixed(request->hardware.peak_fp8_tflops, 0) +
+            ") it is " +
+            fixed(request->hardware.peak_tflops / request->hardware.peak_fp8_tflops, 2) +
+            " times as much");
   std::cout << '\n' << kTableHeader;
   for (const auto &plan : result->plans)
     std::cout << planLine(plan) << '\n';
+  const auto ranked = [](std::size_t k) { return "  #" + std::to_string(k + 1) + ": "; };
+  const std::string under_ranked(6, ' ');
   if (best_speed_of_light)
-    std::cout
-        << "\n#1 at its speed of light (every kernel at the GPU's peak, every link at its line "
-           "rate, nothing else): "
-        << fixed(*best_speed_of_light * 1e3, 1) << " ms, so its "
-        << fixed(best.step_time_s * 1e3, 1) << " ms step is "
-        << fixed(best.step_time_s / *best_speed_of_light, 2)
-        << "x it: the most faster kernels and links could gain on this layout\n";
+    std::cout << '\n'
+              << wrappedLine("", "  ",
+                             "#1 at its speed of light (every kernel at the GPU's peak, every "
+                             "link at its line rate, nothing else): " +
+                                 fixed(*best_speed_of_light * 1e3, 1) + " ms, so its " +
+                                 fixed(best.step_time_s * 1e3, 1) + " ms step is " +
+                                 fixed(best.step_time_s / *best_speed_of_light, 2) +
+                                 "x it: the most faster kernels and links could gain on this "
+                                 "layout");
   if (std::any_of(result->plans.begin(), result->plans.end(),
                   [](const SearchPlan &plan) { return plan.alike_count > 0; })) {
-    std::cout << "\nas fast as a ranked plan (the same step time to the nanosecond; the row is the "
-                 "one with the least memory, --json lists them):\n";
+    std::cout << '\n'
+              << wrappedLine("", "  ",
+                             "as fast as a ranked plan (the same step time to the nanosecond; "
+                             "the row is the one with the least memory, --json lists them):");
     for (std::size_t k = 0; k < result->plans.size(); ++k)
       if (result->plans[k].alike_count > 0)
-        std::cout << "  #" << k + 1 << ": " << alikeSummary(result->plans[k]) << '\n';
+        std::cout << wrappedLine(ranked(k), under_ranked, alikeSummary(result->plans[k]));
   }
   if (std::any_of(result->plans.begin(), result->plans.end(),
                   [](const SearchPlan &plan) { return !plan.megatron_layout.empty(); })) {
@@ -523,19 +536,21 @@ int runSearch(const std::vector<std::string> &args) {
   if (result->plans.size() > 1) {
     std::cout << "\nwhy the runners-up lose to #1:\n";
     for (std::size_t k = 1; k < result->plans.size(); ++k)
-      std::cout << "  #" << k + 1 << ": " << whySlower(result->plans[k], best)
-                << (result->plans[k].step_time_s > best.step_time_s &&
-                            withinValidatedError(result->plans[k].step_time_s, best.step_time_s,
-                                                 accuracy)
-                        ? " (within the model's error)"
-                        : "")
-                << '\n';
+      std::cout << wrappedLine(ranked(k), under_ranked,
+                               whySlower(result->plans[k], best) +
+                                   (result->plans[k].step_time_s > best.step_time_s &&
+                                            withinValidatedError(result->plans[k].step_time_s,
+                                                                 best.step_time_s, accuracy)
+                                        ? " (within the model's error)"
+                                        : ""));
     if (within_error > 0)
-      std::cout << "  " << within_error << " of the " << result->plans.size() - 1
-                << " runners-up are within " << fixed(accuracy.step.mean() * 100, 1)
-                << " % of #1's step time, less than the model's mean error on the published "
-                   "runs above: their order is not established; measure the leaders before "
-                   "choosing\n";
+      std::cout << wrappedLine(
+          "  ", "    ",
+          std::to_string(within_error) + " of the " + std::to_string(result->plans.size() - 1) +
+              " runners-up are within " + fixed(accuracy.step.mean() * 100, 1) +
+              " % of #1's step time, less than the model's mean error on "
+              "the published runs above: their order is not established; "
+              "measure the leaders before choosing");
   }
   std::cout << "\nPareto front (step time against peak memory):\n" << kTableHeader;
   for (const auto &plan : result->pareto)

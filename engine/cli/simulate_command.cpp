@@ -41,42 +41,10 @@ std::string pointsOfGap(double share) {
   return buffer;
 }
 
-// The summary's labels take 17 columns; its explanations wrap at 100 (a terminal beside an
-// editor), each continuation under the text it continues, two columns further in.
-constexpr std::size_t kSummaryWidth = 100;
+// The summary's labels take 17 columns; its explanations wrap (wrappedLine) under the text they
+// continue, two columns further in.
 const std::string kSummaryIndent(17, ' ');
-
-// `text` after `lead` (a label, or the indent), broken at spaces so no line passes kSummaryWidth
-// where a word allows; continuation lines start with `next` (the indent plus two by default).
-std::string wrappedLine(const std::string &lead, const std::string &text,
-                        const std::string &next = kSummaryIndent + "  ") {
-  std::string out = lead, line_lead = lead;
-  std::size_t column = lead.size(), start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find(' ', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(start, end - start);
-    // Columns, not bytes: "µs" and "·" are two bytes of UTF-8 each and one column.
-    const std::size_t width =
-        static_cast<std::size_t>(std::count_if(word.begin(), word.end(), [](char c) {
-          return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-        }));
-    // A unit stays with its number ("14.7 %", "0.24 GiB").
-    const bool unit = word == "%" || word == "s" || word == "ms" || word == "GiB";
-    if (!unit && column > line_lead.size() && column + 1 + width > kSummaryWidth) {
-      out += "\n" + next;
-      line_lead = next;
-      column = next.size();
-    } else if (column > line_lead.size()) {
-      out += ' ';
-      ++column;
-    }
-    out += word;
-    column += width;
-    start = end + 1;
-  }
-  return out + '\n';
-}
+const std::string kSummaryContinuation = kSummaryIndent + "  ";
 
 const std::string kSimulateHelp = R"(usage: pipescope simulate [options]
 
@@ -376,7 +344,7 @@ int runSimulate(const std::vector<std::string> &args) {
   summary << '\n';
   if (e.analytic)
     summary << "closed form      " << e.analytic->bubble_formula << '\n'
-            << wrappedLine(kSummaryIndent,
+            << wrappedLine(kSummaryIndent, kSummaryContinuation,
                            e.analytic->source + "; exact for " + e.analytic->exact_when);
   // Where the simulation and the closed form part, which of its assumptions this plan breaks.
   // Each with its share of the gap (Shapley's, so the shares add up) and the bubble without it
@@ -391,7 +359,8 @@ int runSimulate(const std::vector<std::string> &args) {
       if (const auto without =
               shares ? shares->without_alone[i] : bubbleFractionWithout(e, departures[i].kind))
         line += " (bubble_fraction " + percent(*without) + " without it alone)";
-      summary << wrappedLine(i == 0 ? "not here:        " : kSummaryIndent, line);
+      summary << wrappedLine(i == 0 ? "not here:        " : kSummaryIndent, kSummaryContinuation,
+                             line);
     }
     if (shares && std::abs(shares->without_all - e.analytic->bubble_fraction) >= 1e-6)
       summary << "                 with every cost as the formula assumes: bubble_fraction "
@@ -437,13 +406,13 @@ int runSimulate(const std::vector<std::string> &args) {
                   bytesText(report->tp.bytes).c_str(), report->tp.time_s, report->tp.link.c_str(),
                   bytesText(report->pp.bytes).c_str(), report->pp.time_s, report->pp.link.c_str(),
                   bytesText(report->dp.bytes).c_str(), report->dp.time_s, report->dp.link.c_str());
-    summary << wrappedLine("", line, "  ");
+    summary << wrappedLine("", "  ", line);
     std::snprintf(line, sizeof line,
                   "speed of light %.4g s (every kernel at the GPU's peak, every link at its line "
                   "rate, nothing else): the step is %.2fx it",
                   speed_of_light_s, report->step_time_s / speed_of_light_s);
-    summary << wrappedLine("", line, "  ")
-            << wrappedLine("", "checked against: " + validatedAccuracyText(*accuracy), "  ");
+    summary << wrappedLine("", "  ", line)
+            << wrappedLine("", "  ", "checked against: " + validatedAccuracyText(*accuracy));
   }
   return 0;
 }

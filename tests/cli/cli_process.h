@@ -20,4 +20,11 @@ inline Run pipescope(const QStringList &args) {
           QString::fromUtf8(process.readAllStandardError())};
 }
 
+/// A text output as one line, every run of spaces and line breaks one space: the commands wrap
+/// their prose at 100 columns (wrappedLine), so a phrase is looked for in this, not across the
+/// line breaks.
+inline QString unwrapped(const QString &text) {
+  return text.simplified();
+}
+
 } // namespace cli_test

@@ -17,15 +17,9 @@ using nlohmann::json;
 
 namespace {
 
-// The summary with its wrapped explanations joined again: simulate breaks the communication, speed
-// of light and checked-against lines at 100 columns, continuing each two spaces in.
-QString unwrapped(const QString &summary) {
-  return QString(summary).replace(QRegularExpression(QStringLiteral("\n  (?=\\S)")),
-                                  QStringLiteral(" "));
-}
-
 using cli_test::pipescope;
 using cli_test::Run;
+using cli_test::unwrapped;
 
 json simulateJson(const QStringList &args) {
   const Run run =
@@ -329,8 +323,8 @@ private slots:
     QVERIFY2(text.out.contains(QStringLiteral("stages 1-12 (4 layers each)")),
              qPrintable(text.out));
     QVERIFY2(text.out.contains(QStringLiteral("EP all-to-all")), qPrintable(text.out));
-    QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("DP [0-9.]+ ms \\(inter-node, "
-                                                                 "[0-9.]+ ms exposed\\)"))),
+    QVERIFY2(unwrapped(text.out).contains(QRegularExpression(
+                 QStringLiteral("DP [0-9.]+ ms \\(inter-node, [0-9.]+ ms exposed\\)"))),
              qPrintable(text.out));
     QVERIFY(!text.out.contains(QStringLiteral("mean |error|")));
 
@@ -346,6 +340,33 @@ private slots:
   // Every published row is predicted at its speed of light too: below its prediction, and the
   // summary over the rows that count is the rows' own measured / speed-of-light ratios (median,
   // lowest, highest); the one row measured below it is listed and marked in the table.
+  // `compare --published all` prints each set's sources under the table, up to 1,900 characters a
+  // set: as text they wrap at 100 columns, each continued two columns in; as Markdown (what
+  // docs/validation.md's "All rows" is) each stays one line, for the renderer to wrap.
+  void comparePublishedProseWrapsAsTextOnly() {
+    const Run text = pipescope({"compare", "--published", "all"});
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    const QStringList lines = text.out.split('\n');
+    qsizetype prose = 0; // the table's rows end where the summary begins
+    while (prose < lines.size() && !lines[prose].startsWith(QStringLiteral("iteration time over")))
+      ++prose;
+    QVERIFY(prose > 70 && prose < lines.size());
+    int continued = 0;
+    for (qsizetype i = prose; i < lines.size(); ++i) {
+      QVERIFY2(lines[i].size() <= 102, qPrintable(lines[i]));
+      if (lines[i].startsWith(QStringLiteral("  ")) && !lines[i].startsWith(QStringLiteral("   ")))
+        ++continued;
+    }
+    QVERIFY(continued > 50);
+    QVERIFY(unwrapped(text.out).contains(
+        QStringLiteral(" nemo-h100: NeMo 24.07 pre-training on DGX-H100 in FP8 (NeMo performance "
+                       "summary). NVIDIA/NeMo docs/source/performance/performance_summary.md")));
+    const Run markdown = pipescope({"compare", "--published", "all", "--markdown"});
+    QVERIFY2(markdown.exit_code == 0, qPrintable(markdown.err));
+    QVERIFY(markdown.out.contains(QRegularExpression(
+        QStringLiteral("\nnemo-h100: NeMo 24.07 pre-training on DGX-H100 in FP8 [^\n]{1000,}\n"))));
+  }
+
   void comparePublishedAgainstTheSpeedOfLight() {
     const Run run = pipescope({"compare", "--published", "all", "--json"});
     QVERIFY2(run.exit_code == 0, qPrintable(run.err));
@@ -383,13 +404,13 @@ private slots:
                  "speed of light\\)"))),
              qPrintable(text.out));
     QVERIFY2(
-        text.out.contains(QRegularExpression(QStringLiteral(
+        unwrapped(text.out).contains(QRegularExpression(QStringLiteral(
             "measured over speed of light .*: median [0-9.]+x over 5 runs, lowest 0\\.9[0-9]x.*"
             "below it.*qwen3-235b-a22b-ep8-fsdp \\(17\\.600 s measured"))),
         qPrintable(text.out));
     const Run one = pipescope({"compare", "--published", "megatron-core-h100", "--row", "gpt-32b"});
-    QVERIFY2(one.out.contains(QRegularExpression(
-                 QStringLiteral("\nspeed of light: 0\\.[0-9]+ s .*measured 1\\.[0-9]+x it\n"))),
+    QVERIFY2(unwrapped(one.out).contains(QRegularExpression(
+                 QStringLiteral(" speed of light: 0\\.[0-9]+ s .*measured 1\\.[0-9]+x it$"))),
              qPrintable(one.out));
   }
 
@@ -481,7 +502,7 @@ private slots:
              published["worst_abs_step_error"].get<double>());
     const Run text = pipescope({"simulate", "--plan", plan});
     QVERIFY2(unwrapped(text.out).contains(
-                 QStringLiteral("\nchecked against: on 11 published runs "
+                 QStringLiteral(" checked against: on 11 published runs "
                                 "(h100-sxm, bf16, dense: megatron-core-h100) the "
                                 "predicted step time was off by ")),
              qPrintable(text.out));
@@ -540,8 +561,8 @@ private slots:
     QVERIFY2(
         unwrapped(summary.out)
             .contains(QRegularExpression(QStringLiteral(
-                "\nspeed of light [0-9.]+ s \\(every kernel at the GPU's peak, every link at its "
-                "line rate, nothing else\\): the step is [0-9.]+x it\n"))),
+                " speed of light [0-9.]+ s \\(every kernel at the GPU's peak, every link at its "
+                "line rate, nothing else\\): the step is [0-9.]+x it checked against"))),
         qPrintable(summary.out));
 
     const QString other = dir.filePath(QStringLiteral("other.json"));
