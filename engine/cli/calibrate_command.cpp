@@ -294,36 +294,40 @@ int runCalibrate(const std::vector<std::string> &args) {
     std::string listed;
     for (const auto &id : set_aside)
       listed += (listed.empty() ? "" : ", ") + id;
-    std::cout << "not fitted on, as their measured time is set aside (--rows fits on them too): "
-              << listed << '\n';
+    std::cout << wrappedLine(
+        "", "  ",
+        "not fitted on, as their measured time is set aside (--rows fits on them too): " + listed);
   }
   if (!below_speed_of_light.empty()) {
     std::string listed;
     for (const auto &row : below_speed_of_light)
       listed += (listed.empty() ? "" : "; ") + row;
-    std::cout << "not fitted on, as they are measured faster than their configuration's speed of "
-                 "light (every kernel at the GPU's peak, every link at its line rate), so they "
-                 "did not run as written (--rows fits on them too): "
-              << listed << '\n';
+    std::cout << wrappedLine("", "  ",
+                             "not fitted on, as they are measured faster than their "
+                             "configuration's speed of light (every kernel at the GPU's peak, "
+                             "every link at its line rate), so they did not run as written "
+                             "(--rows fits on them too): " +
+                                 listed);
   }
   if (options.level)
-    std::cout << "GEMM level (the BF16 curve's plateau, of peak): " << levelText(fit->level_before)
-              << " -> " << levelText(fit->level_after) << ", fitted on "
-              << rowsText(fit->level_rows, options.fp8 ? "BF16 " : "")
-              << (fit->fp8_level_before > 0 && !options.fp8
-                      ? " (the FP8 curve moved with it: " + levelText(fit->fp8_level_before) +
-                            " -> " + levelText(fit->fp8_level_after) + " of the FP8 peak)"
-                      : "")
-              << '\n';
+    std::cout << wrappedLine(
+        "", "  ",
+        "GEMM level (the BF16 curve's plateau, of peak): " + levelText(fit->level_before) + " -> " +
+            levelText(fit->level_after) + ", fitted on " +
+            rowsText(fit->level_rows, options.fp8 ? "BF16 " : "") +
+            (fit->fp8_level_before > 0 && !options.fp8
+                 ? " (the FP8 curve moved with it: " + levelText(fit->fp8_level_before) + " -> " +
+                       levelText(fit->fp8_level_after) + " of the FP8 peak)"
+                 : ""));
   if (options.fp8)
-    std::cout << "FP8 GEMM level (of the FP8 peak): " << levelText(fit->fp8_level_before) << " -> "
-              << levelText(fit->fp8_level_after) << ", fitted on "
-              << rowsText(fit->fp8_rows, "FP8 ")
-              << (fit->fp8_held_at_level
-                      ? "; held at the BF16 level, which the rows would have it pass (FP8 GEMMs "
-                        "reach no larger a share of their peak than BF16 ones)"
-                      : "")
-              << '\n';
+    std::cout << wrappedLine(
+        "", "  ",
+        "FP8 GEMM level (of the FP8 peak): " + levelText(fit->fp8_level_before) + " -> " +
+            levelText(fit->fp8_level_after) + ", fitted on " + rowsText(fit->fp8_rows, "FP8 ") +
+            (fit->fp8_held_at_level
+                 ? "; held at the BF16 level, which the rows would have it pass (FP8 GEMMs "
+                   "reach no larger a share of their peak than BF16 ones)"
+                 : ""));
   if (options.overhead)
     std::cout << "layer overhead (per transformer layer and microbatch): "
               << fixed(fit->overhead_before_us, 0) << " -> " << fixed(fit->overhead_after_us, 0)

@@ -285,13 +285,13 @@ int runMegatron(const std::vector<std::string> &args) {
     return 0;
   }
   const json &row = translation.row;
-  if (log)
-    std::cout << "Megatron-LM log " << path << " (" << log->logged_arguments
-              << " logged arguments, " << launch.arguments.size() << " of them set; "
-              << log->iterations.size() << " iteration lines)\n";
-  else
-    std::cout << "Megatron-LM launch " << path << " (" << launch.arguments.size()
-              << " arguments)\n";
+  std::cout << wrappedLine("", "  ",
+                           log ? "Megatron-LM log " + path + " (" +
+                                     std::to_string(log->logged_arguments) + " logged arguments, " +
+                                     std::to_string(launch.arguments.size()) + " of them set; " +
+                                     std::to_string(log->iterations.size()) + " iteration lines)"
+                               : "Megatron-LM launch " + path + " (" +
+                                     std::to_string(launch.arguments.size()) + " arguments)");
   for (const char *part : {"model", "mesh", "schedule", "training"})
     std::cout << "  " << part << std::string(10 - std::string(part).size(), ' ') << row[part].dump()
               << '\n';
@@ -299,23 +299,28 @@ int runMegatron(const std::vector<std::string> &args) {
   if (!translation.assumed.empty()) {
     std::cout << "\nassumed (the arguments are silent; Megatron-LM's defaults):\n";
     for (const auto &line : translation.assumed)
-      std::cout << "  - " << line << '\n';
+      std::cout << wrappedLine("  - ", "    ", line);
   }
   if (!translation.not_priced.empty()) {
     std::cout << "\nread but not priced (they change time or memory; the prediction leaves "
                  "them out):\n";
     for (const auto &line : translation.not_priced)
-      std::cout << "  - " << line << '\n';
+      std::cout << wrappedLine("  - ", "    ", line);
   }
   // A log sets every argument Megatron has; naming the hundreds not read would bury the rest.
   if (!translation.not_read.empty() && log)
-    std::cout << "\nnot read: " << translation.not_read.size()
-              << " of the logged settings (logging, data, optimizer hyper-parameters, "
-                 "checkpoints and the like; --json lists them)\n";
+    std::cout << '\n'
+              << wrappedLine("", "  ",
+                             "not read: " + std::to_string(translation.not_read.size()) +
+                                 " of the logged settings (logging, data, optimizer "
+                                 "hyper-parameters, checkpoints and the like; --json lists them)");
   else if (!translation.not_read.empty())
-    std::cout << "\nnot read (" << translation.not_read.size()
-              << "; logging, data, optimizer hyper-parameters, checkpoints and the like): "
-              << listText(translation.not_read) << '\n';
+    std::cout << '\n'
+              << wrappedLine("", "  ",
+                             "not read (" + std::to_string(translation.not_read.size()) +
+                                 "; logging, data, optimizer hyper-parameters, checkpoints and "
+                                 "the like): " +
+                                 listText(translation.not_read));
   if (logged && !logged_step && !*given_step_time)
     std::cout << "\nno measured step: " << log_step_problem << '\n';
   std::cout << "\nprediction on " << target.hardware << ": step "
@@ -325,16 +330,21 @@ int runMegatron(const std::vector<std::string> &args) {
     std::cout << " (measured " << fixed(*step_time, 3) << " s: " << signedPercent(*step_error)
               << ")";
   std::cout << '\n';
-  if (step_from_log) std::cout << "  measured: " << measured_how << '\n';
-  std::cout << "  speed of light: " << fixed(result->speed_of_light_step_s, 3)
-            << " s (every kernel at the GPU's peak, every link at its line rate, nothing else)";
-  if (step_time && *step_time < result->speed_of_light_step_s)
-    std::cout << ": the measured step is below it, so the run was not this launch as read (an "
+  if (step_from_log) std::cout << wrappedLine("  measured: ", "    ", measured_how);
+  std::cout << wrappedLine(
+      "  ", "    ",
+      "speed of light: " + fixed(result->speed_of_light_step_s, 3) +
+          " s (every kernel at the GPU's peak, every link at its line rate, nothing else)" +
+          (step_time && *step_time < result->speed_of_light_step_s
+               ? ": the measured step is below it, so the run was not this launch as read (an "
                  "argument its script sets elsewhere, another GPU) or it overlapped something "
-                 "pipescope prices in series; calibrate leaves such a row out";
-  std::cout << '\n';
-  for (const auto &line : explanationLines(*result))
-    std::cout << "  " << line << '\n';
+                 "pipescope prices in series; calibrate leaves such a row out"
+               : ""));
+  for (const auto &line : explanationLines(*result)) {
+    const bool nested = line.starts_with("  ");
+    std::cout << wrappedLine(nested ? "    " : "  ", nested ? "      " : "    ",
+                             nested ? line.substr(2) : line);
+  }
   std::cout << "  peak memory per GPU by pipeline rank:";
   for (std::size_t rank = 0; rank < report.memory.size(); ++rank)
     std::cout << (rank ? ", " : " ") << fixed(report.memory[rank].total / kGiB, 1) << " GiB";

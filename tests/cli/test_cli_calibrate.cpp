@@ -94,6 +94,24 @@ class TestCliCalibrate : public QObject {
 private slots:
   void initTestCase() { QVERIFY(dir_.isValid()); }
 
+  // The fit's prose (the figures fitted, the rows left out and why) wraps at 100 columns under
+  // the table's width; a Megatron-LM log read by `pipescope megatron` likewise, but for its model,
+  // mesh and training objects, which stay one JSON line each.
+  void proseWrapsAtAHundredColumns() {
+    const Run fit = pipescope({"calibrate", "--published", "megatron-core-h100"});
+    QVERIFY2(fit.exit_code == 0, qPrintable(fit.err));
+    QVERIFY(fit.out.contains(QStringLiteral("\n  with it: 0.")));
+    const Run log = pipescope({"megatron", QStringLiteral(PIPESCOPE_TEST_DATA) +
+                                               "/megatron_h100_run/train_gpt_1.7b.log"});
+    QVERIFY2(log.exit_code == 0, qPrintable(log.err));
+    QVERIFY(log.out.contains(QStringLiteral("\n    to a multiple of 128")));
+    for (const Run *run : {&fit, &log})
+      for (const QString &line : run->out.split('\n'))
+        if (!line.startsWith(QStringLiteral("  model ")) &&
+            !line.startsWith(QStringLiteral("  training ")))
+          QVERIFY2(line.size() <= 102, qPrintable(line));
+  }
+
   // Steps predicted on h100-sxm's curve at level 0.62 (not the shipped 0.56) and with 6 ms of
   // host time per MoE layer (not the default 3.5) are the measurements; fitting h100-sxm to them
   // must find both, the level on the dense rows and the host time on the MoE rows, and leave no
