@@ -128,9 +128,12 @@ void printReport(const Schedule &schedule, const BubbleAnalysis &analysis, int t
     for (std::size_t k = 0; k < shown; ++k) {
       const auto [r, index] = longest[k];
       const IdleInterval &interval = analysis.ranks[r].intervals[index];
-      std::cout << "  rank " << r << "  " << time(interval.start_us) << "-" << time(interval.end_us)
-                << " " << unit.name << "  (" << time(interval.durationUs()) << ")  "
-                << describeIdleInterval(schedule, analysis, interval) << '\n';
+      // The cause wrapped at the terminal's width, continued under its first word.
+      const std::string lead = "  rank " + std::to_string(r) + "  " + time(interval.start_us) +
+                               "-" + time(interval.end_us) + " " + unit.name + "  (" +
+                               time(interval.durationUs()) + ")  ";
+      std::cout << wrappedLine(lead, std::string(lead.size(), ' '),
+                               describeIdleInterval(schedule, analysis, interval));
     }
   }
 

@@ -9,14 +9,17 @@ namespace pipescope::cli {
 int runSchedules(const std::vector<std::string> &args) {
   if (!args.empty() && !wantsHelp(args)) return fail("'schedules' takes no arguments");
   for (const auto &family : scheduleFamilies()) {
-    std::cout << family.name << " — " << family.title << "\n  " << family.summary
-              << "\n  accepts: " << family.constraints
-              << "\n  placement: " << placementName(family.placement)
-              << (family.splits_backward ? ", backward split into I and W" : "")
-              << "\n  source: " << family.reference << "\n\n";
+    // Each field wrapped at the terminal's width under its own first line.
+    std::cout << wrappedLine("", "  ", family.name + " — " + family.title)
+              << wrappedLine("  ", "  ", family.summary)
+              << wrappedLine("  ", "    ", "accepts: " + family.constraints)
+              << "  placement: " << placementName(family.placement)
+              << (family.splits_backward ? ", backward split into I and W" : "") << '\n'
+              << wrappedLine("  ", "    ", "source: " + family.reference) << '\n';
   }
-  std::cout << "custom — per-rank op lists from a pipescope.schedule JSON file or PyTorch's "
-               "schedule CSV (--custom FILE, pipescope validate FILE)\n";
+  std::cout << wrappedLine("", "  ",
+                           "custom — per-rank op lists from a pipescope.schedule JSON file or "
+                           "PyTorch's schedule CSV (--custom FILE, pipescope validate FILE)");
   return 0;
 }
 

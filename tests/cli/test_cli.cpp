@@ -672,6 +672,9 @@ private slots:
     QVERIFY2(text.out.contains(QStringLiteral("started by F(0,0) on rank 0")),
              qPrintable(text.out));
     QVERIFY2(text.out.contains(QStringLiteral("Critical path: ")), qPrintable(text.out));
+    // A long cause wraps at 100 columns, continued under its first word.
+    for (const QString &line : text.out.split('\n'))
+      QVERIFY2(line.size() <= 102, qPrintable(line));
 
     // Bad input: one line each, exit 2.
     const QString plan = dir.filePath(QStringLiteral("plan.json"));
@@ -696,6 +699,12 @@ private slots:
     for (const char *name : {"naive", "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
                              "dualpipe", "dualpipev"})
       QVERIFY2(schedules.out.contains(QString::fromLatin1(name) + QStringLiteral(" — ")), name);
+    // Each family's summary and source wrap at 100 columns (interleaved-1f1b's ran to 486).
+    for (const QString &line : schedules.out.split('\n'))
+      QVERIFY2(line.size() <= 102, qPrintable(line));
+    QVERIFY(unwrapped(schedules.out)
+                .contains(QStringLiteral(
+                    "interleaved-1f1b — Interleaved 1F1B Each rank holds V model chunks")));
     const Run bench = pipescope({"bench", "--schedules", "1f1b", "--repeat", "1", "--json"});
     QCOMPARE(bench.exit_code, 0);
     QVERIFY(bench.out.contains(QStringLiteral("ops/s")));
