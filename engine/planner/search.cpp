@@ -7,8 +7,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -356,7 +358,7 @@ struct Outcome {
 /// The rank orders already searched for one mesh and microbatch size: their links and what each
 /// configuration gave.
 struct OrderOutcomes {
-  MeshLinks links;
+  const MeshLinks *links; ///< in the search's MeshLinksCache
   std::vector<Outcome> outcomes;
 };
 
@@ -389,6 +391,32 @@ void nameBalancedLayout(const SearchRequest &request, SearchPlan &plan) {
   if (derivation) plan.megatron_layout = formatMegatronLayout(derivation->model_layout);
 }
 
+/// meshLinks of every mesh and rank order the search meets, each classified once. A mesh runs in
+/// every schedule structure that fits it (each family, V and M), and classifying its groups walks
+/// every rank: at 16,384 GPUs, recomputed per structure, that took 85 % of a search.
+class MeshLinksCache {
+public:
+  /// The links of `mesh` (its order included); the reference stays valid while the cache lives.
+  const MeshLinks &linksOf(const Mesh &mesh) {
+    const Key key{mesh.dp,   mesh.cp, mesh.tp, mesh.pp, mesh.ep, mesh.etp, mesh.gpus_per_node,
+                  mesh.order};
+    {
+      const std::shared_lock lock(mutex_);
+      if (const auto found = links_.find(key); found != links_.end()) return *found->second;
+    }
+    // Computed outside the lock: two workers meeting a new mesh at once both compute it, and
+    // the first to insert wins (the same links either way).
+    auto links = std::make_unique<MeshLinks>(meshLinks(mesh));
+    const std::unique_lock lock(mutex_);
+    return *links_.try_emplace(key, std::move(links)).first->second;
+  }
+
+private:
+  using Key = std::tuple<int, int, int, int, int, int, int, RankOrder>;
+  std::shared_mutex mutex_;
+  std::map<Key, std::unique_ptr<MeshLinks>> links_; ///< node-based: references stay valid
+};
+
 /// Offers a configuration's outcome again, for another rank order with the same links.
 void replay(const Outcome &outcome, const RankOrder &rank_order, std::uint64_t order,
             Counters &counters, Collector &collector) {
@@ -406,7 +434,7 @@ void replay(const Outcome &outcome, const RankOrder &rank_order, std::uint64_t o
 /// Evaluates every configuration of one structure.
 void searchStructure(const SearchRequest &request, const Structure &structure, double limit_bytes,
                      const SearchCallbacks &callbacks, Counters &counters, Collector &collector,
-                     std::vector<double> &scratch) {
+                     MeshLinksCache &mesh_links, std::vector<double> &scratch) {
   auto schedule = generateSchedule(structure.request);
   if (!schedule || !checkOpCoverage(*schedule)) return;
   const LoweredProgram program = lowerSchedule(*schedule);
@@ -440,11 +468,11 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
       Mesh mesh = variant.mesh;
       mesh.order = rank_order;
       // Which groups cross nodes depends on the mesh alone: classified once for its options.
-      const MeshLinks links = meshLinks(mesh);
+      const MeshLinks &links = mesh_links.linksOf(mesh);
       // An order whose links an earlier one had derives its costs: its configurations are that
       // order's, re-labelled (most orders on one node, many across nodes).
       const auto same = std::find_if(searched_orders.begin(), searched_orders.end(),
-                                     [&](const OrderOutcomes &o) { return o.links == links; });
+                                     [&](const OrderOutcomes &o) { return *o.links == links; });
       if (reuse_orders && same != searched_orders.end()) {
         if (callbacks.cancelled && callbacks.cancelled()) return;
         for (const Outcome &outcome : same->outcomes)
@@ -560,7 +588,7 @@ void searchStructure(const SearchRequest &request, const Structure &structure, d
               if (reuse_orders) outcomes.back() = {Outcome::Kind::Evaluated, plan};
             }
           }
-      if (reuse_orders) searched_orders.push_back({links, std::move(outcomes)});
+      if (reuse_orders) searched_orders.push_back({&links, std::move(outcomes)});
     }
   }
 }
@@ -699,6 +727,7 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
   std::mutex finished_mutex;
   std::condition_variable finished;
   unsigned running = threads;
+  MeshLinksCache mesh_links;
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
@@ -707,7 +736,7 @@ Result<SearchResult> runSearch(const SearchRequest &request, const SearchCallbac
         const std::size_t i = next.fetch_add(1);
         if (i >= queue.size()) break;
         searchStructure(request, structures[queue[i]], limit_bytes, worker_callbacks, counters,
-                        collectors[t], scratch);
+                        collectors[t], mesh_links, scratch);
         ++counters.structures_done;
       }
       const std::lock_guard lock(finished_mutex);
