@@ -360,28 +360,34 @@ struct GroupSpan {
 /// Buffers groupSpanOf reuses across calls (meshLinks walks every group of every pipeline rank).
 struct GroupSpanScratch {
   std::vector<char> seen;
-  std::vector<int> members, nodes;
+  std::vector<int> members;
+  /// Per node, the last group that counted it (a stamp instead of sorting each group's nodes).
+  std::vector<long long> node_group;
+  long long groups_counted = 0;
 };
 GroupSpan groupSpanOf(const Mesh &mesh, MeshGroup group, int p, GroupSpanScratch &scratch) {
   GroupSpan span;
   if (mesh.groupSize(group) <= 1) return span;
   std::vector<char> &seen = scratch.seen;
-  std::vector<int> &nodes = scratch.nodes;
   seen.assign(static_cast<std::size_t>(mesh.worldSize()), 0);
+  if (scratch.node_group.size() < static_cast<std::size_t>(mesh.nodeCount()))
+    scratch.node_group.assign(static_cast<std::size_t>(mesh.nodeCount()), -1);
   for (int d = 0; d < mesh.dp; ++d)
     for (int c = 0; c < mesh.cp; ++c)
       for (int t = 0; t < mesh.tp; ++t) {
         const int rank = mesh.rankOf({d, p, t, c});
         if (seen[static_cast<std::size_t>(rank)]) continue;
-        nodes.clear();
+        const long long stamp = scratch.groups_counted++;
+        int spanned = 0;
         mesh.groupOf(group, rank, scratch.members);
         for (int member : scratch.members) {
           seen[static_cast<std::size_t>(member)] = 1;
-          nodes.push_back(mesh.nodeOf(member));
+          long long &last = scratch.node_group[static_cast<std::size_t>(mesh.nodeOf(member))];
+          if (last != stamp) {
+            last = stamp;
+            ++spanned;
+          }
         }
-        std::sort(nodes.begin(), nodes.end());
-        const auto spanned =
-            static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
         span.nodes = std::max(span.nodes, spanned);
         span.link = merge(span.link, spanned == 1 ? Link::Intra : Link::Inter);
       }
