@@ -26,7 +26,7 @@ using nlohmann::json;
 
 constexpr const char *kCalibrateHelp =
     R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
-                           [--fit level,fp8,moe-host,overhead] [--save-hardware FILE]
+                           [--fit level,fp8,moe-host,overhead|step] [--save-hardware FILE]
                            [--markdown | --json]
 
 Fits the hardware's GEMM efficiency (and, for mixture-of-experts runs, the MoE layers' host time)
@@ -61,6 +61,12 @@ set, or "all". Rows that check memory only are left out.
                                    rows: the pair of the least mean |error|. It tells apart
                                    only rows of different tokens per microbatch; the report
                                    gives those rows held out with it and with the level alone
+                         step      a fixed time every step pays once (to 0.1 ms;
+                                   step_overhead_us): the framework's per-step host work, with
+                                   the level on its rows as overhead is (one of the two). It
+                                   tells apart only rows of different microbatch counts; the
+                                   report gives those rows held out with it and with the level
+                                   alone
                        Default: level; with fp8 when the dense rows mix BF16 and FP8 GEMMs; with
                        moe-host when there are MoE rows (moe-host alone when every row is MoE)
   --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
@@ -126,9 +132,13 @@ json fitJson(const HardwareFit &fit, const std::string &base_name,
   if (options.overhead) out["fitted"].push_back("overhead");
   out["layer_overhead_us"] = {{"before", fit.overhead_before_us}, {"after", fit.overhead_after_us}};
   if (options.overhead) out["layer_overhead_us"]["rows"] = fit.level_rows;
+  if (options.step) out["fitted"].push_back("step");
+  out["step_overhead_us"] = {{"before", fit.step_before_us}, {"after", fit.step_after_us}};
+  if (options.step) out["step_overhead_us"]["rows"] = fit.level_rows;
   if (fit.level_alone_held_out.runs > 0) {
-    out["layer_overhead_us"]["held_out"] = summary(fit.overhead_held_out);
-    out["layer_overhead_us"]["held_out_level_alone"] = summary(fit.level_alone_held_out);
+    const char *beside = options.step ? "step_overhead_us" : "layer_overhead_us";
+    out[beside]["held_out"] = summary(fit.overhead_held_out);
+    out[beside]["held_out_level_alone"] = summary(fit.level_alone_held_out);
   }
   if (fit.fp8_level_before > 0) {
     out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
@@ -257,14 +267,16 @@ int runCalibrate(const std::vector<std::string> &args) {
                    : item == "fp8"      ? &options.fp8
                    : item == "moe-host" ? &options.moe_host
                    : item == "overhead" ? &options.overhead
+                   : item == "step"     ? &options.step
                                         : nullptr;
       if (!flag || *flag)
-        return fail("calibrate: --fit takes level, fp8, moe-host and overhead, comma-separated, "
-                    "each once; got '" +
+        return fail("calibrate: --fit takes level, fp8, moe-host, overhead and step, "
+                    "comma-separated, each once; got '" +
                     *what + "'");
       *flag = true;
     }
-    if (items.empty()) return fail("calibrate: --fit takes level, fp8, moe-host and overhead");
+    if (items.empty())
+      return fail("calibrate: --fit takes level, fp8, moe-host, overhead and step");
   } else {
     options = defaultFitOptions(rows);
   }
@@ -333,6 +345,11 @@ int runCalibrate(const std::vector<std::string> &args) {
               << fixed(fit->overhead_before_us, 0) << " -> " << fixed(fit->overhead_after_us, 0)
               << " us, fitted on " << rowsText(fit->level_rows, options.fp8 ? "BF16 " : "")
               << (options.level ? " with the level" : "") << '\n';
+  if (options.step)
+    std::cout << "step overhead (once a step): " << fixed(fit->step_before_us / 1000, 1) << " -> "
+              << fixed(fit->step_after_us / 1000, 1) << " ms, fitted on "
+              << rowsText(fit->level_rows, options.fp8 ? "BF16 " : "")
+              << (options.level ? " with the level" : "") << '\n';
   if (options.moe_host)
     std::cout << "MoE layers' host time (per layer and microbatch): "
               << fixed(fit->moe_host_before_us / 1000, 1) << " -> "
@@ -356,7 +373,9 @@ int runCalibrate(const std::vector<std::string> &args) {
   if (fit->held_out.runs > 0)
     line("held out (each row on the figure fitted on the others)", fit->held_out);
   if (fit->level_alone_held_out.runs > 0) {
-    line("the level's rows held out, with the layer overhead", fit->overhead_held_out);
+    line(options.step ? "the level's rows held out, with the step overhead"
+                      : "the level's rows held out, with the layer overhead",
+         fit->overhead_held_out);
     line("the level's rows held out, the level alone (--fit level)", fit->level_alone_held_out);
   }
   if (save_path)

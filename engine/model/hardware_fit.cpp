@@ -211,6 +211,44 @@ Status runStage(FitStage &stage, const std::vector<const ValidationCase *> &case
   return Ok{};
 }
 
+/// The step overhead (µs, on the kStepOverheadFitStepUs grid, at least 0) that minimizes the
+/// mean |error| of column `column` of `table` (errors at no step overhead) over its rows but
+/// `skip`, where row k's measured step is measured_s[k]: an overhead x moves row k's error by
+/// x / measured_s[k], so the sum of |error| is convex in x and least at the weighted median of
+/// what each row misses (measured − predicted), weighted 1 / measured; of the two grid points
+/// around it the lower sum wins (ties to the smaller). -1 when no row is left.
+double bestStepOverheadUs(const ErrorTable &table, std::size_t column,
+                          const std::vector<double> &measured_s, int skip) {
+  std::vector<std::pair<double, double>> misses; // (µs the row misses, weight)
+  double total_weight = 0;
+  for (std::size_t k = 0; k < table.size(); ++k)
+    if (static_cast<int>(k) != skip) {
+      misses.emplace_back(-table[k][column] * measured_s[k] * 1e6, 1 / measured_s[k]);
+      total_weight += 1 / measured_s[k];
+    }
+  if (misses.empty()) return -1;
+  std::sort(misses.begin(), misses.end());
+  double median = misses.back().first, weight = 0;
+  for (const auto &[miss, w] : misses) {
+    weight += w;
+    if (weight >= total_weight / 2) {
+      median = miss;
+      break;
+    }
+  }
+  const auto sumAt = [&](double us) {
+    double sum = 0;
+    for (std::size_t k = 0; k < table.size(); ++k)
+      if (static_cast<int>(k) != skip) sum += std::abs(table[k][column] + us / 1e6 / measured_s[k]);
+    return sum;
+  };
+  const double low =
+      std::max(0.0, std::floor(median / kStepOverheadFitStepUs)) * kStepOverheadFitStepUs;
+  const double high =
+      std::max(0.0, std::ceil(median / kStepOverheadFitStepUs)) * kStepOverheadFitStepUs;
+  return sumAt(high) < sumAt(low) * (1 - 1e-12) ? high : low;
+}
+
 std::string levelText(double level) {
   char text[16];
   std::snprintf(text, sizeof text, "%.2f", level);
@@ -250,8 +288,11 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     return makeError("no row with a measured step time to fit on (rows with memory_gib alone "
                      "check memory); add rows whose \"measured\" gives step_time_s or "
                      "tokens_per_s_per_gpu");
-  if (!options.level && !options.fp8 && !options.moe_host && !options.overhead)
-    return makeError("nothing to fit: ask for level, fp8, moe-host or overhead");
+  if (!options.level && !options.fp8 && !options.moe_host && !options.overhead && !options.step)
+    return makeError("nothing to fit: ask for level, fp8, moe-host, overhead or step");
+  if (options.overhead && options.step)
+    return makeError("the layer overhead and the step overhead are fitted one at a time (each "
+                     "trades against the level on the same rows); ask for overhead or step");
 
   std::vector<const ValidationCase *> cases;
   std::vector<int> fp8_rows, moe_rows, level_rows, fp8_members;
@@ -291,6 +332,13 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
                      (options.fp8 && options.moe_host ? " or " : "") +
                      (options.moe_host ? "is an MoE row the host time takes" : "") +
                      "; leave fp8 or moe-host out of --fit");
+  if (options.step && level_rows.empty())
+    return makeError(std::string("no row left to fit the step overhead on (it is fitted on the "
+                                 "level's rows, those no other figure takes): every row ") +
+                     (options.fp8 ? "runs FP8 GEMMs" : "") +
+                     (options.fp8 && options.moe_host ? " or " : "") +
+                     (options.moe_host ? "is an MoE row the host time takes" : "") +
+                     "; leave fp8 or moe-host out of --fit");
   if (options.level && level_rows.empty())
     return makeError(std::string("no row left to fit the BF16 level on: every row ") +
                      (options.fp8 ? "runs FP8 GEMMs" : "") +
@@ -305,8 +353,11 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   fit.fp8_level_before = has_fp8 ? curvePlateau(effectiveFp8Curve(base), base.efficiency) : 0;
   fit.moe_host_before_us = defaultMoeLayerHostUs(base);
   fit.overhead_before_us = fit.overhead_after_us = base.layer_overhead_us;
+  fit.step_before_us = fit.step_after_us = base.step_overhead_us;
   if (fit.level_before <= 0) return makeError(base.name + " has no GEMM efficiency to scale");
   HardwareSpec fitted = base;
+  // The step overhead is found from the errors without one (bestStepOverheadUs).
+  if (options.step) fitted.step_overhead_us = 0;
 
   // The level: the BF16 curve at each plateau of the grid, the FP8 curve moved along (so no
   // level may lift it above 1). With the overhead: the grid at no overhead, then each overhead
@@ -315,10 +366,15 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   // The overhead alone: each overhead at the base's curves, ties to the base's overhead.
   FitStage level;
   std::size_t without_overhead = 0; ///< with the overhead fitted: its candidates at none
+  ErrorTable without_step;          ///< with the step overhead fitted: the level's errors at none
+  std::vector<double> level_measured_s; ///< the level's rows' measured steps
+  level_measured_s.reserve(level_rows.size());
+  for (const int r : level_rows)
+    level_measured_s.push_back(cases[static_cast<std::size_t>(r)]->measured_step_s);
   level.members = level_rows;
   level.before = options.level ? fit.level_before : fit.overhead_before_us;
   fit.level_after = fit.level_before;
-  if (options.level || options.overhead) {
+  if (options.level || options.overhead || options.step) {
     const double top =
         std::min(1.0, fit.level_before / std::max(fit.level_before, fit.fp8_level_before));
     const auto addCandidates = [&](double overhead_us, const std::vector<double> &levels) {
@@ -349,9 +405,21 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
       addCandidates(fit.overhead_before_us, full);
     }
     if (auto status = runStage(level, cases); !status) return status.error();
+    if (options.step) {
+      // Each level with its own best step overhead: its errors moved by it, exactly.
+      without_step = level.table;
+      for (std::size_t i = 0; i < level.candidates.size(); ++i) {
+        const double us = bestStepOverheadUs(without_step, i, level_measured_s, -1);
+        level.candidates[i].step_overhead_us = us;
+        for (std::size_t k = 0; k < level.table.size(); ++k)
+          level.table[k][i] += us / 1e6 / level_measured_s[k];
+      }
+      level.best = bestCandidate(level.table, -1, level.grid, level.before);
+    }
     fitted = level.candidates[static_cast<std::size_t>(level.best)];
     if (options.level) fit.level_after = level.grid[static_cast<std::size_t>(level.best)];
     fit.overhead_after_us = fitted.layer_overhead_us;
+    fit.step_after_us = fitted.step_overhead_us;
     fit.level_rows = static_cast<int>(level.members.size());
   }
   fit.fp8_level_after = has_fp8 ? curvePlateau(effectiveFp8Curve(fitted), fitted.efficiency) : 0;
@@ -425,6 +493,33 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     if (i < 0) return std::nullopt;
     return stage.table[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)];
   };
+  // With the step overhead: each level's overhead found again without the row held out, the
+  // level of the least mean |error| over the others winning (ties as bestCandidate's).
+  const auto stepHeldOut = [&](int k) -> std::optional<double> {
+    int best = -1;
+    double best_sum = std::numeric_limits<double>::infinity(), best_us = 0;
+    for (std::size_t i = 0; i < level.grid.size(); ++i) {
+      const double us = bestStepOverheadUs(without_step, i, level_measured_s, k);
+      if (us < 0) return std::nullopt;
+      double sum = 0;
+      for (std::size_t j = 0; j < without_step.size(); ++j)
+        if (static_cast<int>(j) != k)
+          sum += std::abs(without_step[j][i] + us / 1e6 / level_measured_s[j]);
+      const bool better = sum < best_sum * (1 - 1e-12);
+      const bool tied = !better && sum <= best_sum * (1 + 1e-12);
+      if (better ||
+          (tied && std::abs(level.grid[i] - level.before) <
+                       std::abs(level.grid[static_cast<std::size_t>(best)] - level.before))) {
+        best = static_cast<int>(i);
+        best_sum = sum;
+        best_us = us;
+      }
+    }
+    if (best < 0) return std::nullopt;
+    const auto row = static_cast<std::size_t>(k);
+    return without_step[row][static_cast<std::size_t>(best)] +
+           best_us / 1e6 / level_measured_s[row];
+  };
   for (std::size_t r = 0; r < rows.size(); ++r) {
     FittedRow row;
     row.validation_case = cases[r];
@@ -438,7 +533,10 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
       if (stage->best >= 0 &&
           std::find(stage->members.begin(), stage->members.end(), self) != stage->members.end())
         owner = stage;
-    if (owner)
+    if (owner == &level && options.step)
+      row.held_out = stepHeldOut(static_cast<int>(
+          std::find(level.members.begin(), level.members.end(), self) - level.members.begin()));
+    else if (owner)
       row.held_out = heldOut(*owner, self);
     else
       row.held_out = row.after; // no fit saw this row
@@ -451,13 +549,14 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
   // With the overhead and the level: the level's rows held out with the pair, and with the
   // level alone (the table's candidates at no overhead), which the pair must beat to be worth
   // its second figure.
-  if (options.overhead && options.level)
+  if ((options.overhead || options.step) && options.level)
     for (std::size_t k = 0; k < level.members.size(); ++k) {
       const FittedRow &row = fit.rows[static_cast<std::size_t>(level.members[k])];
       if (row.held_out) fit.overhead_held_out.add(*row.held_out);
-      const int i = bestCandidate(level.table, static_cast<int>(k), level.grid, level.before,
-                                  without_overhead);
-      if (i >= 0) fit.level_alone_held_out.add(level.table[k][static_cast<std::size_t>(i)]);
+      const ErrorTable &alone = options.step ? without_step : level.table;
+      const int i = bestCandidate(alone, static_cast<int>(k), level.grid, level.before,
+                                  options.step ? level.grid.size() : without_overhead);
+      if (i >= 0) fit.level_alone_held_out.add(alone[k][static_cast<std::size_t>(i)]);
     }
 
   // The fitted file says where its levels come from, then what the base's said.
@@ -478,15 +577,21 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     std::snprintf(text, sizeof text, "%.0f us", fit.overhead_after_us);
     return std::string(text);
   }();
+  const std::string step_text = [&] {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.1f ms", fit.step_after_us / 1000);
+    return std::string(text);
+  }();
   if (options.level)
     fitted.gemm_efficiency_source =
         "Level " + levelText(fit.level_after) +
         " of peak at the plateau, fitted by pipescope calibrate in steps of 0.01" +
         (options.overhead ? " beside a layer overhead of " + overhead_text : std::string()) +
-        " on " + std::to_string(level.members.size()) + " measured steps (" +
-        rowList(rows, level.members) + "; " + summary(level.members) +
-        "). The shape, and the level " + levelText(fit.level_before) + " before the fit, are " +
-        base.name + "'s: " + base.gemm_efficiency_source;
+        (options.step ? " beside a step overhead of " + step_text : std::string()) + " on " +
+        std::to_string(level.members.size()) + " measured steps (" + rowList(rows, level.members) +
+        "; " + summary(level.members) + "). The shape, and the level " +
+        levelText(fit.level_before) + " before the fit, are " + base.name +
+        "'s: " + base.gemm_efficiency_source;
   if (options.fp8)
     fitted.gemm_efficiency_fp8_source =
         "Level " + levelText(fit.fp8_level_after) +
@@ -508,6 +613,12 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
                    " on " + std::to_string(level.members.size()) + " measured steps (" +
                    rowList(rows, level.members) + "; " + summary(level.members) + ")." +
                    (fitted.notes.empty() ? "" : " " + fitted.notes);
+  if (options.step)
+    fitted.notes =
+        "step_overhead_us: " + step_text + " per step, fitted by pipescope calibrate to 0.1 ms" +
+        (options.level ? std::string(" together with the level") : std::string()) + " on " +
+        std::to_string(level.members.size()) + " measured steps (" + rowList(rows, level.members) +
+        "; " + summary(level.members) + ")." + (fitted.notes.empty() ? "" : " " + fitted.notes);
   if (options.moe_host) {
     char host_time[32];
     std::snprintf(host_time, sizeof host_time, "%.1f ms", fit.moe_host_after_us / 1000);

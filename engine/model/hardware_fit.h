@@ -30,11 +30,17 @@ namespace pipescope {
 ///   other, so each overhead of its grid takes its own best level and the pair with the least
 ///   mean |error| wins (alone, without `level`, the overhead over the same rows at the base's
 ///   level). Only rows of different tokens per microbatch tell the two apart.
+/// - `step`: the step's fixed overhead (HardwareSpec::step_overhead_us), with the level on the
+///   level's rows, as `overhead` is (not beside it: one fixed time at a time). It adds the same
+///   time to every step, so each level's best overhead is found exactly, not on a grid of
+///   predictions: the weighted median of what each row's step misses, at least 0. Only rows of
+///   different microbatch counts tell it from the level.
 struct HardwareFitOptions {
   bool level = true;
   bool fp8 = false;
   bool moe_host = false;
   bool overhead = false;
+  bool step = false;
 };
 
 /// The levels are fitted in steps of this much of peak, from one step up to 1, as the shipped
@@ -49,6 +55,8 @@ inline constexpr double kMoeHostFitStepUs = 500, kMoeHostFitMaxUs = 30000;
 /// keeps the fit to about half the candidates of a full grid.
 inline constexpr double kOverheadFitStepUs = 125, kOverheadFitMaxUs = 3000;
 inline constexpr double kOverheadLevelMargin = 0.05;
+/// The step overhead is fitted to 0.1 ms (what a step's time shows; `calibrate` prints ms).
+inline constexpr double kStepOverheadFitStepUs = 100;
 
 /// One timed row and its step error on the hardware before and after the fit.
 struct FittedRow {
@@ -76,12 +84,14 @@ struct HardwareFit {
   double moe_host_before_us = 0, moe_host_after_us = 0;
   /// Every transformer layer's fixed time (µs per layer and microbatch), before and after.
   double overhead_before_us = 0, overhead_after_us = 0;
+  /// The step's fixed overhead (µs per step), before and after.
+  double step_before_us = 0, step_after_us = 0;
   int level_rows = 0, fp8_rows = 0, moe_host_rows = 0; ///< the rows each figure was fitted on
   std::vector<FittedRow> rows;
   StepErrorSummary before, after, held_out;
-  /// With the overhead fitted beside the level: the level's rows held out on the pair, and on
-  /// the level alone (no overhead), the comparison that says whether the overhead earns its
-  /// place. Empty otherwise.
+  /// With the layer or the step overhead fitted beside the level: the level's rows held out on
+  /// the pair, and on the level alone (no overhead), the comparison that says whether the
+  /// overhead earns its place. Empty otherwise.
   StepErrorSummary overhead_held_out, level_alone_held_out;
 };
 
@@ -104,7 +114,7 @@ std::vector<std::string> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
 /// Rows without a measured step are ignored. Errors name what is missing: no timed row, no row
 /// left for a figure asked for (e.g. no BF16 row for the level when the FP8 level is fitted too,
 /// no FP8 row or FP8 peak for the FP8 level, no MoE row for the host time, no row for the
-/// overhead), or a row that cannot be predicted.
+/// overhead), both overheads at once, or a row that cannot be predicted.
 Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
                                 const HardwareFitOptions &options);
 

@@ -1599,10 +1599,12 @@ Result<ModelDerivation> deriveModelCosts(const ModelSetup &setup, const Mesh &me
   costs.p2p_latency_us = an.slowest_link_latency_us;
   costs.boundary_transfer_us = an.boundary_us;
   // The simulator adds one tail after every rank's last op: the slowest rank's exposed DP sync,
-  // tied-embedding sum and optimizer step.
+  // tied-embedding sum and optimizer step, and the step's fixed overhead (so the step grows by
+  // exactly that much).
   costs.gradient_sync_us = 0;
   for (std::size_t p = 0; p < an.rank_sync_exposed_us.size(); ++p)
     costs.gradient_sync_us = std::max(costs.gradient_sync_us, an.tailUs(p));
+  costs.gradient_sync_us += setup.hardware.step_overhead_us;
   derivation.stage_layers.resize(static_cast<std::size_t>(placement.stageCount()));
   for (int v = 0; v < placement.stageCount(); ++v)
     derivation.stage_layers[static_cast<std::size_t>(v)] =

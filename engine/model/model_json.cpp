@@ -293,6 +293,7 @@ nlohmann::json toJson(const HardwareSpec &hw) {
   }
   if (hw.moe_layer_host_us >= 0) out["moe_layer_host_us"] = hw.moe_layer_host_us;
   if (hw.layer_overhead_us > 0) out["layer_overhead_us"] = hw.layer_overhead_us;
+  if (hw.step_overhead_us > 0) out["step_overhead_us"] = hw.step_overhead_us;
   if (const auto &c = hw.calibration)
     out["calibration"] = {{"runs", c->runs},
                           {"held_out_mean_abs_step_error", c->mean_abs_step_error},
@@ -552,6 +553,7 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
                           "sm_count",
                           "moe_layer_host_us",
                           "layer_overhead_us",
+                          "step_overhead_us",
                           "calibration"});
       !s)
     return s.error();
@@ -587,7 +589,8 @@ Result<HardwareSpec> hardwareSpecFromJson(const nlohmann::json &json, const std:
   fields.text("gemm_efficiency_fp8_source", hw.gemm_efficiency_fp8_source)
       .number("peak_fp8_tflops", hw.peak_fp8_tflops, 0, kHuge)
       .number("moe_layer_host_us", hw.moe_layer_host_us, 0, kMaxCostMicroseconds)
-      .number("layer_overhead_us", hw.layer_overhead_us, 0, kMaxCostMicroseconds);
+      .number("layer_overhead_us", hw.layer_overhead_us, 0, kMaxCostMicroseconds)
+      .number("step_overhead_us", hw.step_overhead_us, 0, kMaxCostMicroseconds);
   const auto *calibration = fields.object("calibration");
   if (!fields.ok()) return fields.error();
   if (calibration) {

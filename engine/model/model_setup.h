@@ -148,6 +148,13 @@ struct HardwareSpec {
   /// overhead"). 0 (a file without it, as the presets): not priced. `pipescope calibrate --fit
   /// level,overhead` fits it to your runs.
   double layer_overhead_us = 0;
+  /// A fixed time every training step pays once, after each rank's last op, beyond the work
+  /// pipescope prices: the framework's own per-step host work (the next batch, logging and the
+  /// loss's reduction, the optimizer's launches, a per-step synchronization), the same at any
+  /// microbatch count (docs/cost-model.md, "A step's fixed overhead"). It joins the step's tail
+  /// beside the gradient sync and the optimizer step. 0 (a file without it, as the presets):
+  /// not priced. `pipescope calibrate --fit level,step` fits it to your runs.
+  double step_overhead_us = 0;
   /// Set by `pipescope calibrate` (absent from the presets).
   std::optional<HardwareCalibration> calibration;
 };

@@ -20,6 +20,7 @@ ModelSetup speedOfLightSetup(const ModelSetup &setup) {
   h.collective_gemm_slowdown = 0;
   h.sm_count = 0; // the SMs a dispatcher's kernels hold are not priced without it
   h.layer_overhead_us = 0;
+  h.step_overhead_us = 0;
   h.moe_layer_host_us = 0;
   fastest.training.moe_layer_host_us = 0;
   return fastest;

@@ -136,6 +136,20 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
          "the GEMM level (pipescope calibrate --fit level,overhead): for runs whose microbatches "
          "hold different token counts. The details then give the runs held out with it and "
          "with the level alone; it takes about 25 times as long"));
+  calibrate_step_ = new QCheckBox(tr("with a step overhead"), this);
+  calibrate_step_->setObjectName(QStringLiteral("calibrate_step"));
+  calibrate_step_->setToolTip(
+      tr("Calibrate hardware also fits a fixed time every step pays once (the framework's "
+         "per-step host work) beside the GEMM level (pipescope calibrate --fit level,step): for "
+         "runs of different microbatch counts. The details then give the runs held out with it "
+         "and with the level alone"));
+  // One fixed time at a time, as pipescope calibrate fits them.
+  connect(calibrate_overhead_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) calibrate_step_->setChecked(false);
+  });
+  connect(calibrate_step_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) calibrate_overhead_->setChecked(false);
+  });
   calibrate_ = buttons->addButton(tr("Calibrate hardware\u2026"), QDialogButtonBox::ActionRole);
   calibrate_->setObjectName(QStringLiteral("calibrate_hardware"));
   calibrate_->setToolTip(tr("Fit the hardware's GEMM level (and MoE host time) to the selected "
@@ -153,7 +167,9 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
                                        QStringLiteral("-hardware.json")),
         tr("Hardware files (*.json)"));
     if (path.isEmpty()) return;
-    if (auto started = startCalibration(runs, path, calibrate_overhead_->isChecked()); !started)
+    if (auto started = startCalibration(runs, path, calibrate_overhead_->isChecked(),
+                                        calibrate_step_->isChecked());
+        !started)
       details_->setText(QString::fromStdString(started.error().message).toHtmlEscaped());
   });
   remove_ = buttons->addButton(tr("Remove runs file"), QDialogButtonBox::ActionRole);
@@ -168,6 +184,7 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
   // The overhead box beside the buttons it changes: Calibrate hardware's.
   auto *button_row = new QHBoxLayout;
   button_row->addWidget(calibrate_overhead_);
+  button_row->addWidget(calibrate_step_);
   button_row->addWidget(buttons, 1);
   layout->addLayout(button_row);
 
@@ -273,7 +290,11 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
 }
 
 Result<PublishedRunsDialog::CalibrationJob>
-PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead) const {
+PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead,
+                                    bool with_step) const {
+  if (with_overhead && with_step)
+    return makeError("the layer overhead and the step overhead are fitted one at a time; tick "
+                     "one of \"with a layer overhead\" and \"with a step overhead\"");
   const QString absolute = QFileInfo(runs_path).absoluteFilePath();
   const int s = runsFileSet(absolute);
   if (s < 0)
@@ -314,14 +335,19 @@ PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead
     return makeError(set.name + ": every timed run is an MoE run, which fits the MoE host time; "
                                 "the layer overhead is fitted beside the GEMM level, on dense "
                                 "runs: untick \"with a layer overhead\"");
+  if (with_step && !job.options.level)
+    return makeError(set.name + ": every timed run is an MoE run, which fits the MoE host time; "
+                                "the step overhead is fitted beside the GEMM level, on dense "
+                                "runs: untick \"with a step overhead\"");
   job.options.overhead = with_overhead;
+  job.options.step = with_step;
   return job;
 }
 
 Status PublishedRunsDialog::startCalibration(const QString &runs_path, const QString &save_path,
-                                             bool with_overhead) {
+                                             bool with_overhead, bool with_step) {
   if (calibrating()) return makeError("a calibration is still fitting; wait for it");
-  auto job = calibrationJob(runs_path, with_overhead);
+  auto job = calibrationJob(runs_path, with_overhead, with_step);
   if (!job) return job.error();
   // The fit predicts every row at every candidate (seconds, a minute with the overhead): on a
   // worker thread, the button held until it is done.
@@ -363,8 +389,8 @@ void PublishedRunsDialog::showCalibration() {
 
 Result<HardwareFit> PublishedRunsDialog::calibrateRunsFile(const QString &runs_path,
                                                            const QString &save_path,
-                                                           bool with_overhead) {
-  auto job = calibrationJob(runs_path, with_overhead);
+                                                           bool with_overhead, bool with_step) {
+  auto job = calibrationJob(runs_path, with_overhead, with_step);
   if (!job) return job.error();
   return finishCalibration(*job, fitHardware(job->rows, job->base, job->options), save_path);
 }
@@ -396,6 +422,10 @@ Result<HardwareFit> PublishedRunsDialog::finishCalibration(const CalibrationJob 
     figures << tr("layer overhead %1 \u2192 %2 \u00b5s")
                    .arg(fit->overhead_before_us, 0, 'f', 0)
                    .arg(fit->overhead_after_us, 0, 'f', 0);
+  if (job.options.step)
+    figures << tr("step overhead %1 \u2192 %2 ms")
+                   .arg(fit->step_before_us / 1000, 0, 'f', 1)
+                   .arg(fit->step_after_us / 1000, 0, 'f', 1);
   QString text =
       tr("<b>%1 calibrated on %2 runs of %3</b>: %4; mean |error| %5 before, %6 after")
           .arg(QString::fromStdString(base->name).toHtmlEscaped())

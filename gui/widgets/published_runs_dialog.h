@@ -60,17 +60,19 @@ public:
   Status addRunsFile(const QString &path);
   /// Fits the hardware to an added runs file's timed rows as `pipescope calibrate --published
   /// RUNS` does (the figures the rows ask for; with `with_overhead` also the layer overhead
-  /// beside the level, as --fit adds overhead), writes it to `save_path`, says in the details
+  /// beside the level, as --fit adds overhead, with `with_step` the step overhead, as --fit adds
+  /// step; one of the two), writes it to `save_path`, says in the details
   /// what changed and emits hardwareCalibrated. The error names what is missing (the file was
   /// not added, its rows run on several GPU types or have no measured step) or why it fails.
   /// The Calibrate hardware button does the same with the fit on a worker thread
   /// (startCalibration).
   Result<HardwareFit> calibrateRunsFile(const QString &runs_path, const QString &save_path,
-                                        bool with_overhead = false);
+                                        bool with_overhead = false, bool with_step = false);
   /// What the Calibrate hardware button starts once it has the file to save: the same fit on a
   /// worker thread, the details saying so and the button held until it is done; refused (with
   /// calibrateRunsFile's reasons) before anything starts.
-  Status startCalibration(const QString &runs_path, const QString &save_path, bool with_overhead);
+  Status startCalibration(const QString &runs_path, const QString &save_path, bool with_overhead,
+                          bool with_step = false);
   /// Whether a calibration started by the button is still fitting.
   bool calibrating() const;
   /// Blocks until the button's calibration, if any, is done and shown (tests, screenshots).
@@ -95,7 +97,8 @@ private:
     /// Runs left out as measured faster than their speed of light (removeRowsBelowSpeedOfLight).
     std::vector<std::string> below_speed_of_light;
   };
-  Result<CalibrationJob> calibrationJob(const QString &runs_path, bool with_overhead) const;
+  Result<CalibrationJob> calibrationJob(const QString &runs_path, bool with_overhead,
+                                        bool with_step) const;
   /// The button's calibration, done: the button and cursor back, then finishCalibration (or its
   /// error in the details). Nothing when there is none or it was shown.
   void showCalibration();
@@ -121,6 +124,7 @@ private:
   QPushButton *open_ = nullptr;
   QPushButton *calibrate_ = nullptr;
   QCheckBox *calibrate_overhead_ = nullptr; ///< fit the layer overhead too
+  QCheckBox *calibrate_step_ = nullptr;     ///< fit the step overhead too (not with the layer's)
   /// The button's calibration on a worker thread, and what it needs when it is done.
   QFutureWatcher<Result<HardwareFit>> *calibration_ = nullptr;
   std::optional<CalibrationJob> calibration_job_;

@@ -221,6 +221,84 @@ private slots:
     QCOMPARE(alone["layer_overhead_us"]["after"].get<double>(), 500.0);
   }
 
+  // Steps made at level 0.62 with a step overhead of 150 ms (the shipped curve is at 0.56 with
+  // none), on rows of 0.4 to 2.7 s: --fit level,step must find the pair, which no level alone
+  // matches (a fixed time a step weighs more on the shorter steps), every row held out included;
+  // the file it writes carries the overhead and says where it comes from; the overhead alone at
+  // the level made is found too; and the two overheads at once are refused.
+  void findsTheStepOverheadTheStepsWereMadeAt() {
+    json hardware = h100AtLevel(0.62);
+    hardware["step_overhead_us"] = 150000;
+    writeJson(path("h100-step.json"), hardware);
+    json rows = shippedRows("megatron-core-h100",
+                            {"gpt-1.7b", "gpt-7.1b", "gpt-70b", "gpt-177b-strong-4608"});
+    QCOMPARE(rows.size(), std::size_t{4});
+    writeMadeRows(rows, path("h100-step.json"), path("step.json"));
+
+    const json level = runJson({"calibrate", "--published", path("step.json"), "--hardware",
+                                "h100-sxm", "--fit", "level", "--json"});
+    QVERIFY2(level["after"]["worst_abs_step_error"].get<double>() > 0.01, level.dump().c_str());
+    QCOMPARE(level["step_overhead_us"]["after"].get<double>(), 0.0);
+    QVERIFY(!level["step_overhead_us"].contains("held_out_level_alone"));
+
+    const QString saved = path("h100-step-fit.json");
+    const json fit =
+        runJson({"calibrate", "--published", path("step.json"), "--hardware", "h100-sxm", "--fit",
+                 "level,step", "--save-hardware", saved, "--json"});
+    QCOMPARE(fit["fitted"], json::array({"level", "step"}));
+    QCOMPARE(fit["level"]["after"].get<double>(), 0.62);
+    QCOMPARE(fit["step_overhead_us"]["before"].get<double>(), 0.0);
+    QCOMPARE(fit["step_overhead_us"]["after"].get<double>(), 150000.0);
+    QCOMPARE(fit["step_overhead_us"]["rows"].get<int>(), 4);
+    QVERIFY(!fit["layer_overhead_us"].contains("held_out"));
+    // Held out, the pair meets every row and the level alone does not.
+    QVERIFY(fit["step_overhead_us"]["held_out"]["mean_abs_step_error"].get<double>() < 1e-6);
+    QCOMPARE(fit["step_overhead_us"]["held_out_level_alone"]["runs"].get<int>(), 4);
+    QVERIFY(fit["step_overhead_us"]["held_out_level_alone"]["mean_abs_step_error"].get<double>() >
+            0.01);
+    for (const auto &row : fit["rows"]) {
+      QVERIFY2(std::abs(row["error_after"].get<double>()) < 1e-6, row.dump().c_str());
+      QVERIFY2(std::abs(row["error_held_out"].get<double>()) < 1e-6, row.dump().c_str());
+    }
+    const json file = readJson(saved);
+    QCOMPARE(file["step_overhead_us"].get<double>(), 150000.0);
+    QVERIFY2(file["notes"].get<std::string>().rfind(
+                 "step_overhead_us: 150.0 ms per step, fitted by pipescope calibrate", 0) == 0,
+             file["notes"].dump().c_str());
+    QVERIFY(file["gemm_efficiency_source"].get<std::string>().find(
+                "beside a step overhead of 150.0 ms") != std::string::npos);
+    // The saved file predicts the rows as the report says.
+    json on_fit = readJson(path("step.json"))["rows"];
+    for (auto &row : on_fit)
+      row["hardware"] = saved.toStdString();
+    writeJson(path("step-on-fit.json"), validationFile(on_fit));
+    const json compared = runJson({"compare", "--published", path("step-on-fit.json"), "--json"});
+    QVERIFY2(compared["mean_abs_step_error"].get<double>() < 1e-6, compared.dump().c_str());
+
+    // The overhead alone, at the level made: found too; the report's text says so.
+    hardware["step_overhead_us"] = 0;
+    writeJson(path("h100-step-level-made.json"), hardware);
+    const json alone = runJson({"calibrate", "--published", path("step.json"), "--hardware",
+                                path("h100-step-level-made.json"), "--fit", "step", "--json"});
+    QCOMPARE(alone["fitted"], json::array({"step"}));
+    QCOMPARE(alone["level"]["after"].get<double>(), 0.62);
+    QCOMPARE(alone["step_overhead_us"]["after"].get<double>(), 150000.0);
+    const Run text = pipescope({"calibrate", "--published", path("step.json"), "--hardware",
+                                "h100-sxm", "--fit", "level,step"});
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains(QStringLiteral("step overhead (once a step): 0.0 -> 150.0 ms, "
+                                              "fitted on 4 rows with the level")),
+             qPrintable(text.out));
+    QVERIFY(text.out.contains(QStringLiteral("the level's rows held out, with the step overhead")));
+
+    const Run both = pipescope({"calibrate", "--published", path("step.json"), "--hardware",
+                                "h100-sxm", "--fit", "level,overhead,step"});
+    QCOMPARE(both.exit_code, 2);
+    QVERIFY2(both.err.contains(QStringLiteral("one at a time")) &&
+                 both.err.contains(QStringLiteral("ask for overhead or step")),
+             qPrintable(both.err));
+  }
+
   // The shipped levels come back from the rows they were fitted on (docs/validation.md):
   // a100-80gb's 0.70 on both A100 tables, h100-sxm's 0.56 on the three Megatron-Core rows whose
   // step is that level's alone, and its FP8 level, held at 0.56, on the four dense

@@ -1270,6 +1270,58 @@ private slots:
     QVERIFY2(refused.find("/hardware/layer_overhead_us") != std::string::npos, refused.c_str());
   }
 
+  // The step's fixed overhead (HardwareSpec::step_overhead_us, docs/cost-model.md "A step's
+  // fixed overhead"): paid once a step in the tail after each rank's last op, so the simulated
+  // step grows by exactly that much under every schedule and microbatch count, and no op moves.
+  // A file without it prices none, the speed of light drops it, and a negative one is refused
+  // naming the field.
+  void stepOverheadByHand() {
+    auto loaded = presetSetup("llama3-8b", "h100-sxm");
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    QCOMPARE(loaded->hardware.step_overhead_us, 0.0);
+    Mesh mesh;
+    mesh.dp = 2, mesh.tp = 1, mesh.pp = 4;
+    for (const ScheduleRequest &request :
+         {ScheduleRequest{"1f1b", 4, 8, 1, 0}, ScheduleRequest{"interleaved-1f1b", 4, 16, 2, 0},
+          ScheduleRequest{"zb-h1", 4, 4, 1, 0}}) {
+      auto schedule = generateSchedule(request);
+      QVERIFY(schedule);
+      ModelSetup setup = *loaded;
+      auto none = deriveModelCosts(setup, mesh, schedule->placement);
+      setup.hardware.step_overhead_us = 120000;
+      auto with = deriveModelCosts(setup, mesh, schedule->placement);
+      QVERIFY2(none && with, none ? "" : none.error().message.c_str());
+      QVERIFY(near(with->costs.gradient_sync_us, none->costs.gradient_sync_us + 120000));
+      for (std::size_t v = 0; v < none->costs.stage_overrides.size(); ++v) {
+        QCOMPARE(with->costs.stage_overrides[v].forward_us,
+                 none->costs.stage_overrides[v].forward_us);
+        QCOMPARE(with->costs.stage_overrides[v].backward_us,
+                 none->costs.stage_overrides[v].backward_us);
+      }
+      auto step_none = evaluate(request, none->costs);
+      auto step_with = evaluate(request, with->costs);
+      QVERIFY(step_none && step_with);
+      QVERIFY2(near(step_with->simulation.makespan_us, step_none->simulation.makespan_us + 120000),
+               request.name.c_str());
+    }
+    ModelSetup setup = *loaded;
+    setup.hardware.step_overhead_us = 120000;
+    QCOMPARE(speedOfLightSetup(setup).hardware.step_overhead_us, 0.0);
+    // Files: round-trips; a file without the field (or 0) prices none and stays unwritten; a
+    // negative figure is refused naming it.
+    HardwareSpec hardware = loaded->hardware;
+    QVERIFY(!toJson(hardware).contains("step_overhead_us"));
+    hardware.step_overhead_us = 85000;
+    nlohmann::json json = toJson(hardware);
+    QCOMPARE(json["step_overhead_us"].get<double>(), 85000.0);
+    QCOMPARE(hardwareSpecFromJson(json, "/hardware")->step_overhead_us, 85000.0);
+    json.erase("step_overhead_us");
+    QCOMPARE(hardwareSpecFromJson(json, "/hardware")->step_overhead_us, 0.0);
+    json["step_overhead_us"] = -1;
+    const std::string refused = refusal(hardwareSpecFromJson(json, "/hardware"));
+    QVERIFY2(refused.find("/hardware/step_overhead_us") != std::string::npos, refused.c_str());
+  }
+
   // CP splits each sequence: every activation of a stage halves at CP = 2 (flash attention keeps
   // only a per-row term); tokens per step stay dp × M × b × s (CP adds GPUs, not replicas), and
   // the refusal names the field.

@@ -290,6 +290,33 @@ private slots:
     QCoreApplication::processEvents(); // the queued finished signal finds nothing left to do
     QCOMPARE(calibrated.count(), 2);
 
+    // "with a step overhead" fits the step's fixed time beside the level instead (pipescope
+    // calibrate --fit level,step); the two boxes are one choice, and both at once are refused.
+    auto *step = dialog.findChild<QCheckBox *>(QStringLiteral("calibrate_step"));
+    QVERIFY(step && !step->isChecked());
+    overhead->setChecked(true);
+    step->setChecked(true);
+    QVERIFY(step->isChecked() && !overhead->isChecked());
+    overhead->setChecked(true);
+    QVERIFY(overhead->isChecked() && !step->isChecked());
+    overhead->setChecked(false);
+    const QString with_step = dir.filePath(QStringLiteral("my-hardware-step.json"));
+    const auto both = dialog.calibrateRunsFile(runs, with_step, true, true);
+    QVERIFY(!both.ok() && both.error().message.find("one at a time") != std::string::npos);
+    QVERIFY(!QFile::exists(with_step));
+    QVERIFY(dialog.startCalibration(runs, with_step, false, true).ok());
+    dialog.waitForCalibration();
+    QCOMPARE(calibrated.count(), 3);
+    const QString step_details =
+        dialog.findChild<QLabel *>(QStringLiteral("published_run_details"))->text();
+    QVERIFY2(step_details.contains(QStringLiteral("step overhead 0.0 \u2192 ")),
+             qPrintable(step_details));
+    QVERIFY2(step_details.contains(QStringLiteral("with the level alone")),
+             qPrintable(step_details));
+    auto saved_step = loadHardwareSpec(with_step.toStdString());
+    QVERIFY(saved_step.ok());
+    QVERIFY(saved_step->notes.rfind("step_overhead_us: ", 0) == 0);
+
     // Remove runs file: off the list and off the remembered files, the file itself unchanged;
     // a shipped set has nothing to remove. Added again, it is listed again.
     QVERIFY(!dialog.removeRunsFile(QStringLiteral("megatron-core-h100")));
