@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,10 +64,10 @@ set, or "all". Rows that check memory only are left out.
                                    gives those rows held out with it and with the level alone
                          step      a fixed time every step pays once (to 0.1 ms;
                                    step_overhead_us): the framework's per-step host work, with
-                                   the level on its rows as overhead is (one of the two). It
-                                   tells apart only rows of different microbatch counts; the
-                                   report gives those rows held out with it and with the level
-                                   alone
+                                   the level on its rows as overhead is (and beside it when
+                                   both are asked). It tells apart only rows of different
+                                   microbatch counts; the report gives those rows held out with
+                                   it and with the level alone
                        Default: level; with fp8 when the dense rows mix BF16 and FP8 GEMMs; with
                        moe-host when there are MoE rows (moe-host alone when every row is MoE)
   --save-hardware FILE write the fitted hardware file (its sources say what it was fitted on);
@@ -135,10 +136,15 @@ json fitJson(const HardwareFit &fit, const std::string &base_name,
   if (options.step) out["fitted"].push_back("step");
   out["step_overhead_us"] = {{"before", fit.step_before_us}, {"after", fit.step_after_us}};
   if (options.step) out["step_overhead_us"]["rows"] = fit.level_rows;
+  // The level's rows held out with the figures fitted, under each overhead fitted.
   if (fit.level_alone_held_out.runs > 0) {
-    const char *beside = options.step ? "step_overhead_us" : "layer_overhead_us";
-    out[beside]["held_out"] = summary(fit.overhead_held_out);
-    out[beside]["held_out_level_alone"] = summary(fit.level_alone_held_out);
+    const std::pair<const char *, bool> overheads[] = {{"layer_overhead_us", options.overhead},
+                                                       {"step_overhead_us", options.step}};
+    for (const auto &[key, fitted] : overheads)
+      if (fitted) {
+        out[key]["held_out"] = summary(fit.overhead_held_out);
+        out[key]["held_out_level_alone"] = summary(fit.level_alone_held_out);
+      }
   }
   if (fit.fp8_level_before > 0) {
     out["fp8_level"] = {{"before", fit.fp8_level_before}, {"after", fit.fp8_level_after}};
@@ -373,8 +379,9 @@ int runCalibrate(const std::vector<std::string> &args) {
   if (fit->held_out.runs > 0)
     line("held out (each row on the figure fitted on the others)", fit->held_out);
   if (fit->level_alone_held_out.runs > 0) {
-    line(options.step ? "the level's rows held out, with the step overhead"
-                      : "the level's rows held out, with the layer overhead",
+    line(options.step && options.overhead ? "the level's rows held out, with both overheads"
+         : options.step                   ? "the level's rows held out, with the step overhead"
+                                          : "the level's rows held out, with the layer overhead",
          fit->overhead_held_out);
     line("the level's rows held out, the level alone (--fit level)", fit->level_alone_held_out);
   }

@@ -290,9 +290,6 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
                      "tokens_per_s_per_gpu");
   if (!options.level && !options.fp8 && !options.moe_host && !options.overhead && !options.step)
     return makeError("nothing to fit: ask for level, fp8, moe-host, overhead or step");
-  if (options.overhead && options.step)
-    return makeError("the layer overhead and the step overhead are fitted one at a time (each "
-                     "trades against the level on the same rows); ask for overhead or step");
 
   std::vector<const ValidationCase *> cases;
   std::vector<int> fp8_rows, moe_rows, level_rows, fp8_members;
@@ -395,9 +392,12 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
       addCandidates(0, full);
       without_overhead = level.candidates.size();
       if (auto status = runStage(level, cases); !status) return status.error();
+      // The window starts below the best level at no overhead; with the step overhead beside
+      // them that level says less (each level takes its own step overhead), so the full grid.
       const double from =
-          options.level ? level.grid[static_cast<std::size_t>(level.best)] - kOverheadLevelMargin
-                        : 0;
+          options.level && !options.step
+              ? level.grid[static_cast<std::size_t>(level.best)] - kOverheadLevelMargin
+              : 0;
       const std::vector<double> window = options.level ? levelGrid(top, from) : full;
       for (int step = 1; step * kOverheadFitStepUs <= kOverheadFitMaxUs + 1e-6; ++step)
         addCandidates(step * kOverheadFitStepUs, window);
@@ -406,7 +406,8 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     }
     if (auto status = runStage(level, cases); !status) return status.error();
     if (options.step) {
-      // Each level with its own best step overhead: its errors moved by it, exactly.
+      // Each candidate (a level, with the layer overhead a pair) with its own best step
+      // overhead: its errors moved by it, exactly.
       without_step = level.table;
       for (std::size_t i = 0; i < level.candidates.size(); ++i) {
         const double us = bestStepOverheadUs(without_step, i, level_measured_s, -1);
@@ -553,9 +554,10 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     for (std::size_t k = 0; k < level.members.size(); ++k) {
       const FittedRow &row = fit.rows[static_cast<std::size_t>(level.members[k])];
       if (row.held_out) fit.overhead_held_out.add(*row.held_out);
+      // The level alone: the candidates at no layer overhead, errors at no step overhead.
       const ErrorTable &alone = options.step ? without_step : level.table;
       const int i = bestCandidate(alone, static_cast<int>(k), level.grid, level.before,
-                                  options.step ? level.grid.size() : without_overhead);
+                                  options.overhead ? without_overhead : level.grid.size());
       if (i >= 0) fit.level_alone_held_out.add(alone[k][static_cast<std::size_t>(i)]);
     }
 

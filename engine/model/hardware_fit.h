@@ -31,8 +31,9 @@ namespace pipescope {
 ///   mean |error| wins (alone, without `level`, the overhead over the same rows at the base's
 ///   level). Only rows of different tokens per microbatch tell the two apart.
 /// - `step`: the step's fixed overhead (HardwareSpec::step_overhead_us), with the level on the
-///   level's rows, as `overhead` is (not beside it: one fixed time at a time). It adds the same
-///   time to every step, so each level's best overhead is found exactly, not on a grid of
+///   level's rows, as `overhead` is (and beside it when both are asked: the layer overhead for
+///   what grows with microbatches, the step's for what does not). It adds the same time to
+///   every step, so each candidate's best overhead is found exactly, not on a grid of
 ///   predictions: the weighted median of what each row's step misses, at least 0. Only rows of
 ///   different microbatch counts tell it from the level.
 struct HardwareFitOptions {
@@ -89,9 +90,9 @@ struct HardwareFit {
   int level_rows = 0, fp8_rows = 0, moe_host_rows = 0; ///< the rows each figure was fitted on
   std::vector<FittedRow> rows;
   StepErrorSummary before, after, held_out;
-  /// With the layer or the step overhead fitted beside the level: the level's rows held out on
-  /// the pair, and on the level alone (no overhead), the comparison that says whether the
-  /// overhead earns its place. Empty otherwise.
+  /// With the layer or the step overhead (or both) fitted beside the level: the level's rows
+  /// held out on the figures fitted, and on the level alone (no overhead), the comparison that
+  /// says whether the overheads earn their place. Empty otherwise.
   StepErrorSummary overhead_held_out, level_alone_held_out;
 };
 
@@ -114,7 +115,7 @@ std::vector<std::string> removeRowsBelowSpeedOfLight(std::vector<FitRow> &rows,
 /// Rows without a measured step are ignored. Errors name what is missing: no timed row, no row
 /// left for a figure asked for (e.g. no BF16 row for the level when the FP8 level is fitted too,
 /// no FP8 row or FP8 peak for the FP8 level, no MoE row for the host time, no row for the
-/// overhead), both overheads at once, or a row that cannot be predicted.
+/// overhead), or a row that cannot be predicted.
 Result<HardwareFit> fitHardware(const std::vector<FitRow> &rows, const HardwareSpec &base,
                                 const HardwareFitOptions &options);
 

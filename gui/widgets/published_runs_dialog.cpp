@@ -143,13 +143,6 @@ PublishedRunsDialog::PublishedRunsDialog(QWidget *parent, bool remember_runs_fil
          "per-step host work) beside the GEMM level (pipescope calibrate --fit level,step): for "
          "runs of different microbatch counts. The details then give the runs held out with it "
          "and with the level alone"));
-  // One fixed time at a time, as pipescope calibrate fits them.
-  connect(calibrate_overhead_, &QCheckBox::toggled, this, [this](bool on) {
-    if (on) calibrate_step_->setChecked(false);
-  });
-  connect(calibrate_step_, &QCheckBox::toggled, this, [this](bool on) {
-    if (on) calibrate_overhead_->setChecked(false);
-  });
   calibrate_ = buttons->addButton(tr("Calibrate hardware\u2026"), QDialogButtonBox::ActionRole);
   calibrate_->setObjectName(QStringLiteral("calibrate_hardware"));
   calibrate_->setToolTip(tr("Fit the hardware's GEMM level (and MoE host time) to the selected "
@@ -292,9 +285,6 @@ Status PublishedRunsDialog::addRunsFile(const QString &path) {
 Result<PublishedRunsDialog::CalibrationJob>
 PublishedRunsDialog::calibrationJob(const QString &runs_path, bool with_overhead,
                                     bool with_step) const {
-  if (with_overhead && with_step)
-    return makeError("the layer overhead and the step overhead are fitted one at a time; tick "
-                     "one of \"with a layer overhead\" and \"with a step overhead\"");
   const QString absolute = QFileInfo(runs_path).absoluteFilePath();
   const int s = runsFileSet(absolute);
   if (s < 0)

@@ -61,7 +61,7 @@ public:
   /// Fits the hardware to an added runs file's timed rows as `pipescope calibrate --published
   /// RUNS` does (the figures the rows ask for; with `with_overhead` also the layer overhead
   /// beside the level, as --fit adds overhead, with `with_step` the step overhead, as --fit adds
-  /// step; one of the two), writes it to `save_path`, says in the details
+  /// step), writes it to `save_path`, says in the details
   /// what changed and emits hardwareCalibrated. The error names what is missing (the file was
   /// not added, its rows run on several GPU types or have no measured step) or why it fails.
   /// The Calibrate hardware button does the same with the fit on a worker thread
@@ -124,7 +124,7 @@ private:
   QPushButton *open_ = nullptr;
   QPushButton *calibrate_ = nullptr;
   QCheckBox *calibrate_overhead_ = nullptr; ///< fit the layer overhead too
-  QCheckBox *calibrate_step_ = nullptr;     ///< fit the step overhead too (not with the layer's)
+  QCheckBox *calibrate_step_ = nullptr;     ///< fit the step overhead too
   /// The button's calibration on a worker thread, and what it needs when it is done.
   QFutureWatcher<Result<HardwareFit>> *calibration_ = nullptr;
   std::optional<CalibrationJob> calibration_job_;

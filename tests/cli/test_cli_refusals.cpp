@@ -265,13 +265,6 @@ private slots:
         << "--fit takes level, fp8, moe-host, overhead and step, comma-separated, each once; "
            "got 'speed'"
         << true;
-    QTest::newRow("calibrate: both fixed times")
-        << QStringList{"calibrate", "--published", "megatron-core-h100", "--fit",
-                       "level,overhead,step"}
-        << 2
-        << "the layer overhead and the step overhead are fitted one at a time (each trades "
-           "against the level on the same rows); ask for overhead or step"
-        << true;
     QTest::newRow("calibrate: step overhead on FP8 rows the FP8 level takes")
         << QStringList{"calibrate", "--published", "nemo-h100", "--fit", "fp8,step"} << 2
         << "no row left to fit the step overhead on (it is fitted on the level's rows, those no "
