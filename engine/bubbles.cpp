@@ -553,8 +553,8 @@ std::string describeIdleInterval(const Schedule &schedule, const BubbleAnalysis 
   switch (interval.cause) {
   case BubbleCause::GradientSync:
     return "gradient_sync: the step's tail after the rank's last op: the exposed DP gradient "
-           "sync (with the GEMMs its hidden part slowed), the tied-embedding sum and the "
-           "optimizer step";
+           "sync (with the GEMMs its hidden part slowed), the tied-embedding sum, the "
+           "optimizer step and any step overhead the hardware file prices";
   case BubbleCause::Unexplained: {
     if (!interval.before.valid()) return cause + ": nothing in the schedule explains it";
     const Op &op = opAt(schedule, interval.before);

@@ -264,7 +264,8 @@ double closedFormGap(const Evaluation &evaluation) {
   return std::abs(evaluation.simulation.bubble_fraction - evaluation.analytic->bubble_fraction);
 }
 
-std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) {
+std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation,
+                                                  double step_overhead_us) {
   std::vector<AnalyticDeparture> departures;
   const auto add = [&](DepartureKind kind, std::string text) {
     departures.push_back({kind, std::move(text)});
@@ -286,10 +287,17 @@ std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation) 
     for (double t : *sends)
       transfer = std::max(transfer, t);
   if (transfer > 0) add(DepartureKind::Transfers, "transfers take up to " + durationText(transfer));
-  if (times.gradient_sync > 0)
-    add(DepartureKind::GradientSync, "the gradient sync and optimizer step add " +
-                                         durationText(times.gradient_sync) +
-                                         " after each rank's last op");
+  if (times.gradient_sync > 0) {
+    const double overhead = std::clamp(step_overhead_us, 0.0, times.gradient_sync);
+    const double sync = times.gradient_sync - overhead;
+    std::string tail =
+        overhead <= 0
+            ? "the gradient sync and optimizer step add " + durationText(times.gradient_sync)
+        : sync <= 0 ? "the step overhead adds " + durationText(overhead)
+                    : "the gradient sync and optimizer step add " + durationText(sync) +
+                          " and the step overhead " + durationText(overhead);
+    add(DepartureKind::GradientSync, tail + " after each rank's last op");
+  }
   if (!times.concurrency_slowdown.empty())
     add(DepartureKind::SharedDevice,
         "ranks share a device, so an op's time depends on what runs beside it");

@@ -66,8 +66,10 @@ struct AnalyticDeparture {
 /// multiple of P = 4". Empty when the plan is inside that regime (or there is no closed form):
 /// the simulation then matches the formula, except V-Half's and V-Min's, which are approximate.
 /// So a reader of "differs by 4.7 points" learns which assumption this plan breaks, not a list
-/// of all of them.
-std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation);
+/// of all of them. `step_overhead_us`: how much of the tail after each rank's last op is the
+/// hardware's step overhead (HardwareSpec::step_overhead_us), named apart from the sync.
+std::vector<AnalyticDeparture> analyticDepartures(const Evaluation &evaluation,
+                                                  double step_overhead_us = 0);
 
 /// The simulated bubble fraction of the same schedule with one departure's costs made as the
 /// closed form assumes: each kind of op at its mean over the stages, free transfers, no sync

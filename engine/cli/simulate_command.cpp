@@ -109,7 +109,7 @@ json rankJson(const RankStats &stats) {
           {"peak_inflight_microbatches", stats.peak_inflight_microbatches}};
 }
 
-json analyticJson(const Evaluation &evaluation) {
+json analyticJson(const Evaluation &evaluation, double step_overhead_us) {
   const std::optional<AnalyticMetrics> &analytic = evaluation.analytic;
   if (!analytic) return nullptr;
   json out = {
@@ -122,7 +122,7 @@ json analyticJson(const Evaluation &evaluation) {
   // bubble fraction without it alone and its Shapley share of the gap where that is a matter of
   // costs (null for M or G, and the share on plans too large to simulate 2^n times).
   json departures = json::array();
-  const std::vector<AnalyticDeparture> found = analyticDepartures(evaluation);
+  const std::vector<AnalyticDeparture> found = analyticDepartures(evaluation, step_overhead_us);
   const std::optional<GapShares> shares = closedFormGapShares(evaluation, found);
   const auto orNull = [](const std::optional<double> &value) {
     return value ? json(*value) : json(nullptr);
@@ -205,6 +205,8 @@ int runSimulate(const std::vector<std::string> &args) {
   std::optional<ModelReport> report;
   std::optional<ValidatedAccuracy> accuracy;
   double speed_of_light_s = 0; // the plan's step at its speed of light (speedOfLightSetup)
+  // The hardware's step overhead, which the step's tail holds beside the sync.
+  const double step_overhead_us = plan->model ? plan->model->hardware.step_overhead_us : 0;
   if (plan->model) {
     report = reportModel(*plan->model, plan->mesh, e.schedule, derivation, sim);
     if (auto status = checkModelReport(*report); !status) return fail(status.error().message);
@@ -228,7 +230,7 @@ int runSimulate(const std::vector<std::string> &args) {
     out["makespan"] = sim.makespan_us;
     out["bubble_fraction"] = sim.bubble_fraction;
     out["bubble_ratio"] = sim.bubble_ratio;
-    out["analytic"] = analyticJson(e);
+    out["analytic"] = analyticJson(e, step_overhead_us);
     json ranks = json::array();
     for (std::size_t r = 0; r < sim.ranks.size(); ++r) {
       json rank = rankJson(sim.ranks[r]);
@@ -251,6 +253,8 @@ int runSimulate(const std::vector<std::string> &args) {
       out["mfu"] = report->mfu;
       if (report->mfu_fp8 > 0) out["mfu_fp8"] = report->mfu_fp8;
       out["speed_of_light_step_s"] = speed_of_light_s;
+      // Part of the step's tail, so a reader can tell it from the sync and the optimizer step.
+      out["step_overhead_s"] = step_overhead_us / 1e6;
       out["communication"] = {
           {"tp", toJson(report->tp)}, {"pp", toJson(report->pp)}, {"dp", toJson(report->dp)}};
       out["cost_breakdown"] = costBreakdownJson(derivation.stage_breakdown, derivation.layer_ops,
@@ -351,7 +355,7 @@ int runSimulate(const std::vector<std::string> &args) {
   // alone; then, where the schedule's own conditions leave a rest, the bubble with every cost as
   // the formula assumes.
   if (departsFromClosedForm(e)) {
-    const std::vector<AnalyticDeparture> departures = analyticDepartures(e);
+    const std::vector<AnalyticDeparture> departures = analyticDepartures(e, step_overhead_us);
     const std::optional<GapShares> shares = closedFormGapShares(e, departures);
     for (std::size_t i = 0; i < departures.size(); ++i) {
       std::string line = departures[i].text;
@@ -400,6 +404,14 @@ int runSimulate(const std::vector<std::string> &args) {
     std::snprintf(line, sizeof line, "\nstep time %.4g s, %.4g tokens/s, MFU %.1f %%%s\n",
                   report->step_time_s, report->tokens_per_s, report->mfu * 100, fp8);
     summary << line;
+    if (step_overhead_us > 0) {
+      std::snprintf(line, sizeof line,
+                    "of which the step overhead %.4g ms (the hardware file's step_overhead_us: "
+                    "its framework's per-step host work, in the tail after each rank's last "
+                    "op)",
+                    step_overhead_us / 1000);
+      summary << wrappedLine("", "  ", line);
+    }
     std::snprintf(line, sizeof line,
                   "communication per step (bytes over one pipeline replica, time on its busiest "
                   "rank): TP %s (%.3g s, %s), PP %s (%.3g s, %s), DP %s (%.3g s, %s)",

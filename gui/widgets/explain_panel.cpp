@@ -25,7 +25,8 @@ QString escaped(const std::string &text) {
 QString departuresHtml(const ExplorerSnapshot &snapshot) {
   const Evaluation &evaluation = *snapshot.evaluation;
   if (!departsFromClosedForm(evaluation)) return {};
-  const std::vector<AnalyticDeparture> departures = analyticDepartures(evaluation);
+  const std::vector<AnalyticDeparture> departures = analyticDepartures(
+      evaluation, snapshot.plan.model ? snapshot.plan.model->hardware.step_overhead_us : 0);
   if (departures.empty()) return {};
   const bool resimulate = estimatedOpCount(snapshot.plan) <= kResimulatedOpLimit;
   const std::optional<GapShares> shares =

@@ -444,6 +444,10 @@ void MetricsPanel::setSnapshot(const SnapshotPointer &snapshot) {
     values_.value(QString::fromLatin1(key))->setText(text);
   };
   QString step = formatDuration(simulation.makespan_us);
+  // A calibrated file's step overhead is part of the step's tail: say how much.
+  if (const auto &model = snapshot->plan.model; model && model->hardware.step_overhead_us > 0)
+    step +=
+        tr(", of which %1 the step overhead").arg(formatDuration(model->hardware.step_overhead_us));
   set("step_time", step);
   set("ops", QLocale().toString(static_cast<qulonglong>(evaluation.schedule.opCount())));
   set("bubble_fraction", formatPercent(simulation.bubble_fraction));

@@ -274,6 +274,14 @@ private slots:
     writeJson(path("step-on-fit.json"), validationFile(on_fit));
     const json compared = runJson({"compare", "--published", path("step-on-fit.json"), "--json"});
     QVERIFY2(compared["mean_abs_step_error"].get<double>() < 1e-6, compared.dump().c_str());
+    // simulate on the file says how much of its step the overhead is.
+    const json simulated = runJson({"simulate", "--model", "llama3-8b", "--hardware", saved, "--dp",
+                                    "2", "--pp", "4", "--json"});
+    QCOMPARE(simulated["step_overhead_s"].get<double>(), 0.15);
+    const Run simulated_text = pipescope(
+        {"simulate", "--model", "llama3-8b", "--hardware", saved, "--dp", "2", "--pp", "4"});
+    QVERIFY2(simulated_text.out.contains(QStringLiteral("of which the step overhead 150 ms")),
+             qPrintable(simulated_text.out));
 
     // The overhead alone, at the level made: found too; the report's text says so.
     hardware["step_overhead_us"] = 0;

@@ -1303,6 +1303,19 @@ private slots:
       QVERIFY(step_none && step_with);
       QVERIFY2(near(step_with->simulation.makespan_us, step_none->simulation.makespan_us + 120000),
                request.name.c_str());
+      // Where the bubble leaves its closed form, the tail names the overhead apart.
+      const auto tailText = [](const Evaluation &evaluation, double overhead_us) {
+        for (const auto &departure : analyticDepartures(evaluation, overhead_us))
+          if (departure.kind == DepartureKind::GradientSync) return departure.text;
+        return std::string();
+      };
+      const std::string split = tailText(*step_with, 120000);
+      QVERIFY2(split.find("the gradient sync and optimizer step add ") == 0 &&
+                   split.find(" and the step overhead 120 ms after each rank's last op") !=
+                       std::string::npos,
+               split.c_str());
+      QVERIFY2(tailText(*step_none, 0).find(" and the step overhead") == std::string::npos,
+               tailText(*step_none, 0).c_str());
     }
     ModelSetup setup = *loaded;
     setup.hardware.step_overhead_us = 120000;

@@ -559,6 +559,7 @@ private slots:
     // hand): the preset's runs are quoted, with what they did not check.
     HardwareSpec by_hand = *preset;
     by_hand.layer_overhead_us = 300;
+    by_hand.step_overhead_us = 50000;
     const QString by_hand_path = dir.filePath(QStringLiteral("by-hand.json"));
     QVERIFY(writeTextFile(by_hand_path.toStdString(), toJson(by_hand).dump(2)).ok());
     QVERIFY(controls->addHardwareFile(by_hand_path).ok());
@@ -566,8 +567,13 @@ private slots:
     QVERIFY2(window.metrics()
                  ->valueText(QStringLiteral("validated"))
                  .contains(QStringLiteral("runs of the preset; this file differs in "
-                                          "layer_overhead_us")),
+                                          "layer_overhead_us, step_overhead_us")),
              qPrintable(window.metrics()->valueText(QStringLiteral("validated"))));
+    // The step's fixed overhead shows in the step time.
+    QVERIFY2(window.metrics()
+                 ->valueText(QStringLiteral("step_time"))
+                 .contains(QStringLiteral(", of which 50.00 ms the step overhead")),
+             qPrintable(window.metrics()->valueText(QStringLiteral("step_time"))));
     QVERIFY(controls->addHardwareFile(path).ok()); // the calibrated one again
     window.settle();
 
