@@ -322,25 +322,19 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
         "\"fp8\"" +
         std::string(options.moe_host ? " but for the MoE rows the host time takes" : "") +
         "); fit the level alone (--fit level)");
-  if (options.overhead && level_rows.empty())
-    return makeError(std::string("no row left to fit the layer overhead on (it is fitted on the "
-                                 "level's rows, those no other figure takes): every row ") +
-                     (options.fp8 ? "runs FP8 GEMMs" : "") +
-                     (options.fp8 && options.moe_host ? " or " : "") +
-                     (options.moe_host ? "is an MoE row the host time takes" : "") +
-                     "; leave fp8 or moe-host out of --fit");
-  if (options.step && level_rows.empty())
-    return makeError(std::string("no row left to fit the step overhead on (it is fitted on the "
-                                 "level's rows, those no other figure takes): every row ") +
-                     (options.fp8 ? "runs FP8 GEMMs" : "") +
-                     (options.fp8 && options.moe_host ? " or " : "") +
-                     (options.moe_host ? "is an MoE row the host time takes" : "") +
-                     "; leave fp8 or moe-host out of --fit");
+  // What took every row from the level's figures, for the refusals below.
+  const std::string every_row_taken = std::string("every row ") +
+                                      (options.fp8 ? "runs FP8 GEMMs" : "") +
+                                      (options.fp8 && options.moe_host ? " or " : "") +
+                                      (options.moe_host ? "is an MoE row the host time takes" : "");
+  for (const auto &[asked, overhead] :
+       {std::pair{options.overhead, "layer overhead"}, std::pair{options.step, "step overhead"}})
+    if (asked && level_rows.empty())
+      return makeError(std::string("no row left to fit the ") + overhead +
+                       " on (it is fitted on the level's rows, those no other figure takes): " +
+                       every_row_taken + "; leave fp8 or moe-host out of --fit");
   if (options.level && level_rows.empty())
-    return makeError(std::string("no row left to fit the BF16 level on: every row ") +
-                     (options.fp8 ? "runs FP8 GEMMs" : "") +
-                     (options.fp8 && options.moe_host ? " or " : "") +
-                     (options.moe_host ? "is an MoE row the host time takes" : "") +
+    return makeError("no row left to fit the BF16 level on: " + every_row_taken +
                      "; leave level out of --fit, or fit it alone (--fit level moves both curves "
                      "on every row)");
 
