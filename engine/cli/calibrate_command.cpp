@@ -27,7 +27,8 @@ using nlohmann::json;
 
 constexpr const char *kCalibrateHelp =
     R"(usage: pipescope calibrate --published SET[,SET...] [--rows ID[,ID...]] [--hardware H]
-                           [--fit level,fp8,moe-host,overhead|step] [--save-hardware FILE]
+                           [--fit level,fp8,moe-host,overhead,step]
+                           [--save-hardware FILE]
                            [--markdown | --json]
 
 Fits the hardware's GEMM efficiency (and, for mixture-of-experts runs, the MoE layers' host time)

@@ -249,6 +249,22 @@ double bestStepOverheadUs(const ErrorTable &table, std::size_t column,
   return sumAt(high) < sumAt(low) * (1 - 1e-12) ? high : low;
 }
 
+/// `table` (errors at no step overhead) with each column moved by its own best step overhead
+/// over the rows but `skip` (bestStepOverheadUs), and those overheads in `overheads_us`: what
+/// every candidate predicts with the step overhead fitted beside it.
+ErrorTable withBestStepOverheads(const ErrorTable &table, const std::vector<double> &measured_s,
+                                 int skip, std::vector<double> &overheads_us) {
+  ErrorTable shifted = table;
+  const std::size_t columns = table.empty() ? 0 : table.front().size();
+  overheads_us.assign(columns, 0);
+  for (std::size_t i = 0; i < columns; ++i) {
+    overheads_us[i] = std::max(0.0, bestStepOverheadUs(table, i, measured_s, skip));
+    for (std::size_t k = 0; k < shifted.size(); ++k)
+      shifted[k][i] += overheads_us[i] / 1e6 / measured_s[k];
+  }
+  return shifted;
+}
+
 std::string levelText(double level) {
   char text[16];
   std::snprintf(text, sizeof text, "%.2f", level);
@@ -403,12 +419,10 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
       // Each candidate (a level, with the layer overhead a pair) with its own best step
       // overhead: its errors moved by it, exactly.
       without_step = level.table;
-      for (std::size_t i = 0; i < level.candidates.size(); ++i) {
-        const double us = bestStepOverheadUs(without_step, i, level_measured_s, -1);
-        level.candidates[i].step_overhead_us = us;
-        for (std::size_t k = 0; k < level.table.size(); ++k)
-          level.table[k][i] += us / 1e6 / level_measured_s[k];
-      }
+      std::vector<double> overheads_us;
+      level.table = withBestStepOverheads(without_step, level_measured_s, -1, overheads_us);
+      for (std::size_t i = 0; i < level.candidates.size(); ++i)
+        level.candidates[i].step_overhead_us = overheads_us[i];
       level.best = bestCandidate(level.table, -1, level.grid, level.before);
     }
     fitted = level.candidates[static_cast<std::size_t>(level.best)];
@@ -488,32 +502,16 @@ Result<HardwareFit> fitHardware(const std::vector<FitRow> &all_rows, const Hardw
     if (i < 0) return std::nullopt;
     return stage.table[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)];
   };
-  // With the step overhead: each level's overhead found again without the row held out, the
-  // level of the least mean |error| over the others winning (ties as bestCandidate's).
+  // With the step overhead: each candidate's overhead found again without the row held out,
+  // the candidate of the least mean |error| over the others winning (bestCandidate's ties).
   const auto stepHeldOut = [&](int k) -> std::optional<double> {
-    int best = -1;
-    double best_sum = std::numeric_limits<double>::infinity(), best_us = 0;
-    for (std::size_t i = 0; i < level.grid.size(); ++i) {
-      const double us = bestStepOverheadUs(without_step, i, level_measured_s, k);
-      if (us < 0) return std::nullopt;
-      double sum = 0;
-      for (std::size_t j = 0; j < without_step.size(); ++j)
-        if (static_cast<int>(j) != k)
-          sum += std::abs(without_step[j][i] + us / 1e6 / level_measured_s[j]);
-      const bool better = sum < best_sum * (1 - 1e-12);
-      const bool tied = !better && sum <= best_sum * (1 + 1e-12);
-      if (better ||
-          (tied && std::abs(level.grid[i] - level.before) <
-                       std::abs(level.grid[static_cast<std::size_t>(best)] - level.before))) {
-        best = static_cast<int>(i);
-        best_sum = sum;
-        best_us = us;
-      }
-    }
-    if (best < 0) return std::nullopt;
-    const auto row = static_cast<std::size_t>(k);
-    return without_step[row][static_cast<std::size_t>(best)] +
-           best_us / 1e6 / level_measured_s[row];
+    if (level.members.size() < 2) return std::nullopt;
+    std::vector<double> overheads_us;
+    const ErrorTable shifted =
+        withBestStepOverheads(without_step, level_measured_s, k, overheads_us);
+    const int i = bestCandidate(shifted, k, level.grid, level.before);
+    if (i < 0) return std::nullopt;
+    return shifted[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)];
   };
   for (std::size_t r = 0; r < rows.size(); ++r) {
     FittedRow row;
